@@ -1,0 +1,120 @@
+//! `log` and `status`.
+
+use super::{CliError, CliResult, Target};
+use crate::ipc::Request;
+use clap::Args;
+use std::path::PathBuf;
+
+/// `ckpt-mount log`.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+    /// The folder (default: the ckpt-mount folder containing the current directory)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// `ckpt-mount status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+    /// The folder (default: the ckpt-mount folder containing the current directory)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+fn fetch(dir: Option<PathBuf>, req: Request) -> Result<serde_json::Value, CliError> {
+    match super::target(dir)? {
+        Target::Mounted(folder) => {
+            let resp = super::call(&folder, &req)?;
+            if resp.ok {
+                Ok(resp.data)
+            } else {
+                Err(CliError::fail(resp.error.unwrap_or_default()))
+            }
+        }
+        Target::Offline(folder) => {
+            let (root, store) = super::open_offline(&folder)?;
+            let v = match req {
+                Request::Log => serde_json::to_value(crate::info::log_rows(
+                    &store,
+                    std::os::fd::AsFd::as_fd(&root),
+                )),
+                _ => serde_json::to_value(crate::info::status(
+                    &store,
+                    &folder.display().to_string(),
+                    None,
+                )),
+            };
+            v.map_err(|e| CliError::fail(e.to_string()))
+        }
+    }
+}
+
+fn when(secs: u64) -> String {
+    let d = secs % 86_400;
+    format!("{:02}:{:02}:{:02}", d / 3600, (d % 3600) / 60, d % 60)
+}
+
+/// Runs `log`.
+pub fn log(a: LogArgs) -> CliResult {
+    let v = fetch(a.dir, Request::Log)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return Ok(());
+    }
+    println!(
+        "{:>5}  {:<8}  {:>7} {:>8} {:>7}  {:>10}  {:<20} label",
+        "turn", "time UTC", "created", "modified", "deleted", "bytes", "programs"
+    );
+    for r in v.as_array().cloned().unwrap_or_default() {
+        let programs: Vec<String> = r["programs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| p.as_str().map(String::from))
+            .collect();
+        println!(
+            "{:>5}  {:<8}  {:>7} {:>8} {:>7}  {:>10}  {:<20} {}",
+            r["turn"],
+            when(r["time"].as_u64().unwrap_or(0)),
+            r["created"],
+            r["modified"],
+            r["deleted"],
+            r["bytes"],
+            programs.join(","),
+            r["label"].as_str().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+/// Runs `status`.
+pub fn status(a: StatusArgs) -> CliResult {
+    let v = fetch(a.dir, Request::Status)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return Ok(());
+    }
+    println!("folder:   {}", v["folder"].as_str().unwrap_or("?"));
+    match v["pid"].as_u64() {
+        Some(pid) => println!("mounted:  yes (daemon pid {pid})"),
+        None => println!("mounted:  no"),
+    }
+    println!(
+        "turn:     {} ({} paths captured in it)",
+        v["turn"], v["captures_this_turn"]
+    );
+    println!(
+        "store:    {} bytes in {} blobs, dedup ratio {:.2}",
+        v["store_bytes"],
+        v["blobs"],
+        v["dedup_ratio"].as_f64().unwrap_or(1.0)
+    );
+    Ok(())
+}

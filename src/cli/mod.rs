@@ -1,0 +1,187 @@
+//! The command line: clap definitions and dispatch. Each subcommand lives in its own file.
+
+mod demo;
+mod info;
+mod mount;
+mod rewind;
+mod turn;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// A failure the CLI reports in one line, with its exit code (1 failure, 2 usage).
+#[derive(Debug)]
+pub struct CliError {
+    /// The line to print.
+    pub message: String,
+    /// The exit code.
+    pub code: i32,
+}
+
+impl CliError {
+    /// A reported failure (exit 1).
+    pub fn fail(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 1,
+        }
+    }
+    /// Bad usage (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 2,
+        }
+    }
+}
+
+/// Result of a subcommand.
+pub type CliResult = Result<(), CliError>;
+
+/// Undo for AI coding agents: a FUSE passthrough that captures every change per turn.
+#[derive(Debug, Parser)]
+#[command(name = "ckpt-mount", version, about, long_about = None)]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Mount a folder over itself and capture every change per turn
+    ///
+    /// Example: ckpt-mount mount ~/src/site
+    Mount(mount::MountArgs),
+    /// Unmount a folder; a busy mount is reported, not torn
+    ///
+    /// Example: ckpt-mount unmount ~/src/site
+    Unmount(mount::UnmountArgs),
+    /// Print the current turn, or begin turn N
+    ///
+    /// Example: ckpt-mount turn 3 -m "fix the build"
+    Turn(turn::TurnArgs),
+    /// Restore the folder to the start of turn N (default: the current turn)
+    ///
+    /// Example: ckpt-mount rewind 2 --dry-run
+    Rewind(rewind::RewindArgs),
+    /// List turns: number, label, time, files created/modified/deleted, bytes, programs
+    ///
+    /// Example: ckpt-mount log --json
+    Log(info::LogArgs),
+    /// Show the folder, mount state, current turn and store size
+    ///
+    /// Example: ckpt-mount status
+    Status(info::StatusArgs),
+    /// Build the seed scenario in a temp folder, run an agent turn with shell tools, rewind,
+    /// and compare with the git recipes
+    ///
+    /// Example: ckpt-mount demo
+    Demo(demo::DemoArgs),
+}
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> CliResult {
+    match cli.command {
+        Command::Mount(a) => mount::mount(a),
+        Command::Unmount(a) => mount::unmount(a),
+        Command::Turn(a) => turn::run(a),
+        Command::Rewind(a) => rewind::run(a),
+        Command::Log(a) => info::log(a),
+        Command::Status(a) => info::status(a),
+        Command::Demo(a) => demo::run(a),
+    }
+}
+
+/// Parses sizes such as `1048576`, `512K`, `64M`, `2G`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("unknown size suffix in {s:?} (use K, M, G or T)")),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size too large: {s:?}"))
+}
+
+/// Where a command acts: a mounted folder (through its daemon) or an unmounted one.
+pub enum Target {
+    /// Served by a daemon.
+    Mounted(PathBuf),
+    /// Not mounted: the store is opened directly.
+    Offline(PathBuf),
+}
+
+/// Resolves `--dir` (default: the ckpt-mount folder containing the current directory).
+pub fn target(dir: Option<PathBuf>) -> Result<Target, CliError> {
+    let folder = match dir {
+        Some(d) => d
+            .canonicalize()
+            .map_err(|e| CliError::fail(format!("cannot open {}: {e}", d.display())))?,
+        None => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| CliError::fail(format!("no current directory: {e}")))?;
+            crate::mounts::find_folder(&cwd).ok_or_else(|| {
+                CliError::fail("not inside a ckpt-mount folder (use --dir DIR, or mount one first)")
+            })?
+        }
+    };
+    if crate::mounts::is_ckpt_mount(&folder) {
+        Ok(Target::Mounted(folder))
+    } else {
+        Ok(Target::Offline(folder))
+    }
+}
+
+/// Calls the daemon and turns a failure into a CLI error.
+pub fn call(
+    folder: &std::path::Path,
+    req: &crate::ipc::Request,
+) -> Result<crate::ipc::Response, CliError> {
+    crate::ipc::call(folder, req).map_err(|e| {
+        CliError::fail(format!(
+            "{} is mounted but its daemon does not answer: {e}",
+            folder.display()
+        ))
+    })
+}
+
+/// Opens the store of an unmounted folder (root descriptor and store).
+pub fn open_offline(
+    folder: &std::path::Path,
+) -> Result<(std::os::fd::OwnedFd, crate::store::Store), CliError> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(folder.as_os_str().as_bytes())
+        .map_err(|_| CliError::fail("path contains NUL"))?;
+    let root = crate::sys::open_path(&c, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| CliError::fail(format!("cannot open {}: {e}", folder.display())))?;
+    let store = crate::store::Store::open(std::os::fd::AsFd::as_fd(&root), false, false)
+        .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
+    Ok((root, store))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("10"), Ok(10));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("5Q").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+}

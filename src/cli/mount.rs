@@ -1,0 +1,176 @@
+//! `mount` and `unmount`.
+
+use super::{CliError, CliResult};
+use crate::daemon::{self, MountOptions};
+use crate::sys;
+use clap::Args;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// `ckpt-mount mount`.
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// The project folder to mount over itself
+    pub dir: PathBuf,
+    /// Stay attached and log to stderr instead of the store's daemon.log
+    #[arg(long)]
+    pub foreground: bool,
+    /// Largest file stored per capture; bigger ones are recorded as skipped (K, M, G suffixes)
+    #[arg(long, default_value = "1G", value_parser = super::parse_size)]
+    pub max_blob: u64,
+    /// Let other users use the mount (FUSE allow_other)
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Make every pre-image durable (fsync) before the mutation proceeds
+    #[arg(long)]
+    pub durable: bool,
+    /// FUSE worker threads
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+    /// Kernel cache TTL for entries and attributes, in seconds
+    #[arg(long, default_value_t = 60)]
+    pub ttl: u64,
+    /// Internal: the readiness pipe of a background daemon
+    #[arg(long, hide = true)]
+    pub ready_fd: Option<i32>,
+}
+
+/// `ckpt-mount unmount`.
+#[derive(Debug, Args)]
+pub struct UnmountArgs {
+    /// The mounted folder
+    pub dir: PathBuf,
+}
+
+/// Mounts; in the background unless `--foreground`.
+pub fn mount(a: MountArgs) -> CliResult {
+    let dir = daemon::check_folder(&a.dir).map_err(CliError::fail)?;
+    let opts = MountOptions {
+        dir: dir.clone(),
+        max_blob: a.max_blob,
+        allow_other: a.allow_other,
+        durable: a.durable,
+        threads: a.threads,
+        ttl_secs: a.ttl,
+    };
+    if a.foreground {
+        let ready = a.ready_fd.and_then(daemon::inherited_fd);
+        if ready.is_none() {
+            let _ =
+                env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+                    .try_init();
+        }
+        return daemon::run(&opts, ready.is_none(), ready).map_err(CliError::fail);
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::fail(format!("cannot find own executable: {e}")))?;
+    let (mut r, w) = sys::pipe()
+        .map_err(|e| CliError::fail(format!("pipe: {e}")))?
+        .pipe_files();
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("mount")
+        .arg(&dir)
+        .arg("--foreground")
+        .arg("--ready-fd=3")
+        .arg(format!("--max-blob={}", a.max_blob))
+        .arg(format!("--threads={}", a.threads))
+        .arg(format!("--ttl={}", a.ttl))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    if a.allow_other {
+        cmd.arg("--allow-other");
+    }
+    if a.durable {
+        cmd.arg("--durable");
+    }
+    sys::detach_with_fd(&mut cmd, w.as_raw_fd(), 3);
+    let child = cmd
+        .spawn()
+        .map_err(|e| CliError::fail(format!("cannot start the daemon: {e}")))?;
+    drop(w);
+    let mut answer = String::new();
+    let _ = r.read_to_string(&mut answer);
+    let answer = answer.lines().next().unwrap_or("").to_string();
+    if answer == "ok" {
+        let turn = match crate::ipc::call(
+            &dir,
+            &crate::ipc::Request::Turn {
+                set: None,
+                label: None,
+            },
+        ) {
+            Ok(resp) => resp.data["turn"].as_u64().unwrap_or(0),
+            Err(_) => 0,
+        };
+        println!(
+            "mounted {} (turn {turn}, daemon pid {})",
+            dir.display(),
+            child.id()
+        );
+        Ok(())
+    } else if answer.is_empty() {
+        Err(CliError::fail(format!(
+            "the daemon for {} exited before mounting; see {}/.ckpt/daemon.log",
+            dir.display(),
+            dir.display()
+        )))
+    } else {
+        Err(CliError::fail(answer))
+    }
+}
+
+trait PipeFiles {
+    fn pipe_files(self) -> (std::fs::File, std::os::fd::OwnedFd);
+}
+
+impl PipeFiles for (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    fn pipe_files(self) -> (std::fs::File, std::os::fd::OwnedFd) {
+        (std::fs::File::from(self.0), self.1)
+    }
+}
+
+/// Unmounts and waits for the daemon to finish.
+pub fn unmount(a: UnmountArgs) -> CliResult {
+    let dir = a
+        .dir
+        .canonicalize()
+        .map_err(|e| CliError::fail(format!("cannot open {}: {e}", a.dir.display())))?;
+    if !crate::mounts::is_ckpt_mount(&dir) {
+        return Err(CliError::fail(format!(
+            "{} is not mounted by ckpt-mount",
+            dir.display()
+        )));
+    }
+    let pid = crate::ipc::call(&dir, &crate::ipc::Request::Status)
+        .ok()
+        .and_then(|r| r.data["pid"].as_i64())
+        .map(|p| p as i32);
+    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
+        .map_err(|_| CliError::fail("path contains NUL"))?;
+    match sys::umount(&c, 0) {
+        Ok(()) => {}
+        Err(sys::Errno(libc::EBUSY)) => {
+            return Err(CliError::fail(format!(
+                "{} is busy: a process has a file open or its working directory inside; close it and retry",
+                dir.display()
+            )));
+        }
+        Err(e) => {
+            return Err(CliError::fail(format!(
+                "cannot unmount {}: {e}",
+                dir.display()
+            )));
+        }
+    }
+    if let Some(pid) = pid {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while sys::process_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    println!("unmounted {}", dir.display());
+    Ok(())
+}

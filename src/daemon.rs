@@ -1,0 +1,213 @@
+//! The mount daemon: open the folder, open its store, mount over the folder, serve FUSE
+//! requests on several threads and control requests on a socket, until unmounted.
+
+use crate::capture::Capturer;
+use crate::fs::fuse::{FuseAdapter, KernelInvalidator};
+use crate::fs::{CkptFs, FsConfig};
+use crate::ipc::{self, Request, Response};
+use crate::rewind;
+use crate::store::Store;
+use crate::sys;
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How to mount.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// The folder (canonical).
+    pub dir: PathBuf,
+    /// Largest file content stored per capture.
+    pub max_blob: u64,
+    /// Let other users in (`allow_other`).
+    pub allow_other: bool,
+    /// fsync blobs and journal before each mutation proceeds.
+    pub durable: bool,
+    /// FUSE worker threads.
+    pub threads: usize,
+    /// Entry/attribute TTL in seconds.
+    pub ttl_secs: u64,
+}
+
+/// Refuses folders that must not be mounted over; returns the canonical path.
+pub fn check_folder(dir: &Path) -> Result<PathBuf, String> {
+    let canon = dir
+        .canonicalize()
+        .map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    if !canon.is_dir() {
+        return Err(format!("{} is not a directory", canon.display()));
+    }
+    if canon == Path::new("/") {
+        return Err("refusing to mount over / (mount a project folder)".into());
+    }
+    if let Some(home) = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .and_then(|h| h.canonicalize().ok())
+        && canon == home {
+            return Err(format!(
+                "refusing to mount over the home directory {} (mount a project folder)",
+                canon.display()
+            ));
+        }
+    if crate::mounts::is_ckpt_mount(&canon) {
+        return Err(format!(
+            "{} is already mounted by ckpt-mount",
+            canon.display()
+        ));
+    }
+    Ok(canon)
+}
+
+fn init_log(store: &Store, foreground: bool) {
+    let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+    if !foreground
+        && let Ok(fd) = sys::openat(
+            store.dir(),
+            c"daemon.log",
+            libc::O_CREAT | libc::O_WRONLY | libc::O_APPEND | libc::O_NOFOLLOW,
+            0o600,
+        ) {
+            b.target(env_logger::Target::Pipe(Box::new(std::fs::File::from(fd))));
+        }
+    let _ = b.try_init();
+}
+
+fn handle(fs: &CkptFs, folder: &str, req: Request) -> Response {
+    match req {
+        Request::Turn { set: None, .. } => {
+            Response::ok(serde_json::json!({ "turn": fs.capturer().lock().index.current_turn() }))
+        }
+        Request::Turn {
+            set: Some(n),
+            label,
+        } => match fs.begin_turn(n, label) {
+            Ok(changed) => Response::ok(serde_json::json!({ "turn": n, "changed": changed })),
+            Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
+        },
+        Request::Rewind { to, dry_run, undo } => {
+            let to = to.unwrap_or_else(|| fs.capturer().lock().index.current_turn());
+            match fs.rewind(rewind::Request { to, dry_run, undo }) {
+                Ok(r) => {
+                    let data = serde_json::to_value(&r).unwrap_or_default();
+                    if r.ok() {
+                        Response::ok(data)
+                    } else {
+                        Response::fail("some paths could not be restored", data)
+                    }
+                }
+                Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
+            }
+        }
+        Request::Status => {
+            let store = fs.capturer().lock();
+            let mut v = serde_json::to_value(crate::info::status(
+                &store,
+                folder,
+                Some(std::process::id()),
+            ))
+            .unwrap_or_default();
+            v["nodes"] = serde_json::json!(fs.node_count());
+            Response::ok(v)
+        }
+        Request::Log => {
+            let store = fs.capturer().lock();
+            Response::ok(
+                serde_json::to_value(crate::info::log_rows(&store, fs.root())).unwrap_or_default(),
+            )
+        }
+    }
+}
+
+/// Runs the daemon in this process until the folder is unmounted. `ready` (when given)
+/// receives `ok\n` once the mount answers, or one line of error.
+pub fn run(opts: &MountOptions, foreground: bool, ready: Option<OwnedFd>) -> Result<(), String> {
+    let mut ready = ready.map(std::fs::File::from);
+    let result = run_inner(opts, foreground, &mut ready);
+    if let (Err(e), Some(r)) = (&result, ready.as_mut()) {
+        let _ = writeln!(r, "{e}");
+    }
+    result
+}
+
+fn run_inner(
+    opts: &MountOptions,
+    foreground: bool,
+    ready: &mut Option<std::fs::File>,
+) -> Result<(), String> {
+    let dir = &opts.dir;
+    let cpath = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| "folder path contains NUL".to_string())?;
+    // Opened before the mount: afterwards this path leads into the mount itself.
+    let root = sys::open_path(&cpath, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    let mut store = Store::open(root.as_fd(), true, opts.durable)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    init_log(&store, foreground);
+    if store.index.unfinished_rewind.is_some() {
+        log::warn!(target: "ckpt::rewind", "a rewind was cut off; completing it before mounting");
+        let to = store.index.unfinished_rewind.map_or(0, |r| r.1);
+        rewind::rewind(
+            root.as_fd(),
+            &mut store,
+            rewind::Request {
+                to,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| format!("completing an interrupted rewind failed: {e}"))?;
+    }
+    let listener = ipc::listen(dir).map_err(|e| format!("cannot open the control socket: {e}"))?;
+    sys::set_umask(0);
+    let root_for_fs = root.try_clone().map_err(|e| format!("dup: {e}"))?;
+    let capturer = Capturer::new(store, opts.max_blob);
+    let config = FsConfig {
+        ttl: std::time::Duration::from_secs(opts.ttl_secs),
+        ..FsConfig::default()
+    };
+    let fs = Arc::new(CkptFs::new(root_for_fs, capturer, config).map_err(|e| format!("{e}"))?);
+    let mut options = vec![
+        fuser::MountOption::FSName(crate::mounts::FSNAME.into()),
+        fuser::MountOption::Subtype("ckpt-mount".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::NoSuid,
+        fuser::MountOption::NoDev,
+    ];
+    if opts.allow_other {
+        options.push(fuser::MountOption::CUSTOM("allow_other".into()));
+    }
+    let mut cfg = fuser::Config::default();
+    cfg.mount_options = options;
+    cfg.acl = if opts.allow_other {
+        fuser::SessionACL::All
+    } else {
+        fuser::SessionACL::Owner
+    };
+    cfg.n_threads = Some(opts.threads.max(1));
+    cfg.clone_fd = true;
+    let session = fuser::Session::new(FuseAdapter { fs: fs.clone() }, dir, &cfg)
+        .map_err(|e| format!("cannot mount {}: {e}", dir.display()))?;
+    fs.set_invalidator(Arc::new(KernelInvalidator(session.notifier())));
+    let folder = dir.display().to_string();
+    let fs_ctl = fs.clone();
+    std::thread::Builder::new()
+        .name("ckpt-ctl-accept".into())
+        .spawn(move || ipc::serve(listener, move |req| handle(&fs_ctl, &folder, req)))
+        .map_err(|e| format!("cannot start the control thread: {e}"))?;
+    log::info!(target: "ckpt::fuse", "mounted {} (turn {})", dir.display(), fs.capturer().lock().index.current_turn());
+    if let Some(r) = ready.as_mut() {
+        let _ = writeln!(r, "ok");
+    }
+    *ready = None;
+    let r = session.run();
+    log::info!(target: "ckpt::fuse", "unmounted {}", dir.display());
+    r.map_err(|e| format!("FUSE session ended with an error: {e}"))
+}
+
+/// Builds a descriptor from an inherited number (the readiness pipe).
+pub fn inherited_fd(n: i32) -> Option<OwnedFd> {
+    // Only the number our own parent passed with --ready-fd, which nothing else owns.
+    (n > 2).then(|| sys::own_fd(n))
+}

@@ -1,0 +1,156 @@
+//! The virtual `.ckpt/` directory of the mounted view: `turn`, `rewind` and `.gitignore`.
+//!
+//! These nodes exist only in the mount (the real store under the same name is unreachable
+//! from it). They are served with zero cache TTL and direct I/O, so a read is never stale.
+//! Input is parsed strictly: anything but the documented forms is `EINVAL` and changes nothing.
+
+use crate::capture::MAX_TURN;
+
+/// Node id of the virtual `.ckpt` directory.
+pub const CTL_DIR: u64 = 2;
+/// Node id of `.ckpt/turn`.
+pub const CTL_TURN: u64 = 3;
+/// Node id of `.ckpt/rewind`.
+pub const CTL_REWIND: u64 = 4;
+/// Node id of `.ckpt/.gitignore`.
+pub const CTL_GITIGNORE: u64 = 5;
+
+/// Largest write accepted by a control file.
+pub const MAX_INPUT: usize = 4096;
+
+/// Whether `ino` is one of the virtual nodes.
+pub fn is_control(ino: u64) -> bool {
+    (CTL_DIR..=CTL_GITIGNORE).contains(&ino)
+}
+
+/// The entries of the virtual directory: (node, name, is_dir).
+pub const ENTRIES: [(u64, &str); 3] = [
+    (CTL_TURN, "turn"),
+    (CTL_REWIND, "rewind"),
+    (CTL_GITIGNORE, ".gitignore"),
+];
+
+/// The node for a name inside `.ckpt`.
+pub fn lookup(name: &[u8]) -> Option<u64> {
+    ENTRIES
+        .iter()
+        .find(|(_, n)| n.as_bytes() == name)
+        .map(|(i, _)| *i)
+}
+
+/// A request written to `.ckpt/turn`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnInput {
+    /// The turn to begin.
+    pub turn: u64,
+    /// Its label.
+    pub label: Option<String>,
+}
+
+/// Parses `N` or `N label…` (one trailing newline allowed).
+pub fn parse_turn(input: &[u8]) -> Option<TurnInput> {
+    let text = strip(input)?;
+    let (num, rest) = match text.find(char::is_whitespace) {
+        Some(i) => (&text[..i], text[i..].trim()),
+        None => (text, ""),
+    };
+    let turn = parse_number(num)?;
+    let label = (!rest.is_empty()).then(|| rest.to_string());
+    if label
+        .as_deref()
+        .is_some_and(|l| l.chars().any(char::is_control))
+    {
+        return None;
+    }
+    Some(TurnInput { turn, label })
+}
+
+/// A request written to `.ckpt/rewind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewindInput {
+    /// Rewind to the start of this turn.
+    To(u64),
+    /// Undo the last rewind.
+    Undo,
+}
+
+/// Parses `N` or `undo`.
+pub fn parse_rewind(input: &[u8]) -> Option<RewindInput> {
+    let text = strip(input)?;
+    if text == "undo" {
+        return Some(RewindInput::Undo);
+    }
+    parse_number(text).map(RewindInput::To)
+}
+
+fn strip(input: &[u8]) -> Option<&str> {
+    if input.len() > MAX_INPUT {
+        return None;
+    }
+    let text = std::str::from_utf8(input).ok()?;
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    if text.is_empty() || text.contains('\n') {
+        return None;
+    }
+    Some(text)
+}
+
+/// Only plain decimal digits, 1..=MAX_TURN: no sign, exponent, or leading `+`.
+fn parse_number(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = s.parse().ok()?;
+    (1..=MAX_TURN).contains(&n).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_turn_input_is_refused() {
+        for bad in [
+            &b"abc"[..],
+            b"",
+            b"\n",
+            b"-1",
+            b"0",
+            b"1e30",
+            b"+3",
+            b" 3",
+            b"3\n\n",
+            b"99999999999999999999",
+            b"2 lab\x07el",
+            b"\xff",
+        ] {
+            assert_eq!(parse_turn(bad), None, "{bad:?} accepted");
+        }
+        assert_eq!(parse_turn(&vec![b'1'; 1 << 20]), None);
+    }
+
+    #[test]
+    fn turn_with_label() {
+        assert_eq!(
+            parse_turn(b"2\n"),
+            Some(TurnInput {
+                turn: 2,
+                label: None
+            })
+        );
+        assert_eq!(
+            parse_turn(b"7 fix the build\n"),
+            Some(TurnInput {
+                turn: 7,
+                label: Some("fix the build".into())
+            })
+        );
+    }
+
+    #[test]
+    fn rewind_input() {
+        assert_eq!(parse_rewind(b"3\n"), Some(RewindInput::To(3)));
+        assert_eq!(parse_rewind(b"undo"), Some(RewindInput::Undo));
+        assert_eq!(parse_rewind(b"3 x"), None);
+    }
+}

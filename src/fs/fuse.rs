@@ -1,0 +1,589 @@
+//! The fuser adapter: translate each request into a core call and the result into a reply.
+//! No policy lives here; every method is a few lines.
+
+use super::{Caller, CkptFs, Entry, Invalidator, SetAttr, SetTime, XattrReply};
+use crate::sys::Errno as SysErrno;
+use fuser::{
+    CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// The `fuser::Filesystem` over a shared core.
+pub struct FuseAdapter {
+    /// The core.
+    pub fs: Arc<CkptFs>,
+}
+
+fn caller(req: &Request) -> Caller {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+        pid: req.pid(),
+    }
+}
+
+fn errno(op: &str, e: SysErrno) -> Errno {
+    // Expected outcomes stay at debug level; anything else is worth a warning.
+    match e.0 {
+        libc::ENOENT
+        | libc::EEXIST
+        | libc::ENODATA
+        | libc::ENOTEMPTY
+        | libc::EPERM
+        | libc::EACCES
+        | libc::EINVAL => {
+            log::debug!(target: "ckpt::fuse", "op={op} errno={}", e.0);
+        }
+        _ => log::warn!(target: "ckpt::fuse", "op={op} failed: {e}"),
+    }
+    Errno::from_i32(e.0)
+}
+
+fn reply_entry(reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str) {
+    match r {
+        Ok(e) => reply.entry(&e.ttl, &fix(e), Generation(0)),
+        Err(e) => reply.error(errno(op, e)),
+    }
+}
+
+/// The kernel identifies nodes by node id; `st_ino` shows the host inode (kept in `attr.ino`).
+/// fuser writes `attr.ino` as the entry's node id, so swap them here and let the kernel use
+/// the node id; `st_ino` then equals the node id, which is stable per host inode.
+fn fix(e: Entry) -> fuser::FileAttr {
+    let mut a = e.attr;
+    a.ino = INodeNo(e.node);
+    a
+}
+
+fn time(t: Option<TimeOrNow>) -> Option<SetTime> {
+    t.map(|t| match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(s) => SetTime::At(s),
+    })
+}
+
+/// Sends invalidations through the session's notifier.
+pub struct KernelInvalidator(pub Notifier);
+
+impl Invalidator for KernelInvalidator {
+    fn inval_entry(&self, parent: u64, name: &OsStr) {
+        let _ = self.0.inval_entry(INodeNo(parent), name);
+    }
+    fn inval_inode(&self, node: u64) {
+        let _ = self.0.inval_inode(INodeNo(node), 0, 0);
+    }
+}
+
+impl Filesystem for FuseAdapter {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let want = InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_EXPORT_SUPPORT;
+        let _ = config.add_capabilities(want & config.capabilities());
+        let _ = config.set_max_write(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        reply_entry(reply, self.fs.lookup(parent.0, name), "lookup");
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.fs.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.getattr(ino.0, fh.map(|f| f.0)) {
+            Ok(mut a) => {
+                a.ino = ino;
+                let ttl = if super::control::is_control(ino.0) {
+                    Duration::ZERO
+                } else {
+                    self.fs.config.ttl
+                };
+                reply.attr(&ttl, &a);
+            }
+            Err(e) => reply.error(errno("getattr", e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: time(atime),
+            mtime: time(mtime),
+        };
+        match self.fs.setattr(ino.0, fh.map(|f| f.0), set, caller(req)) {
+            Ok(mut a) => {
+                a.ino = ino;
+                reply.attr(&self.fs.config.ttl, &a);
+            }
+            Err(e) => reply.error(errno("setattr", e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno("readlink", e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply_entry(
+            reply,
+            self.fs
+                .mknod(parent.0, name, mode, umask, rdev, caller(req)),
+            "mknod",
+        );
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        reply_entry(
+            reply,
+            self.fs.mkdir(parent.0, name, mode, umask, caller(req)),
+            "mkdir",
+        );
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.fs.unlink(parent.0, name, caller(req)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("unlink", e)),
+        }
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.fs.rmdir(parent.0, name, caller(req)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("rmdir", e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply_entry(
+            reply,
+            self.fs
+                .symlink(parent.0, link_name, target.as_os_str(), caller(req)),
+            "symlink",
+        );
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        match self.fs.rename(
+            parent.0,
+            name,
+            newparent.0,
+            newname,
+            flags.bits(),
+            caller(req),
+        ) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("rename", e)),
+        }
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply_entry(
+            reply,
+            self.fs.link(ino.0, newparent.0, newname, caller(req)),
+            "link",
+        );
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.open(ino.0, flags.0, caller(req)) {
+            Ok(fh) => {
+                let f = if super::control::is_control(ino.0) {
+                    FopenFlags::FOPEN_DIRECT_IO
+                } else {
+                    FopenFlags::empty()
+                };
+                reply.opened(FileHandle(fh), f);
+            }
+            Err(e) => reply.error(errno("open", e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.fs.read(fh.0, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno("read", e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.fs.write(fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno("write", e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.fs.release(fh.0);
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.fs.fsync(fh.0, datasync) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("fsync", e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.opendir(ino.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(errno("opendir", e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let r = self.fs.readdir(ino.0, fh.0, offset, &mut |d| {
+            reply.add(INodeNo(d.ino), d.offset, d.kind, &d.name)
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("readdir", e)),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let r = self
+            .fs
+            .readdirplus(ino.0, fh.0, offset, &mut |d, entry| match entry {
+                Some(e) => reply.add(
+                    INodeNo(e.node),
+                    d.offset,
+                    &d.name,
+                    &e.ttl,
+                    &fix(*e),
+                    Generation(0),
+                ),
+                None => {
+                    // `.` and `..`: the kernel takes no reference for them.
+                    let mut attr = fuser::FileAttr {
+                        ino: INodeNo(d.ino),
+                        size: 0,
+                        blocks: 0,
+                        atime: SystemTime::UNIX_EPOCH,
+                        mtime: SystemTime::UNIX_EPOCH,
+                        ctime: SystemTime::UNIX_EPOCH,
+                        crtime: SystemTime::UNIX_EPOCH,
+                        kind: d.kind,
+                        perm: 0o755,
+                        nlink: 2,
+                        uid: 0,
+                        gid: 0,
+                        rdev: 0,
+                        blksize: 4096,
+                        flags: 0,
+                    };
+                    attr.ino = INodeNo(d.ino);
+                    reply.add(
+                        INodeNo(d.ino),
+                        d.offset,
+                        &d.name,
+                        &Duration::ZERO,
+                        &attr,
+                        Generation(0),
+                    )
+                }
+            });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("readdirplus", e)),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.fs.release(fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.fs.statfs() {
+            Ok(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namemax as u32,
+                s.f_frsize as u32,
+            ),
+            Err(e) => reply.error(errno("statfs", e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        match self.fs.setxattr(ino.0, name, value, flags, caller(req)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("setxattr", e)),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.fs.getxattr(ino.0, name, size) {
+            Ok(XattrReply::Size(n)) => reply.size(n),
+            Ok(XattrReply::Data(d)) => reply.data(&d),
+            Err(e) => reply.error(errno("getxattr", e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.fs.listxattr(ino.0, size) {
+            Ok(XattrReply::Size(n)) => reply.size(n),
+            Ok(XattrReply::Data(d)) => reply.data(&d),
+            Err(e) => reply.error(errno("listxattr", e)),
+        }
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.fs.removexattr(ino.0, name, caller(req)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("removexattr", e)),
+        }
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // Mounted with default_permissions: the kernel checks access from our attributes.
+        reply.ok();
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self
+            .fs
+            .create(parent.0, name, mode, umask, flags, caller(req))
+        {
+            Ok((e, fh)) => reply.created(
+                &e.ttl,
+                &fix(e),
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(errno("create", e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        match self.fs.fallocate(fh.0, offset, length, mode) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("fallocate", e)),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        match self.fs.lseek(fh.0, offset, whence) {
+            Ok(o) => reply.offset(o),
+            Err(e) => reply.error(errno("lseek", e)),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        match self
+            .fs
+            .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
+        {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno("copy_file_range", e)),
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! The inode table: FUSE node ids <-> host inodes, with the names the kernel knows them by.
+//!
+//! Rules:
+//! 1. Identity is the host `(dev, ino)`, so one host file is one FUSE node (hard links share).
+//! 2. Every reply that hands the kernel an entry adds one lookup; `forget` subtracts, and the
+//!    node is dropped at zero. The root (node 1) is pinned.
+//! 3. A node holds no descriptor: it is reached through its parent's name, so the daemon's
+//!    descriptor count does not grow with the tree (the process may hold only 20,000).
+//! 4. Names are kept per node (`aliases`) and indexed by `(parent, name)`, updated by every
+//!    rename, unlink and rmdir the daemon performs.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+
+/// The root node id.
+pub const ROOT: u64 = 1;
+/// Host inode numbers below this are never used as node ids (the virtual control files live
+/// there).
+pub const FIRST_DYNAMIC: u64 = 16;
+/// Node ids for host inodes whose own number cannot serve (another device, or taken).
+const FALLBACK_BASE: u64 = 1 << 62;
+
+/// A host inode's identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HostId {
+    /// Device.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+}
+
+impl HostId {
+    /// From a stat result.
+    pub fn of(st: &libc::stat) -> Self {
+        Self {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        }
+    }
+}
+
+/// One node.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// The host inode.
+    pub host: HostId,
+    /// Kernel lookups not yet forgotten.
+    pub nlookup: u64,
+    /// `(parent node, name)` pairs this node is known by.
+    pub aliases: Vec<(u64, OsString)>,
+}
+
+/// The table.
+#[derive(Debug)]
+pub struct InodeTable {
+    nodes: HashMap<u64, Node>,
+    by_host: HashMap<HostId, u64>,
+    by_name: HashMap<(u64, OsString), u64>,
+    root_dev: u64,
+    next: u64,
+}
+
+impl InodeTable {
+    /// A table holding only the root.
+    pub fn new(root: HostId) -> Self {
+        let mut nodes = HashMap::new();
+        nodes.insert(
+            ROOT,
+            Node {
+                host: root,
+                nlookup: 1,
+                aliases: Vec::new(),
+            },
+        );
+        let mut by_host = HashMap::new();
+        by_host.insert(root, ROOT);
+        Self {
+            nodes,
+            by_host,
+            by_name: HashMap::new(),
+            root_dev: root.dev,
+            next: FALLBACK_BASE,
+        }
+    }
+
+    /// A node by id.
+    pub fn get(&self, ino: u64) -> Option<&Node> {
+        self.nodes.get(&ino)
+    }
+
+    /// Number of nodes (for status and memory tests).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether only the root is left.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() <= 1
+    }
+
+    /// The child known as `name` in `parent`, if the kernel has looked it up.
+    pub fn child(&self, parent: u64, name: &OsStr) -> Option<u64> {
+        self.by_name.get(&(parent, name.to_os_string())).copied()
+    }
+
+    /// The names from the root down to `ino` (empty for the root), or `None` when the node has
+    /// lost every name (deleted, or replaced by a rewind).
+    pub fn names_of(&self, ino: u64) -> Option<Vec<OsString>> {
+        let mut out = Vec::new();
+        let mut cur = ino;
+        let mut hops = 0;
+        while cur != ROOT {
+            let node = self.nodes.get(&cur)?;
+            let (parent, name) = node.aliases.first()?;
+            out.push(name.clone());
+            cur = *parent;
+            hops += 1;
+            if hops > 4096 {
+                return None; // a cycle would be a bug; never loop forever on a FUSE thread
+            }
+        }
+        out.reverse();
+        Some(out)
+    }
+
+    /// Records that the kernel got an entry for `name` in `parent` referring to `host`.
+    pub fn remember(&mut self, parent: u64, name: &OsStr, host: HostId) -> u64 {
+        let key = (parent, name.to_os_string());
+        let ino = match self.by_host.get(&host) {
+            Some(&ino) => ino,
+            None => {
+                // The host inode number itself, so `st_ino` and `d_ino` agree with the host;
+                // a fallback id when it cannot be used.
+                let own = host.dev == self.root_dev
+                    && host.ino >= FIRST_DYNAMIC
+                    && host.ino < FALLBACK_BASE;
+                let ino = if own && !self.nodes.contains_key(&host.ino) {
+                    host.ino
+                } else {
+                    self.next += 1;
+                    self.next
+                };
+                self.nodes.insert(
+                    ino,
+                    Node {
+                        host,
+                        nlookup: 0,
+                        aliases: Vec::new(),
+                    },
+                );
+                self.by_host.insert(host, ino);
+                ino
+            }
+        };
+        if let Some(&old) = self.by_name.get(&key)
+            && old != ino {
+                self.drop_alias(old, parent, name);
+            }
+        self.by_name.insert(key, ino);
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            if !node.aliases.iter().any(|(p, n)| *p == parent && n == name) {
+                node.aliases.push((parent, name.to_os_string()));
+            }
+            if ino != ROOT {
+                node.nlookup += 1;
+            }
+        }
+        ino
+    }
+
+    fn drop_alias(&mut self, ino: u64, parent: u64, name: &OsStr) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.aliases.retain(|(p, n)| !(*p == parent && n == name));
+        }
+    }
+
+    /// The name `name` in `parent` is gone (unlink, rmdir, or replaced).
+    pub fn unlink(&mut self, parent: u64, name: &OsStr) -> Option<u64> {
+        let ino = self.by_name.remove(&(parent, name.to_os_string()))?;
+        self.drop_alias(ino, parent, name);
+        Some(ino)
+    }
+
+    /// A rename the daemon performed: the node at the old name now has the new one.
+    pub fn rename(&mut self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr) {
+        let replaced = self.unlink(newparent, newname);
+        let _ = replaced;
+        if let Some(ino) = self.unlink(parent, name) {
+            self.by_name
+                .insert((newparent, newname.to_os_string()), ino);
+            if let Some(node) = self.nodes.get_mut(&ino) {
+                node.aliases.insert(0, (newparent, newname.to_os_string()));
+            }
+        }
+    }
+
+    /// `RENAME_EXCHANGE`: the two names swap nodes.
+    pub fn exchange(&mut self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr) {
+        let a = self.unlink(parent, name);
+        let b = self.unlink(newparent, newname);
+        for (ino, p, n) in [(a, newparent, newname), (b, parent, name)] {
+            if let Some(ino) = ino {
+                self.by_name.insert((p, n.to_os_string()), ino);
+                if let Some(node) = self.nodes.get_mut(&ino) {
+                    node.aliases.insert(0, (p, n.to_os_string()));
+                }
+            }
+        }
+    }
+
+    /// The kernel forgot `n` lookups of `ino`.
+    pub fn forget(&mut self, ino: u64, n: u64) {
+        if ino == ROOT {
+            return;
+        }
+        let Some(node) = self.nodes.get_mut(&ino) else {
+            return;
+        };
+        node.nlookup = node.nlookup.saturating_sub(n);
+        if node.nlookup > 0 {
+            return;
+        }
+        if let Some(node) = self.nodes.remove(&ino) {
+            for (p, name) in node.aliases {
+                let key = (p, name);
+                if self.by_name.get(&key) == Some(&ino) {
+                    self.by_name.remove(&key);
+                }
+            }
+            if self.by_host.get(&node.host) == Some(&ino) {
+                self.by_host.remove(&node.host);
+            }
+        }
+    }
+
+    /// After a rewind changed what `name` in `parent` is: keep the name only while it still
+    /// refers to the same host inode.
+    pub fn refresh(&mut self, parent: u64, name: &OsStr, now: Option<HostId>) {
+        if let Some(ino) = self.child(parent, name) {
+            let same = self.nodes.get(&ino).is_some_and(|n| Some(n.host) == now);
+            if !same {
+                self.unlink(parent, name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(ino: u64) -> HostId {
+        HostId { dev: 1, ino }
+    }
+
+    #[test]
+    fn hard_links_share_a_node_and_names_follow_renames() {
+        let mut t = InodeTable::new(h(2));
+        let d = t.remember(ROOT, OsStr::new("d"), h(10));
+        let a = t.remember(d, OsStr::new("a"), h(11));
+        let b = t.remember(ROOT, OsStr::new("b"), h(11));
+        assert_eq!(a, b);
+        t.rename(ROOT, OsStr::new("d"), ROOT, OsStr::new("e"));
+        assert_eq!(
+            t.names_of(a),
+            Some(vec![OsString::from("e"), OsString::from("a")])
+        );
+        t.unlink(d, OsStr::new("a"));
+        assert_eq!(t.names_of(a), Some(vec![OsString::from("b")]));
+        t.forget(a, 2);
+        assert!(t.get(a).is_none());
+        assert_eq!(t.child(ROOT, OsStr::new("b")), None);
+    }
+
+    #[test]
+    fn exchange_swaps_and_forget_saturates() {
+        let mut t = InodeTable::new(h(2));
+        let x = t.remember(ROOT, OsStr::new("x"), h(3));
+        let y = t.remember(ROOT, OsStr::new("y"), h(4));
+        t.exchange(ROOT, OsStr::new("x"), ROOT, OsStr::new("y"));
+        assert_eq!(t.child(ROOT, OsStr::new("x")), Some(y));
+        assert_eq!(t.child(ROOT, OsStr::new("y")), Some(x));
+        t.forget(x, 100);
+        assert!(t.get(x).is_none());
+        t.forget(ROOT, 100);
+        assert!(t.get(ROOT).is_some());
+    }
+}

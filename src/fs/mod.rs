@@ -1,0 +1,1384 @@
+//! The passthrough core: every FUSE operation as a plain method over the host folder, with
+//! capture before each mutation. It never sees fuser's `Request` or `Reply*` types, so tests
+//! drive it on a temp dir without a kernel.
+//!
+//! Descriptors: the folder root is held from before the mount (so no path ever leads back into
+//! the mount); directories are reached by `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` from
+//! the root and kept in a bounded cache; files are opened per handle. The daemon's descriptor
+//! count is bounded by the cache plus the open handles, never by the size of the tree.
+//!
+//! Lock order: `gate` → `inodes` → `dirs` → `handles` → the store (inside `Capturer`). No lock
+//! but `gate` and the store is held across host I/O. Mutations take `gate` shared; a turn
+//! switch or a rewind takes it exclusively, so they see no mutation half done.
+
+pub mod control;
+pub mod fuse;
+pub mod inode;
+
+use crate::capture::{Capturer, TurnError, Who};
+use crate::relpath::{RelPath, STORE_DIR};
+use crate::rewind::{self, Report, RewindError};
+use crate::sys::{self, Errno};
+use control::{CTL_DIR, CTL_GITIGNORE, CTL_REWIND, CTL_TURN};
+use fuser::{FileAttr, FileType};
+use inode::{HostId, InodeTable, ROOT};
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Result of a core operation: the errno goes to the kernel as is.
+pub type FsResult<T> = Result<T, Errno>;
+
+/// Who asked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Caller {
+    /// uid.
+    pub uid: u32,
+    /// gid.
+    pub gid: u32,
+    /// pid.
+    pub pid: u32,
+}
+
+/// An entry reply.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    /// Attributes; `attr.ino` is the host inode number, shown as `st_ino`.
+    pub attr: FileAttr,
+    /// The node id the kernel will use.
+    pub node: u64,
+    /// How long the kernel may cache it.
+    pub ttl: Duration,
+}
+
+/// One directory entry for readdir.
+#[derive(Debug, Clone)]
+pub struct DirItem {
+    /// Inode number shown as `d_ino`.
+    pub ino: u64,
+    /// Offset of the next entry.
+    pub offset: u64,
+    /// Kind.
+    pub kind: FileType,
+    /// Name.
+    pub name: OsString,
+}
+
+/// The kernel-cache side of the mount, implemented by the fuser adapter.
+pub trait Invalidator: Send + Sync {
+    /// Drop the cached dentry `name` in `parent`.
+    fn inval_entry(&self, parent: u64, name: &OsStr);
+    /// Drop cached attributes and pages of `node`.
+    fn inval_inode(&self, node: u64);
+}
+
+/// Settings of the core.
+#[derive(Debug, Clone, Copy)]
+pub struct FsConfig {
+    /// Entry and attribute cache TTL for the project tree.
+    pub ttl: Duration,
+    /// Descriptors kept in the directory cache.
+    pub dir_cache: usize,
+}
+
+impl Default for FsConfig {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(60),
+            dir_cache: 1024,
+        }
+    }
+}
+
+enum HandleKind {
+    File { writable: bool },
+    Dir { entries: Mutex<Vec<DirItem>> },
+    Control { node: u64, snapshot: Mutex<Vec<u8>> },
+}
+
+struct Handle {
+    node: u64,
+    fd: Option<OwnedFd>,
+    kind: HandleKind,
+}
+
+struct DirCache {
+    map: HashMap<u64, (Arc<OwnedFd>, u64)>,
+    tick: u64,
+    cap: usize,
+}
+
+impl DirCache {
+    fn get(&mut self, node: u64) -> Option<Arc<OwnedFd>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(&node).map(|(fd, t)| {
+            *t = tick;
+            fd.clone()
+        })
+    }
+
+    fn put(&mut self, node: u64, fd: Arc<OwnedFd>) {
+        self.tick += 1;
+        if self.map.len() >= self.cap {
+            // Drop the older half: amortised O(1) per insert, bounded descriptors.
+            let mut ticks: Vec<u64> = self.map.values().map(|(_, t)| *t).collect();
+            ticks.sort_unstable();
+            let cut = ticks[ticks.len() / 2];
+            self.map.retain(|_, (_, t)| *t > cut);
+        }
+        self.map.insert(node, (fd, self.tick));
+    }
+}
+
+/// The core filesystem.
+pub struct CkptFs {
+    root: Arc<OwnedFd>,
+    root_host: HostId,
+    inodes: RwLock<InodeTable>,
+    dirs: Mutex<DirCache>,
+    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    next_fh: AtomicU64,
+    gate: RwLock<()>,
+    capture: Capturer,
+    config: FsConfig,
+    last_report: Mutex<String>,
+    invalidator: OnceLock<Arc<dyn Invalidator>>,
+    uid: u32,
+    gid: u32,
+}
+
+fn cname(name: &OsStr) -> FsResult<CString> {
+    sys::cstr(name)
+}
+
+fn now_ts() -> SystemTime {
+    SystemTime::now()
+}
+
+fn kind_of(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
+    }
+}
+
+fn dt_kind(dt: u8) -> FileType {
+    match dt {
+        libc::DT_DIR => FileType::Directory,
+        libc::DT_LNK => FileType::Symlink,
+        libc::DT_FIFO => FileType::NamedPipe,
+        libc::DT_SOCK => FileType::Socket,
+        libc::DT_CHR => FileType::CharDevice,
+        libc::DT_BLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
+    }
+}
+
+fn ts(sec: i64, nsec: i64) -> SystemTime {
+    if sec >= 0 {
+        UNIX_EPOCH + Duration::new(sec as u64, nsec as u32)
+    } else {
+        UNIX_EPOCH - Duration::new(sec.unsigned_abs(), 0) + Duration::new(0, nsec as u32)
+    }
+}
+
+/// Converts a host stat to FUSE attributes.
+pub fn attr_of(st: &libc::stat) -> FileAttr {
+    FileAttr {
+        ino: fuser::INodeNo(st.st_ino),
+        size: st.st_size as u64,
+        blocks: st.st_blocks as u64,
+        atime: ts(st.st_atime, st.st_atime_nsec),
+        mtime: ts(st.st_mtime, st.st_mtime_nsec),
+        ctime: ts(st.st_ctime, st.st_ctime_nsec),
+        crtime: UNIX_EPOCH,
+        kind: kind_of(st.st_mode),
+        perm: (st.st_mode & 0o7777) as u16,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        rdev: st.st_rdev as u32,
+        blksize: st.st_blksize as u32,
+        flags: 0,
+    }
+}
+
+/// Time to set in a setattr.
+#[derive(Debug, Clone, Copy)]
+pub enum SetTime {
+    /// The current time.
+    Now,
+    /// A given time.
+    At(SystemTime),
+}
+
+/// Changes requested by a setattr.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    /// New mode.
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size.
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<SetTime>,
+    /// New modification time.
+    pub mtime: Option<SetTime>,
+}
+
+fn timespec(t: Option<SetTime>) -> libc::timespec {
+    match t {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(SetTime::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(SetTime::At(t)) => match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => libc::timespec {
+                tv_sec: d.as_secs() as i64,
+                tv_nsec: i64::from(d.subsec_nanos()),
+            },
+            Err(e) => {
+                let d = e.duration();
+                let mut sec = -(d.as_secs() as i64);
+                let mut nsec = -i64::from(d.subsec_nanos());
+                if nsec < 0 {
+                    sec -= 1;
+                    nsec += 1_000_000_000;
+                }
+                libc::timespec {
+                    tv_sec: sec,
+                    tv_nsec: nsec,
+                }
+            }
+        },
+    }
+}
+
+impl CkptFs {
+    /// A core over the folder behind `root` (an `O_PATH` directory descriptor) and its store.
+    pub fn new(root: OwnedFd, capture: Capturer, config: FsConfig) -> FsResult<Self> {
+        let st = sys::fstat(root.as_fd())?;
+        let root_host = HostId::of(&st);
+        Ok(Self {
+            root: Arc::new(root),
+            root_host,
+            inodes: RwLock::new(InodeTable::new(root_host)),
+            dirs: Mutex::new(DirCache {
+                map: HashMap::new(),
+                tick: 0,
+                cap: config.dir_cache.max(2),
+            }),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            gate: RwLock::new(()),
+            capture,
+            config,
+            last_report: Mutex::new("{}\n".into()),
+            invalidator: OnceLock::new(),
+            uid: st.st_uid,
+            gid: st.st_gid,
+        })
+    }
+
+    /// Connects the kernel-cache invalidator (after the session exists).
+    pub fn set_invalidator(&self, inv: Arc<dyn Invalidator>) {
+        let _ = self.invalidator.set(inv);
+    }
+
+    /// The capture engine (for the control socket).
+    pub fn capturer(&self) -> &Capturer {
+        &self.capture
+    }
+
+    /// The folder root descriptor.
+    pub fn root(&self) -> BorrowedFd<'_> {
+        self.root.as_fd()
+    }
+
+    /// Number of nodes the kernel holds (status).
+    pub fn node_count(&self) -> usize {
+        self.read_inodes().len()
+    }
+
+    fn read_inodes(&self) -> std::sync::RwLockReadGuard<'_, InodeTable> {
+        self.inodes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write_inodes(&self) -> std::sync::RwLockWriteGuard<'_, InodeTable> {
+        self.inodes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn shared_gate(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.gate
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn exclusive_gate(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.gate
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lock_handles(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Handle>>> {
+        self.handles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lock_dirs(&self) -> std::sync::MutexGuard<'_, DirCache> {
+        self.dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The relative path of a node (`None` for the root).
+    fn path_of(&self, node: u64) -> FsResult<Option<RelPath>> {
+        if node == ROOT {
+            return Ok(None);
+        }
+        let names = self
+            .read_inodes()
+            .names_of(node)
+            .ok_or(Errno(libc::ESTALE))?;
+        let mut bytes = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            if i > 0 {
+                bytes.push(b'/');
+            }
+            bytes.extend_from_slice(n.as_bytes());
+        }
+        RelPath::new(&bytes)
+            .map(Some)
+            .map_err(|_| Errno(libc::ESTALE))
+    }
+
+    fn child_path(&self, parent: u64, name: &OsStr) -> FsResult<RelPath> {
+        let p = self.path_of(parent)?;
+        RelPath::join(p.as_ref(), name).map_err(|_| Errno(libc::EINVAL))
+    }
+
+    /// A directory descriptor for a node, verified to be the node's host inode.
+    fn dir_fd(&self, node: u64) -> FsResult<Arc<OwnedFd>> {
+        if node == ROOT {
+            return Ok(self.root.clone());
+        }
+        if let Some(fd) = self.lock_dirs().get(node) {
+            return Ok(fd);
+        }
+        let path = self.path_of(node)?.ok_or(Errno(libc::ESTALE))?;
+        let fd = sys::open_beneath(
+            self.root.as_fd(),
+            &path.to_cstring(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )
+        .map_err(|e| {
+            if e.0 == libc::ENOENT {
+                Errno(libc::ESTALE)
+            } else {
+                e
+            }
+        })?;
+        let st = sys::fstat(fd.as_fd())?;
+        let expect = self.read_inodes().get(node).map(|n| n.host);
+        if expect != Some(HostId::of(&st)) {
+            return Err(Errno(libc::ESTALE));
+        }
+        let fd = Arc::new(fd);
+        self.lock_dirs().put(node, fd.clone());
+        Ok(fd)
+    }
+
+    /// The parent descriptor and name of a non-root node.
+    fn locate(&self, node: u64) -> FsResult<(Arc<OwnedFd>, CString, RelPath)> {
+        let path = self.path_of(node)?.ok_or(Errno(libc::EINVAL))?;
+        let parent_node = self
+            .read_inodes()
+            .get(node)
+            .and_then(|n| n.aliases.first().map(|a| a.0));
+        let parent_node = parent_node.ok_or(Errno(libc::ESTALE))?;
+        let dir = self.dir_fd(parent_node)?;
+        let name = cname(path.file_name())?;
+        Ok((dir, name, path))
+    }
+
+    /// An `O_PATH` descriptor of a node, verified against its host identity.
+    fn node_fd(&self, node: u64) -> FsResult<OwnedFd> {
+        if node == ROOT {
+            return sys::openat(self.root.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0);
+        }
+        let (dir, name, _) = self.locate(node)?;
+        let fd = sys::openat(dir.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        self.verify(node, fd.as_fd())?;
+        Ok(fd)
+    }
+
+    fn verify(&self, node: u64, fd: BorrowedFd<'_>) -> FsResult<libc::stat> {
+        let st = sys::fstat(fd)?;
+        let expect = self.read_inodes().get(node).map(|n| n.host);
+        if expect != Some(HostId::of(&st)) {
+            return Err(Errno(libc::ESTALE));
+        }
+        Ok(st)
+    }
+
+    fn entry(&self, parent: u64, name: &OsStr, st: &libc::stat) -> Entry {
+        let node = self.write_inodes().remember(parent, name, HostId::of(st));
+        Entry {
+            attr: attr_of(st),
+            node,
+            ttl: self.config.ttl,
+        }
+    }
+
+    fn is_store_name(parent: u64, name: &OsStr) -> bool {
+        parent == ROOT && name.as_bytes() == STORE_DIR.as_bytes()
+    }
+
+    fn refuse_store(parent: u64, name: &OsStr) -> FsResult<()> {
+        if parent == CTL_DIR || Self::is_store_name(parent, name) {
+            // The store is not part of the project: nothing may be created or removed there.
+            return Err(Errno(libc::EPERM));
+        }
+        Ok(())
+    }
+
+    fn control_attr(&self, node: u64) -> FileAttr {
+        let (kind, perm, size) = match node {
+            CTL_DIR => (FileType::Directory, 0o755, 0),
+            CTL_GITIGNORE => (FileType::RegularFile, 0o444, 2),
+            _ => (FileType::RegularFile, 0o644, 0),
+        };
+        let t = now_ts();
+        FileAttr {
+            ino: fuser::INodeNo(node),
+            size,
+            blocks: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+            kind,
+            perm,
+            nlink: if kind == FileType::Directory { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    fn control_entry(&self, node: u64) -> Entry {
+        Entry {
+            attr: self.control_attr(node),
+            node,
+            ttl: Duration::ZERO,
+        }
+    }
+
+    // ---- lookups and attributes ----
+
+    /// `lookup`.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+        if parent == CTL_DIR {
+            return control::lookup(name.as_bytes())
+                .map(|n| self.control_entry(n))
+                .ok_or(Errno(libc::ENOENT));
+        }
+        if Self::is_store_name(parent, name) {
+            return Ok(self.control_entry(CTL_DIR));
+        }
+        if control::is_control(parent) {
+            return Err(Errno(libc::ENOTDIR));
+        }
+        let dir = self.dir_fd(parent)?;
+        let st = sys::lstatat(dir.as_fd(), &cname(name)?)?;
+        Ok(self.entry(parent, name, &st))
+    }
+
+    /// `forget`.
+    pub fn forget(&self, node: u64, n: u64) {
+        if control::is_control(node) {
+            return;
+        }
+        let gone_dir = {
+            let mut t = self.write_inodes();
+            t.forget(node, n);
+            t.get(node).is_none()
+        };
+        if gone_dir {
+            self.lock_dirs().map.remove(&node);
+        }
+    }
+
+    /// `getattr`.
+    pub fn getattr(&self, node: u64, fh: Option<u64>) -> FsResult<FileAttr> {
+        if control::is_control(node) {
+            return Ok(self.control_attr(node));
+        }
+        if let Some(h) = fh.and_then(|fh| self.lock_handles().get(&fh).cloned())
+            && let Some(fd) = &h.fd {
+                return Ok(attr_of(&sys::fstat(fd.as_fd())?));
+            }
+        if node == ROOT {
+            return Ok(attr_of(&sys::fstat(self.root.as_fd())?));
+        }
+        let (dir, name, _) = self.locate(node)?;
+        let st = sys::lstatat(dir.as_fd(), &name)?;
+        let expect = self.read_inodes().get(node).map(|n| n.host);
+        if expect != Some(HostId::of(&st)) {
+            return Err(Errno(libc::ESTALE));
+        }
+        Ok(attr_of(&st))
+    }
+
+    /// Captures a node before a change of it (no capture for the root itself).
+    fn capture_node(&self, node: u64, who: Who) -> FsResult<()> {
+        if node == ROOT {
+            return Ok(());
+        }
+        let (dir, name, path) = self.locate(node)?;
+        self.capture.ensure(dir.as_fd(), &name, &path, who)
+    }
+
+    /// `setattr`.
+    pub fn setattr(
+        &self,
+        node: u64,
+        fh: Option<u64>,
+        set: SetAttr,
+        caller: Caller,
+    ) -> FsResult<FileAttr> {
+        if control::is_control(node) {
+            // `echo N > .ckpt/turn` truncates first; that is accepted and changes nothing.
+            if set.mode.is_none() && set.uid.is_none() && set.gid.is_none() && set.size == Some(0) {
+                return Ok(self.control_attr(node));
+            }
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        self.capture_node(node, Who { pid: caller.pid })?;
+        let fd = self.node_fd(node)?;
+        if let Some(size) = set.size {
+            let handle = fh.and_then(|fh| self.lock_handles().get(&fh).cloned());
+            match handle.as_ref().and_then(|h| h.fd.as_ref()) {
+                Some(hfd) if h_writable(handle.as_deref()) == Some(true) => {
+                    sys::ftruncate(hfd.as_fd(), size)?
+                }
+                _ => {
+                    let w = sys::reopen(fd.as_fd(), libc::O_WRONLY)?;
+                    sys::ftruncate(w.as_fd(), size)?;
+                }
+            }
+        }
+        if set.uid.is_some() || set.gid.is_some() {
+            sys::fchown(
+                fd.as_fd(),
+                set.uid.unwrap_or(u32::MAX),
+                set.gid.unwrap_or(u32::MAX),
+            )?;
+        }
+        if let Some(mode) = set.mode {
+            sys::fchmod_any(fd.as_fd(), mode & 0o7777)?;
+        }
+        if set.atime.is_some() || set.mtime.is_some() {
+            let times = [timespec(set.atime), timespec(set.mtime)];
+            match self.parent_and_name(node)? {
+                (Some(dir), name) => sys::utimensat(dir.as_fd(), &name, &times)?,
+                (None, _) => sys::utimensat(self.root.as_fd(), c".", &times)?,
+            }
+        }
+        Ok(attr_of(&sys::fstat(fd.as_fd())?))
+    }
+
+    fn parent_and_name(&self, node: u64) -> FsResult<(Option<Arc<OwnedFd>>, CString)> {
+        if node == ROOT {
+            return Ok((None, CString::from(c".")));
+        }
+        let (dir, name, _) = self.locate(node)?;
+        Ok((Some(dir), name))
+    }
+
+    /// `readlink`.
+    pub fn readlink(&self, node: u64) -> FsResult<Vec<u8>> {
+        let (dir, name, _) = self.locate(node)?;
+        sys::readlinkat(dir.as_fd(), &name)
+    }
+
+    // ---- namespace changes ----
+
+    fn own_new(&self, dir: BorrowedFd<'_>, name: &CStr, caller: Caller) {
+        // A root daemon creates as root; give the entry to the caller as a local fs would.
+        if sys::geteuid() != 0 || (caller.uid == 0 && caller.gid == 0) {
+            return;
+        }
+        let gid = match sys::fstat(dir) {
+            Ok(st) if st.st_mode & libc::S_ISGID != 0 => st.st_gid,
+            _ => caller.gid,
+        };
+        let _ = sys::lchownat(dir, name, caller.uid, gid);
+    }
+
+    fn prepare_new(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        caller: Caller,
+    ) -> FsResult<(Arc<OwnedFd>, CString)> {
+        Self::refuse_store(parent, name)?;
+        if control::is_control(parent) {
+            return Err(Errno(libc::EPERM));
+        }
+        let dir = self.dir_fd(parent)?;
+        let c = cname(name)?;
+        let path = self.child_path(parent, name)?;
+        self.capture
+            .ensure(dir.as_fd(), &c, &path, Who { pid: caller.pid })?;
+        Ok((dir, c))
+    }
+
+    /// `mknod` (regular files, FIFOs, sockets, devices).
+    pub fn mknod(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        let _gate = self.shared_gate();
+        let (dir, c) = self.prepare_new(parent, name, caller)?;
+        sys::mknodat(
+            dir.as_fd(),
+            &c,
+            (mode & libc::S_IFMT) | (mode & !umask & 0o7777),
+            u64::from(rdev),
+        )?;
+        self.own_new(dir.as_fd(), &c, caller);
+        let st = sys::lstatat(dir.as_fd(), &c)?;
+        Ok(self.entry(parent, name, &st))
+    }
+
+    /// `mkdir`.
+    pub fn mkdir(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        let _gate = self.shared_gate();
+        let (dir, c) = self.prepare_new(parent, name, caller)?;
+        sys::mkdirat(dir.as_fd(), &c, mode & !umask & 0o7777)?;
+        self.own_new(dir.as_fd(), &c, caller);
+        let st = sys::lstatat(dir.as_fd(), &c)?;
+        Ok(self.entry(parent, name, &st))
+    }
+
+    /// `symlink`.
+    pub fn symlink(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        target: &OsStr,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        let _gate = self.shared_gate();
+        let (dir, c) = self.prepare_new(parent, name, caller)?;
+        sys::symlinkat(&cname(target)?, dir.as_fd(), &c)?;
+        self.own_new(dir.as_fd(), &c, caller);
+        let st = sys::lstatat(dir.as_fd(), &c)?;
+        Ok(self.entry(parent, name, &st))
+    }
+
+    /// `link`.
+    pub fn link(
+        &self,
+        node: u64,
+        newparent: u64,
+        newname: &OsStr,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        if control::is_control(node) {
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        let (dir, c) = self.prepare_new(newparent, newname, caller)?;
+        let (sdir, sname, _) = self.locate(node)?;
+        let sst = sys::lstatat(sdir.as_fd(), &sname)?;
+        if self.read_inodes().get(node).map(|n| n.host) != Some(HostId::of(&sst)) {
+            return Err(Errno(libc::ESTALE));
+        }
+        sys::linkat(sdir.as_fd(), &sname, dir.as_fd(), &c)?;
+        let st = sys::lstatat(dir.as_fd(), &c)?;
+        Ok(self.entry(newparent, newname, &st))
+    }
+
+    fn remove(&self, parent: u64, name: &OsStr, flags: i32, caller: Caller) -> FsResult<()> {
+        Self::refuse_store(parent, name)?;
+        if control::is_control(parent) {
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        let dir = self.dir_fd(parent)?;
+        let c = cname(name)?;
+        let path = self.child_path(parent, name)?;
+        self.capture
+            .ensure(dir.as_fd(), &c, &path, Who { pid: caller.pid })?;
+        sys::unlinkat(dir.as_fd(), &c, flags)?;
+        let gone = self.write_inodes().unlink(parent, name);
+        if let (Some(node), true) = (gone, flags & libc::AT_REMOVEDIR != 0) {
+            self.lock_dirs().map.remove(&node);
+        }
+        Ok(())
+    }
+
+    /// `unlink`.
+    pub fn unlink(&self, parent: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+        self.remove(parent, name, 0, caller)
+    }
+
+    /// `rmdir`.
+    pub fn rmdir(&self, parent: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+        self.remove(parent, name, libc::AT_REMOVEDIR, caller)
+    }
+
+    /// `rename` / `renameat2` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        caller: Caller,
+    ) -> FsResult<()> {
+        Self::refuse_store(parent, name)?;
+        Self::refuse_store(newparent, newname)?;
+        if control::is_control(parent) || control::is_control(newparent) {
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        let sdir = self.dir_fd(parent)?;
+        let ddir = self.dir_fd(newparent)?;
+        let (sc, dc) = (cname(name)?, cname(newname)?);
+        let spath = self.child_path(parent, name)?;
+        let dpath = self.child_path(newparent, newname)?;
+        let who = Who { pid: caller.pid };
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        // The source does not exist: let the kernel give its exact errno, capture nothing.
+        let src = sys::lstatat(sdir.as_fd(), &sc)?;
+        if spath != dpath {
+            let src_is_dir = src.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            let mirror = src_is_dir.then_some((ddir.as_fd(), dc.as_c_str(), &dpath));
+            self.capture
+                .ensure_tree(sdir.as_fd(), &sc, &spath, mirror, who)?;
+            let dst_is_dir = sys::lstatat(ddir.as_fd(), &dc)
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            let back = (exchange && dst_is_dir).then_some((sdir.as_fd(), sc.as_c_str(), &spath));
+            self.capture
+                .ensure_tree(ddir.as_fd(), &dc, &dpath, back, who)?;
+        }
+        sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags)?;
+        let mut t = self.write_inodes();
+        if exchange {
+            t.exchange(parent, name, newparent, newname);
+        } else {
+            if let Some(replaced) = t.child(newparent, newname) {
+                self.lock_dirs().map.remove(&replaced);
+            }
+            t.rename(parent, name, newparent, newname);
+        }
+        Ok(())
+    }
+
+    // ---- files ----
+
+    fn add_handle(&self, h: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.lock_handles().insert(fh, Arc::new(h));
+        fh
+    }
+
+    fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
+        self.lock_handles()
+            .get(&fh)
+            .cloned()
+            .ok_or(Errno(libc::EBADF))
+    }
+
+    fn handle_fd(&self, fh: u64) -> FsResult<Arc<Handle>> {
+        let h = self.handle(fh)?;
+        if h.fd.is_none() {
+            return Err(Errno(libc::EBADF));
+        }
+        Ok(h)
+    }
+
+    /// `open`.
+    pub fn open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
+        if control::is_control(node) {
+            if node == CTL_DIR {
+                return Err(Errno(libc::EISDIR));
+            }
+            let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+            if writing && node == CTL_GITIGNORE {
+                return Err(Errno(libc::EACCES));
+            }
+            return Ok(self.add_handle(Handle {
+                node,
+                fd: None,
+                kind: HandleKind::Control {
+                    node,
+                    snapshot: Mutex::new(Vec::new()),
+                },
+            }));
+        }
+        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let clean = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
+        let (dir, name, path) = self.locate(node)?;
+        let gate = writable.then(|| self.shared_gate());
+        if writable {
+            let st = sys::lstatat(dir.as_fd(), &name)?;
+            if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+                self.capture
+                    .ensure(dir.as_fd(), &name, &path, Who { pid: caller.pid })?;
+            }
+        }
+        let fd = sys::openat(dir.as_fd(), &name, clean | libc::O_NOFOLLOW, 0)?;
+        drop(gate);
+        self.verify(node, fd.as_fd())?;
+        Ok(self.add_handle(Handle {
+            node,
+            fd: Some(fd),
+            kind: HandleKind::File { writable },
+        }))
+    }
+
+    /// `create`: make and open a new file.
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        caller: Caller,
+    ) -> FsResult<(Entry, u64)> {
+        let _gate = self.shared_gate();
+        let (dir, c) = self.prepare_new(parent, name, caller)?;
+        let fd = sys::openat(
+            dir.as_fd(),
+            &c,
+            flags | libc::O_CREAT | libc::O_NOFOLLOW,
+            mode & !umask & 0o7777,
+        )?;
+        self.own_new(dir.as_fd(), &c, caller);
+        let st = sys::fstat(fd.as_fd())?;
+        let entry = self.entry(parent, name, &st);
+        let fh = self.add_handle(Handle {
+            node: entry.node,
+            fd: Some(fd),
+            kind: HandleKind::File { writable: true },
+        });
+        Ok((entry, fh))
+    }
+
+    /// `read`.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        let h = self.handle(fh)?;
+        if let HandleKind::Control { node, snapshot } = &h.kind {
+            let mut snap = snapshot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if offset == 0 || snap.is_empty() {
+                *snap = self.control_content(*node);
+            }
+            let start = (offset as usize).min(snap.len());
+            let end = (start + size as usize).min(snap.len());
+            return Ok(snap[start..end].to_vec());
+        }
+        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
+        let mut buf = vec![0u8; size as usize];
+        let n = crate::store::blob::read_full(fd.as_fd(), &mut buf, offset)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// `write`.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+        let h = self.handle(fh)?;
+        if let HandleKind::Control { node, .. } = &h.kind {
+            return self.control_write(*node, data).map(|()| data.len() as u32);
+        }
+        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
+        let _gate = self.shared_gate();
+        let n = sys::pwrite(fd.as_fd(), data, offset)?;
+        Ok(n as u32)
+    }
+
+    /// `release`.
+    pub fn release(&self, fh: u64) {
+        self.lock_handles().remove(&fh);
+    }
+
+    /// `fsync`.
+    pub fn fsync(&self, fh: u64, datasync: bool) -> FsResult<()> {
+        let h = self.handle(fh)?;
+        match &h.fd {
+            Some(fd) => sys::fsync(fd.as_fd(), datasync),
+            None => Ok(()),
+        }
+    }
+
+    /// `fallocate` (the handle is writable, so its file was captured at open).
+    pub fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: i32) -> FsResult<()> {
+        let h = self.handle_fd(fh)?;
+        let _gate = self.shared_gate();
+        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
+        sys::fallocate(fd.as_fd(), mode, offset, length)
+    }
+
+    /// `lseek` (`SEEK_DATA` / `SEEK_HOLE`).
+    pub fn lseek(&self, fh: u64, offset: i64, whence: i32) -> FsResult<i64> {
+        let h = self.handle_fd(fh)?;
+        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
+        sys::lseek(fd.as_fd(), offset, whence)
+    }
+
+    /// `copy_file_range` between two handles.
+    pub fn copy_file_range(
+        &self,
+        fh_in: u64,
+        off_in: u64,
+        fh_out: u64,
+        off_out: u64,
+        len: u64,
+    ) -> FsResult<u32> {
+        let hi = self.handle_fd(fh_in)?;
+        let ho = self.handle_fd(fh_out)?;
+        let _gate = self.shared_gate();
+        let (fi, fo) = (
+            hi.fd.as_ref().ok_or(Errno(libc::EBADF))?,
+            ho.fd.as_ref().ok_or(Errno(libc::EBADF))?,
+        );
+        let n = sys::copy_file_range(
+            fi.as_fd(),
+            off_in,
+            fo.as_fd(),
+            off_out,
+            len.min(u64::from(u32::MAX)),
+        )?;
+        Ok(n as u32)
+    }
+
+    // ---- directories ----
+
+    /// `opendir`.
+    pub fn opendir(&self, node: u64) -> FsResult<u64> {
+        let entries = if node == CTL_DIR {
+            let mut v = vec![
+                DirItem {
+                    ino: CTL_DIR,
+                    offset: 1,
+                    kind: FileType::Directory,
+                    name: ".".into(),
+                },
+                DirItem {
+                    ino: self.root_host.ino,
+                    offset: 2,
+                    kind: FileType::Directory,
+                    name: "..".into(),
+                },
+            ];
+            for (i, (n, name)) in control::ENTRIES.iter().enumerate() {
+                v.push(DirItem {
+                    ino: *n,
+                    offset: i as u64 + 3,
+                    kind: FileType::RegularFile,
+                    name: (*name).into(),
+                });
+            }
+            v
+        } else if control::is_control(node) {
+            return Err(Errno(libc::ENOTDIR));
+        } else {
+            self.list_dir(node)?
+        };
+        Ok(self.add_handle(Handle {
+            node,
+            fd: None,
+            kind: HandleKind::Dir {
+                entries: Mutex::new(entries),
+            },
+        }))
+    }
+
+    fn list_dir(&self, node: u64) -> FsResult<Vec<DirItem>> {
+        let dir = self.dir_fd(node)?;
+        let rd = sys::reopen(dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let raw = sys::read_dir_all(rd.as_fd(), true)?;
+        let mut out = Vec::with_capacity(raw.len());
+        for e in raw {
+            let name = OsString::from_vec_compat(e.name);
+            let (ino, kind) = if node == ROOT && name.as_bytes() == STORE_DIR.as_bytes() {
+                (CTL_DIR, FileType::Directory)
+            } else {
+                (e.ino, dt_kind(e.kind))
+            };
+            let offset = out.len() as u64 + 1;
+            out.push(DirItem {
+                ino,
+                offset,
+                kind,
+                name,
+            });
+        }
+        if node == ROOT
+            && !out
+                .iter()
+                .any(|d| d.name.as_bytes() == STORE_DIR.as_bytes())
+        {
+            let offset = out.len() as u64 + 1;
+            out.push(DirItem {
+                ino: CTL_DIR,
+                offset,
+                kind: FileType::Directory,
+                name: STORE_DIR.into(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// `readdir`: entries after `offset`; `sink` returns true when the reply is full.
+    pub fn readdir(
+        &self,
+        node: u64,
+        fh: u64,
+        offset: u64,
+        sink: &mut dyn FnMut(&DirItem) -> bool,
+    ) -> FsResult<()> {
+        let h = self.handle(fh)?;
+        let HandleKind::Dir { entries } = &h.kind else {
+            return Err(Errno(libc::EBADF));
+        };
+        let mut entries = entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if offset == 0 && node != CTL_DIR && h.node == node {
+            // rewinddir(): a fresh listing, as a local filesystem would give.
+            *entries = self.list_dir(node)?;
+        }
+        for item in entries.iter().skip(offset as usize) {
+            if sink(item) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// `readdirplus`: as `readdir`, with an entry (and a lookup) for each name but `.`/`..`.
+    pub fn readdirplus(
+        &self,
+        node: u64,
+        fh: u64,
+        offset: u64,
+        sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
+    ) -> FsResult<()> {
+        let h = self.handle(fh)?;
+        let HandleKind::Dir { entries } = &h.kind else {
+            return Err(Errno(libc::EBADF));
+        };
+        let mut entries = entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if offset == 0 && node != CTL_DIR {
+            *entries = self.list_dir(node)?;
+        }
+        let dir = if node == CTL_DIR {
+            None
+        } else {
+            Some(self.dir_fd(node)?)
+        };
+        for item in entries.iter().skip(offset as usize) {
+            let dots = item.name == "." || item.name == "..";
+            let entry = if dots {
+                None
+            } else if node == CTL_DIR {
+                control::lookup(item.name.as_bytes()).map(|n| self.control_entry(n))
+            } else if node == ROOT && item.name.as_bytes() == STORE_DIR.as_bytes() {
+                Some(self.control_entry(CTL_DIR))
+            } else {
+                let d = dir.as_ref().ok_or(Errno(libc::EBADF))?;
+                match sys::lstatat(d.as_fd(), &cname(&item.name)?) {
+                    Ok(st) => Some(self.entry(node, &item.name, &st)),
+                    Err(Errno(libc::ENOENT)) => continue, // gone since the listing
+                    Err(e) => return Err(e),
+                }
+            };
+            if sink(item, entry.as_ref()) {
+                // Not sent: the kernel got no reference, so take the lookup back.
+                if let Some(e) = entry.filter(|e| !control::is_control(e.node)) {
+                    self.forget(e.node, 1);
+                }
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// `statfs`.
+    pub fn statfs(&self) -> FsResult<libc::statvfs> {
+        sys::fstatvfs(self.root.as_fd())
+    }
+
+    // ---- extended attributes ----
+
+    /// `getxattr`; with `size == 0` the value's length only.
+    pub fn getxattr(&self, node: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
+        if control::is_control(node) {
+            return Err(Errno(libc::ENODATA));
+        }
+        let fd = self.node_fd(node)?;
+        let c = cname(name)?;
+        let mut buf = vec![0u8; size as usize];
+        let n = sys::getxattr(fd.as_fd(), &c, &mut buf)?;
+        if size == 0 {
+            return Ok(XattrReply::Size(n as u32));
+        }
+        buf.truncate(n);
+        Ok(XattrReply::Data(buf))
+    }
+
+    /// `listxattr`.
+    pub fn listxattr(&self, node: u64, size: u32) -> FsResult<XattrReply> {
+        if control::is_control(node) {
+            return Ok(if size == 0 {
+                XattrReply::Size(0)
+            } else {
+                XattrReply::Data(Vec::new())
+            });
+        }
+        let fd = self.node_fd(node)?;
+        let mut buf = vec![0u8; size as usize];
+        let n = sys::listxattr(fd.as_fd(), &mut buf)?;
+        if size == 0 {
+            return Ok(XattrReply::Size(n as u32));
+        }
+        buf.truncate(n);
+        Ok(XattrReply::Data(buf))
+    }
+
+    /// `setxattr`.
+    pub fn setxattr(
+        &self,
+        node: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        caller: Caller,
+    ) -> FsResult<()> {
+        if control::is_control(node) {
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        self.capture_node(node, Who { pid: caller.pid })?;
+        let fd = self.node_fd(node)?;
+        sys::setxattr(fd.as_fd(), &cname(name)?, value, flags)
+    }
+
+    /// `removexattr`.
+    pub fn removexattr(&self, node: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+        if control::is_control(node) {
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        self.capture_node(node, Who { pid: caller.pid })?;
+        let fd = self.node_fd(node)?;
+        sys::removexattr(fd.as_fd(), &cname(name)?)
+    }
+
+    // ---- turns and rewinds ----
+
+    fn control_content(&self, node: u64) -> Vec<u8> {
+        match node {
+            CTL_TURN => format!("{}\n", self.capture.lock().index.current_turn()).into_bytes(),
+            CTL_REWIND => self
+                .last_report
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+                .into_bytes(),
+            CTL_GITIGNORE => b"*\n".to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn control_write(&self, node: u64, data: &[u8]) -> FsResult<()> {
+        match node {
+            CTL_TURN => {
+                let input = control::parse_turn(data).ok_or(Errno(libc::EINVAL))?;
+                self.begin_turn(input.turn, input.label)
+                    .map(drop)
+                    .map_err(|e| match e {
+                        TurnError::NotAfter { .. } => Errno(libc::EINVAL),
+                        TurnError::Store(s) => Errno(s.errno()),
+                    })
+            }
+            CTL_REWIND => {
+                let input = control::parse_rewind(data).ok_or(Errno(libc::EINVAL))?;
+                let req = match input {
+                    control::RewindInput::To(n) => rewind::Request {
+                        to: n,
+                        ..Default::default()
+                    },
+                    control::RewindInput::Undo => rewind::Request {
+                        undo: true,
+                        ..Default::default()
+                    },
+                };
+                match self.rewind(req) {
+                    Ok(r) if r.ok() => Ok(()),
+                    // Partly restored: the report (readable from .ckpt/rewind) says what failed.
+                    Ok(_) => Err(Errno(libc::EIO)),
+                    Err(e) => Err(Errno(e.errno())),
+                }
+            }
+            _ => Err(Errno(libc::EACCES)),
+        }
+    }
+
+    /// Calls `f` for every file held open for writing.
+    fn each_open_for_write(&self, f: &mut dyn FnMut(BorrowedFd<'_>, &CStr, &RelPath)) {
+        let nodes: Vec<u64> = self
+            .lock_handles()
+            .values()
+            .filter(|h| matches!(h.kind, HandleKind::File { writable: true }))
+            .map(|h| h.node)
+            .collect();
+        for node in nodes {
+            if let Ok((dir, name, path)) = self.locate(node) {
+                f(dir.as_fd(), &name, &path);
+            }
+        }
+    }
+
+    /// Begins turn `n`; returns whether the turn changed.
+    pub fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
+        let _gate = self.exclusive_gate();
+        self.capture
+            .begin_turn(n, label, &|f| self.each_open_for_write(f))
+    }
+
+    /// Rewinds the folder while holding back every other mutation, then invalidates the
+    /// kernel's caches for everything that changed.
+    pub fn rewind(&self, req: rewind::Request) -> Result<Report, RewindError> {
+        let report = {
+            let _gate = self.exclusive_gate();
+            let mut store = self.capture.lock();
+            let report = rewind::rewind(self.root.as_fd(), &mut store, req)?;
+            drop(store);
+            if !req.dry_run {
+                // Files still open for writing belong to the new current turn from now on.
+                let _ = self
+                    .capture
+                    .begin_turn_captures(&|f| self.each_open_for_write(f));
+                self.lock_dirs().map.clear();
+            }
+            report
+        };
+        if !req.dry_run {
+            self.invalidate(&report.changed);
+        }
+        let json = serde_json::to_string(&report).unwrap_or_default() + "\n";
+        *self
+            .last_report
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = json;
+        Ok(report)
+    }
+
+    fn invalidate(&self, changed: &[RelPath]) {
+        let inv = self.invalidator.get().cloned();
+        for path in changed {
+            let parts: Vec<&[u8]> = path.as_bytes().split(|b| *b == b'/').collect();
+            let mut parent = Some(ROOT);
+            let t = self.read_inodes();
+            for part in &parts[..parts.len() - 1] {
+                parent = parent.and_then(|p| t.child(p, OsStr::from_bytes(part)));
+            }
+            drop(t);
+            let Some(parent) = parent else { continue };
+            let name = path.file_name();
+            let node = self.read_inodes().child(parent, name);
+            let now = self
+                .dir_fd(parent)
+                .ok()
+                .and_then(|d| {
+                    cname(name)
+                        .ok()
+                        .and_then(|c| sys::lstatat(d.as_fd(), &c).ok())
+                })
+                .map(|st| HostId::of(&st));
+            self.write_inodes().refresh(parent, name, now);
+            if let Some(inv) = &inv {
+                if let Some(node) = node {
+                    inv.inval_inode(node);
+                }
+                inv.inval_entry(parent, name);
+            }
+        }
+    }
+}
+
+fn h_writable(h: Option<&Handle>) -> Option<bool> {
+    match h?.kind {
+        HandleKind::File { writable } => Some(writable),
+        _ => None,
+    }
+}
+
+trait FromVecCompat {
+    fn from_vec_compat(v: Vec<u8>) -> OsString;
+}
+
+impl FromVecCompat for OsString {
+    fn from_vec_compat(v: Vec<u8>) -> OsString {
+        use std::os::unix::ffi::OsStringExt;
+        OsString::from_vec(v)
+    }
+}
+
+/// A getxattr/listxattr answer.
+#[derive(Debug)]
+pub enum XattrReply {
+    /// Only the size was asked.
+    Size(u32),
+    /// The bytes.
+    Data(Vec<u8>),
+}

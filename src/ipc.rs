@@ -1,0 +1,134 @@
+//! The control socket between the CLI and a running daemon: one JSON request line, one JSON
+//! response line, over an abstract Unix socket named after the folder. Only root and the
+//! daemon's own user may connect (checked with `SO_PEERCRED`).
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsFd;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::path::Path;
+use std::time::Duration;
+
+/// A request to the daemon.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    /// Read the current turn, or begin turn `set`.
+    Turn {
+        /// Turn to begin.
+        set: Option<u64>,
+        /// Its label.
+        label: Option<String>,
+    },
+    /// Rewind.
+    Rewind {
+        /// Target turn (default: the current one).
+        to: Option<u64>,
+        /// Plan only.
+        dry_run: bool,
+        /// Undo the last rewind.
+        undo: bool,
+    },
+    /// Status as JSON.
+    Status,
+    /// Turn log as JSON.
+    Log,
+}
+
+/// The daemon's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Response {
+    /// Whether the request succeeded.
+    pub ok: bool,
+    /// One line saying what went wrong.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The payload.
+    #[serde(default)]
+    pub data: serde_json::Value,
+}
+
+impl Response {
+    /// A success.
+    pub fn ok(data: serde_json::Value) -> Self {
+        Self {
+            ok: true,
+            error: None,
+            data,
+        }
+    }
+    /// A failure.
+    pub fn fail(msg: impl Into<String>, data: serde_json::Value) -> Self {
+        Self {
+            ok: false,
+            error: Some(msg.into()),
+            data,
+        }
+    }
+}
+
+/// The abstract socket name for a folder.
+pub fn socket_name(folder: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let h = Sha256::digest(folder.as_os_str().as_bytes());
+    format!("ckpt-mount/{}", &crate::relpath::hex(&h)[..32])
+}
+
+/// Binds the daemon's listener.
+pub fn listen(folder: &Path) -> std::io::Result<UnixListener> {
+    let addr = SocketAddr::from_abstract_name(socket_name(folder).as_bytes())?;
+    UnixListener::bind_addr(&addr)
+}
+
+/// Serves requests until the process exits; `handle` answers one request.
+pub fn serve(listener: UnixListener, handle: impl Fn(Request) -> Response + Send + Sync + 'static) {
+    let handle = std::sync::Arc::new(handle);
+    let me = crate::sys::geteuid();
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let handle = handle.clone();
+        let _ = std::thread::Builder::new()
+            .name("ckpt-ctl".into())
+            .spawn(move || {
+                let allowed = crate::sys::peer_cred(conn.as_fd())
+                    .is_ok_and(|(uid, _, _)| uid == 0 || uid == me);
+                let mut reader = BufReader::new(&conn);
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    return;
+                }
+                let resp = if !allowed {
+                    Response::fail(
+                        "permission denied: only the folder's owner or root may control it",
+                        serde_json::Value::Null,
+                    )
+                } else {
+                    match serde_json::from_str::<Request>(&line) {
+                        Ok(req) => handle(req),
+                        Err(e) => {
+                            Response::fail(format!("bad request: {e}"), serde_json::Value::Null)
+                        }
+                    }
+                };
+                let mut out = serde_json::to_vec(&resp).unwrap_or_default();
+                out.push(b'\n');
+                let mut w = &conn;
+                let _ = w.write_all(&out);
+            });
+    }
+}
+
+/// Sends one request to the daemon of `folder`.
+pub fn call(folder: &Path, req: &Request) -> std::io::Result<Response> {
+    let addr = SocketAddr::from_abstract_name(socket_name(folder).as_bytes())?;
+    let conn = UnixStream::connect_addr(&addr)?;
+    conn.set_read_timeout(Some(Duration::from_secs(3600)))?;
+    let mut out = serde_json::to_vec(req).map_err(std::io::Error::other)?;
+    out.push(b'\n');
+    (&conn).write_all(&out)?;
+    let mut line = String::new();
+    BufReader::new(&conn).read_line(&mut line)?;
+    serde_json::from_str(&line).map_err(std::io::Error::other)
+}

@@ -1,0 +1,20 @@
+//! ckpt-mount: a FUSE passthrough over a project folder that captures the pre-image of every
+//! path before its first change in a turn, and rewinds the folder to the start of any turn.
+//!
+//! Layers: [`cli`] (commands) → [`daemon`] (mount and serve) → [`fs`] (the passthrough core and
+//! its thin fuser adapter) → [`capture`] (policy) → [`store`] (blobs and journal); [`rewind`]
+//! plans from the journal and applies through descriptors. All `unsafe` is in [`sys`].
+#![deny(unsafe_code)]
+
+pub mod capture;
+pub mod cli;
+pub mod daemon;
+pub mod fs;
+pub mod info;
+pub mod ipc;
+pub mod mounts;
+pub mod relpath;
+pub mod rewind;
+pub mod seed;
+pub mod store;
+pub mod sys;

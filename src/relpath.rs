@@ -1,0 +1,238 @@
+//! Relative paths inside the folder, as the journal stores them.
+//!
+//! Invariant of a valid `RelPath`: non-empty, relative, `/`-separated components that are
+//! never empty, `.` or `..`, no NUL byte, and not inside the store (`.ckpt` at the top).
+//! The journal is untrusted input, so every path read from it is validated again.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::ffi::{CString, OsStr};
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+
+/// Name of the store directory at the top of the folder.
+pub const STORE_DIR: &str = ".ckpt";
+
+/// A validated path relative to the folder root.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RelPath(Vec<u8>);
+
+/// Why a path is not acceptable as a `RelPath`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadPath(pub String);
+
+impl fmt::Display for BadPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl RelPath {
+    /// Validates raw bytes as a relative path inside the folder.
+    pub fn new(bytes: &[u8]) -> Result<Self, BadPath> {
+        if bytes.is_empty() {
+            return Err(BadPath("empty path".into()));
+        }
+        if bytes.contains(&0) {
+            return Err(BadPath("path contains a NUL byte".into()));
+        }
+        if bytes[0] == b'/' {
+            return Err(BadPath("absolute path".into()));
+        }
+        for (i, part) in bytes.split(|b| *b == b'/').enumerate() {
+            match part {
+                b"" => return Err(BadPath("empty path component".into())),
+                b"." | b".." => return Err(BadPath("path contains . or ..".into())),
+                _ if i == 0 && part == STORE_DIR.as_bytes() => {
+                    return Err(BadPath("path inside the store".into()));
+                }
+                _ => {}
+            }
+        }
+        Ok(Self(bytes.to_vec()))
+    }
+
+    /// Joins a validated parent (or the root, `None`) with one validated name.
+    pub fn join(parent: Option<&RelPath>, name: &OsStr) -> Result<Self, BadPath> {
+        let name = name.as_bytes();
+        if name.contains(&b'/') {
+            return Err(BadPath("name contains /".into()));
+        }
+        match parent {
+            None => Self::new(name),
+            Some(p) => {
+                let mut v = p.0.clone();
+                v.push(b'/');
+                v.extend_from_slice(name);
+                Self::new(&v)
+            }
+        }
+    }
+
+    /// The raw bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// As an `OsStr`.
+    pub fn as_os_str(&self) -> &OsStr {
+        OsStr::from_bytes(&self.0)
+    }
+
+    /// The parent path, or `None` for a top-level entry.
+    pub fn parent(&self) -> Option<RelPath> {
+        self.0
+            .iter()
+            .rposition(|b| *b == b'/')
+            .map(|i| RelPath(self.0[..i].to_vec()))
+    }
+
+    /// The last component.
+    pub fn file_name(&self) -> &OsStr {
+        let start = self.0.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1);
+        OsStr::from_bytes(&self.0[start..])
+    }
+
+    /// Number of components.
+    pub fn depth(&self) -> usize {
+        self.0.iter().filter(|b| **b == b'/').count() + 1
+    }
+
+    /// Whether `self` is `other` or lies below it.
+    pub fn starts_with(&self, other: &RelPath) -> bool {
+        self.0 == other.0
+            || (self.0.starts_with(&other.0) && self.0.get(other.0.len()) == Some(&b'/'))
+    }
+
+    /// Replaces the prefix `from` (which `self` must start with) by `to`.
+    pub fn rebase(&self, from: &RelPath, to: &RelPath) -> Option<RelPath> {
+        if !self.starts_with(from) {
+            return None;
+        }
+        let mut v = to.0.clone();
+        v.extend_from_slice(&self.0[from.0.len()..]);
+        Some(RelPath(v))
+    }
+
+    /// As a C string for `open_beneath`; valid paths never contain NUL.
+    pub fn to_cstring(&self) -> CString {
+        CString::new(self.0.clone()).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for RelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl fmt::Debug for RelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(&self.0))
+    }
+}
+
+/// On disk: a JSON string when the path is UTF-8, else `{"hex": "..."}`.
+impl Serialize for RelPath {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(&self.0) {
+            Ok(text) => s.serialize_str(text),
+            Err(_) => {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("hex", &hex(&self.0))?;
+                m.end()
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawPath {
+    Text(String),
+    Hex { hex: String },
+}
+
+impl<'de> Deserialize<'de> for RelPath {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let bytes = match RawPath::deserialize(d)? {
+            RawPath::Text(t) => t.into_bytes(),
+            RawPath::Hex { hex: h } => {
+                unhex(&h).ok_or_else(|| serde::de::Error::custom("bad hex path"))?
+            }
+        };
+        RelPath::new(&bytes).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Lower-case hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    use fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// Parses lower- or upper-case hex.
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_escapes_and_the_store() {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "a/../b",
+            "..",
+            ".",
+            "a//b",
+            "a/",
+            ".ckpt",
+            ".ckpt/journal",
+            "a\0b",
+        ] {
+            assert!(RelPath::new(bad.as_bytes()).is_err(), "{bad:?} accepted");
+        }
+        assert!(RelPath::new(b"a/.ckpt").is_ok());
+        assert!(RelPath::new(b".ckptx").is_ok());
+    }
+
+    #[test]
+    fn serde_round_trips_non_utf8() {
+        let p = RelPath::new(b"dir/\xff\xfe").expect("valid");
+        let json = serde_json::to_string(&p).expect("serialise");
+        assert_eq!(json, r#"{"hex":"6469722ffffe"}"#);
+        let back: RelPath = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, p);
+        assert!(serde_json::from_str::<RelPath>(r#""../x""#).is_err());
+    }
+
+    #[test]
+    fn prefix_helpers() {
+        let a = RelPath::new(b"a/b").expect("valid");
+        let x = RelPath::new(b"a/b/c/d").expect("valid");
+        assert!(x.starts_with(&a));
+        assert!(!RelPath::new(b"a/bc").expect("valid").starts_with(&a));
+        let to = RelPath::new(b"z").expect("valid");
+        assert_eq!(
+            x.rebase(&a, &to),
+            Some(RelPath::new(b"z/c/d").expect("valid"))
+        );
+        assert_eq!(x.depth(), 4);
+        assert_eq!(x.file_name(), "d");
+        assert_eq!(x.parent(), Some(RelPath::new(b"a/b/c").expect("valid")));
+    }
+}

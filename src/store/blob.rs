@@ -1,0 +1,377 @@
+//! Content-addressed blobs: `blobs/<2 hex>/<64 hex>`, raw bytes named by their sha256.
+//!
+//! Invariants: a blob file only ever appears under its final name by `rename` of a complete
+//! temp file written in the same shard directory, so a reader never sees a partial blob;
+//! identical bytes are stored once. Temp files are `.tmp-<pid>-<n>` and are removed at open.
+
+use crate::relpath::hex;
+use crate::sys::{self, Errno, SysResult};
+use sha2::{Digest, Sha256};
+use std::ffi::CString;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const CHUNK: usize = 256 * 1024;
+
+/// Outcome of storing content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// sha256, lower-case hex.
+    pub id: String,
+    /// Bytes read.
+    pub size: u64,
+    /// Whether new bytes were written (false when the blob already existed).
+    pub new: bool,
+}
+
+/// The blob directory of a store.
+#[derive(Debug)]
+pub struct BlobStore {
+    dir: OwnedFd,
+    durable: bool,
+    seq: AtomicU64,
+}
+
+/// Whether `id` looks like a sha256 hex name.
+pub fn valid_id(id: &str) -> bool {
+    id.len() == 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl BlobStore {
+    /// Opens (creating if needed) the blob directory under the store directory.
+    pub fn open(store: BorrowedFd<'_>, durable: bool) -> SysResult<Self> {
+        match sys::mkdirat(store, c"blobs", 0o700) {
+            Ok(()) | Err(Errno(libc::EEXIST)) => {}
+            Err(e) => return Err(e),
+        }
+        let dir = sys::openat(
+            store,
+            c"blobs",
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )?;
+        let s = Self {
+            dir,
+            durable,
+            seq: AtomicU64::new(0),
+        };
+        s.remove_temps();
+        Ok(s)
+    }
+
+    fn shard(&self, id: &str, create: bool) -> SysResult<OwnedFd> {
+        let name = CString::new(&id[..2]).map_err(|_| Errno(libc::EINVAL))?;
+        if create {
+            match sys::mkdirat(self.dir.as_fd(), &name, 0o700) {
+                Ok(()) | Err(Errno(libc::EEXIST)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        sys::openat(
+            self.dir.as_fd(),
+            &name,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )
+    }
+
+    /// Whether the blob exists.
+    pub fn exists(&self, id: &str) -> bool {
+        if !valid_id(id) {
+            return false;
+        }
+        let Ok(shard) = self.shard(id, false) else {
+            return false;
+        };
+        let Ok(name) = CString::new(&id[2..]) else {
+            return false;
+        };
+        sys::lstatat(shard.as_fd(), &name).is_ok()
+    }
+
+    /// Opens a blob for reading.
+    pub fn open_blob(&self, id: &str) -> SysResult<OwnedFd> {
+        if !valid_id(id) {
+            return Err(Errno(libc::EINVAL));
+        }
+        let shard = self.shard(id, false)?;
+        let name = CString::new(&id[2..]).map_err(|_| Errno(libc::EINVAL))?;
+        sys::openat(shard.as_fd(), &name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)
+    }
+
+    /// Re-hashes a blob; `Ok(false)` when its bytes do not match its name.
+    pub fn verify(&self, id: &str) -> SysResult<bool> {
+        let fd = self.open_blob(id)?;
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; CHUNK];
+        let mut off = 0u64;
+        loop {
+            let n = sys::pread(fd.as_fd(), &mut buf, off)?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+            off += n as u64;
+        }
+        Ok(hex(&h.finalize()) == id)
+    }
+
+    /// Stores the whole content of `src` (read from offset 0), streaming with constant memory.
+    pub fn put_fd(&self, src: BorrowedFd<'_>) -> SysResult<Stored> {
+        let mut buf = vec![0u8; CHUNK];
+        let first = read_full(src, &mut buf, 0)?;
+        if first < buf.len() {
+            // Small file: hash first, write only if new.
+            return self.put_bytes(&buf[..first]);
+        }
+        let tmp_name = self.temp_name();
+        let tmp = sys::openat(
+            self.dir.as_fd(),
+            &tmp_name,
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
+            0o600,
+        )?;
+        let result = (|| {
+            let mut h = Sha256::new();
+            let mut off = 0u64;
+            let mut n = first;
+            while n > 0 {
+                h.update(&buf[..n]);
+                write_all(tmp.as_fd(), &buf[..n], off)?;
+                off += n as u64;
+                n = read_full(src, &mut buf, off)?;
+            }
+            let id = hex(&h.finalize());
+            if self.durable {
+                sys::fsync(tmp.as_fd(), true)?;
+            }
+            let shard = self.shard(&id, true)?;
+            let final_name = CString::new(&id[2..]).map_err(|_| Errno(libc::EINVAL))?;
+            if sys::lstatat(shard.as_fd(), &final_name).is_ok() {
+                return Ok(Stored {
+                    id,
+                    size: off,
+                    new: false,
+                });
+            }
+            sys::renameat2(self.dir.as_fd(), &tmp_name, shard.as_fd(), &final_name, 0)?;
+            if self.durable {
+                self.sync_dir(shard.as_fd())?;
+            }
+            Ok(Stored {
+                id,
+                size: off,
+                new: true,
+            })
+        })();
+        // Gone already when renamed into place; otherwise a leftover to remove.
+        let _ = sys::unlinkat(self.dir.as_fd(), &tmp_name, 0);
+        result
+    }
+
+    /// Stores bytes held in memory.
+    pub fn put_bytes(&self, bytes: &[u8]) -> SysResult<Stored> {
+        let id = hex(&Sha256::digest(bytes));
+        let size = bytes.len() as u64;
+        let shard = self.shard(&id, true)?;
+        let final_name = CString::new(&id[2..]).map_err(|_| Errno(libc::EINVAL))?;
+        if sys::lstatat(shard.as_fd(), &final_name).is_ok() {
+            return Ok(Stored {
+                id,
+                size,
+                new: false,
+            });
+        }
+        let tmp_name = self.temp_name();
+        let tmp = sys::openat(
+            shard.as_fd(),
+            &tmp_name,
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
+            0o600,
+        )?;
+        let result = (|| {
+            write_all(tmp.as_fd(), bytes, 0)?;
+            if self.durable {
+                sys::fsync(tmp.as_fd(), true)?;
+            }
+            sys::renameat2(shard.as_fd(), &tmp_name, shard.as_fd(), &final_name, 0)?;
+            if self.durable {
+                self.sync_dir(shard.as_fd())?;
+            }
+            Ok(Stored {
+                id,
+                size,
+                new: true,
+            })
+        })();
+        let _ = sys::unlinkat(shard.as_fd(), &tmp_name, 0);
+        result
+    }
+
+    fn sync_dir(&self, dir: BorrowedFd<'_>) -> SysResult<()> {
+        let d = sys::reopen(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        sys::fsync(d.as_fd(), false)
+    }
+
+    fn temp_name(&self) -> CString {
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        CString::new(format!(".tmp-{}-{n}", std::process::id())).unwrap_or_default()
+    }
+
+    /// Every blob id present, with its size (for fsck, status and prune).
+    pub fn list(&self) -> SysResult<Vec<(String, u64)>> {
+        let mut out = Vec::new();
+        let top = sys::reopen(self.dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
+        for shard in sys::read_dir_all(top.as_fd(), false)? {
+            if shard.name.len() != 2 {
+                continue;
+            }
+            let Ok(name) = CString::new(shard.name.clone()) else {
+                continue;
+            };
+            let Ok(sfd) = sys::openat(
+                top.as_fd(),
+                &name,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            ) else {
+                continue;
+            };
+            for e in sys::read_dir_all(sfd.as_fd(), false)? {
+                let Ok(rest) = String::from_utf8(e.name.clone()) else {
+                    continue;
+                };
+                let id = format!("{}{rest}", String::from_utf8_lossy(&shard.name));
+                if !valid_id(&id) {
+                    continue;
+                }
+                let Ok(cname) = CString::new(e.name) else {
+                    continue;
+                };
+                let size = sys::lstatat(sfd.as_fd(), &cname)
+                    .map(|st| st.st_size as u64)
+                    .unwrap_or(0);
+                out.push((id, size));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes a blob (prune).
+    pub fn remove(&self, id: &str) -> SysResult<()> {
+        let shard = self.shard(id, false)?;
+        let name = CString::new(&id[2..]).map_err(|_| Errno(libc::EINVAL))?;
+        sys::unlinkat(shard.as_fd(), &name, 0)
+    }
+
+    fn remove_temps(&self) {
+        let Ok(top) = sys::reopen(self.dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY) else {
+            return;
+        };
+        let Ok(entries) = sys::read_dir_all(top.as_fd(), false) else {
+            return;
+        };
+        for e in entries {
+            if let Ok(name) = CString::new(e.name.clone()) {
+                if e.name.starts_with(b".tmp-") {
+                    let _ = sys::unlinkat(top.as_fd(), &name, 0);
+                } else if e.name.len() == 2
+                    && let Ok(sfd) =
+                        sys::openat(top.as_fd(), &name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+                    {
+                        for t in sys::read_dir_all(sfd.as_fd(), false).unwrap_or_default() {
+                            if t.name.starts_with(b".tmp-")
+                                && let Ok(tn) = CString::new(t.name) {
+                                    let _ = sys::unlinkat(sfd.as_fd(), &tn, 0);
+                                }
+                        }
+                    }
+            }
+        }
+    }
+}
+
+/// Reads until `buf` is full or end of file.
+pub fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64) -> SysResult<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        let n = match sys::pread(fd, &mut buf[got..], off + got as u64) {
+            Ok(n) => n,
+            Err(Errno(libc::EINTR)) => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    Ok(got)
+}
+
+/// Writes all of `buf` at `off`.
+pub fn write_all(fd: BorrowedFd<'_>, buf: &[u8], off: u64) -> SysResult<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match sys::pwrite(fd, &buf[done..], off + done as u64) {
+            Ok(0) => return Err(Errno(libc::EIO)),
+            Ok(n) => done += n,
+            Err(Errno(libc::EINTR)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    fn store() -> (tempfile::TempDir, BlobStore) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fd = std::fs::File::open(dir.path()).expect("open");
+        let s = BlobStore::open(fd.as_fd(), false).expect("blob store");
+        (dir, s)
+    }
+
+    #[test]
+    fn identical_bytes_are_stored_once() {
+        let (dir, s) = store();
+        let a = s.put_bytes(b"hello").expect("put");
+        let b = s.put_bytes(b"hello").expect("put");
+        assert!(a.new);
+        assert!(!b.new);
+        assert_eq!(
+            a.id,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+        assert_eq!(s.list().expect("list").len(), 1);
+        let on_disk = std::fs::read(dir.path().join("blobs/2c").join(&a.id[2..])).expect("read");
+        assert_eq!(on_disk, b"hello");
+    }
+
+    #[test]
+    fn large_content_streams_and_verifies() {
+        let (dir, s) = store();
+        let data: Vec<u8> = (0..CHUNK * 3 + 17).map(|i| (i % 251) as u8).collect();
+        let path = dir.path().join("big");
+        std::fs::write(&path, &data).expect("write");
+        let f = std::fs::File::open(&path).expect("open");
+        let st = s.put_fd(f.as_fd()).expect("put");
+        assert_eq!(st.size, data.len() as u64);
+        assert_eq!(st.id, hex(&Sha256::digest(&data)));
+        assert!(s.verify(&st.id).expect("verify"));
+        let again = s.put_fd(f.as_fd()).expect("put");
+        assert!(!again.new);
+        // Damage the blob: verify must notice.
+        std::fs::write(
+            dir.path().join("blobs").join(&st.id[..2]).join(&st.id[2..]),
+            b"x",
+        )
+        .expect("damage");
+        assert!(!s.verify(&st.id).expect("verify"));
+    }
+}

@@ -1,0 +1,370 @@
+//! The journal: an append-only file of JSON lines, one record per line, `"v": 1` on each.
+//!
+//! Invariants: records are only ever appended, each with one `write(2)` on an `O_APPEND`
+//! descriptor, so a killed daemon leaves at most one torn last line; a torn last line is cut
+//! off when the journal is opened; any other unreadable line is corruption and is refused.
+
+use crate::relpath::RelPath;
+use serde::{Deserialize, Serialize};
+
+/// The journal format version written on every record.
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// A symlink target: any bytes, stored like a path (string or `{"hex": ...}`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkTarget(pub Vec<u8>);
+
+impl Serialize for LinkTarget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(&self.0) {
+            Ok(t) => s.serialize_str(t),
+            Err(_) => {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("hex", &crate::relpath::hex(&self.0))?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LinkTarget {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Hex { hex: String },
+        }
+        match Raw::deserialize(d)? {
+            Raw::Text(t) => Ok(Self(t.into_bytes())),
+            Raw::Hex { hex } => crate::relpath::unhex(&hex)
+                .map(Self)
+                .ok_or_else(|| serde::de::Error::custom("bad hex target")),
+        }
+    }
+}
+
+/// What a path was when a turn first touched it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PreImage {
+    /// Nothing existed at the path.
+    Absent,
+    /// A regular file whose bytes are the blob `blob`.
+    File {
+        /// sha256 of the content, lower-case hex.
+        blob: String,
+        /// Size in bytes.
+        size: u64,
+        /// Full `st_mode` permission bits (`0o7777`).
+        mode: u32,
+        /// Owner.
+        uid: u32,
+        /// Group.
+        gid: u32,
+        /// Host inode number, to restore in place and keep hard links shared.
+        ino: u64,
+        /// Link count when captured.
+        nlink: u64,
+    },
+    /// A directory.
+    Dir {
+        /// Permission bits.
+        mode: u32,
+        /// Owner.
+        uid: u32,
+        /// Group.
+        gid: u32,
+    },
+    /// A symbolic link.
+    Symlink {
+        /// The link's target, never followed.
+        target: LinkTarget,
+        /// Owner.
+        uid: u32,
+        /// Group.
+        gid: u32,
+    },
+    /// A named pipe.
+    Fifo {
+        /// Permission bits.
+        mode: u32,
+        /// Owner.
+        uid: u32,
+        /// Group.
+        gid: u32,
+    },
+    /// Something that was not stored; a rewind reports it instead of restoring it.
+    Skipped {
+        /// What the path was (`file`, `socket`, `device`).
+        was: String,
+        /// Size in bytes, when a file.
+        size: u64,
+        /// Why it was not stored.
+        reason: String,
+    },
+}
+
+impl PreImage {
+    /// Short kind name for reports.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Absent => "absent",
+            Self::File { .. } => "file",
+            Self::Dir { .. } => "dir",
+            Self::Symlink { .. } => "symlink",
+            Self::Fifo { .. } => "fifo",
+            Self::Skipped { .. } => "skipped",
+        }
+    }
+}
+
+/// One journal line's payload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Record {
+    /// Turn `turn` begins.
+    Turn {
+        /// The new turn number.
+        turn: u64,
+        /// Optional label given with `echo "N label" > .ckpt/turn`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+    },
+    /// The pre-image of `path` for `turn`.
+    Capture {
+        /// The turn this pre-image belongs to.
+        turn: u64,
+        /// The path, relative to the folder.
+        path: RelPath,
+        /// What the path was.
+        pre: PreImage,
+        /// When set, this capture saves what rewind `undo_of` (a `rewind_begin` seq) overwrote.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        undo_of: Option<u64>,
+        /// Process that caused the capture.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+        /// Its command name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        comm: Option<String>,
+    },
+    /// A rewind to the start of `to` started, from current turn `from`.
+    RewindBegin {
+        /// Target turn.
+        to: u64,
+        /// Turn current before the rewind.
+        from: u64,
+    },
+    /// The rewind begun at seq `begin` finished; turns >= `to` leave the index.
+    RewindDone {
+        /// Seq of the matching `rewind_begin`.
+        begin: u64,
+    },
+    /// The rewind begun at seq `rewind` was undone: its turns come back.
+    UndoDone {
+        /// Seq of the `rewind_begin` that was undone.
+        rewind: u64,
+    },
+}
+
+/// A record with its envelope, as one line of the journal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    /// Format version; anything but [`JOURNAL_VERSION`] is refused.
+    pub v: u32,
+    /// Position in the journal, strictly increasing.
+    pub seq: u64,
+    /// Unix time in seconds.
+    pub time: u64,
+    /// The payload.
+    #[serde(flatten)]
+    pub rec: Record,
+}
+
+/// Why the journal could not be read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParseError {
+    /// Line `line` (1-based) is not a valid record.
+    Corrupt {
+        /// 1-based line number.
+        line: usize,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A record carries a version this build does not know.
+    Version {
+        /// 1-based line number.
+        line: usize,
+        /// The version found.
+        found: u32,
+    },
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Corrupt { line, reason } => write!(f, "journal line {line} is corrupt: {reason}"),
+            Self::Version { line, found } => write!(
+                f,
+                "journal line {line} has format version {found}; this ckpt-mount reads version {JOURNAL_VERSION}"
+            ),
+        }
+    }
+}
+
+/// The parsed journal: its lines, and how many bytes of a torn tail follow them.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// Every complete, valid line.
+    pub lines: Vec<Line>,
+    /// Byte length of the valid prefix; anything after it is a torn last line.
+    pub valid_len: usize,
+}
+
+/// Parses journal bytes. A last line without its newline, or an unreadable last line, is a
+/// torn tail (reported through `valid_len`); an unreadable line before it is corruption.
+pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
+    let mut out = Parsed::default();
+    let mut pos = 0;
+    let mut line_no = 0;
+    let mut last_seq = 0;
+    while pos < bytes.len() {
+        line_no += 1;
+        let Some(nl) = bytes[pos..].iter().position(|b| *b == b'\n') else {
+            break; // torn tail: no newline
+        };
+        let text = &bytes[pos..pos + nl];
+        let is_last = pos + nl + 1 >= bytes.len();
+        match parse_line(text, line_no) {
+            Ok(line) => {
+                if line.seq <= last_seq {
+                    return Err(ParseError::Corrupt {
+                        line: line_no,
+                        reason: "seq does not increase".into(),
+                    });
+                }
+                last_seq = line.seq;
+                out.lines.push(line);
+            }
+            Err(e @ ParseError::Version { .. }) => return Err(e),
+            Err(_) if is_last => break,
+            Err(e) => return Err(e),
+        }
+        pos += nl + 1;
+        out.valid_len = pos;
+    }
+    Ok(out)
+}
+
+fn parse_line(text: &[u8], line: usize) -> Result<Line, ParseError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(text).map_err(|e| ParseError::Corrupt {
+            line,
+            reason: e.to_string(),
+        })?;
+    let v = value
+        .get("v")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    if v != u64::from(JOURNAL_VERSION) {
+        return Err(ParseError::Version {
+            line,
+            found: u32::try_from(v).unwrap_or(u32::MAX),
+        });
+    }
+    serde_json::from_value(value).map_err(|e| ParseError::Corrupt {
+        line,
+        reason: e.to_string(),
+    })
+}
+
+/// Serialises one line, newline included.
+pub fn encode(line: &Line) -> Vec<u8> {
+    // Serialising these plain structs cannot fail.
+    let mut v = serde_json::to_vec(line).unwrap_or_default();
+    v.push(b'\n');
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(seq: u64, n: u64) -> Line {
+        Line {
+            v: 1,
+            seq,
+            time: 0,
+            rec: Record::Turn {
+                turn: n,
+                label: None,
+            },
+        }
+    }
+
+    #[test]
+    fn torn_last_line_is_cut_off() {
+        let mut bytes = encode(&turn(1, 1));
+        bytes.extend(encode(&turn(2, 2)));
+        let good = bytes.len();
+        bytes.extend_from_slice(br#"{"v":1,"seq":3,"ti"#);
+        let p = parse(&bytes).expect("parses");
+        assert_eq!(p.lines.len(), 2);
+        assert_eq!(p.valid_len, good);
+    }
+
+    #[test]
+    fn garbage_in_the_middle_is_corruption() {
+        let mut bytes = encode(&turn(1, 1));
+        bytes.extend_from_slice(b"not json\n");
+        bytes.extend(encode(&turn(3, 2)));
+        assert!(matches!(
+            parse(&bytes),
+            Err(ParseError::Corrupt { line: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_version_is_refused() {
+        let bytes = br#"{"v":9,"seq":1,"time":0,"op":"turn","turn":1}
+"#;
+        assert!(matches!(
+            parse(bytes),
+            Err(ParseError::Version { found: 9, .. })
+        ));
+    }
+
+    #[test]
+    fn capture_line_format_is_stable() {
+        let line = Line {
+            v: 1,
+            seq: 7,
+            time: 5,
+            rec: Record::Capture {
+                turn: 2,
+                path: RelPath::new(b"a/b.txt").expect("valid"),
+                pre: PreImage::Absent,
+                undo_of: None,
+                pid: Some(42),
+                comm: Some("sed".into()),
+            },
+        };
+        let text = String::from_utf8(encode(&line)).expect("utf8");
+        assert_eq!(
+            text,
+            "{\"v\":1,\"seq\":7,\"time\":5,\"op\":\"capture\",\"turn\":2,\"path\":\"a/b.txt\",\"pre\":{\"kind\":\"absent\"},\"pid\":42,\"comm\":\"sed\"}\n"
+        );
+        assert_eq!(parse(text.as_bytes()).expect("parses").lines, vec![line]);
+    }
+
+    #[test]
+    fn journal_paths_are_revalidated() {
+        let bytes = b"{\"v\":1,\"seq\":1,\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"../etc/passwd\",\"pre\":{\"kind\":\"absent\"}}\n{\"v\":1,\"seq\":2,\"time\":0,\"op\":\"turn\",\"turn\":2}\n";
+        assert!(matches!(
+            parse(bytes),
+            Err(ParseError::Corrupt { line: 1, .. })
+        ));
+    }
+}

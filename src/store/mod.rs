@@ -1,0 +1,652 @@
+//! The store in `<folder>/.ckpt/`: a `VERSION` file, the journal, the blobs and a lock.
+//!
+//! The in-memory [`Index`] is derived from the journal alone by replaying it; nothing else is
+//! mutable state. A daemon (or an offline command) holds an exclusive `flock` on `lock` while it
+//! may append, so there is one writer at a time.
+
+pub mod blob;
+pub mod journal;
+
+use crate::relpath::{RelPath, STORE_DIR};
+use crate::sys::{self, Errno};
+use blob::BlobStore;
+use journal::{Line, ParseError, PreImage, Record};
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// Contents of the `VERSION` file of a store this build reads and writes.
+pub const STORE_VERSION: &str = "ckpt-mount store 1\n";
+
+/// Why the store could not be used.
+#[derive(Debug)]
+pub enum StoreError {
+    /// A system call failed.
+    Io {
+        /// What was being done.
+        what: String,
+        /// The errno.
+        errno: Errno,
+    },
+    /// The store was written by an unknown format version.
+    Version(String),
+    /// The journal is damaged.
+    Journal(ParseError),
+    /// Another process holds the store's lock.
+    Locked,
+    /// No store exists in this folder.
+    Missing,
+}
+
+impl StoreError {
+    /// The errno a FUSE caller should see.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Self::Io { errno, .. } => errno.0,
+            // A damaged or foreign store is an I/O problem from the caller's point of view.
+            Self::Version(_) | Self::Journal(_) => libc::EIO,
+            Self::Locked => libc::EBUSY,
+            Self::Missing => libc::ENOENT,
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io { what, errno } => write!(f, "{what}: {errno}"),
+            Self::Version(v) => write!(
+                f,
+                "the store has format {:?}; this ckpt-mount reads {:?}",
+                v.trim(),
+                STORE_VERSION.trim()
+            ),
+            Self::Journal(e) => write!(f, "{e}"),
+            Self::Locked => write!(f, "the store is in use by another ckpt-mount process"),
+            Self::Missing => write!(f, "no ckpt-mount store in this folder"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+fn io(what: impl Into<String>) -> impl FnOnce(Errno) -> StoreError {
+    let what = what.into();
+    move |errno| StoreError::Io { what, errno }
+}
+
+/// A turn as the index knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnInfo {
+    /// Number.
+    pub turn: u64,
+    /// Label, if any.
+    pub label: Option<String>,
+    /// Unix time it began.
+    pub time: u64,
+}
+
+/// A capture as the index knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capture {
+    /// Journal position.
+    pub seq: u64,
+    /// Turn.
+    pub turn: u64,
+    /// Path.
+    pub path: RelPath,
+    /// Pre-image.
+    pub pre: PreImage,
+    /// Process id behind it.
+    pub pid: Option<u32>,
+    /// Command name behind it.
+    pub comm: Option<String>,
+}
+
+/// The last completed rewind, kept so that it can be undone.
+#[derive(Debug, Clone, Default)]
+pub struct LastRewind {
+    /// Seq of its `rewind_begin`.
+    pub begin: u64,
+    /// Target turn.
+    pub to: u64,
+    /// Turn current before it.
+    pub from: u64,
+    /// What it overwrote or deleted, per path.
+    pub saved: Vec<Capture>,
+    /// Turns it retired.
+    pub retired_turns: Vec<TurnInfo>,
+    /// Captures it retired.
+    pub retired: Vec<Capture>,
+}
+
+/// The state derived from replaying the journal.
+#[derive(Debug, Default)]
+pub struct Index {
+    /// Turns not retired by a rewind, ascending.
+    pub turns: Vec<TurnInfo>,
+    /// Captures of those turns, in journal order.
+    pub captures: Vec<Capture>,
+    /// Paths captured in the current turn.
+    pub captured_now: HashSet<RelPath>,
+    /// The last rewind, unless undone.
+    pub last_rewind: Option<LastRewind>,
+    /// A rewind that began and never finished (the process died): `(begin seq, to, from)`.
+    pub unfinished_rewind: Option<(u64, u64, u64)>,
+    /// Captures saved by the unfinished rewind.
+    pub unfinished_saved: Vec<Capture>,
+    /// Highest seq seen.
+    pub last_seq: u64,
+}
+
+impl Index {
+    /// The current turn (0 before the first turn record).
+    pub fn current_turn(&self) -> u64 {
+        self.turns.last().map_or(0, |t| t.turn)
+    }
+
+    /// Applies one journal line.
+    pub fn apply(&mut self, line: &Line) {
+        self.last_seq = line.seq;
+        match &line.rec {
+            Record::Turn { turn, label } => {
+                self.turns.push(TurnInfo {
+                    turn: *turn,
+                    label: label.clone(),
+                    time: line.time,
+                });
+                self.captured_now.clear();
+            }
+            Record::Capture {
+                turn,
+                path,
+                pre,
+                undo_of,
+                pid,
+                comm,
+            } => {
+                let cap = Capture {
+                    seq: line.seq,
+                    turn: *turn,
+                    path: path.clone(),
+                    pre: pre.clone(),
+                    pid: *pid,
+                    comm: comm.clone(),
+                };
+                if undo_of.is_some() {
+                    self.unfinished_saved.push(cap);
+                } else {
+                    if *turn == self.current_turn() {
+                        self.captured_now.insert(path.clone());
+                    }
+                    self.captures.push(cap);
+                }
+            }
+            Record::RewindBegin { to, from } => {
+                self.unfinished_rewind = Some((line.seq, *to, *from));
+                self.unfinished_saved.clear();
+            }
+            Record::RewindDone { begin } => {
+                let Some((b, to, from)) = self.unfinished_rewind.take() else {
+                    return;
+                };
+                if b != *begin {
+                    return;
+                }
+                let (retired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.captures)
+                    .into_iter()
+                    .partition(|c| c.turn >= to);
+                self.captures = kept;
+                let (retired_turns, kept_turns): (Vec<_>, Vec<_>) = std::mem::take(&mut self.turns)
+                    .into_iter()
+                    .partition(|t| t.turn > to);
+                self.turns = kept_turns;
+                // Turn `to` begins afresh at the moment of the rewind.
+                match self.turns.last_mut() {
+                    Some(t) if t.turn == to => t.time = line.time,
+                    _ => self.turns.push(TurnInfo {
+                        turn: to,
+                        label: None,
+                        time: line.time,
+                    }),
+                }
+                self.captured_now.clear();
+                self.last_rewind = Some(LastRewind {
+                    begin: b,
+                    to,
+                    from,
+                    saved: std::mem::take(&mut self.unfinished_saved),
+                    retired_turns,
+                    retired,
+                });
+            }
+            Record::UndoDone { rewind } => {
+                let Some(last) = self.last_rewind.take() else {
+                    return;
+                };
+                if last.begin != *rewind {
+                    self.last_rewind = Some(last);
+                    return;
+                }
+                // Work done after the rewind is what the undo reverted: it leaves the index.
+                self.captures.retain(|c| c.turn < last.to);
+                self.captures.extend(last.retired);
+                self.captures.sort_by_key(|c| c.seq);
+                // Turn `to` itself was kept (with its label) when the rewind ran.
+                self.turns.retain(|t| t.turn <= last.to);
+                let mut turns = last.retired_turns;
+                turns.sort_by_key(|t| t.turn);
+                self.turns.extend(turns);
+                let cur = self.current_turn();
+                self.captured_now = self
+                    .captures
+                    .iter()
+                    .filter(|c| c.turn == cur)
+                    .map(|c| c.path.clone())
+                    .collect();
+            }
+        }
+    }
+
+    /// Whether turn `n` can be rewound to.
+    pub fn has_turn(&self, n: u64) -> bool {
+        self.turns.iter().any(|t| t.turn == n)
+    }
+
+    /// For each path touched in turns `>= n`, the oldest pre-image (rule: oldest wins).
+    pub fn plan_targets(&self, n: u64) -> Vec<(RelPath, PreImage)> {
+        let mut seen: HashMap<&RelPath, usize> = HashMap::new();
+        let mut out: Vec<(RelPath, PreImage)> = Vec::new();
+        for c in self.captures.iter().filter(|c| c.turn >= n) {
+            if !seen.contains_key(&c.path) {
+                seen.insert(&c.path, out.len());
+                out.push((c.path.clone(), c.pre.clone()));
+            }
+        }
+        out
+    }
+
+    /// Targets that undo the last rewind: what it saved, then the pre-images of work after it.
+    pub fn undo_targets(&self) -> Option<Vec<(RelPath, PreImage)>> {
+        let last = self.last_rewind.as_ref()?;
+        let mut seen: HashSet<RelPath> = HashSet::new();
+        let mut out = Vec::new();
+        for c in &last.saved {
+            if seen.insert(c.path.clone()) {
+                out.push((c.path.clone(), c.pre.clone()));
+            }
+        }
+        for c in self.captures.iter().filter(|c| c.turn >= last.to) {
+            if seen.insert(c.path.clone()) {
+                out.push((c.path.clone(), c.pre.clone()));
+            }
+        }
+        Some(out)
+    }
+}
+
+/// An open store.
+#[derive(Debug)]
+pub struct Store {
+    dir: OwnedFd,
+    journal: OwnedFd,
+    _lock: OwnedFd,
+    /// Content-addressed blobs.
+    pub blobs: BlobStore,
+    /// State replayed from the journal.
+    pub index: Index,
+    durable: bool,
+}
+
+/// Opens the store directory of a folder, creating it when `create` is set.
+pub fn open_store_dir(root: BorrowedFd<'_>, create: bool) -> Result<OwnedFd, StoreError> {
+    let name = CString::new(STORE_DIR).unwrap_or_default();
+    if create {
+        match sys::mkdirat(root, &name, 0o700) {
+            Ok(()) | Err(Errno(libc::EEXIST)) => {}
+            Err(e) => return Err(io("create .ckpt")(e)),
+        }
+    }
+    match sys::openat(
+        root,
+        &name,
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        0,
+    ) {
+        Ok(fd) => Ok(fd),
+        Err(Errno(libc::ENOENT)) => Err(StoreError::Missing),
+        Err(e) => Err(io("open .ckpt")(e)),
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Store {
+    /// Opens the store of the folder behind `root`, taking its lock. With `create`, makes a new
+    /// store (and begins turn 1) when none exists.
+    pub fn open(root: BorrowedFd<'_>, create: bool, durable: bool) -> Result<Self, StoreError> {
+        let dir = open_store_dir(root, create)?;
+        let d = dir.as_fd();
+        let lock = sys::openat(
+            d,
+            c"lock",
+            libc::O_CREAT | libc::O_RDWR | libc::O_NOFOLLOW,
+            0o600,
+        )
+        .map_err(io("open lock"))?;
+        match sys::flock_try(lock.as_fd(), true) {
+            Ok(()) => {}
+            Err(Errno(libc::EWOULDBLOCK)) => return Err(StoreError::Locked),
+            Err(e) => return Err(io("lock the store")(e)),
+        }
+        match read_small(d, c"VERSION") {
+            Ok(v) if v == STORE_VERSION.as_bytes() => {}
+            Ok(v) => {
+                return Err(StoreError::Version(
+                    String::from_utf8_lossy(&v).into_owned(),
+                ));
+            }
+            Err(Errno(libc::ENOENT)) if create => {
+                write_new(d, c"VERSION", STORE_VERSION.as_bytes()).map_err(io("write VERSION"))?;
+                write_new(d, c".gitignore", b"*\n").map_err(io("write .gitignore"))?;
+            }
+            Err(Errno(libc::ENOENT)) => return Err(StoreError::Missing),
+            Err(e) => return Err(io("read VERSION")(e)),
+        }
+        let journal = sys::openat(
+            d,
+            c"journal.jsonl",
+            libc::O_CREAT | libc::O_RDWR | libc::O_APPEND | libc::O_NOFOLLOW,
+            0o600,
+        )
+        .map_err(io("open journal"))?;
+        let bytes = read_all(journal.as_fd()).map_err(io("read journal"))?;
+        let parsed = journal::parse(&bytes).map_err(StoreError::Journal)?;
+        if parsed.valid_len < bytes.len() {
+            log::warn!(target: "ckpt::store", "journal has a torn last line of {} bytes; cutting it off", bytes.len() - parsed.valid_len);
+            sys::ftruncate(journal.as_fd(), parsed.valid_len as u64)
+                .map_err(io("truncate torn journal tail"))?;
+        }
+        let mut index = Index::default();
+        for line in &parsed.lines {
+            index.apply(line);
+        }
+        let blobs = BlobStore::open(d, durable).map_err(io("open blobs"))?;
+        let mut store = Self {
+            dir,
+            journal,
+            _lock: lock,
+            blobs,
+            index,
+            durable,
+        };
+        if store.index.turns.is_empty() {
+            store.append(Record::Turn {
+                turn: 1,
+                label: None,
+            })?;
+        }
+        Ok(store)
+    }
+
+    /// The store directory descriptor (for the daemon log and tests).
+    pub fn dir(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// Appends one record (one `write(2)`), applies it to the index and returns its seq.
+    pub fn append(&mut self, rec: Record) -> Result<u64, StoreError> {
+        let line = Line {
+            v: journal::JOURNAL_VERSION,
+            seq: self.index.last_seq + 1,
+            time: now(),
+            rec,
+        };
+        let bytes = journal::encode(&line);
+        let n = sys::write(self.journal.as_fd(), &bytes).map_err(io("append to journal"))?;
+        if n != bytes.len() {
+            // A short append (disk full) leaves a torn tail; cut it so the journal stays whole.
+            if let Ok(st) = sys::fstat(self.journal.as_fd()) {
+                let _ = sys::ftruncate(
+                    self.journal.as_fd(),
+                    (st.st_size as u64).saturating_sub(n as u64),
+                );
+            }
+            return Err(StoreError::Io {
+                what: "append to journal".into(),
+                errno: Errno(libc::ENOSPC),
+            });
+        }
+        if self.durable {
+            sys::fsync(self.journal.as_fd(), true).map_err(io("sync journal"))?;
+        }
+        self.index.apply(&line);
+        Ok(line.seq)
+    }
+
+    /// Total size of the journal in bytes.
+    pub fn journal_len(&self) -> u64 {
+        sys::fstat(self.journal.as_fd()).map_or(0, |st| st.st_size as u64)
+    }
+}
+
+fn read_all(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = sys::pread(fd, &mut buf, out.len() as u64)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+fn read_small(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Result<Vec<u8>, Errno> {
+    let fd = sys::openat(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
+    let mut buf = vec![0u8; 4096];
+    let n = sys::pread(fd.as_fd(), &mut buf, 0)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+fn write_new(dir: BorrowedFd<'_>, name: &std::ffi::CStr, bytes: &[u8]) -> Result<(), Errno> {
+    let fd = sys::openat(
+        dir,
+        name,
+        libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC | libc::O_NOFOLLOW,
+        0o600,
+    )?;
+    blob::write_all(fd.as_fd(), bytes, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rp(s: &str) -> RelPath {
+        RelPath::new(s.as_bytes()).expect("valid")
+    }
+
+    fn file(blob: &str) -> PreImage {
+        PreImage::File {
+            blob: blob.into(),
+            size: 1,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            ino: 1,
+            nlink: 1,
+        }
+    }
+
+    fn cap(turn: u64, path: &str, pre: PreImage) -> Record {
+        Record::Capture {
+            turn,
+            path: rp(path),
+            pre,
+            undo_of: None,
+            pid: None,
+            comm: None,
+        }
+    }
+
+    fn open(dir: &tempfile::TempDir) -> Store {
+        let f = std::fs::File::open(dir.path()).expect("open");
+        Store::open(f.as_fd(), true, false).expect("store")
+    }
+
+    #[test]
+    fn rewinding_a_turn_also_undoes_later_turns() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = open(&dir);
+        s.append(cap(1, "f", file("one"))).expect("append");
+        s.append(Record::Turn {
+            turn: 2,
+            label: None,
+        })
+        .expect("append");
+        s.append(cap(2, "f", file("two"))).expect("append");
+        s.append(Record::Turn {
+            turn: 3,
+            label: None,
+        })
+        .expect("append");
+        s.append(cap(3, "f", file("three"))).expect("append");
+        s.append(cap(3, "g", PreImage::Absent)).expect("append");
+        assert_eq!(
+            s.index.plan_targets(1),
+            vec![(rp("f"), file("one")), (rp("g"), PreImage::Absent)]
+        );
+        assert_eq!(
+            s.index.plan_targets(3),
+            vec![(rp("f"), file("three")), (rp("g"), PreImage::Absent)]
+        );
+    }
+
+    #[test]
+    fn rewound_turns_leave_the_index_and_a_remount_replays_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let mut s = open(&dir);
+            s.append(Record::Turn {
+                turn: 2,
+                label: Some("edit".into()),
+            })
+            .expect("append");
+            s.append(cap(2, "f", file("two"))).expect("append");
+            s.append(Record::Turn {
+                turn: 3,
+                label: None,
+            })
+            .expect("append");
+            s.append(cap(3, "g", PreImage::Absent)).expect("append");
+            let b = s
+                .append(Record::RewindBegin { to: 2, from: 3 })
+                .expect("append");
+            s.append(Record::RewindDone { begin: b }).expect("append");
+            assert_eq!(s.index.current_turn(), 2);
+            assert!(s.index.plan_targets(2).is_empty());
+            assert!(!s.index.has_turn(3));
+        }
+        let s = open(&dir);
+        assert_eq!(s.index.current_turn(), 2);
+        assert!(s.index.plan_targets(1).is_empty());
+        assert_eq!(
+            s.index.turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+    }
+
+    #[test]
+    fn an_unfinished_rewind_is_remembered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let mut s = open(&dir);
+            s.append(Record::Turn {
+                turn: 2,
+                label: None,
+            })
+            .expect("append");
+            s.append(cap(2, "f", file("two"))).expect("append");
+            s.append(Record::RewindBegin { to: 2, from: 2 })
+                .expect("append");
+        }
+        let s = open(&dir);
+        assert_eq!(s.index.unfinished_rewind.map(|r| r.1), Some(2));
+        assert_eq!(s.index.plan_targets(2).len(), 1);
+    }
+
+    #[test]
+    fn undo_brings_back_retired_turns() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = open(&dir);
+        s.append(Record::Turn {
+            turn: 2,
+            label: None,
+        })
+        .expect("append");
+        s.append(cap(2, "f", file("two"))).expect("append");
+        s.append(Record::Turn {
+            turn: 3,
+            label: None,
+        })
+        .expect("append");
+        let b = s
+            .append(Record::RewindBegin { to: 2, from: 3 })
+            .expect("append");
+        s.append(Record::Capture {
+            turn: 2,
+            path: rp("f"),
+            pre: file("now"),
+            undo_of: Some(b),
+            pid: None,
+            comm: None,
+        })
+        .expect("append");
+        s.append(Record::RewindDone { begin: b }).expect("append");
+        s.append(cap(2, "h", PreImage::Absent)).expect("append");
+        let undo = s.index.undo_targets().expect("undo");
+        assert_eq!(
+            undo,
+            vec![(rp("f"), file("now")), (rp("h"), PreImage::Absent)]
+        );
+        s.append(Record::UndoDone { rewind: b }).expect("append");
+        assert_eq!(s.index.current_turn(), 3);
+        assert_eq!(s.index.plan_targets(2), vec![(rp("f"), file("two"))]);
+        assert!(s.index.last_rewind.is_none());
+    }
+
+    #[test]
+    fn a_store_of_another_version_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        drop(open(&dir));
+        std::fs::write(dir.path().join(".ckpt/VERSION"), "ckpt-mount store 9\n").expect("write");
+        let f = std::fs::File::open(dir.path()).expect("open");
+        assert!(matches!(
+            Store::open(f.as_fd(), true, false),
+            Err(StoreError::Version(_))
+        ));
+    }
+
+    #[test]
+    fn the_journal_is_append_only_json_lines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = open(&dir);
+        let before = std::fs::read(dir.path().join(".ckpt/journal.jsonl")).expect("read");
+        s.append(cap(1, "x", PreImage::Absent)).expect("append");
+        let after = std::fs::read(dir.path().join(".ckpt/journal.jsonl")).expect("read");
+        assert!(after.starts_with(&before), "earlier bytes were rewritten");
+        let text = String::from_utf8(after).expect("utf8");
+        assert_eq!(text.lines().count(), 2);
+        for l in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json");
+            assert_eq!(v["v"], 1);
+        }
+    }
+}

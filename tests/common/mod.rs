@@ -1,0 +1,238 @@
+//! Shared harness for tests that mount for real: a temp folder mounted by the real binary,
+//! unmounted by a drop guard even when the test panics, plus tree snapshots to compare.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ckpt-mount")
+}
+
+/// Whether FUSE tests can run; under `CI=true` a missing `/dev/fuse` is a failure.
+pub fn require_fuse() -> bool {
+    if Path::new("/dev/fuse").exists() {
+        return true;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("/dev/fuse is missing: FUSE tests cannot run, and under CI=true that is a failure");
+    }
+    eprintln!("skipping: /dev/fuse is missing (set CI=true to make this a failure)");
+    false
+}
+
+/// A mounted temp folder. Dropping it unmounts (lazily if busy) and removes the folder.
+pub struct Mounted {
+    /// The mounted folder.
+    pub dir: PathBuf,
+    tmp: Option<tempfile::TempDir>,
+    mounted: bool,
+}
+
+impl Mounted {
+    /// Mounts an empty folder.
+    pub fn new() -> Self {
+        Self::with(|_| {})
+    }
+
+    /// Prepares the folder with `setup` (before the mount), then mounts it.
+    pub fn with(setup: impl FnOnce(&Path)) -> Self {
+        Self::with_args(setup, &[])
+    }
+
+    /// As `with`, passing extra `mount` arguments.
+    pub fn with_args(setup: impl FnOnce(&Path), args: &[&str]) -> Self {
+        let tmp = tempfile::Builder::new().prefix("ckpt-test-").tempdir_in("/tmp").expect("tempdir");
+        let dir = tmp.path().join("project");
+        std::fs::create_dir(&dir).expect("mkdir project");
+        setup(&dir);
+        let out = Command::new(bin()).arg("mount").arg(&dir).args(args).output().expect("run mount");
+        assert!(out.status.success(), "mount failed: {}", String::from_utf8_lossy(&out.stderr));
+        Self { dir, tmp: Some(tmp), mounted: true }
+    }
+
+    /// A path inside the mount.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    /// Runs a shell script inside the mount; panics with its stderr on failure.
+    pub fn sh(&self, script: &str) -> String {
+        let out = self.sh_output(script);
+        assert!(
+            out.status.success(),
+            "script failed: {script}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs a shell script inside the mount and returns its output whatever the status.
+    pub fn sh_output(&self, script: &str) -> Output {
+        Command::new("sh")
+            .arg("-ec")
+            .arg(script)
+            .current_dir(&self.dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", self.tmp.as_ref().map_or(Path::new("/tmp"), |t| t.path()))
+            .output()
+            .expect("run sh")
+    }
+
+    /// Begins turn `n` through the control file.
+    pub fn turn(&self, n: u64) {
+        std::fs::write(self.path(".ckpt/turn"), format!("{n}\n")).expect("write .ckpt/turn");
+    }
+
+    /// Runs the CLI with `--dir` pointing at this folder appended.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(bin()).args(args).arg("--dir").arg(&self.dir).output().expect("run cli")
+    }
+
+    /// `ckpt-mount rewind N`; panics unless it succeeds.
+    pub fn rewind(&self, n: u64) -> String {
+        let out = self.cli(&["rewind", &n.to_string()]);
+        assert!(
+            out.status.success(),
+            "rewind {n} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Unmounts now (the guard then only removes the folder).
+    pub fn unmount(&mut self) {
+        if self.mounted {
+            let out = Command::new(bin()).arg("unmount").arg(&self.dir).output().expect("run unmount");
+            assert!(out.status.success(), "unmount failed: {}", String::from_utf8_lossy(&out.stderr));
+            self.mounted = false;
+        }
+    }
+
+    /// Mounts again after `unmount`.
+    pub fn remount(&mut self) {
+        assert!(!self.mounted);
+        let out = Command::new(bin()).arg("mount").arg(&self.dir).output().expect("run mount");
+        assert!(out.status.success(), "mount failed: {}", String::from_utf8_lossy(&out.stderr));
+        self.mounted = true;
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if self.mounted {
+            let ok = Command::new(bin())
+                .arg("unmount")
+                .arg(&self.dir)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !ok {
+                // Busy or wedged: detach so the test machine is never left with a dead mount.
+                let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+            }
+        }
+        if let Some(t) = self.tmp.take() {
+            let _ = t.close();
+        }
+    }
+}
+
+/// What one path is, for exact comparisons.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    /// Regular file: mode bits, bytes, and the index of its hard-link group (0 if nlink == 1).
+    File { mode: u32, data: Vec<u8>, link_group: usize },
+    /// Directory with mode bits.
+    Dir { mode: u32 },
+    /// Symlink target.
+    Symlink { target: PathBuf },
+    /// FIFO with mode bits.
+    Fifo { mode: u32 },
+}
+
+/// Every path below `root` (not `.ckpt`, and not `.git` unless `with_git`) with what it is.
+/// Hard links are numbered in walk order so that two trees compare by sharing, not inode.
+pub fn tree(root: &Path, with_git: bool) -> BTreeMap<String, Node> {
+    let mut out = BTreeMap::new();
+    let mut groups: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut stack = vec![String::new()];
+    let mut entries: Vec<(String, std::fs::Metadata)> = Vec::new();
+    while let Some(rel) = stack.pop() {
+        let dir = if rel.is_empty() { root.to_path_buf() } else { root.join(&rel) };
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            if rel.is_empty() && (name == ".ckpt" || (name == ".git" && !with_git)) {
+                continue;
+            }
+            let path = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let md = std::fs::symlink_metadata(root.join(&path)).expect("lstat");
+            if md.is_dir() {
+                stack.push(path.clone());
+            }
+            entries.push((path, md));
+        }
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (path, md) in entries {
+        let mode = md.permissions().mode() & 0o7777;
+        let ft = md.file_type();
+        let node = if ft.is_dir() {
+            Node::Dir { mode }
+        } else if ft.is_symlink() {
+            Node::Symlink { target: std::fs::read_link(root.join(&path)).expect("readlink") }
+        } else if ft.is_file() {
+            let link_group = if md.nlink() > 1 {
+                let n = groups.len() + 1;
+                *groups.entry(md.ino()).or_insert(n)
+            } else {
+                0
+            };
+            Node::File { mode, data: std::fs::read(root.join(&path)).expect("read"), link_group }
+        } else {
+            Node::Fifo { mode }
+        };
+        out.insert(path, node);
+    }
+    out
+}
+
+/// Asserts two trees are equal, naming the first paths that differ.
+pub fn assert_same_tree(expected: &BTreeMap<String, Node>, actual: &BTreeMap<String, Node>) {
+    if expected == actual {
+        return;
+    }
+    let mut diffs = Vec::new();
+    for k in expected.keys().chain(actual.keys()) {
+        if expected.get(k) != actual.get(k) && !diffs.contains(k) {
+            diffs.push(k.clone());
+        }
+    }
+    let show = |m: &BTreeMap<String, Node>, k: &str| match m.get(k) {
+        None => "absent".to_string(),
+        Some(Node::File { mode, data, link_group }) => format!(
+            "file {mode:o} {} bytes {:?} link_group {link_group}",
+            data.len(),
+            String::from_utf8_lossy(&data[..data.len().min(60)])
+        ),
+        Some(n) => format!("{n:?}"),
+    };
+    let lines: Vec<String> = diffs
+        .iter()
+        .take(12)
+        .map(|k| format!("  {k}: expected {} / actual {}", show(expected, k), show(actual, k)))
+        .collect();
+    panic!("trees differ at {} paths:\n{}", diffs.len(), lines.join("\n"));
+}
