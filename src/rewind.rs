@@ -272,6 +272,16 @@ pub fn rewind(
         report.plan = Some(plan);
         return Ok(report);
     }
+    if req.undo {
+        // An undo is not itself undoable: it saves nothing and is closed by one record. Cut
+        // off midway, running it again completes it (the same targets apply again).
+        let rewind = store.index.last_rewind.as_ref().map_or(0, |l| l.begin);
+        apply(root, store, &plan, &mut report);
+        store
+            .append(Record::UndoDone { rewind })
+            .map_err(RewindError::Store)?;
+        return Ok(report);
+    }
     let begin = match resume {
         Some(b) => b,
         None => store
@@ -280,16 +290,7 @@ pub fn rewind(
     };
     save_for_undo(root, store, &plan, begin, to).map_err(RewindError::Store)?;
     apply(root, store, &plan, &mut report);
-    let done = if req.undo {
-        let rewind = store.index.last_rewind.as_ref().map_or(0, |l| l.begin);
-        // The undo itself is not undoable; close its own begin record, then mark the undo.
-        store
-            .append(Record::RewindDone { begin })
-            .map_err(RewindError::Store)?;
-        store.append(Record::UndoDone { rewind })
-    } else {
-        store.append(Record::RewindDone { begin })
-    };
+    let done = store.append(Record::RewindDone { begin });
     done.map_err(RewindError::Store)?;
     Ok(report)
 }
@@ -597,10 +598,11 @@ fn replace_with(
     cur_kind: Option<u32>,
 ) -> Result<bool, String> {
     if cur_kind == Some(libc::S_IFDIR)
-        && let Err(e) = remove_tree(dir, name) {
-            let _ = sys::unlinkat(dir, tmp, 0);
-            return Err(format!("cannot remove the directory there: {e}"));
-        }
+        && let Err(e) = remove_tree(dir, name)
+    {
+        let _ = sys::unlinkat(dir, tmp, 0);
+        return Err(format!("cannot remove the directory there: {e}"));
+    }
     sys::renameat2(dir, tmp, dir, name, 0).map_err(|e| {
         let _ = sys::unlinkat(dir, tmp, 0);
         format!("cannot move into place: {e}")

@@ -1,0 +1,205 @@
+//! The command-line contract: refusals, dry runs, JSON reports, undo, offline rewinds.
+
+mod common;
+use common::{Mounted, assert_same_tree, bin, require_fuse, tree};
+use std::process::Command;
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run ckpt-mount")
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn mounting_root_home_or_a_mounted_folder_is_refused() {
+    if !require_fuse() {
+        return;
+    }
+    let o = run(&["mount", "/"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("refusing to mount over /"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        stderr(&o).lines().count(),
+        1,
+        "one clear line: {}",
+        stderr(&o)
+    );
+
+    let home = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(bin())
+        .args(["mount"])
+        .arg(home.path())
+        .env("HOME", home.path())
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("home directory"), "{}", stderr(&o));
+
+    let m = Mounted::new();
+    let o = Command::new(bin())
+        .arg("mount")
+        .arg(&m.dir)
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("already mounted"), "{}", stderr(&o));
+
+    let o = run(&["mount", "/nonexistent/ckpt-folder"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn bad_usage_exits_2_and_failures_exit_1() {
+    assert_eq!(run(&[]).status.code(), Some(2));
+    assert_eq!(run(&["rewind", "abc"]).status.code(), Some(2));
+    assert_eq!(run(&["turn", "-5"]).status.code(), Some(2));
+    assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
+    let empty = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(bin())
+        .args(["status", "--dir"])
+        .arg(empty.path())
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no ckpt-mount store"), "{}", stderr(&o));
+    let o = run(&["unmount", "/tmp"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("not mounted by ckpt-mount"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn dry_run_changes_nothing_and_json_reports_paths() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| std::fs::write(d.join("keep"), "v1\n").expect("write"));
+    m.turn(2);
+    let before = tree(&m.dir, false);
+    m.sh("echo v2 > keep; echo new > created");
+    let after = tree(&m.dir, false);
+    let o = m.cli(&["rewind", "2", "--dry-run"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("restore  keep (file)"), "{text}");
+    assert!(text.contains("delete   created"), "{text}");
+    assert_same_tree(&after, &tree(&m.dir, false));
+
+    let o = m.cli(&["rewind", "2", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json report");
+    assert_eq!(v["to"], 2);
+    assert_eq!(v["restored"], serde_json::json!(["keep"]));
+    assert_eq!(v["deleted"], serde_json::json!(["created"]));
+    assert_eq!(v["failed"], serde_json::json!([]));
+    assert_same_tree(&before, &tree(&m.dir, false));
+}
+
+#[test]
+fn undo_brings_back_the_state_before_the_last_rewind() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| std::fs::write(d.join("f"), "turn one\n").expect("write"));
+    m.turn(2);
+    m.sh("echo agent > f; mkdir -p out/deep; echo built > out/deep/x; ln -s f link");
+    let agent_state = tree(&m.dir, false);
+    m.rewind(2);
+    assert_eq!(
+        std::fs::read_to_string(m.path("f")).expect("read"),
+        "turn one\n"
+    );
+    let o = m.cli(&["rewind", "--undo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_same_tree(&agent_state, &tree(&m.dir, false));
+    assert_eq!(
+        std::fs::read_to_string(m.path(".ckpt/turn")).expect("read"),
+        "2\n"
+    );
+    // The undone rewind's turn is back: rewinding to 2 again works and is exact.
+    m.rewind(2);
+    assert_eq!(
+        std::fs::read_to_string(m.path("f")).expect("read"),
+        "turn one\n"
+    );
+    assert!(!m.path("out").exists());
+}
+
+#[test]
+fn rewind_works_on_an_unmounted_folder() {
+    if !require_fuse() {
+        return;
+    }
+    let mut m = Mounted::with(|d| {
+        std::fs::create_dir(d.join("src")).expect("mkdir");
+        std::fs::write(d.join("src/main.rs"), "fn main() {}\n").expect("write");
+    });
+    m.turn(2);
+    let before = tree(&m.dir, false);
+    m.sh("rm -rf src; echo oops > README");
+    m.unmount();
+    let o = m.cli(&["rewind", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_same_tree(&before, &tree(&m.dir, false));
+    let o = m.cli(&["turn"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "2");
+    m.remount();
+    assert_eq!(
+        std::fs::read_to_string(m.path(".ckpt/turn")).expect("read"),
+        "2\n"
+    );
+}
+
+#[test]
+fn status_and_log_report_turns_programs_and_counts() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::write(d.join("a"), "a\n").expect("write");
+        std::fs::write(d.join("b"), "b\n").expect("write");
+    });
+    let o = m.cli(&["turn", "2", "-m", "first edit"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    m.sh("sed -i s/a/A/ a; rm b; echo c > c");
+    let o = m.cli(&["log", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let t2 = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["turn"] == 2)
+        .expect("turn 2 row")
+        .clone();
+    assert_eq!(t2["label"], "first edit");
+    assert_eq!(t2["created"], 1);
+    assert_eq!(t2["deleted"], 1);
+    assert!(t2["modified"].as_u64().expect("modified") >= 1);
+    let programs: Vec<String> = t2["programs"]
+        .as_array()
+        .expect("programs")
+        .iter()
+        .map(|p| p.as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(programs.iter().any(|p| p == "sed"), "{programs:?}");
+    assert!(programs.iter().any(|p| p == "rm"), "{programs:?}");
+    let o = m.cli(&["status", "--json"]);
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(st["mounted"], true);
+    assert_eq!(st["turn"], 2);
+    assert!(st["captures_this_turn"].as_u64().expect("captures") >= 3);
+    assert!(st["pid"].as_u64().is_some());
+}
