@@ -319,10 +319,7 @@ impl Capturer {
     }
 
     /// Captures, for the current turn, the files held open for writing (after a rewind).
-    pub fn begin_turn_captures(
-        &self,
-        open_for_write: &OpenForWrite<'_>,
-    ) -> Result<(), Errno> {
+    pub fn begin_turn_captures(&self, open_for_write: &OpenForWrite<'_>) -> Result<(), Errno> {
         let mut store = self.lock();
         let max_blob = self.max_blob;
         let mut result = Ok(());

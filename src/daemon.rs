@@ -46,12 +46,13 @@ pub fn check_folder(dir: &Path) -> Result<PathBuf, String> {
     if let Some(home) = std::env::var_os("HOME")
         .map(PathBuf::from)
         .and_then(|h| h.canonicalize().ok())
-        && canon == home {
-            return Err(format!(
-                "refusing to mount over the home directory {} (mount a project folder)",
-                canon.display()
-            ));
-        }
+        && canon == home
+    {
+        return Err(format!(
+            "refusing to mount over the home directory {} (mount a project folder)",
+            canon.display()
+        ));
+    }
     if crate::mounts::is_ckpt_mount(&canon) {
         return Err(format!(
             "{} is already mounted by ckpt-mount",
@@ -69,9 +70,10 @@ fn init_log(store: &Store, foreground: bool) {
             c"daemon.log",
             libc::O_CREAT | libc::O_WRONLY | libc::O_APPEND | libc::O_NOFOLLOW,
             0o600,
-        ) {
-            b.target(env_logger::Target::Pipe(Box::new(std::fs::File::from(fd))));
-        }
+        )
+    {
+        b.target(env_logger::Target::Pipe(Box::new(std::fs::File::from(fd))));
+    }
     let _ = b.try_init();
 }
 

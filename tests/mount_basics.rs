@@ -15,7 +15,10 @@ fn rewinding_a_turn_also_undoes_later_turns() {
     m.turn(3);
     m.sh("echo 'edited in turn 3' > f; echo new > g");
     m.rewind(1);
-    assert_eq!(std::fs::read_to_string(m.path("f")).expect("read"), "start of turn 1\n");
+    assert_eq!(
+        std::fs::read_to_string(m.path("f")).expect("read"),
+        "start of turn 1\n"
+    );
     assert!(!m.path("g").exists());
 }
 

@@ -153,9 +153,10 @@ impl InodeTable {
             }
         };
         if let Some(&old) = self.by_name.get(&key)
-            && old != ino {
-                self.drop_alias(old, parent, name);
-            }
+            && old != ino
+        {
+            self.drop_alias(old, parent, name);
+        }
         self.by_name.insert(key, ino);
         if let Some(node) = self.nodes.get_mut(&ino) {
             if !node.aliases.iter().any(|(p, n)| *p == parent && n == name) {

@@ -540,9 +540,10 @@ impl CkptFs {
             return Ok(self.control_attr(node));
         }
         if let Some(h) = fh.and_then(|fh| self.lock_handles().get(&fh).cloned())
-            && let Some(fd) = &h.fd {
-                return Ok(attr_of(&sys::fstat(fd.as_fd())?));
-            }
+            && let Some(fd) = &h.fd
+        {
+            return Ok(attr_of(&sys::fstat(fd.as_fd())?));
+        }
         if node == ROOT {
             return Ok(attr_of(&sys::fstat(self.root.as_fd())?));
         }

@@ -281,14 +281,15 @@ impl BlobStore {
                 } else if e.name.len() == 2
                     && let Ok(sfd) =
                         sys::openat(top.as_fd(), &name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
-                    {
-                        for t in sys::read_dir_all(sfd.as_fd(), false).unwrap_or_default() {
-                            if t.name.starts_with(b".tmp-")
-                                && let Ok(tn) = CString::new(t.name) {
-                                    let _ = sys::unlinkat(sfd.as_fd(), &tn, 0);
-                                }
+                {
+                    for t in sys::read_dir_all(sfd.as_fd(), false).unwrap_or_default() {
+                        if t.name.starts_with(b".tmp-")
+                            && let Ok(tn) = CString::new(t.name)
+                        {
+                            let _ = sys::unlinkat(sfd.as_fd(), &tn, 0);
                         }
                     }
+                }
             }
         }
     }

@@ -45,13 +45,29 @@ impl Mounted {
 
     /// As `with`, passing extra `mount` arguments.
     pub fn with_args(setup: impl FnOnce(&Path), args: &[&str]) -> Self {
-        let tmp = tempfile::Builder::new().prefix("ckpt-test-").tempdir_in("/tmp").expect("tempdir");
+        let tmp = tempfile::Builder::new()
+            .prefix("ckpt-test-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
         let dir = tmp.path().join("project");
         std::fs::create_dir(&dir).expect("mkdir project");
         setup(&dir);
-        let out = Command::new(bin()).arg("mount").arg(&dir).args(args).output().expect("run mount");
-        assert!(out.status.success(), "mount failed: {}", String::from_utf8_lossy(&out.stderr));
-        Self { dir, tmp: Some(tmp), mounted: true }
+        let out = Command::new(bin())
+            .arg("mount")
+            .arg(&dir)
+            .args(args)
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "mount failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self {
+            dir,
+            tmp: Some(tmp),
+            mounted: true,
+        }
     }
 
     /// A path inside the mount.
@@ -82,7 +98,10 @@ impl Mounted {
             .env("GIT_COMMITTER_NAME", "t")
             .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
             .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", self.tmp.as_ref().map_or(Path::new("/tmp"), |t| t.path()))
+            .env(
+                "HOME",
+                self.tmp.as_ref().map_or(Path::new("/tmp"), |t| t.path()),
+            )
             .output()
             .expect("run sh")
     }
@@ -94,7 +113,12 @@ impl Mounted {
 
     /// Runs the CLI with `--dir` pointing at this folder appended.
     pub fn cli(&self, args: &[&str]) -> Output {
-        Command::new(bin()).args(args).arg("--dir").arg(&self.dir).output().expect("run cli")
+        Command::new(bin())
+            .args(args)
+            .arg("--dir")
+            .arg(&self.dir)
+            .output()
+            .expect("run cli")
     }
 
     /// `ckpt-mount rewind N`; panics unless it succeeds.
@@ -112,8 +136,16 @@ impl Mounted {
     /// Unmounts now (the guard then only removes the folder).
     pub fn unmount(&mut self) {
         if self.mounted {
-            let out = Command::new(bin()).arg("unmount").arg(&self.dir).output().expect("run unmount");
-            assert!(out.status.success(), "unmount failed: {}", String::from_utf8_lossy(&out.stderr));
+            let out = Command::new(bin())
+                .arg("unmount")
+                .arg(&self.dir)
+                .output()
+                .expect("run unmount");
+            assert!(
+                out.status.success(),
+                "unmount failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             self.mounted = false;
         }
     }
@@ -121,8 +153,16 @@ impl Mounted {
     /// Mounts again after `unmount`.
     pub fn remount(&mut self) {
         assert!(!self.mounted);
-        let out = Command::new(bin()).arg("mount").arg(&self.dir).output().expect("run mount");
-        assert!(out.status.success(), "mount failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(bin())
+            .arg("mount")
+            .arg(&self.dir)
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "mount failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         self.mounted = true;
     }
 }
@@ -150,7 +190,11 @@ impl Drop for Mounted {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
     /// Regular file: mode bits, bytes, and the index of its hard-link group (0 if nlink == 1).
-    File { mode: u32, data: Vec<u8>, link_group: usize },
+    File {
+        mode: u32,
+        data: Vec<u8>,
+        link_group: usize,
+    },
     /// Directory with mode bits.
     Dir { mode: u32 },
     /// Symlink target.
@@ -167,7 +211,11 @@ pub fn tree(root: &Path, with_git: bool) -> BTreeMap<String, Node> {
     let mut stack = vec![String::new()];
     let mut entries: Vec<(String, std::fs::Metadata)> = Vec::new();
     while let Some(rel) = stack.pop() {
-        let dir = if rel.is_empty() { root.to_path_buf() } else { root.join(&rel) };
+        let dir = if rel.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(&rel)
+        };
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -177,7 +225,11 @@ pub fn tree(root: &Path, with_git: bool) -> BTreeMap<String, Node> {
             if rel.is_empty() && (name == ".ckpt" || (name == ".git" && !with_git)) {
                 continue;
             }
-            let path = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let path = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
             let md = std::fs::symlink_metadata(root.join(&path)).expect("lstat");
             if md.is_dir() {
                 stack.push(path.clone());
@@ -192,7 +244,9 @@ pub fn tree(root: &Path, with_git: bool) -> BTreeMap<String, Node> {
         let node = if ft.is_dir() {
             Node::Dir { mode }
         } else if ft.is_symlink() {
-            Node::Symlink { target: std::fs::read_link(root.join(&path)).expect("readlink") }
+            Node::Symlink {
+                target: std::fs::read_link(root.join(&path)).expect("readlink"),
+            }
         } else if ft.is_file() {
             let link_group = if md.nlink() > 1 {
                 let n = groups.len() + 1;
@@ -200,7 +254,11 @@ pub fn tree(root: &Path, with_git: bool) -> BTreeMap<String, Node> {
             } else {
                 0
             };
-            Node::File { mode, data: std::fs::read(root.join(&path)).expect("read"), link_group }
+            Node::File {
+                mode,
+                data: std::fs::read(root.join(&path)).expect("read"),
+                link_group,
+            }
         } else {
             Node::Fifo { mode }
         };
@@ -222,7 +280,11 @@ pub fn assert_same_tree(expected: &BTreeMap<String, Node>, actual: &BTreeMap<Str
     }
     let show = |m: &BTreeMap<String, Node>, k: &str| match m.get(k) {
         None => "absent".to_string(),
-        Some(Node::File { mode, data, link_group }) => format!(
+        Some(Node::File {
+            mode,
+            data,
+            link_group,
+        }) => format!(
             "file {mode:o} {} bytes {:?} link_group {link_group}",
             data.len(),
             String::from_utf8_lossy(&data[..data.len().min(60)])
@@ -232,7 +294,17 @@ pub fn assert_same_tree(expected: &BTreeMap<String, Node>, actual: &BTreeMap<Str
     let lines: Vec<String> = diffs
         .iter()
         .take(12)
-        .map(|k| format!("  {k}: expected {} / actual {}", show(expected, k), show(actual, k)))
+        .map(|k| {
+            format!(
+                "  {k}: expected {} / actual {}",
+                show(expected, k),
+                show(actual, k)
+            )
+        })
         .collect();
-    panic!("trees differ at {} paths:\n{}", diffs.len(), lines.join("\n"));
+    panic!(
+        "trees differ at {} paths:\n{}",
+        diffs.len(),
+        lines.join("\n")
+    );
 }
