@@ -114,6 +114,29 @@ fn handle(fs: &CkptFs, folder: &str, req: Request) -> Response {
             v["nodes"] = serde_json::json!(fs.node_count());
             Response::ok(v)
         }
+        Request::Fsck => {
+            let store = fs.capturer().lock();
+            let r = crate::store::fsck::check(store.dir());
+            Response::ok(serde_json::to_value(&r).unwrap_or_default())
+        }
+        Request::Diff { turn, paths } => {
+            let store = fs.capturer().lock();
+            let turn = turn.unwrap_or_else(|| store.index.current_turn());
+            if !store.index.has_turn(turn) {
+                return Response::fail(
+                    format!("turn {turn} does not exist"),
+                    serde_json::Value::Null,
+                );
+            }
+            let only: Vec<crate::relpath::RelPath> = paths
+                .iter()
+                .filter_map(|p| crate::relpath::RelPath::new(p.as_bytes()).ok())
+                .collect();
+            Response::ok(
+                serde_json::to_value(crate::diff::diff(fs.root(), &store, turn, &only))
+                    .unwrap_or_default(),
+            )
+        }
         Request::Log => {
             let store = fs.capturer().lock();
             Response::ok(

@@ -35,6 +35,15 @@ pub enum Request {
     Status,
     /// Turn log as JSON.
     Log,
+    /// Check the store.
+    Fsck,
+    /// Changes from the start of `turn` (default: current) to now.
+    Diff {
+        /// The turn.
+        turn: Option<u64>,
+        /// Only these paths (and what is below them).
+        paths: Vec<String>,
+    },
 }
 
 /// The daemon's answer.

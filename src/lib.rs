@@ -9,6 +9,7 @@
 pub mod capture;
 pub mod cli;
 pub mod daemon;
+pub mod diff;
 pub mod fs;
 pub mod info;
 pub mod ipc;

@@ -5,7 +5,10 @@ use clap::Parser;
 fn main() {
     let cli = ckpt_mount::cli::Cli::parse();
     if let Err(e) = ckpt_mount::cli::run(cli) {
-        eprintln!("ckpt-mount: {}", e.message);
+        // `run` passes its command's exit code through with no message of its own.
+        if !e.message.is_empty() {
+            eprintln!("ckpt-mount: {}", e.message);
+        }
         std::process::exit(e.code);
     }
 }

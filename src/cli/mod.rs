@@ -1,9 +1,12 @@
 //! The command line: clap definitions and dispatch. Each subcommand lives in its own file.
 
 mod demo;
+mod diff;
+mod fsck;
 mod info;
 mod mount;
 mod rewind;
+mod run;
 mod turn;
 
 use clap::{Parser, Subcommand};
@@ -74,6 +77,18 @@ pub enum Command {
     ///
     /// Example: ckpt-mount status
     Status(info::StatusArgs),
+    /// Show what changed from the start of turn N (default: the current turn) to now
+    ///
+    /// Example: ckpt-mount diff 2 --stat src/
+    Diff(diff::DiffArgs),
+    /// Mount the folder if needed, run a command inside it, unmount when it exits
+    ///
+    /// Example: ckpt-mount run -- claude
+    Run(run::RunArgs),
+    /// Check the store: re-hash blobs, check every record, report orphans
+    ///
+    /// Example: ckpt-mount fsck --dir ~/src/site
+    Fsck(fsck::FsckArgs),
     /// Build the seed scenario in a temp folder, run an agent turn with shell tools, rewind,
     /// and compare with the git recipes
     ///
@@ -91,6 +106,9 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Log(a) => info::log(a),
         Command::Status(a) => info::status(a),
         Command::Demo(a) => demo::run(a),
+        Command::Fsck(a) => fsck::run(a),
+        Command::Diff(a) => diff::run(a),
+        Command::Run(a) => run::run(a),
     }
 }
 

@@ -64,6 +64,23 @@ pub fn mount(a: MountArgs) -> CliResult {
         }
         return daemon::run(&opts, ready.is_none(), ready).map_err(CliError::fail);
     }
+    let pid = spawn_daemon(&dir, &a)?;
+    let turn = match crate::ipc::call(
+        &dir,
+        &crate::ipc::Request::Turn {
+            set: None,
+            label: None,
+        },
+    ) {
+        Ok(resp) => resp.data["turn"].as_u64().unwrap_or(0),
+        Err(_) => 0,
+    };
+    println!("mounted {} (turn {turn}, daemon pid {pid})", dir.display());
+    Ok(())
+}
+
+/// Starts a background daemon for `dir` and waits until its mount answers; returns its pid.
+pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::fail(format!("cannot find own executable: {e}")))?;
     let (mut r, w) = sys::pipe()
@@ -71,7 +88,7 @@ pub fn mount(a: MountArgs) -> CliResult {
         .pipe_files();
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("mount")
-        .arg(&dir)
+        .arg(dir)
         .arg("--foreground")
         .arg("--ready-fd=3")
         .arg(format!("--max-blob={}", a.max_blob))
@@ -95,22 +112,7 @@ pub fn mount(a: MountArgs) -> CliResult {
     let _ = r.read_to_string(&mut answer);
     let answer = answer.lines().next().unwrap_or("").to_string();
     if answer == "ok" {
-        let turn = match crate::ipc::call(
-            &dir,
-            &crate::ipc::Request::Turn {
-                set: None,
-                label: None,
-            },
-        ) {
-            Ok(resp) => resp.data["turn"].as_u64().unwrap_or(0),
-            Err(_) => 0,
-        };
-        println!(
-            "mounted {} (turn {turn}, daemon pid {})",
-            dir.display(),
-            child.id()
-        );
-        Ok(())
+        Ok(child.id())
     } else if answer.is_empty() {
         Err(CliError::fail(format!(
             "the daemon for {} exited before mounting; see {}/.ckpt/daemon.log",
@@ -134,6 +136,16 @@ impl PipeFiles for (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
 
 /// Unmounts and waits for the daemon to finish.
 pub fn unmount(a: UnmountArgs) -> CliResult {
+    let dir = unmount_quietly(&a.dir)?;
+    println!("unmounted {}", dir.display());
+    Ok(())
+}
+
+/// Unmounts `dir` and waits for its daemon to exit; returns the canonical path.
+pub fn unmount_quietly(dir: &std::path::Path) -> Result<PathBuf, CliError> {
+    let a = UnmountArgs {
+        dir: dir.to_path_buf(),
+    };
     let dir = a
         .dir
         .canonicalize()
@@ -171,6 +183,5 @@ pub fn unmount(a: UnmountArgs) -> CliResult {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    println!("unmounted {}", dir.display());
-    Ok(())
+    Ok(dir)
 }

@@ -62,6 +62,21 @@ impl BlobStore {
         Ok(s)
     }
 
+    /// Opens the blob directory without creating anything or removing temp files (fsck).
+    pub fn open_readonly(store: BorrowedFd<'_>) -> SysResult<Self> {
+        let dir = sys::openat(
+            store,
+            c"blobs",
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )?;
+        Ok(Self {
+            dir,
+            durable: false,
+            seq: AtomicU64::new(0),
+        })
+    }
+
     fn shard(&self, id: &str, create: bool) -> SysResult<OwnedFd> {
         let name = CString::new(&id[..2]).map_err(|_| Errno(libc::EINVAL))?;
         if create {

@@ -5,6 +5,7 @@
 //! may append, so there is one writer at a time.
 
 pub mod blob;
+pub mod fsck;
 pub mod journal;
 
 use crate::relpath::{RelPath, STORE_DIR};

@@ -1,0 +1,114 @@
+//! `diff`: what changed since the start of a turn.
+
+use super::{CliError, CliResult, Target};
+use crate::diff::{self, FileChange};
+use crate::ipc::Request;
+use crate::relpath::RelPath;
+use clap::Args;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// `ckpt-mount diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The turn whose start to compare with (default: the current turn)
+    pub turn: Option<u64>,
+    /// Only a summary per path
+    #[arg(long)]
+    pub stat: bool,
+    /// The folder (default: the ckpt-mount folder containing the current directory)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Only these paths (relative to the folder, or absolute inside it)
+    #[arg(last = true)]
+    pub paths: Vec<PathBuf>,
+}
+
+fn relative(folder: &Path, p: &Path) -> Result<String, CliError> {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|c| c.join(p))
+            .unwrap_or_default()
+    };
+    let rel = abs.strip_prefix(folder).unwrap_or(p);
+    let s = rel.to_string_lossy().trim_end_matches('/').to_string();
+    RelPath::new(s.as_bytes()).map_err(|e| CliError::usage(format!("{}: {e}", p.display())))?;
+    Ok(s)
+}
+
+fn colour(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.starts_with("+++") || l.starts_with("---") {
+                format!("\x1b[1m{l}\x1b[0m")
+            } else if l.starts_with('+') {
+                format!("\x1b[32m{l}\x1b[0m")
+            } else if l.starts_with('-') {
+                format!("\x1b[31m{l}\x1b[0m")
+            } else if l.starts_with("@@") {
+                format!("\x1b[36m{l}\x1b[0m")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// Runs `diff`.
+pub fn run(a: DiffArgs) -> CliResult {
+    let t = super::target(a.dir)?;
+    let folder = match &t {
+        Target::Mounted(f) | Target::Offline(f) => f.clone(),
+    };
+    let paths = a
+        .paths
+        .iter()
+        .map(|p| relative(&folder, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let changes: Vec<FileChange> = match t {
+        Target::Mounted(folder) => {
+            let resp = super::call(
+                &folder,
+                &Request::Diff {
+                    turn: a.turn,
+                    paths,
+                },
+            )?;
+            if !resp.ok {
+                return Err(CliError::fail(resp.error.unwrap_or_default()));
+            }
+            serde_json::from_value(resp.data).map_err(|e| CliError::fail(e.to_string()))?
+        }
+        Target::Offline(folder) => {
+            let (root, store) = super::open_offline(&folder)?;
+            let turn = a.turn.unwrap_or_else(|| store.index.current_turn());
+            if !store.index.has_turn(turn) {
+                return Err(CliError::fail(format!("turn {turn} does not exist")));
+            }
+            let only: Vec<RelPath> = paths
+                .iter()
+                .filter_map(|p| RelPath::new(p.as_bytes()).ok())
+                .collect();
+            diff::diff(std::os::fd::AsFd::as_fd(&root), &store, turn, &only)
+        }
+    };
+    if a.stat {
+        print!("{}", diff::stat(&changes));
+        return Ok(());
+    }
+    let tty = std::io::stdout().is_terminal();
+    for c in &changes {
+        let header = format!("{} {}\n", c.change, c.path);
+        let body = c.text.clone();
+        if tty {
+            print!("\x1b[1;33m{header}\x1b[0m{}", colour(&body));
+        } else {
+            print!("{header}{body}");
+        }
+    }
+    Ok(())
+}

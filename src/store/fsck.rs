@@ -1,0 +1,370 @@
+//! `fsck`: re-hash every blob, check every journal record, report orphans and leftovers.
+//!
+//! Findings are collected, never fatal: a damaged store is reported whole, line by line. The
+//! check only reads; it needs no lock, so it also runs beside a live daemon.
+
+use super::blob::{BlobStore, valid_id};
+use super::journal::{self, Line, PreImage, Record};
+use crate::relpath::RelPath;
+use crate::sys;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+use std::os::fd::{AsFd, BorrowedFd};
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Harmless or repaired on open (torn tail, orphan blob, temp file).
+    Warn,
+    /// History is damaged: some rewind would refuse or lose data.
+    Error,
+}
+
+/// One problem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// How bad.
+    pub severity: Severity,
+    /// Short kind, e.g. `blob-missing`.
+    pub kind: &'static str,
+    /// What exactly.
+    pub detail: String,
+}
+
+fn finding(severity: Severity, kind: &'static str, detail: String) -> Finding {
+    Finding {
+        severity,
+        kind,
+        detail,
+    }
+}
+
+/// The result of a check.
+#[derive(Debug, Default, Serialize)]
+pub struct FsckReport {
+    /// Journal lines read.
+    pub records: usize,
+    /// Blobs present.
+    pub blobs: usize,
+    /// Problems found.
+    pub findings: Vec<Finding>,
+}
+
+impl FsckReport {
+    /// Whether nothing at error level was found.
+    pub fn clean(&self) -> bool {
+        !self.findings.iter().any(|f| f.severity == Severity::Error)
+    }
+}
+
+/// Checks the store behind `store_dir` (the `.ckpt` directory of a folder).
+pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
+    let mut report = FsckReport::default();
+    let mut add = |f: Finding| report.findings.push(f);
+    match read_file(store_dir, c"VERSION") {
+        Ok(v) if v == super::STORE_VERSION.as_bytes() => {}
+        Ok(v) => add(finding(
+            Severity::Error,
+            "version",
+            format!(
+                "VERSION is {:?}, expected {:?}",
+                String::from_utf8_lossy(&v).trim(),
+                super::STORE_VERSION.trim()
+            ),
+        )),
+        Err(e) => add(finding(
+            Severity::Error,
+            "version",
+            format!("VERSION unreadable: {e}"),
+        )),
+    }
+    let bytes = match read_file(store_dir, c"journal.jsonl") {
+        Ok(b) => b,
+        Err(e) => {
+            add(finding(
+                Severity::Error,
+                "journal",
+                format!("journal.jsonl unreadable: {e}"),
+            ));
+            Vec::new()
+        }
+    };
+    let lines = check_lines(&bytes, &mut add);
+    let blobs = match BlobStore::open_readonly(store_dir) {
+        Ok(b) => b,
+        Err(e) => {
+            add(finding(
+                Severity::Error,
+                "blobs",
+                format!("blobs/ unreadable: {e}"),
+            ));
+            report.records = lines.len();
+            return report;
+        }
+    };
+    let present: BTreeMap<String, u64> = blobs.list().unwrap_or_default().into_iter().collect();
+    let mut referenced: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    for line in &lines {
+        if let Record::Capture {
+            pre: PreImage::File { blob, size, .. },
+            path,
+            ..
+        } = &line.rec
+        {
+            referenced
+                .entry(blob.clone())
+                .or_insert((*size, path.to_string()));
+        }
+    }
+    for (id, (size, path)) in &referenced {
+        let short = &id[..12.min(id.len())];
+        if !valid_id(id) {
+            add(finding(
+                Severity::Error,
+                "blob-id",
+                format!("{path}: blob id {id:?} is not a sha256"),
+            ));
+            continue;
+        }
+        match present.get(id) {
+            None => add(finding(
+                Severity::Error,
+                "blob-missing",
+                format!("{path}: blob {short} is missing"),
+            )),
+            Some(actual) if actual != size => add(finding(
+                Severity::Error,
+                "blob-size",
+                format!("{path}: blob {short} has {actual} bytes, the journal says {size}"),
+            )),
+            Some(_) => match blobs.verify(id) {
+                Ok(true) => {}
+                Ok(false) => add(finding(
+                    Severity::Error,
+                    "blob-hash",
+                    format!("{path}: blob {short} does not match its hash"),
+                )),
+                Err(e) => add(finding(
+                    Severity::Error,
+                    "blob-read",
+                    format!("{path}: blob {short} unreadable: {e}"),
+                )),
+            },
+        }
+    }
+    for id in present.keys().filter(|id| !referenced.contains_key(*id)) {
+        add(finding(
+            Severity::Warn,
+            "blob-orphan",
+            format!("blob {} is referenced by no record", &id[..12]),
+        ));
+    }
+    report.records = lines.len();
+    report.blobs = present.len();
+    report
+}
+
+/// Parses line by line, reporting each bad line instead of stopping at the first.
+fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
+    let mut out: Vec<Line> = Vec::new();
+    let mut last_seq = 0;
+    let mut begun: HashSet<u64> = HashSet::new();
+    let text_lines: Vec<&[u8]> = bytes.split_inclusive(|b| *b == b'\n').collect();
+    for (i, raw) in text_lines.iter().enumerate() {
+        let n = i + 1;
+        if !raw.ends_with(b"\n") {
+            add(finding(
+                Severity::Warn,
+                "journal-torn",
+                format!(
+                    "line {n} is a torn append ({} bytes); it is cut off on open",
+                    raw.len()
+                ),
+            ));
+            break;
+        }
+        match journal::parse(raw) {
+            Ok(p) if p.lines.len() == 1 => {
+                let line = p.lines[0].clone();
+                if line.seq <= last_seq {
+                    add(finding(
+                        Severity::Error,
+                        "journal-seq",
+                        format!("line {n}: seq {} after {last_seq}", line.seq),
+                    ));
+                }
+                last_seq = line.seq;
+                match &line.rec {
+                    Record::RewindBegin { .. } => {
+                        begun.insert(line.seq);
+                    }
+                    Record::RewindDone { begin } if !begun.remove(begin) => {
+                        add(finding(
+                            Severity::Error,
+                            "journal-rewind",
+                            format!("line {n}: rewind_done for unknown begin {begin}"),
+                        ));
+                    }
+                    _ => {}
+                }
+                out.push(line);
+            }
+            Ok(_) => {
+                let last = n == text_lines.len();
+                let sev = if last {
+                    Severity::Warn
+                } else {
+                    Severity::Error
+                };
+                add(finding(
+                    sev,
+                    "journal-corrupt",
+                    format!("line {n}: {}", describe(raw)),
+                ));
+            }
+            Err(e) => add(finding(
+                Severity::Error,
+                "journal-corrupt",
+                format!("line {n}: {e}"),
+            )),
+        }
+    }
+    for b in begun {
+        add(finding(
+            Severity::Warn,
+            "rewind-unfinished",
+            format!(
+                "the rewind begun at seq {b} never finished; the next rewind or mount completes it"
+            ),
+        ));
+    }
+    out
+}
+
+/// Why a line did not parse (it is re-parsed alone, so the message names the field).
+fn describe(raw: &[u8]) -> String {
+    let value: Result<serde_json::Value, _> = serde_json::from_slice(raw);
+    match value {
+        Err(e) => format!("not JSON: {e}"),
+        Ok(v) => {
+            if let Some(p) = v.get("path").and_then(|p| p.as_str())
+                && let Err(e) = RelPath::new(p.as_bytes())
+            {
+                return format!("path {p:?} refused: {e}");
+            }
+            match serde_json::from_value::<Line>(v) {
+                Err(e) => format!("not a record: {e}"),
+                Ok(_) => "unreadable".into(),
+            }
+        }
+    }
+}
+
+fn read_file(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Result<Vec<u8>, sys::Errno> {
+    let fd = sys::openat(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = sys::pread(fd.as_fd(), &mut buf, out.len() as u64)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn kinds(r: &FsckReport) -> Vec<&'static str> {
+        r.findings.iter().map(|f| f.kind).collect()
+    }
+
+    fn store_with_capture() -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f"), b"content").expect("write");
+        let root = std::fs::File::open(dir.path()).expect("open");
+        let mut s = Store::open(root.as_fd(), true, false).expect("store");
+        let f = std::fs::File::open(dir.path().join("f")).expect("open f");
+        let stored = s.blobs.put_fd(f.as_fd()).expect("put");
+        s.append(Record::Capture {
+            turn: 1,
+            path: RelPath::new(b"f").expect("valid"),
+            pre: PreImage::File {
+                blob: stored.id.clone(),
+                size: 7,
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+                ino: 1,
+                nlink: 1,
+            },
+            undo_of: None,
+            pid: None,
+            comm: None,
+        })
+        .expect("append");
+        (dir, stored.id)
+    }
+
+    fn run(dir: &tempfile::TempDir) -> FsckReport {
+        let d = std::fs::File::open(dir.path().join(".ckpt")).expect("open store");
+        check(d.as_fd())
+    }
+
+    #[test]
+    fn a_healthy_store_is_clean() {
+        let (dir, _) = store_with_capture();
+        let r = run(&dir);
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        assert_eq!(r.records, 2);
+        assert_eq!(r.blobs, 1);
+    }
+
+    #[test]
+    fn names_each_kind_of_damage() {
+        let (dir, id) = store_with_capture();
+        let blob = dir.path().join(".ckpt/blobs").join(&id[..2]).join(&id[2..]);
+        std::fs::write(&blob, b"CONTENT").expect("damage blob");
+        let journal = dir.path().join(".ckpt/journal.jsonl");
+        let mut j = std::fs::read(&journal).expect("read");
+        j.extend_from_slice(b"{\"v\":1,\"seq\":3,\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"../../etc/passwd\",\"pre\":{\"kind\":\"absent\"}}\n");
+        j.extend_from_slice(b"{\"v\":1,\"seq\":4,\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"/abs\",\"pre\":{\"kind\":\"absent\"}}\n");
+        j.extend_from_slice(format!("{{\"v\":1,\"seq\":5,\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"g\",\"pre\":{{\"kind\":\"file\",\"blob\":\"{}\",\"size\":3,\"mode\":420,\"uid\":0,\"gid\":0,\"ino\":2,\"nlink\":1}}}}\n", "ab".repeat(32)).as_bytes());
+        j.extend_from_slice(b"{\"v\":1,\"seq\":6,\"ti");
+        std::fs::write(&journal, j).expect("write");
+        let r = run(&dir);
+        let k = kinds(&r);
+        assert!(k.contains(&"blob-hash"), "{k:?}");
+        assert_eq!(
+            k.iter().filter(|x| **x == "journal-corrupt").count(),
+            2,
+            "{:?}",
+            r.findings
+        );
+        assert!(k.contains(&"blob-missing"), "{k:?}");
+        assert!(k.contains(&"journal-torn"), "{k:?}");
+        assert!(!r.clean());
+        assert!(
+            r.findings
+                .iter()
+                .any(|f| f.detail.contains("../../etc/passwd"))
+        );
+    }
+
+    #[test]
+    fn orphans_are_warnings() {
+        let (dir, _) = store_with_capture();
+        let root = std::fs::File::open(dir.path()).expect("open");
+        drop(root);
+        let d = std::fs::File::open(dir.path().join(".ckpt")).expect("open");
+        let b = BlobStore::open(d.as_fd(), false).expect("blobs");
+        b.put_bytes(b"nobody refers to me").expect("put");
+        let r = run(&dir);
+        assert_eq!(kinds(&r), vec!["blob-orphan"]);
+        assert!(r.clean());
+    }
+}
