@@ -137,6 +137,20 @@ fn handle(fs: &CkptFs, folder: &str, req: Request) -> Response {
                     .unwrap_or_default(),
             )
         }
+        Request::Prune {
+            keep_turns,
+            max_size,
+        } => {
+            let mut store = fs.capturer().lock();
+            let policy = crate::store::prune::Policy {
+                keep_turns,
+                max_size,
+            };
+            match crate::store::prune::prune(&mut store, policy) {
+                Ok(r) => Response::ok(serde_json::to_value(&r).unwrap_or_default()),
+                Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
+            }
+        }
         Request::Log => {
             let store = fs.capturer().lock();
             Response::ok(

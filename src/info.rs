@@ -92,6 +92,8 @@ pub struct Status {
     pub dedup_ratio: f64,
     /// Turns that can be rewound to.
     pub turns: Vec<u64>,
+    /// Size above which `status` warns: 1 GiB or 10 % of the free space, whichever is less.
+    pub warn_bytes: u64,
 }
 
 /// Computes status from a store.
@@ -121,5 +123,12 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
             captured as f64 / blob_bytes as f64
         },
         turns: store.index.turns.iter().map(|t| t.turn).collect(),
+        warn_bytes: warn_threshold(store),
     }
+}
+
+fn warn_threshold(store: &Store) -> u64 {
+    let free =
+        sys::fstatvfs(store.dir()).map_or(u64::MAX, |s| s.f_bavail.saturating_mul(s.f_frsize));
+    (1u64 << 30).min(free / 10)
 }

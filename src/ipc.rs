@@ -37,6 +37,13 @@ pub enum Request {
     Log,
     /// Check the store.
     Fsck,
+    /// Forget old turns.
+    Prune {
+        /// Keep this many newest turns.
+        keep_turns: Option<usize>,
+        /// Keep the store under this many bytes.
+        max_size: Option<u64>,
+    },
     /// Changes from the start of `turn` (default: current) to now.
     Diff {
         /// The turn.

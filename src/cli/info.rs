@@ -79,14 +79,15 @@ pub fn log(a: LogArgs) -> CliResult {
             .iter()
             .filter_map(|p| p.as_str().map(String::from))
             .collect();
+        let n = |k: &str| r[k].as_u64().unwrap_or(0);
         println!(
             "{:>5}  {:<8}  {:>7} {:>8} {:>7}  {:>10}  {:<20} {}",
-            r["turn"],
-            when(r["time"].as_u64().unwrap_or(0)),
-            r["created"],
-            r["modified"],
-            r["deleted"],
-            r["bytes"],
+            n("turn"),
+            when(n("time")),
+            n("created"),
+            n("modified"),
+            n("deleted"),
+            n("bytes"),
             programs.join(","),
             r["label"].as_str().unwrap_or("")
         );
@@ -116,5 +117,14 @@ pub fn status(a: StatusArgs) -> CliResult {
         v["blobs"],
         v["dedup_ratio"].as_f64().unwrap_or(1.0)
     );
+    let (size, warn) = (
+        v["store_bytes"].as_u64().unwrap_or(0),
+        v["warn_bytes"].as_u64().unwrap_or(u64::MAX),
+    );
+    if size > warn {
+        println!(
+            "warning:  the store is over {warn} bytes; free space with: ckpt-mount prune --keep-turns N"
+        );
+    }
     Ok(())
 }

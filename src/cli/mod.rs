@@ -5,6 +5,7 @@ mod diff;
 mod fsck;
 mod info;
 mod mount;
+mod prune;
 mod rewind;
 mod run;
 mod turn;
@@ -85,6 +86,10 @@ pub enum Command {
     ///
     /// Example: ckpt-mount run -- claude
     Run(run::RunArgs),
+    /// Forget the oldest turns and the blobs only they used
+    ///
+    /// Example: ckpt-mount prune --keep-turns 20 --max-size 2G
+    Prune(prune::PruneArgs),
     /// Check the store: re-hash blobs, check every record, report orphans
     ///
     /// Example: ckpt-mount fsck --dir ~/src/site
@@ -107,6 +112,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Status(a) => info::status(a),
         Command::Demo(a) => demo::run(a),
         Command::Fsck(a) => fsck::run(a),
+        Command::Prune(a) => prune::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Run(a) => run::run(a),
     }

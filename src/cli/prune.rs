@@ -1,0 +1,86 @@
+//! `prune`: retention.
+
+use super::{CliError, CliResult, Target};
+use crate::ipc::Request;
+use crate::store::prune::{self, Policy};
+use clap::Args;
+use std::path::PathBuf;
+
+/// `ckpt-mount prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Keep only this many of the newest turns (the current turn always stays)
+    #[arg(long)]
+    pub keep_turns: Option<usize>,
+    /// Drop the oldest turns until the store fits in this size (K, M, G suffixes)
+    #[arg(long, value_parser = super::parse_size)]
+    pub max_size: Option<u64>,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+    /// The folder (default: the ckpt-mount folder containing the current directory)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// Runs `prune`.
+pub fn run(a: PruneArgs) -> CliResult {
+    if a.keep_turns.is_none() && a.max_size.is_none() {
+        return Err(CliError::usage(
+            "prune needs --keep-turns N and/or --max-size SIZE",
+        ));
+    }
+    if a.keep_turns == Some(0) {
+        return Err(CliError::usage("--keep-turns must be at least 1"));
+    }
+    let v = match super::target(a.dir)? {
+        Target::Mounted(folder) => {
+            let resp = super::call(
+                &folder,
+                &Request::Prune {
+                    keep_turns: a.keep_turns,
+                    max_size: a.max_size,
+                },
+            )?;
+            if !resp.ok {
+                return Err(CliError::fail(resp.error.unwrap_or_default()));
+            }
+            resp.data
+        }
+        Target::Offline(folder) => {
+            let (_root, mut store) = super::open_offline(&folder)?;
+            let r = prune::prune(
+                &mut store,
+                Policy {
+                    keep_turns: a.keep_turns,
+                    max_size: a.max_size,
+                },
+            )
+            .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
+            serde_json::to_value(&r).map_err(|e| CliError::fail(e.to_string()))?
+        }
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        let list = |k: &str| {
+            v[k].as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default()
+        };
+        println!(
+            "pruned turns [{}]; kept [{}]; removed {} blobs, freed {} bytes; store is {} bytes",
+            list("dropped_turns"),
+            list("kept_turns"),
+            v["removed_blobs"],
+            v["freed_bytes"],
+            v["store_bytes"]
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! Retention: forget the oldest turns and the blobs nothing refers to any more.
+//!
+//! Pruning is the one operation that rewrites the journal: the kept records are written to a
+//! new file, synced, and renamed over the old one (atomic), then the store reopens it. It runs
+//! only on explicit request, never per capture. It also forgets the last rewind's undo.
+
+use super::journal::{self, Line, PreImage, Record};
+use super::{Store, StoreError, io};
+use crate::sys;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::os::fd::AsFd;
+
+/// What to keep.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Policy {
+    /// Keep at most this many of the newest turns (the current one always stays).
+    pub keep_turns: Option<usize>,
+    /// Drop the oldest turns until blobs and journal fit in this many bytes.
+    pub max_size: Option<u64>,
+}
+
+/// What a prune did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PruneReport {
+    /// Turns forgotten.
+    pub dropped_turns: Vec<u64>,
+    /// Turns that can still be rewound to.
+    pub kept_turns: Vec<u64>,
+    /// Blobs removed.
+    pub removed_blobs: usize,
+    /// Bytes freed.
+    pub freed_bytes: u64,
+    /// Store size afterwards.
+    pub store_bytes: u64,
+}
+
+/// Bytes of blobs referenced by captures of turns `>= from`.
+fn bytes_needed(store: &Store, from: u64, sizes: &std::collections::HashMap<String, u64>) -> u64 {
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    for c in store.index.captures.iter().filter(|c| c.turn >= from) {
+        if let PreImage::File { blob, .. } = &c.pre
+            && seen.insert(blob.clone())
+        {
+            total += sizes.get(blob).copied().unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// Applies `policy` to an open store.
+pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreError> {
+    let turns: Vec<u64> = store.index.turns.iter().map(|t| t.turn).collect();
+    let Some(&current) = turns.last() else {
+        return Ok(PruneReport::default());
+    };
+    let mut first_kept_idx = 0;
+    if let Some(k) = policy.keep_turns {
+        first_kept_idx = turns.len().saturating_sub(k.max(1));
+    }
+    if let Some(limit) = policy.max_size {
+        let sizes: std::collections::HashMap<String, u64> = store
+            .blobs
+            .list()
+            .map_err(io("list blobs"))?
+            .into_iter()
+            .collect();
+        while first_kept_idx + 1 < turns.len()
+            && bytes_needed(store, turns[first_kept_idx], &sizes) + store.journal_len() > limit
+        {
+            first_kept_idx += 1;
+        }
+    }
+    let keep_from = turns.get(first_kept_idx).copied().unwrap_or(current);
+    let before: u64 = store
+        .blobs
+        .list()
+        .map_err(io("list blobs"))?
+        .iter()
+        .map(|(_, s)| s)
+        .sum::<u64>()
+        + store.journal_len();
+    rewrite_journal(store, keep_from)?;
+    let referenced: HashSet<String> = store
+        .index
+        .captures
+        .iter()
+        .filter_map(|c| match &c.pre {
+            PreImage::File { blob, .. } => Some(blob.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut removed = 0;
+    for (id, _) in store.blobs.list().map_err(io("list blobs"))? {
+        if !referenced.contains(&id) {
+            store.blobs.remove(&id).map_err(io("remove blob"))?;
+            removed += 1;
+        }
+    }
+    let after: u64 = store
+        .blobs
+        .list()
+        .map_err(io("list blobs"))?
+        .iter()
+        .map(|(_, s)| s)
+        .sum::<u64>()
+        + store.journal_len();
+    Ok(PruneReport {
+        dropped_turns: turns.iter().copied().filter(|t| *t < keep_from).collect(),
+        kept_turns: store.index.turns.iter().map(|t| t.turn).collect(),
+        removed_blobs: removed,
+        freed_bytes: before.saturating_sub(after),
+        store_bytes: after,
+    })
+}
+
+/// Writes the journal anew with only the turns `>= keep_from` and their captures.
+fn rewrite_journal(store: &mut Store, keep_from: u64) -> Result<(), StoreError> {
+    let mut lines = Vec::new();
+    let mut seq = 0;
+    let mut push = |time: u64, rec: Record| {
+        seq += 1;
+        lines.push(Line {
+            v: journal::JOURNAL_VERSION,
+            seq,
+            time,
+            rec,
+        });
+    };
+    for t in store.index.turns.iter().filter(|t| t.turn >= keep_from) {
+        push(
+            t.time,
+            Record::Turn {
+                turn: t.turn,
+                label: t.label.clone(),
+            },
+        );
+        for c in store.index.captures.iter().filter(|c| c.turn == t.turn) {
+            push(
+                t.time,
+                Record::Capture {
+                    turn: c.turn,
+                    path: c.path.clone(),
+                    pre: c.pre.clone(),
+                    undo_of: None,
+                    pid: c.pid,
+                    comm: c.comm.clone(),
+                },
+            );
+        }
+    }
+    let mut bytes = Vec::new();
+    for l in &lines {
+        bytes.extend(journal::encode(l));
+    }
+    let d = store.dir.as_fd();
+    let tmp = c"journal.jsonl.new";
+    let fd = sys::openat(
+        d,
+        tmp,
+        libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_NOFOLLOW,
+        0o600,
+    )
+    .map_err(io("write new journal"))?;
+    super::blob::write_all(fd.as_fd(), &bytes, 0).map_err(io("write new journal"))?;
+    sys::fsync(fd.as_fd(), false).map_err(io("sync new journal"))?;
+    sys::renameat2(d, tmp, d, c"journal.jsonl", 0).map_err(io("replace journal"))?;
+    let journal = sys::openat(
+        d,
+        c"journal.jsonl",
+        libc::O_RDWR | libc::O_APPEND | libc::O_NOFOLLOW,
+        0,
+    )
+    .map_err(io("reopen journal"))?;
+    let mut index = super::Index::default();
+    for l in &lines {
+        index.apply(l);
+    }
+    store.journal = journal;
+    store.index = index;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::relpath::RelPath;
+
+    fn file_cap(s: &mut Store, turn: u64, path: &str, content: &[u8]) {
+        let stored = s.blobs.put_bytes(content).expect("put");
+        s.append(Record::Capture {
+            turn,
+            path: RelPath::new(path.as_bytes()).expect("valid"),
+            pre: PreImage::File {
+                blob: stored.id,
+                size: content.len() as u64,
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+                ino: 1,
+                nlink: 1,
+            },
+            undo_of: None,
+            pid: None,
+            comm: None,
+        })
+        .expect("append");
+    }
+
+    #[test]
+    fn keep_turns_drops_the_oldest_and_their_blobs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::File::open(dir.path()).expect("open");
+        let mut s = Store::open(root.as_fd(), true, false).expect("store");
+        file_cap(&mut s, 1, "a", b"turn one bytes");
+        for t in 2..=4 {
+            s.append(Record::Turn {
+                turn: t,
+                label: Some(format!("t{t}")),
+            })
+            .expect("turn");
+            file_cap(&mut s, t, "a", format!("turn {t} bytes").as_bytes());
+        }
+        let r = prune(
+            &mut s,
+            Policy {
+                keep_turns: Some(2),
+                max_size: None,
+            },
+        )
+        .expect("prune");
+        assert_eq!(r.dropped_turns, vec![1, 2]);
+        assert_eq!(r.kept_turns, vec![3, 4]);
+        assert_eq!(r.removed_blobs, 2);
+        assert!(!s.index.has_turn(2));
+        assert_eq!(s.index.plan_targets(3).len(), 1);
+        drop(s);
+        // The rewritten journal replays to the same index, and appends still work.
+        let mut s = Store::open(root.as_fd(), false, false).expect("reopen");
+        assert_eq!(
+            s.index.turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
+            vec![3, 4]
+        );
+        assert_eq!(s.index.turns[0].label.as_deref(), Some("t3"));
+        s.append(Record::Turn {
+            turn: 5,
+            label: None,
+        })
+        .expect("append after prune");
+        assert_eq!(s.blobs.list().expect("list").len(), 2);
+    }
+
+    #[test]
+    fn max_size_keeps_the_current_turn() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::File::open(dir.path()).expect("open");
+        let mut s = Store::open(root.as_fd(), true, false).expect("store");
+        file_cap(&mut s, 1, "a", &[1u8; 5000]);
+        s.append(Record::Turn {
+            turn: 2,
+            label: None,
+        })
+        .expect("turn");
+        file_cap(&mut s, 2, "a", &[2u8; 5000]);
+        let r = prune(
+            &mut s,
+            Policy {
+                keep_turns: None,
+                max_size: Some(1),
+            },
+        )
+        .expect("prune");
+        assert_eq!(r.kept_turns, vec![2]);
+        assert_eq!(r.dropped_turns, vec![1]);
+    }
+}
