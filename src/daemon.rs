@@ -30,6 +30,8 @@ pub struct MountOptions {
     pub threads: usize,
     /// Entry/attribute TTL in seconds.
     pub ttl_secs: u64,
+    /// Kernel passthrough of file I/O when the kernel offers it.
+    pub passthrough: bool,
 }
 
 /// Refuses folders that must not be mounted over; returns the canonical path.
@@ -226,7 +228,7 @@ fn run_inner(
     };
     cfg.n_threads = Some(opts.threads.max(1));
     cfg.clone_fd = true;
-    let session = fuser::Session::new(FuseAdapter { fs: fs.clone() }, dir, &cfg)
+    let session = fuser::Session::new(FuseAdapter::new(fs.clone(), opts.passthrough), dir, &cfg)
         .map_err(|e| format!("cannot mount {}: {e}", dir.display()))?;
     fs.set_invalidator(Arc::new(KernelInvalidator(session.notifier())));
     let folder = dir.display().to_string();

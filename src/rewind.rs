@@ -41,8 +41,53 @@ impl Plan {
     }
 }
 
-/// Builds the plan from per-path targets (pure: no I/O).
+/// Names whose pre-images carry one inode number, at least one of them hard-linked, were one
+/// inode when the target turn began (a path's inode only changes through a captured operation).
+/// Each gets the oldest of their pre-images (the first in `targets`), with the largest link
+/// count, so they are restored as one inode with its content from the start of the turn.
+fn share_hard_links(mut targets: Vec<(RelPath, PreImage)>) -> Vec<(RelPath, PreImage)> {
+    let mut canon: HashMap<u64, PreImage> = HashMap::new();
+    let mut most: HashMap<u64, u64> = HashMap::new();
+    for (_, t) in &targets {
+        if let PreImage::File { ino, nlink, .. } = t {
+            canon.entry(*ino).or_insert_with(|| t.clone());
+            let m = most.entry(*ino).or_insert(0);
+            *m = (*m).max(*nlink);
+        }
+    }
+    for (_, t) in &mut targets {
+        if let PreImage::File { ino, .. } = t {
+            let n = most.get(ino).copied().unwrap_or(1);
+            if let (
+                true,
+                Some(PreImage::File {
+                    blob,
+                    size,
+                    mode,
+                    uid,
+                    gid,
+                    ..
+                }),
+            ) = (n > 1, canon.get(ino))
+            {
+                *t = PreImage::File {
+                    blob: blob.clone(),
+                    size: *size,
+                    mode: *mode,
+                    uid: *uid,
+                    gid: *gid,
+                    ino: *ino,
+                    nlink: n,
+                };
+            }
+        }
+    }
+    targets
+}
+
+/// Builds the plan from per-path targets, oldest pre-image first (pure: no I/O).
 pub fn plan(targets: Vec<(RelPath, PreImage)>) -> Plan {
+    let targets = share_hard_links(targets);
     let non_dir: HashSet<RelPath> = targets
         .iter()
         .filter(|(_, t)| !matches!(t, PreImage::Dir { .. }))
@@ -376,6 +421,9 @@ fn apply(root: BorrowedFd<'_>, store: &Store, plan: &Plan, report: &mut Report) 
         }
     }
     // Hard-link groups: the first path of a captured inode is restored, the others linked to it.
+    // Where the inode still stands (under a name in the plan or not), the first path is linked
+    // to it and rewritten in place, so names the plan does not touch share it again.
+    let anchors = link_anchors(root, plan);
     let mut first_of_inode: HashMap<u64, RelPath> = HashMap::new();
     let mut dir_modes: Vec<(RelPath, u32)> = Vec::new();
     for step in &plan.restore {
@@ -384,7 +432,14 @@ fn apply(root: BorrowedFd<'_>, store: &Store, plan: &Plan, report: &mut Report) 
                 Some(first) => link_step(root, first, &step.path),
                 None => {
                     first_of_inode.insert(*ino, step.path.clone());
-                    restore_step(root, store, step, &mut dir_modes)
+                    let relinked = match anchors.get(ino) {
+                        Some(anchor) if *anchor != step.path => {
+                            report.changed.push(anchor.clone());
+                            link_step(root, anchor, &step.path).map(drop)
+                        }
+                        _ => Ok(()),
+                    };
+                    relinked.and_then(|()| restore_step(root, store, step, &mut dir_modes))
                 }
             },
             _ => restore_step(root, store, step, &mut dir_modes),
@@ -608,6 +663,106 @@ fn replace_with(
         format!("cannot move into place: {e}")
     })?;
     Ok(true)
+}
+
+/// For each hard-linked inode of the plan, a path that holds it now: a path of the plan when one
+/// does, else (when the plan has fewer names than the inode had links) the first name found by
+/// walking the folder. Called after the removals.
+fn link_anchors(root: BorrowedFd<'_>, plan: &Plan) -> HashMap<u64, RelPath> {
+    let mut anchors = HashMap::new();
+    let Ok(dev) = sys::fstat(root).map(|st| st.st_dev) else {
+        return anchors;
+    };
+    let mut groups: HashMap<u64, (Vec<&RelPath>, u64)> = HashMap::new();
+    for step in &plan.restore {
+        if let PreImage::File { ino, nlink, .. } = &step.target
+            && *nlink > 1
+        {
+            let g = groups.entry(*ino).or_insert_with(|| (Vec::new(), 0));
+            g.0.push(&step.path);
+            g.1 = g.1.max(*nlink);
+        }
+    }
+    let holds = |p: &RelPath, ino: u64| {
+        open_parent(root, p)
+            .ok()
+            .and_then(|d| sys::lstatat(d.as_fd(), &cname(p)).ok())
+            .is_some_and(|st| {
+                st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_ino == ino && st.st_dev == dev
+            })
+    };
+    let mut wanted = HashSet::new();
+    for (ino, (members, nlink)) in &groups {
+        if let Some(p) = members.iter().find(|p| holds(p, *ino)) {
+            anchors.insert(*ino, (*p).clone());
+        } else if (members.len() as u64) < *nlink {
+            wanted.insert(*ino);
+        }
+    }
+    if !wanted.is_empty()
+        && let Ok(top) = sys::openat(root, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)
+    {
+        find_inodes(top.as_fd(), None, dev, &mut wanted, &mut anchors);
+    }
+    anchors
+}
+
+/// Walks the directory `dir` (at `path`, `None` for the root; never into the store, through a
+/// symlink or onto another device) for regular files whose inode is in `wanted`.
+fn find_inodes(
+    dir: BorrowedFd<'_>,
+    path: Option<&RelPath>,
+    dev: u64,
+    wanted: &mut HashSet<u64>,
+    found: &mut HashMap<u64, RelPath>,
+) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(entries) = sys::read_dir_all(dir, false) else {
+        return;
+    };
+    for e in entries {
+        if wanted.is_empty() {
+            return;
+        }
+        // `.ckpt` at the top is not a valid path, so the store is never walked.
+        let Ok(child) = RelPath::join(path, std::ffi::OsStr::from_bytes(&e.name)) else {
+            continue;
+        };
+        let Ok(name) = CString::new(e.name) else {
+            continue;
+        };
+        let kind = match e.kind {
+            libc::DT_UNKNOWN => {
+                match sys::lstatat(dir, &name).map(|st| st.st_mode & libc::S_IFMT) {
+                    Ok(libc::S_IFDIR) => libc::DT_DIR,
+                    Ok(libc::S_IFREG) => libc::DT_REG,
+                    _ => continue,
+                }
+            }
+            k => k,
+        };
+        if kind == libc::DT_DIR {
+            let Ok(sub) = sys::openat(
+                dir,
+                &name,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            ) else {
+                continue;
+            };
+            if sys::fstat(sub.as_fd()).is_ok_and(|st| st.st_dev == dev) {
+                find_inodes(sub.as_fd(), Some(&child), dev, wanted, found);
+            }
+        } else if kind == libc::DT_REG
+            && wanted.contains(&e.ino)
+            && let Ok(st) = sys::lstatat(dir, &name)
+            && st.st_mode & libc::S_IFMT == libc::S_IFREG
+            && st.st_dev == dev
+            && wanted.remove(&st.st_ino)
+        {
+            found.insert(st.st_ino, child);
+        }
+    }
 }
 
 fn link_step(root: BorrowedFd<'_>, first: &RelPath, path: &RelPath) -> Result<bool, String> {

@@ -374,6 +374,15 @@ pub fn utimensat(dir: BorrowedFd<'_>, name: &CStr, times: &[libc::timespec; 2]) 
     .map(drop)
 }
 
+/// Sets access and modification times of the inode behind `fd` (which may be an `O_PATH`
+/// descriptor, or a file that has been unlinked) through its `/proc/self/fd` entry.
+pub fn futimens_any(fd: BorrowedFd<'_>, times: &[libc::timespec; 2]) -> SysResult<()> {
+    let p = proc_fd_path(fd);
+    // SAFETY: `p` is a valid C string naming our own descriptor; `times` points at two
+    // timespecs as the call expects.
+    check(unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), times.as_ptr(), 0) }).map(drop)
+}
+
 /// `ftruncate(2)`.
 pub fn ftruncate(fd: BorrowedFd<'_>, size: u64) -> SysResult<()> {
     // SAFETY: plain syscall.
@@ -618,10 +627,24 @@ pub fn geteuid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Whether a process exists (signal 0).
+/// Whether a process is still running (exists and has not exited as a zombie).
 pub fn process_alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(pid, 0) == 0 }
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return false;
+    }
+    // A zombie has exited (its descriptors and locks are gone) and only waits for a reaper,
+    // which in a container may be slow: count it as dead.
+    match std::fs::read(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .iter()
+                .rposition(|b| *b == b')')
+                .and_then(|i| stat.get(i + 2).copied());
+            state != Some(b'Z') && state != Some(b'X')
+        }
+        Err(_) => true,
+    }
 }
 
 /// Sends `sig` to `pid`.

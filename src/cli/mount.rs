@@ -32,6 +32,9 @@ pub struct MountArgs {
     /// Kernel cache TTL for entries and attributes, in seconds
     #[arg(long, default_value_t = 60)]
     pub ttl: u64,
+    /// Serve every read and write in the daemon instead of kernel passthrough
+    #[arg(long)]
+    pub no_passthrough: bool,
     /// Internal: the readiness pipe of a background daemon
     #[arg(long, hide = true)]
     pub ready_fd: Option<i32>,
@@ -54,6 +57,7 @@ pub fn mount(a: MountArgs) -> CliResult {
         durable: a.durable,
         threads: a.threads,
         ttl_secs: a.ttl,
+        passthrough: !a.no_passthrough,
     };
     if a.foreground {
         let ready = a.ready_fd.and_then(daemon::inherited_fd);
@@ -102,6 +106,9 @@ pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliErro
     }
     if a.durable {
         cmd.arg("--durable");
+    }
+    if a.no_passthrough {
+        cmd.arg("--no-passthrough");
     }
     sys::detach_with_fd(&mut cmd, w.as_raw_fd(), 3);
     let child = cmd

@@ -37,6 +37,7 @@ pub fn run(a: RunArgs) -> CliResult {
             durable: false,
             threads: 4,
             ttl: 60,
+            no_passthrough: false,
             ready_fd: None,
         };
         super::mount::spawn_daemon(&dir, &args)?;

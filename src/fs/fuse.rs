@@ -3,21 +3,78 @@
 
 use super::{Caller, CkptFs, Entry, Invalidator, SetAttr, SetTime, XattrReply};
 use crate::sys::Errno as SysErrno;
+use fuser::BackingId;
 use fuser::{
     CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
     ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
 /// The `fuser::Filesystem` over a shared core.
 pub struct FuseAdapter {
     /// The core.
     pub fs: Arc<CkptFs>,
+    /// Ask for kernel passthrough of file I/O (reads, writes, mmap bypass the daemon).
+    pub want_passthrough: bool,
+    passthrough: AtomicBool,
+    backing: Mutex<BackingCache>,
+}
+
+impl FuseAdapter {
+    /// An adapter over `fs`.
+    pub fn new(fs: Arc<CkptFs>, want_passthrough: bool) -> Self {
+        Self {
+            fs,
+            want_passthrough,
+            passthrough: AtomicBool::new(false),
+            backing: Mutex::default(),
+        }
+    }
+
+    fn lock_backing(&self) -> std::sync::MutexGuard<'_, BackingCache> {
+        self.backing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The backing id to pass `fh` through with: shared by every open of one node (the kernel
+    /// requires one backing file per inode), registered on first use.
+    fn backing_for(
+        &self,
+        node: u64,
+        fh: u64,
+        register: impl FnOnce(&std::os::fd::OwnedFd) -> std::io::Result<BackingId>,
+    ) -> Option<Arc<BackingId>> {
+        if !self.passthrough.load(Ordering::Relaxed) || super::control::is_control(node) {
+            return None;
+        }
+        let mut cache = self.lock_backing();
+        let id = match cache.by_node.get(&node).and_then(Weak::upgrade) {
+            Some(id) => id,
+            None => {
+                let fd = self.fs.backing_fd(fh).ok()?;
+                let id = Arc::new(register(&fd).map_err(|e| log::debug!(target: "ckpt::fuse", "no passthrough for node {node}: {e}")).ok()?);
+                cache.by_node.insert(node, Arc::downgrade(&id));
+                id
+            }
+        };
+        cache.by_handle.insert(fh, id.clone());
+        Some(id)
+    }
+}
+
+/// Backing ids in use: strong per open handle, weak per node.
+#[derive(Default)]
+struct BackingCache {
+    by_handle: HashMap<u64, Arc<BackingId>>,
+    by_node: HashMap<u64, Weak<BackingId>>,
 }
 
 fn caller(req: &Request) -> Caller {
@@ -89,6 +146,16 @@ impl Filesystem for FuseAdapter {
             | InitFlags::FUSE_EXPORT_SUPPORT;
         let _ = config.add_capabilities(want & config.capabilities());
         let _ = config.set_max_write(1 << 20);
+        // Passthrough is correct here because capture happens at open and at turn boundaries,
+        // never per write. It needs kernel >= 6.9 and CAP_SYS_ADMIN; without them, plain I/O.
+        if self.want_passthrough
+            && config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
+            && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+            && config.set_max_stack_depth(2).is_ok()
+        {
+            self.passthrough.store(true, Ordering::Relaxed);
+            log::info!(target: "ckpt::fuse", "kernel passthrough for file I/O is on");
+        }
         Ok(())
     }
 
@@ -262,12 +329,13 @@ impl Filesystem for FuseAdapter {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.open(ino.0, flags.0, caller(req)) {
             Ok(fh) => {
-                let f = if super::control::is_control(ino.0) {
-                    FopenFlags::FOPEN_DIRECT_IO
-                } else {
-                    FopenFlags::empty()
-                };
-                reply.opened(FileHandle(fh), f);
+                if super::control::is_control(ino.0) {
+                    return reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO);
+                }
+                match self.backing_for(ino.0, fh, |fd| reply.open_backing(fd)) {
+                    Some(id) => reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id),
+                    None => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                }
             }
             Err(e) => reply.error(errno("open", e)),
         }
@@ -312,11 +380,14 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        match self.fs.flush(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("flush", e)),
+        }
     }
 
     fn release(
@@ -329,6 +400,7 @@ impl Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.lock_backing().by_handle.remove(&fh.0);
         self.fs.release(fh.0);
         reply.ok();
     }
@@ -523,13 +595,23 @@ impl Filesystem for FuseAdapter {
             .fs
             .create(parent.0, name, mode, umask, flags, caller(req))
         {
-            Ok((e, fh)) => reply.created(
-                &e.ttl,
-                &fix(e),
-                Generation(0),
-                FileHandle(fh),
-                FopenFlags::empty(),
-            ),
+            Ok((e, fh)) => match self.backing_for(e.node, fh, |fd| reply.open_backing(fd)) {
+                Some(id) => reply.created_passthrough(
+                    &e.ttl,
+                    &fix(e),
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::empty(),
+                    &id,
+                ),
+                None => reply.created(
+                    &e.ttl,
+                    &fix(e),
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::empty(),
+                ),
+            },
             Err(e) => reply.error(errno("create", e)),
         }
     }

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -95,9 +95,18 @@ impl Default for FsConfig {
 }
 
 enum HandleKind {
-    File { writable: bool },
-    Dir { entries: Mutex<Vec<DirItem>> },
-    Control { node: u64, snapshot: Mutex<Vec<u8>> },
+    File {
+        writable: bool,
+    },
+    Dir {
+        entries: Mutex<Vec<DirItem>>,
+    },
+    Control {
+        node: u64,
+        snapshot: Mutex<Vec<u8>>,
+        /// Opened for writing and nothing written yet: closing it so is an empty input.
+        unwritten: AtomicBool,
+    },
 }
 
 struct Handle {
@@ -271,6 +280,68 @@ fn timespec(t: Option<SetTime>) -> libc::timespec {
     }
 }
 
+/// `CAP_FSETID`: keeps set-id bits across writes, truncates and chowns.
+const CAP_FSETID: u32 = 4;
+
+/// What the FUSE request does not carry of the caller's credentials (its supplementary groups
+/// and effective capabilities), read from `/proc/PID/status` of the calling thread, which is
+/// blocked in its system call meanwhile. Without it: only the request's gid, and `CAP_FSETID`
+/// for uid 0.
+struct CallerCreds {
+    groups: Vec<u32>,
+    fsetid: bool,
+}
+
+impl CallerCreds {
+    fn of(caller: Caller) -> Self {
+        let mut creds = Self {
+            groups: vec![caller.gid],
+            fsetid: caller.uid == 0,
+        };
+        if caller.pid == 0 {
+            return creds;
+        }
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", caller.pid)) else {
+            return creds;
+        };
+        for line in status.lines() {
+            if let Some(v) = line.strip_prefix("Groups:") {
+                creds
+                    .groups
+                    .extend(v.split_whitespace().filter_map(|g| g.parse::<u32>().ok()));
+            } else if let Some(v) = line.strip_prefix("CapEff:")
+                && let Ok(caps) = u64::from_str_radix(v.trim(), 16)
+            {
+                creds.fsetid = caps & (1 << CAP_FSETID) != 0;
+            }
+        }
+        creds
+    }
+}
+
+/// The set-id bits a local filesystem drops from a regular file when `caller` writes to it,
+/// truncates it or opens it with `O_TRUNC` (the kernel's `setattr_should_drop_suidgid`): none
+/// for a caller with `CAP_FSETID`; else `S_ISUID`, and `S_ISGID` when group-execute is set or
+/// the caller is not in the file's group. The FUSE kernel module applies only the first two
+/// rules by itself, and none on `open(O_TRUNC)` with atomic truncation.
+fn setid_to_drop(st: &libc::stat, caller: Caller) -> u32 {
+    let mode = st.st_mode;
+    if mode & libc::S_IFMT != libc::S_IFREG || mode & (libc::S_ISUID | libc::S_ISGID) == 0 {
+        return 0;
+    }
+    let creds = CallerCreds::of(caller);
+    if creds.fsetid {
+        return 0;
+    }
+    let mut drop = mode & libc::S_ISUID;
+    if mode & libc::S_ISGID != 0
+        && (mode & libc::S_IXGRP != 0 || !creds.groups.contains(&st.st_gid))
+    {
+        drop |= libc::S_ISGID;
+    }
+    drop
+}
+
 impl CkptFs {
     /// A core over the folder behind `root` (an `O_PATH` directory descriptor) and its store.
     pub fn new(root: OwnedFd, capture: Capturer, config: FsConfig) -> FsResult<Self> {
@@ -429,10 +500,29 @@ impl CkptFs {
         if node == ROOT {
             return sys::openat(self.root.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0);
         }
-        let (dir, name, _) = self.locate(node)?;
+        let (dir, name, _) = match self.locate(node) {
+            Ok(l) => l,
+            Err(e) => return self.orphan_fd(node).ok_or(e),
+        };
         let fd = sys::openat(dir.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
         self.verify(node, fd.as_fd())?;
         Ok(fd)
+    }
+
+    /// For a node that has lost every name (unlinked, or replaced by a rename or a rewind,
+    /// while still open): a duplicate of one of its open handles' descriptors, so `fstat`,
+    /// `fchmod`, `fchown`, `ftruncate`, `futimens` and xattrs on the open file keep working as
+    /// on a local filesystem. `None` while the node still has a name or nothing holds it open.
+    fn orphan_fd(&self, node: u64) -> Option<OwnedFd> {
+        if node == ROOT || self.read_inodes().names_of(node).is_some() {
+            return None;
+        }
+        let h = self
+            .lock_handles()
+            .values()
+            .find(|h| h.node == node && matches!(h.kind, HandleKind::File { .. }))
+            .cloned()?;
+        h.fd.as_ref().and_then(|fd| fd.try_clone().ok())
     }
 
     fn verify(&self, node: u64, fd: BorrowedFd<'_>) -> FsResult<libc::stat> {
@@ -547,7 +637,14 @@ impl CkptFs {
         if node == ROOT {
             return Ok(attr_of(&sys::fstat(self.root.as_fd())?));
         }
-        let (dir, name, _) = self.locate(node)?;
+        let (dir, name, _) = match self.locate(node) {
+            Ok(l) => l,
+            // `fstat` of a file unlinked while open comes without a handle: use an open one.
+            Err(e) => {
+                let fd = self.orphan_fd(node).ok_or(e)?;
+                return Ok(attr_of(&sys::fstat(fd.as_fd())?));
+            }
+        };
         let st = sys::lstatat(dir.as_fd(), &name)?;
         let expect = self.read_inodes().get(node).map(|n| n.host);
         if expect != Some(HostId::of(&st)) {
@@ -561,8 +658,43 @@ impl CkptFs {
         if node == ROOT {
             return Ok(());
         }
-        let (dir, name, path) = self.locate(node)?;
-        self.capture.ensure(dir.as_fd(), &name, &path, who)
+        let (dir, name, path) = match self.locate(node) {
+            Ok(l) => l,
+            // Open but no longer in the tree: a change to it changes no project path.
+            Err(_) if self.orphan_fd(node).is_some() => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        self.capture.ensure(dir.as_fd(), &name, &path, who)?;
+        self.capture_other_names(node, &path, who)
+    }
+
+    /// Every name the kernel knows `node` by, each located from its own parent.
+    fn names(&self, node: u64) -> Vec<(Arc<OwnedFd>, CString, RelPath)> {
+        let aliases = self
+            .read_inodes()
+            .get(node)
+            .map(|n| n.aliases.clone())
+            .unwrap_or_default();
+        aliases
+            .iter()
+            .filter_map(|(parent, name)| {
+                let path = self.child_path(*parent, name).ok()?;
+                let dir = self.dir_fd(*parent).ok()?;
+                Some((dir, cname(name).ok()?, path))
+            })
+            .collect()
+    }
+
+    /// Captures the names of `node` other than `done`: a change to a hard-linked inode
+    /// changes it under each of its names, and the kernel does not say which name a request
+    /// came through (names other than the first would otherwise go uncaptured).
+    fn capture_other_names(&self, node: u64, done: &RelPath, who: Who) -> FsResult<()> {
+        for (dir, name, path) in self.names(node) {
+            if path != *done {
+                self.capture.ensure(dir.as_fd(), &name, &path, who)?;
+            }
+        }
+        Ok(())
     }
 
     /// `setattr`.
@@ -583,6 +715,23 @@ impl CkptFs {
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
         let fd = self.node_fd(node)?;
+        // Set-id bits a local filesystem drops here that the kernel left (see `setid_to_drop`):
+        // on truncation; on the empty setattr the kernel sends when a write must drop them;
+        // on chown only S_ISGID (the host's chown drops the rest by itself).
+        let chown = set.uid.is_some() || set.gid.is_some();
+        let drop = if set.size.is_some()
+            || chown
+            || (set.mode.is_none() && set.atime.is_none() && set.mtime.is_none())
+        {
+            let d = setid_to_drop(&sys::fstat(fd.as_fd())?, caller);
+            if chown && set.size.is_none() {
+                d & libc::S_ISGID
+            } else {
+                d
+            }
+        } else {
+            0
+        };
         if let Some(size) = set.size {
             let handle = fh.and_then(|fh| self.lock_handles().get(&fh).cloned());
             match handle.as_ref().and_then(|h| h.fd.as_ref()) {
@@ -603,13 +752,19 @@ impl CkptFs {
             )?;
         }
         if let Some(mode) = set.mode {
-            sys::fchmod_any(fd.as_fd(), mode & 0o7777)?;
+            sys::fchmod_any(fd.as_fd(), mode & 0o7777 & !drop)?;
+        } else if drop != 0 {
+            let now = sys::fstat(fd.as_fd())?.st_mode;
+            sys::fchmod_any(fd.as_fd(), now & 0o7777 & !drop)?;
         }
         if set.atime.is_some() || set.mtime.is_some() {
             let times = [timespec(set.atime), timespec(set.mtime)];
-            match self.parent_and_name(node)? {
-                (Some(dir), name) => sys::utimensat(dir.as_fd(), &name, &times)?,
-                (None, _) => sys::utimensat(self.root.as_fd(), c".", &times)?,
+            match self.parent_and_name(node) {
+                // Unlinked while open: set the times through the open file itself.
+                Err(_) if self.orphan_fd(node).is_some() => sys::futimens_any(fd.as_fd(), &times)?,
+                Err(e) => return Err(e),
+                Ok((Some(dir), name)) => sys::utimensat(dir.as_fd(), &name, &times)?,
+                Ok((None, _)) => sys::utimensat(self.root.as_fd(), c".", &times)?,
             }
         }
         Ok(attr_of(&sys::fstat(fd.as_fd())?))
@@ -640,7 +795,24 @@ impl CkptFs {
             Ok(st) if st.st_mode & libc::S_ISGID != 0 => st.st_gid,
             _ => caller.gid,
         };
-        let _ = sys::lchownat(dir, name, caller.uid, gid);
+        // Through an O_PATH descriptor of the new entry, so the chmod below cannot follow a
+        // symlink put in its place.
+        let Ok(fd) = sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0) else {
+            return;
+        };
+        let Ok(st) = sys::fstat(fd.as_fd()) else {
+            return;
+        };
+        if sys::fchown(fd.as_fd(), caller.uid, gid).is_err() {
+            return;
+        }
+        // Any chown, even root's, drops S_ISUID (and S_ISGID with group-execute) from a
+        // non-directory; the caller created it with them (the kernel already stripped S_ISGID
+        // where the caller may not have it), so put them back.
+        let setid = st.st_mode & (libc::S_ISUID | libc::S_ISGID);
+        if setid != 0 && st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+            let _ = sys::fchmod_any(fd.as_fd(), st.st_mode & 0o7777);
+        }
     }
 
     fn prepare_new(
@@ -857,21 +1029,44 @@ impl CkptFs {
                 kind: HandleKind::Control {
                     node,
                     snapshot: Mutex::new(Vec::new()),
+                    unwritten: AtomicBool::new(writing),
                 },
             }));
         }
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let clean = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
-        let (dir, name, path) = self.locate(node)?;
+        let (dir, name, path) = match self.locate(node) {
+            Ok(l) => l,
+            Err(e) => {
+                // `/proc/PID/fd/N` of a file unlinked while open: reopen that open file.
+                let orphan = self.orphan_fd(node).ok_or(e)?;
+                let fd = sys::reopen(orphan.as_fd(), clean | libc::O_NOFOLLOW)?;
+                return Ok(self.add_handle(Handle {
+                    node,
+                    fd: Some(fd),
+                    kind: HandleKind::File { writable },
+                }));
+            }
+        };
         let gate = writable.then(|| self.shared_gate());
+        let mut setid_drop = 0;
         if writable {
             let st = sys::lstatat(dir.as_fd(), &name)?;
             if st.st_mode & libc::S_IFMT == libc::S_IFREG {
-                self.capture
-                    .ensure(dir.as_fd(), &name, &path, Who { pid: caller.pid })?;
+                let who = Who { pid: caller.pid };
+                self.capture.ensure(dir.as_fd(), &name, &path, who)?;
+                self.capture_other_names(node, &path, who)?;
+                if flags & libc::O_TRUNC != 0 {
+                    setid_drop = setid_to_drop(&st, caller);
+                }
             }
         }
         let fd = sys::openat(dir.as_fd(), &name, clean | libc::O_NOFOLLOW, 0)?;
+        if setid_drop != 0 {
+            // The truncation is done here (FUSE_ATOMIC_O_TRUNC), so the kernel drops nothing.
+            let st = self.verify(node, fd.as_fd())?;
+            sys::fchmod_any(fd.as_fd(), st.st_mode & 0o7777 & !setid_drop)?;
+        }
         drop(gate);
         self.verify(node, fd.as_fd())?;
         Ok(self.add_handle(Handle {
@@ -913,7 +1108,7 @@ impl CkptFs {
     /// `read`.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let h = self.handle(fh)?;
-        if let HandleKind::Control { node, snapshot } = &h.kind {
+        if let HandleKind::Control { node, snapshot, .. } = &h.kind {
             let mut snap = snapshot
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -934,13 +1129,42 @@ impl CkptFs {
     /// `write`.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
         let h = self.handle(fh)?;
-        if let HandleKind::Control { node, .. } = &h.kind {
+        if let HandleKind::Control {
+            node, unwritten, ..
+        } = &h.kind
+        {
+            unwritten.store(false, Ordering::Relaxed);
             return self.control_write(*node, data).map(|()| data.len() as u32);
         }
         let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
         let _gate = self.shared_gate();
         let n = sys::pwrite(fd.as_fd(), data, offset)?;
         Ok(n as u32)
+    }
+
+    /// A read-write descriptor of the file behind an open handle, for kernel passthrough (one
+    /// backing file serves every open of the inode, whatever each open's access mode).
+    pub fn backing_fd(&self, fh: u64) -> FsResult<OwnedFd> {
+        let h = self.handle_fd(fh)?;
+        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
+        let st = sys::fstat(fd.as_fd())?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(Errno(libc::EINVAL));
+        }
+        sys::reopen(fd.as_fd(), libc::O_RDWR)
+    }
+
+    /// `flush` (each `close`): a control file opened for writing and closed without a byte
+    /// written got empty input, which is `EINVAL` like any other bad input.
+    pub fn flush(&self, fh: u64) -> FsResult<()> {
+        match self.handle(fh)?.kind {
+            HandleKind::Control { ref unwritten, .. }
+                if unwritten.swap(false, Ordering::Relaxed) =>
+            {
+                Err(Errno(libc::EINVAL))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// `release`.
@@ -1047,30 +1271,18 @@ impl CkptFs {
         let mut out = Vec::with_capacity(raw.len());
         for e in raw {
             let name = OsString::from_vec_compat(e.name);
-            let (ino, kind) = if node == ROOT && name.as_bytes() == STORE_DIR.as_bytes() {
-                (CTL_DIR, FileType::Directory)
-            } else {
-                (e.ino, dt_kind(e.kind))
-            };
+            if node == ROOT && name.as_bytes() == STORE_DIR.as_bytes() {
+                // `.ckpt` answers a lookup but is not listed (like a hidden `.zfs`), so tree
+                // walkers (`git clean -fdx`, `find -delete`, `rm -rf ./.*`, `cp -r .`) never
+                // stumble on the control files; naming it still reaches them.
+                continue;
+            }
             let offset = out.len() as u64 + 1;
             out.push(DirItem {
-                ino,
+                ino: e.ino,
                 offset,
-                kind,
+                kind: dt_kind(e.kind),
                 name,
-            });
-        }
-        if node == ROOT
-            && !out
-                .iter()
-                .any(|d| d.name.as_bytes() == STORE_DIR.as_bytes())
-        {
-            let offset = out.len() as u64 + 1;
-            out.push(DirItem {
-                ino: CTL_DIR,
-                offset,
-                kind: FileType::Directory,
-                name: STORE_DIR.into(),
             });
         }
         Ok(out)
@@ -1283,7 +1495,7 @@ impl CkptFs {
             .map(|h| h.node)
             .collect();
         for node in nodes {
-            if let Ok((dir, name, path)) = self.locate(node) {
+            for (dir, name, path) in self.names(node) {
                 f(dir.as_fd(), &name, &path);
             }
         }
