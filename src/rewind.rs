@@ -158,6 +158,8 @@ pub struct Report {
     pub deleted: Vec<String>,
     /// Paths that could not be restored.
     pub failed: Vec<Failure>,
+    /// Whether the rewind stays open because a failure may pass: running it again completes it.
+    pub unfinished: bool,
     /// The plan (dry runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<Plan>,
@@ -335,8 +337,21 @@ pub fn rewind(
     };
     save_for_undo(root, store, &plan, begin, to).map_err(RewindError::Store)?;
     apply(root, store, &plan, &mut report);
-    let done = store.append(Record::RewindDone { begin });
-    done.map_err(RewindError::Store)?;
+    // A pre-image that was never stored fails every time; anything else (a parent swapped for
+    // a symlink meanwhile, an I/O error) may succeed on a second run. Such a rewind stays open,
+    // its turns in the index, so that running it again completes it instead of leaving a mix.
+    let permanent: HashSet<String> = plan
+        .steps()
+        .filter(|s| matches!(s.target, PreImage::Skipped { .. }))
+        .map(|s| s.path.to_string())
+        .collect();
+    if report.failed.iter().any(|f| !permanent.contains(&f.path)) {
+        report.unfinished = true;
+        return Ok(report);
+    }
+    store
+        .append(Record::RewindDone { begin })
+        .map_err(RewindError::Store)?;
     Ok(report)
 }
 

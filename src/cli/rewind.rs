@@ -62,6 +62,9 @@ fn print_report(r: &serde_json::Value, json: bool) {
             f["reason"].as_str().unwrap_or("?")
         );
     }
+    if r["unfinished"].as_bool() == Some(true) {
+        println!("the rewind is unfinished: fix what failed and run it again to complete it");
+    }
     let what = if r["undo"].as_bool() == Some(true) {
         "undid the last rewind".to_string()
     } else {
