@@ -158,8 +158,19 @@ impl InodeTable {
             self.drop_alias(old, parent, name);
         }
         self.by_name.insert(key, ino);
+        // `names_of` follows the first alias. When that one hangs below a directory that lost
+        // its names (removed behind the kernel's back by a rewind, and its host inode number
+        // reused since by a path restored elsewhere), the name just verified takes its place.
+        let stale_first = self
+            .nodes
+            .get(&ino)
+            .and_then(|n| n.aliases.first())
+            .is_some_and(|(p, _)| *p != ROOT && self.names_of(*p).is_none());
         if let Some(node) = self.nodes.get_mut(&ino) {
-            if !node.aliases.iter().any(|(p, n)| *p == parent && n == name) {
+            if stale_first {
+                node.aliases.retain(|(p, n)| !(*p == parent && n == name));
+                node.aliases.insert(0, (parent, name.to_os_string()));
+            } else if !node.aliases.iter().any(|(p, n)| *p == parent && n == name) {
                 node.aliases.push((parent, name.to_os_string()));
             }
             if ino != ROOT {
@@ -271,6 +282,20 @@ mod tests {
         t.forget(a, 2);
         assert!(t.get(a).is_none());
         assert_eq!(t.child(ROOT, OsStr::new("b")), None);
+    }
+
+    #[test]
+    fn a_fresh_name_replaces_one_below_a_removed_directory() {
+        let mut t = InodeTable::new(h(2));
+        let d = t.remember(ROOT, OsStr::new("d"), h(10));
+        let e = t.remember(d, OsStr::new("e"), h(11));
+        // `d` is removed behind the kernel's back; `e` keeps its alias below a nameless `d`.
+        t.refresh(ROOT, OsStr::new("d"), None);
+        assert_eq!(t.names_of(e), None);
+        // A new directory `top` gets `e`'s host inode number: the fresh name must win.
+        let top = t.remember(ROOT, OsStr::new("top"), h(11));
+        assert_eq!(top, e);
+        assert_eq!(t.names_of(top), Some(vec![OsString::from("top")]));
     }
 
     #[test]
