@@ -91,9 +91,28 @@ fn handle(fs: &CkptFs, folder: &str, req: Request) -> Response {
             Ok(changed) => Response::ok(serde_json::json!({ "turn": n, "changed": changed })),
             Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
         },
-        Request::Rewind { to, dry_run, undo } => {
+        Request::Rewind {
+            to,
+            dry_run,
+            undo,
+            paths,
+        } => {
             let to = to.unwrap_or_else(|| fs.capturer().lock().index.current_turn());
-            match fs.rewind(rewind::Request { to, dry_run, undo }) {
+            let result = if paths.is_empty() {
+                fs.rewind(rewind::Request { to, dry_run, undo })
+            } else {
+                let only: Result<Vec<crate::relpath::RelPath>, _> = paths
+                    .iter()
+                    .map(|p| crate::relpath::RelPath::new(p.as_bytes()))
+                    .collect();
+                match only {
+                    Ok(only) => fs.rewind_paths(to, &only, dry_run),
+                    Err(e) => {
+                        return Response::fail(format!("bad path: {e}"), serde_json::Value::Null);
+                    }
+                }
+            };
+            match result {
                 Ok(r) => {
                     let data = serde_json::to_value(&r).unwrap_or_default();
                     if r.ok() {

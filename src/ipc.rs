@@ -30,6 +30,9 @@ pub enum Request {
         dry_run: bool,
         /// Undo the last rewind.
         undo: bool,
+        /// Only these paths (relative to the folder); empty for the whole folder.
+        #[serde(default)]
+        paths: Vec<String>,
     },
     /// Status as JSON.
     Status,

@@ -374,6 +374,82 @@ fn cname(path: &RelPath) -> CString {
 }
 
 /// Saves the current state of everything the plan will overwrite or delete.
+/// Rewinds only `paths` (what lies below them, and the directories above them) to the start of
+/// turn `to`. This is a change made in the current turn like any other: what it overwrites is
+/// captured for the current turn first, so no turn leaves the index, and rewinding the current
+/// turn undoes it.
+pub fn rewind_paths(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    to: u64,
+    paths: &[RelPath],
+    dry_run: bool,
+) -> Result<Report, RewindError> {
+    if !store.index.has_turn(to) {
+        return Err(RewindError::NoSuchTurn {
+            turn: to,
+            known: store.index.turns.iter().map(|t| t.turn).collect(),
+        });
+    }
+    let targets: Vec<(RelPath, PreImage)> = store
+        .index
+        .plan_targets(to)
+        .into_iter()
+        .filter(|(p, pre)| {
+            paths.iter().any(|o| {
+                p.starts_with(o) || (o.starts_with(p) && matches!(pre, PreImage::Dir { .. }))
+            })
+        })
+        .collect();
+    let plan = plan(targets);
+    let problems = verify(&plan, store);
+    if !problems.is_empty() {
+        return Err(RewindError::Refused(problems));
+    }
+    let from = store.index.current_turn();
+    let mut report = Report {
+        to,
+        from,
+        dry_run,
+        ..Report::default()
+    };
+    if dry_run {
+        report.plan = Some(plan);
+        return Ok(report);
+    }
+    let mut records = Vec::new();
+    for step in plan.steps() {
+        let Ok(parent) = open_parent(root, &step.path) else {
+            continue;
+        };
+        let name = cname(&step.path);
+        let blobs = &store.blobs;
+        let captured = &store.index.captured_now;
+        let _ = walk_tree(parent.as_fd(), &name, &step.path, &mut |p, dir, n| {
+            if !captured.contains(p) {
+                records.push((p.clone(), read_preimage(blobs, dir, n, u64::MAX)?));
+            }
+            Ok(())
+        });
+    }
+    for (path, pre) in records {
+        if !store.index.captured_now.contains(&path) {
+            store
+                .append(Record::Capture {
+                    turn: from,
+                    path,
+                    pre,
+                    undo_of: None,
+                    pid: None,
+                    comm: None,
+                })
+                .map_err(RewindError::Store)?;
+        }
+    }
+    apply(root, store, &plan, &mut report);
+    Ok(report)
+}
+
 fn save_for_undo(
     root: BorrowedFd<'_>,
     store: &mut Store,
@@ -394,7 +470,7 @@ fn save_for_undo(
         };
         let name = cname(&step.path);
         let blobs = &store.blobs;
-        // Over-limit files are recorded as skipped, like a capture would.
+        // Saved whatever their size: an undo must be exact.
         let max = u64::MAX;
         let _ = walk_tree(parent.as_fd(), &name, &step.path, &mut |p, dir, n| {
             if !already.contains(p) {

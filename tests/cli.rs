@@ -203,3 +203,51 @@ fn status_and_log_report_turns_programs_and_counts() {
     assert!(st["captures_this_turn"].as_u64().expect("captures") >= 3);
     assert!(st["pid"].as_u64().is_some());
 }
+
+#[test]
+fn rewinding_only_some_paths_leaves_the_rest_and_the_history() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::write(d.join("a"), "a1\n").expect("write");
+        std::fs::write(d.join("b"), "b1\n").expect("write");
+        std::fs::create_dir(d.join("d")).expect("mkdir");
+        std::fs::write(d.join("d/x"), "x1\n").expect("write");
+    });
+    m.turn(2);
+    let turn2 = tree(&m.dir, false);
+    m.sh("echo a2 > a; echo b2 > b; rm -r d; echo c > c");
+    m.turn(3);
+    let turn3 = tree(&m.dir, false);
+    let o = Command::new(bin())
+        .args(["rewind", "2", "--dir"])
+        .arg(&m.dir)
+        .args(["--", "a", "d/x"])
+        .output()
+        .expect("run");
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(m.path("a")).expect("a"), "a1\n");
+    assert_eq!(std::fs::read_to_string(m.path("d/x")).expect("d/x"), "x1\n");
+    assert_eq!(
+        std::fs::read_to_string(m.path("b")).expect("b"),
+        "b2\n",
+        "b was not asked for"
+    );
+    assert!(m.path("c").exists(), "c was not asked for");
+    assert_eq!(
+        std::fs::read_to_string(m.path(".ckpt/turn")).expect("turn"),
+        "3\n"
+    );
+    // The partial rewind was a change of turn 3: rewinding turn 3 undoes it.
+    m.rewind(3);
+    assert_same_tree(&turn3, &tree(&m.dir, false));
+    // And the whole history is still there.
+    m.rewind(2);
+    assert_same_tree(&turn2, &tree(&m.dir, false));
+}

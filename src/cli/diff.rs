@@ -6,7 +6,7 @@ use crate::ipc::Request;
 use crate::relpath::RelPath;
 use clap::Args;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// `ckpt-mount diff`.
 #[derive(Debug, Args)]
@@ -22,20 +22,6 @@ pub struct DiffArgs {
     /// Only these paths (relative to the folder, or absolute inside it)
     #[arg(last = true)]
     pub paths: Vec<PathBuf>,
-}
-
-fn relative(folder: &Path, p: &Path) -> Result<String, CliError> {
-    let abs = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .map(|c| c.join(p))
-            .unwrap_or_default()
-    };
-    let rel = abs.strip_prefix(folder).unwrap_or(p);
-    let s = rel.to_string_lossy().trim_end_matches('/').to_string();
-    RelPath::new(s.as_bytes()).map_err(|e| CliError::usage(format!("{}: {e}", p.display())))?;
-    Ok(s)
 }
 
 fn colour(text: &str) -> String {
@@ -67,7 +53,7 @@ pub fn run(a: DiffArgs) -> CliResult {
     let paths = a
         .paths
         .iter()
-        .map(|p| relative(&folder, p))
+        .map(|p| super::relative_path(&folder, p))
         .collect::<Result<Vec<_>, _>>()?;
     let changes: Vec<FileChange> = match t {
         Target::Mounted(folder) => {

@@ -168,6 +168,22 @@ pub fn target(dir: Option<PathBuf>) -> Result<Target, CliError> {
     }
 }
 
+/// A path given on the command line, as a validated path relative to `folder`.
+pub fn relative_path(folder: &std::path::Path, p: &std::path::Path) -> Result<String, CliError> {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|c| c.join(p))
+            .unwrap_or_default()
+    };
+    let rel = abs.strip_prefix(folder).unwrap_or(p);
+    let s = rel.to_string_lossy().trim_end_matches('/').to_string();
+    crate::relpath::RelPath::new(s.as_bytes())
+        .map_err(|e| CliError::usage(format!("{}: {e}", p.display())))?;
+    Ok(s)
+}
+
 /// Calls the daemon and turns a failure into a CLI error.
 pub fn call(
     folder: &std::path::Path,

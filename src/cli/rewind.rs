@@ -23,6 +23,10 @@ pub struct RewindArgs {
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Rewind only these paths (and what is below them), relative to the folder or absolute
+    /// inside it; other paths and the turn history stay as they are
+    #[arg(last = true, conflicts_with = "undo")]
+    pub paths: Vec<PathBuf>,
 }
 
 fn print_report(r: &serde_json::Value, json: bool) {
@@ -83,16 +87,24 @@ pub fn run(a: RewindArgs) -> CliResult {
     if a.turn == Some(0) {
         return Err(CliError::usage("turns start at 1"));
     }
-    match super::target(a.dir)? {
+    let t = super::target(a.dir)?;
+    let folder = match &t {
+        Target::Mounted(f) | Target::Offline(f) => f.clone(),
+    };
+    let paths = a
+        .paths
+        .iter()
+        .map(|p| super::relative_path(&folder, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    match t {
         Target::Mounted(folder) => {
-            let resp = super::call(
-                &folder,
-                &Request::Rewind {
-                    to: a.turn,
-                    dry_run: a.dry_run,
-                    undo: a.undo,
-                },
-            )?;
+            let req = Request::Rewind {
+                to: a.turn,
+                dry_run: a.dry_run,
+                undo: a.undo,
+                paths,
+            };
+            let resp = super::call(&folder, &req)?;
             if !resp.data.is_null() {
                 print_report(&resp.data, a.json);
             }
@@ -105,13 +117,22 @@ pub fn run(a: RewindArgs) -> CliResult {
         Target::Offline(folder) => {
             let (root, mut store) = super::open_offline(&folder)?;
             let to = a.turn.unwrap_or_else(|| store.index.current_turn());
-            let req = rewind::Request {
-                to,
-                dry_run: a.dry_run,
-                undo: a.undo,
-            };
-            let report: Report = rewind::rewind(std::os::fd::AsFd::as_fd(&root), &mut store, req)
-                .map_err(|e| CliError::fail(e.to_string()))?;
+            let root = std::os::fd::AsFd::as_fd(&root);
+            let report: Report = if paths.is_empty() {
+                let req = rewind::Request {
+                    to,
+                    dry_run: a.dry_run,
+                    undo: a.undo,
+                };
+                rewind::rewind(root, &mut store, req)
+            } else {
+                let only: Vec<crate::relpath::RelPath> = paths
+                    .iter()
+                    .filter_map(|p| crate::relpath::RelPath::new(p.as_bytes()).ok())
+                    .collect();
+                rewind::rewind_paths(root, &mut store, to, &only, a.dry_run)
+            }
+            .map_err(|e| CliError::fail(e.to_string()))?;
             print_report(&serde_json::to_value(&report).unwrap_or_default(), a.json);
             if report.ok() {
                 Ok(())

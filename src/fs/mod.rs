@@ -1063,7 +1063,8 @@ impl CkptFs {
         }
         let fd = sys::openat(dir.as_fd(), &name, clean | libc::O_NOFOLLOW, 0)?;
         if setid_drop != 0 {
-            // The truncation is done here (FUSE_ATOMIC_O_TRUNC), so the kernel drops nothing.
+            // Truncated here, not through setattr, so nothing else drops them. (The mount does
+            // not ask for FUSE_ATOMIC_O_TRUNC, so the kernel sends O_TRUNC as a setattr.)
             let st = self.verify(node, fd.as_fd())?;
             sys::fchmod_any(fd.as_fd(), st.st_mode & 0o7777 & !setid_drop)?;
         }
@@ -1536,6 +1537,29 @@ impl CkptFs {
         Ok(report)
     }
 
+    /// Rewinds only some paths (see [`rewind::rewind_paths`]), holding back other mutations.
+    pub fn rewind_paths(
+        &self,
+        to: u64,
+        paths: &[RelPath],
+        dry_run: bool,
+    ) -> Result<Report, RewindError> {
+        let report = {
+            let _gate = self.exclusive_gate();
+            let mut store = self.capture.lock();
+            let report = rewind::rewind_paths(self.root.as_fd(), &mut store, to, paths, dry_run)?;
+            drop(store);
+            if !dry_run {
+                self.lock_dirs().map.clear();
+            }
+            report
+        };
+        if !dry_run {
+            self.invalidate(&report.changed);
+        }
+        Ok(report)
+    }
+
     fn invalidate(&self, changed: &[RelPath]) {
         let inv = self.invalidator.get().cloned();
         for path in changed {
@@ -1566,6 +1590,8 @@ impl CkptFs {
                 inv.inval_entry(parent, name);
             }
         }
+        // Names below what the rewind removed or replaced are gone with it.
+        self.write_inodes().prune_unreachable();
     }
 }
 
