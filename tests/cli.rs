@@ -251,3 +251,25 @@ fn rewinding_only_some_paths_leaves_the_rest_and_the_history() {
     m.rewind(2);
     assert_same_tree(&turn2, &tree(&m.dir, false));
 }
+
+#[test]
+fn completions_and_man_page_come_from_the_cli_definitions() {
+    let o = run(&["completions", "bash"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for sub in [
+        "mount", "unmount", "turn", "rewind", "log", "status", "diff", "run", "prune", "fsck",
+    ] {
+        assert!(text.contains(sub), "completion lacks {sub}");
+    }
+    let o = run(&["man"]);
+    assert!(o.status.success());
+    let page = String::from_utf8_lossy(&o.stdout);
+    assert!(page.contains(".TH ckpt-mount-rewind"), "no page for rewind");
+    assert!(
+        page.contains("Example: ckpt\\-mount rewind 2"),
+        "rewind page lacks its example"
+    );
+    let help = run(&["diff", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Example:"));
+}

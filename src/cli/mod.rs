@@ -2,6 +2,7 @@
 
 mod demo;
 mod diff;
+mod docs;
 mod fsck;
 mod info;
 mod mount;
@@ -94,6 +95,14 @@ pub enum Command {
     ///
     /// Example: ckpt-mount fsck --dir ~/src/site
     Fsck(fsck::FsckArgs),
+    /// Print shell completions for bash, zsh, fish, elvish or powershell
+    ///
+    /// Example: ckpt-mount completions bash > /etc/bash_completion.d/ckpt-mount
+    Completions(docs::CompletionsArgs),
+    /// Print the man page (roff)
+    ///
+    /// Example: ckpt-mount man | man -l -
+    Man,
     /// Build the seed scenario in a temp folder, run an agent turn with shell tools, rewind,
     /// and compare with the git recipes
     ///
@@ -111,6 +120,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Log(a) => info::log(a),
         Command::Status(a) => info::status(a),
         Command::Demo(a) => demo::run(a),
+        Command::Completions(a) => docs::completions(a),
+        Command::Man => docs::man(),
         Command::Fsck(a) => fsck::run(a),
         Command::Prune(a) => prune::run(a),
         Command::Diff(a) => diff::run(a),
