@@ -79,7 +79,12 @@ fn init_log(store: &Store, foreground: bool) {
     let _ = b.try_init();
 }
 
-fn handle(fs: &CkptFs, folder: &str, req: Request) -> Response {
+fn handle(
+    fs: &CkptFs,
+    folder: &str,
+    req: Request,
+    progress: crate::rewind::Progress<'_>,
+) -> Response {
     match req {
         Request::Turn { set: None, .. } => {
             Response::ok(serde_json::json!({ "turn": fs.capturer().lock().index.current_turn() }))
@@ -99,14 +104,14 @@ fn handle(fs: &CkptFs, folder: &str, req: Request) -> Response {
         } => {
             let to = to.unwrap_or_else(|| fs.capturer().lock().index.current_turn());
             let result = if paths.is_empty() {
-                fs.rewind(rewind::Request { to, dry_run, undo })
+                fs.rewind(rewind::Request { to, dry_run, undo }, progress)
             } else {
                 let only: Result<Vec<crate::relpath::RelPath>, _> = paths
                     .iter()
                     .map(|p| crate::relpath::RelPath::new(p.as_bytes()))
                     .collect();
                 match only {
-                    Ok(only) => fs.rewind_paths(to, &only, dry_run),
+                    Ok(only) => fs.rewind_paths(to, &only, dry_run, progress),
                     Err(e) => {
                         return Response::fail(format!("bad path: {e}"), serde_json::Value::Null);
                     }
@@ -216,6 +221,7 @@ fn run_inner(
                 to,
                 ..Default::default()
             },
+            &|_, _| {},
         )
         .map_err(|e| format!("completing an interrupted rewind failed: {e}"))?;
     }
@@ -254,7 +260,11 @@ fn run_inner(
     let fs_ctl = fs.clone();
     std::thread::Builder::new()
         .name("ckpt-ctl-accept".into())
-        .spawn(move || ipc::serve(listener, move |req| handle(&fs_ctl, &folder, req)))
+        .spawn(move || {
+            ipc::serve(listener, move |req, progress| {
+                handle(&fs_ctl, &folder, req, progress)
+            })
+        })
         .map_err(|e| format!("cannot start the control thread: {e}"))?;
     log::info!(target: "ckpt::fuse", "mounted {} (turn {})", dir.display(), fs.capturer().lock().index.current_turn());
     if let Some(r) = ready.as_mut() {

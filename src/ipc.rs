@@ -101,8 +101,13 @@ pub fn listen(folder: &Path) -> std::io::Result<UnixListener> {
     UnixListener::bind_addr(&addr)
 }
 
-/// Serves requests until the process exits; `handle` answers one request.
-pub fn serve(listener: UnixListener, handle: impl Fn(Request) -> Response + Send + Sync + 'static) {
+/// Serves requests until the process exits; `handle` answers one request and may report
+/// progress (steps done, steps in all), sent as `{"progress": [done, total]}` lines before the
+/// answer, at most about a hundred per request.
+pub fn serve(
+    listener: UnixListener,
+    handle: impl Fn(Request, crate::rewind::Progress<'_>) -> Response + Send + Sync + 'static,
+) {
     let handle = std::sync::Arc::new(handle);
     let me = crate::sys::geteuid();
     for conn in listener.incoming() {
@@ -124,8 +129,16 @@ pub fn serve(listener: UnixListener, handle: impl Fn(Request) -> Response + Send
                         serde_json::Value::Null,
                     )
                 } else {
+                    let progress = |done: usize, total: usize| {
+                        if done.is_multiple_of((total / 100).max(1)) || done == total {
+                            let mut w = &conn;
+                            let _ = w.write_all(
+                                format!("{{\"progress\":[{done},{total}]}}\n").as_bytes(),
+                            );
+                        }
+                    };
                     match serde_json::from_str::<Request>(&line) {
-                        Ok(req) => handle(req),
+                        Ok(req) => handle(req, &progress),
                         Err(e) => {
                             Response::fail(format!("bad request: {e}"), serde_json::Value::Null)
                         }
@@ -141,13 +154,37 @@ pub fn serve(listener: UnixListener, handle: impl Fn(Request) -> Response + Send
 
 /// Sends one request to the daemon of `folder`.
 pub fn call(folder: &Path, req: &Request) -> std::io::Result<Response> {
+    call_with_progress(folder, req, &mut |_, _| {})
+}
+
+/// As [`call`], passing progress reports to `on_progress`.
+pub fn call_with_progress(
+    folder: &Path,
+    req: &Request,
+    on_progress: &mut dyn FnMut(u64, u64),
+) -> std::io::Result<Response> {
     let addr = SocketAddr::from_abstract_name(socket_name(folder).as_bytes())?;
     let conn = UnixStream::connect_addr(&addr)?;
     conn.set_read_timeout(Some(Duration::from_secs(3600)))?;
     let mut out = serde_json::to_vec(req).map_err(std::io::Error::other)?;
     out.push(b'\n');
     (&conn).write_all(&out)?;
-    let mut line = String::new();
-    BufReader::new(&conn).read_line(&mut line)?;
-    serde_json::from_str(&line).map_err(std::io::Error::other)
+    let mut reader = BufReader::new(&conn);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the daemon closed the connection",
+            ));
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(&line).map_err(std::io::Error::other)?;
+        if let Some(p) = value.get("progress").and_then(|p| p.as_array()) {
+            let n = |i: usize| p.get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            on_progress(n(0), n(1));
+            continue;
+        }
+        return serde_json::from_value(value).map_err(std::io::Error::other);
+    }
 }

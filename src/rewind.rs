@@ -225,6 +225,9 @@ impl RewindError {
     }
 }
 
+/// Called with (steps done, steps in all) as a rewind applies its plan.
+pub type Progress<'a> = &'a dyn Fn(usize, usize);
+
 /// What to rewind.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Request {
@@ -277,6 +280,7 @@ pub fn rewind(
     root: BorrowedFd<'_>,
     store: &mut Store,
     req: Request,
+    progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
     let from = store.index.current_turn();
     let (to, targets, resume) = if req.undo {
@@ -323,7 +327,7 @@ pub fn rewind(
         // An undo is not itself undoable: it saves nothing and is closed by one record. Cut
         // off midway, running it again completes it (the same targets apply again).
         let rewind = store.index.last_rewind.as_ref().map_or(0, |l| l.begin);
-        apply(root, store, &plan, &mut report);
+        apply(root, store, &plan, &mut report, progress);
         store
             .append(Record::UndoDone { rewind })
             .map_err(RewindError::Store)?;
@@ -336,7 +340,7 @@ pub fn rewind(
             .map_err(RewindError::Store)?,
     };
     save_for_undo(root, store, &plan, begin, to).map_err(RewindError::Store)?;
-    apply(root, store, &plan, &mut report);
+    apply(root, store, &plan, &mut report, progress);
     // A pre-image that was never stored fails every time; anything else (a parent swapped for
     // a symlink meanwhile, an I/O error) may succeed on a second run. Such a rewind stays open,
     // its turns in the index, so that running it again completes it instead of leaving a mix.
@@ -384,6 +388,7 @@ pub fn rewind_paths(
     to: u64,
     paths: &[RelPath],
     dry_run: bool,
+    progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
     if !store.index.has_turn(to) {
         return Err(RewindError::NoSuchTurn {
@@ -446,7 +451,7 @@ pub fn rewind_paths(
                 .map_err(RewindError::Store)?;
         }
     }
-    apply(root, store, &plan, &mut report);
+    apply(root, store, &plan, &mut report, progress);
     Ok(report)
 }
 
@@ -497,8 +502,21 @@ fn save_for_undo(
     Ok(())
 }
 
-fn apply(root: BorrowedFd<'_>, store: &Store, plan: &Plan, report: &mut Report) {
+fn apply(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    plan: &Plan,
+    report: &mut Report,
+    progress: Progress<'_>,
+) {
+    let total = plan.remove.len() + plan.restore.len();
+    let mut done = 0;
+    let tick = |done: &mut usize| {
+        *done += 1;
+        progress(*done, total);
+    };
     for step in &plan.remove {
+        tick(&mut done);
         match remove_step(root, &step.path) {
             Ok(true) => {
                 report.deleted.push(step.path.to_string());
@@ -518,6 +536,7 @@ fn apply(root: BorrowedFd<'_>, store: &Store, plan: &Plan, report: &mut Report) 
     let mut first_of_inode: HashMap<u64, RelPath> = HashMap::new();
     let mut dir_modes: Vec<(RelPath, u32)> = Vec::new();
     for step in &plan.restore {
+        tick(&mut done);
         let result = match &step.target {
             PreImage::File { ino, nlink, .. } if *nlink > 1 => match first_of_inode.get(ino) {
                 Some(first) => link_step(root, first, &step.path),

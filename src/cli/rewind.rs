@@ -82,6 +82,18 @@ fn print_report(r: &serde_json::Value, json: bool) {
     );
 }
 
+/// A bar on stderr when it is a terminal; drawing nothing otherwise.
+fn progress_bar() -> indicatif::ProgressBar {
+    let bar =
+        indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("rewinding {bar:40} {pos}/{len} paths")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
 /// Runs `rewind`.
 pub fn run(a: RewindArgs) -> CliResult {
     if a.turn == Some(0) {
@@ -104,7 +116,18 @@ pub fn run(a: RewindArgs) -> CliResult {
                 undo: a.undo,
                 paths,
             };
-            let resp = super::call(&folder, &req)?;
+            let bar = progress_bar();
+            let resp = crate::ipc::call_with_progress(&folder, &req, &mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            })
+            .map_err(|e| {
+                CliError::fail(format!(
+                    "{} is mounted but its daemon does not answer: {e}",
+                    folder.display()
+                ))
+            })?;
+            bar.finish_and_clear();
             if !resp.data.is_null() {
                 print_report(&resp.data, a.json);
             }
@@ -118,21 +141,27 @@ pub fn run(a: RewindArgs) -> CliResult {
             let (root, mut store) = super::open_offline(&folder)?;
             let to = a.turn.unwrap_or_else(|| store.index.current_turn());
             let root = std::os::fd::AsFd::as_fd(&root);
+            let bar = progress_bar();
+            let progress = |done: usize, total: usize| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            };
             let report: Report = if paths.is_empty() {
                 let req = rewind::Request {
                     to,
                     dry_run: a.dry_run,
                     undo: a.undo,
                 };
-                rewind::rewind(root, &mut store, req)
+                rewind::rewind(root, &mut store, req, &progress)
             } else {
                 let only: Vec<crate::relpath::RelPath> = paths
                     .iter()
                     .filter_map(|p| crate::relpath::RelPath::new(p.as_bytes()).ok())
                     .collect();
-                rewind::rewind_paths(root, &mut store, to, &only, a.dry_run)
+                rewind::rewind_paths(root, &mut store, to, &only, a.dry_run, &progress)
             }
             .map_err(|e| CliError::fail(e.to_string()))?;
+            bar.finish_and_clear();
             print_report(&serde_json::to_value(&report).unwrap_or_default(), a.json);
             if report.ok() {
                 Ok(())

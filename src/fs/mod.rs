@@ -1476,7 +1476,7 @@ impl CkptFs {
                         ..Default::default()
                     },
                 };
-                match self.rewind(req) {
+                match self.rewind(req, &|_, _| {}) {
                     Ok(r) if r.ok() => Ok(()),
                     // Partly restored: the report (readable from .ckpt/rewind) says what failed.
                     Ok(_) => Err(Errno(libc::EIO)),
@@ -1511,11 +1511,15 @@ impl CkptFs {
 
     /// Rewinds the folder while holding back every other mutation, then invalidates the
     /// kernel's caches for everything that changed.
-    pub fn rewind(&self, req: rewind::Request) -> Result<Report, RewindError> {
+    pub fn rewind(
+        &self,
+        req: rewind::Request,
+        progress: rewind::Progress<'_>,
+    ) -> Result<Report, RewindError> {
         let report = {
             let _gate = self.exclusive_gate();
             let mut store = self.capture.lock();
-            let report = rewind::rewind(self.root.as_fd(), &mut store, req)?;
+            let report = rewind::rewind(self.root.as_fd(), &mut store, req, progress)?;
             drop(store);
             if !req.dry_run {
                 // Files still open for writing belong to the new current turn from now on.
@@ -1543,11 +1547,13 @@ impl CkptFs {
         to: u64,
         paths: &[RelPath],
         dry_run: bool,
+        progress: rewind::Progress<'_>,
     ) -> Result<Report, RewindError> {
         let report = {
             let _gate = self.exclusive_gate();
             let mut store = self.capture.lock();
-            let report = rewind::rewind_paths(self.root.as_fd(), &mut store, to, paths, dry_run)?;
+            let report =
+                rewind::rewind_paths(self.root.as_fd(), &mut store, to, paths, dry_run, progress)?;
             drop(store);
             if !dry_run {
                 self.lock_dirs().map.clear();
