@@ -70,11 +70,31 @@ impl FuseAdapter {
     }
 }
 
-/// Backing ids in use: strong per open handle, weak per node.
+/// Backing ids in use: strong per open handle, weak per node, and the most recently released
+/// ones kept alive so that opening a file again costs no `/proc` reopen and no two ioctls. A
+/// kept backing file pins its host inode, so its node id cannot be recycled to another file.
 #[derive(Default)]
 struct BackingCache {
     by_handle: HashMap<u64, Arc<BackingId>>,
     by_node: HashMap<u64, Weak<BackingId>>,
+    recent: std::collections::VecDeque<Arc<BackingId>>,
+}
+
+/// Released backing ids kept alive.
+const RECENT_BACKINGS: usize = 1024;
+
+impl BackingCache {
+    fn release(&mut self, fh: u64) {
+        if let Some(id) = self.by_handle.remove(&fh) {
+            self.recent.push_back(id);
+            if self.recent.len() > RECENT_BACKINGS {
+                self.recent.pop_front();
+            }
+        }
+        if self.by_node.len() > 4 * RECENT_BACKINGS {
+            self.by_node.retain(|_, w| w.strong_count() > 0);
+        }
+    }
 }
 
 fn caller(req: &Request) -> Caller {
@@ -94,7 +114,10 @@ fn errno(op: &str, e: SysErrno) -> Errno {
         | libc::ENOTEMPTY
         | libc::EPERM
         | libc::EACCES
-        | libc::EINVAL => {
+        | libc::EINVAL
+        | libc::ENAMETOOLONG
+        | libc::ENOTDIR
+        | libc::ELOOP => {
             log::debug!(target: "ckpt::fuse", "op={op} errno={}", e.0);
         }
         _ => log::warn!(target: "ckpt::fuse", "op={op} failed: {e}"),
@@ -139,8 +162,12 @@ impl Invalidator for KernelInvalidator {
 
 impl Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let want = InitFlags::FUSE_ATOMIC_O_TRUNC
-            | InitFlags::FUSE_DO_READDIRPLUS
+        // No FUSE_ATOMIC_O_TRUNC: with it the kernel sends O_TRUNC in OPEN, before it checks
+        // for ETXTBSY, so `open(running_binary, O_RDONLY | O_TRUNC)` would truncate the binary
+        // under the running process and then fail. Without it the kernel checks first, then
+        // truncates through SETATTR (one more round trip per O_TRUNC open), dropping set-id
+        // bits on the way as for any truncation.
+        let want = InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_EXPORT_SUPPORT;
@@ -332,9 +359,12 @@ impl Filesystem for FuseAdapter {
                 if super::control::is_control(ino.0) {
                     return reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO);
                 }
+                // No FLUSH on close: nothing here needs it (no writeback cache, locks are the
+                // kernel's), and it saves a round trip per close.
+                let f = FopenFlags::FOPEN_NOFLUSH;
                 match self.backing_for(ino.0, fh, |fd| reply.open_backing(fd)) {
-                    Some(id) => reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id),
-                    None => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                    Some(id) => reply.opened_passthrough(FileHandle(fh), f, &id),
+                    None => reply.opened(FileHandle(fh), f),
                 }
             }
             Err(e) => reply.error(errno("open", e)),
@@ -400,7 +430,7 @@ impl Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.lock_backing().by_handle.remove(&fh.0);
+        self.lock_backing().release(fh.0);
         self.fs.release(fh.0);
         reply.ok();
     }
@@ -601,7 +631,7 @@ impl Filesystem for FuseAdapter {
                     &fix(e),
                     Generation(0),
                     FileHandle(fh),
-                    FopenFlags::empty(),
+                    FopenFlags::FOPEN_NOFLUSH,
                     &id,
                 ),
                 None => reply.created(
@@ -609,7 +639,7 @@ impl Filesystem for FuseAdapter {
                     &fix(e),
                     Generation(0),
                     FileHandle(fh),
-                    FopenFlags::empty(),
+                    FopenFlags::FOPEN_NOFLUSH,
                 ),
             },
             Err(e) => reply.error(errno("create", e)),

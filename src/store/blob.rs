@@ -28,9 +28,30 @@ pub struct Stored {
 #[derive(Debug)]
 pub struct BlobStore {
     dir: OwnedFd,
+    /// The 256 shard directories, made and opened once (empty for a read-only store), so that
+    /// storing a blob costs no `mkdir` and no directory lookup.
+    shards: Vec<OwnedFd>,
     durable: bool,
     seq: AtomicU64,
 }
+
+/// A shard directory: held by the store, or opened for one call.
+enum ShardFd<'a> {
+    Held(BorrowedFd<'a>),
+    Opened(OwnedFd),
+}
+
+impl AsFd for ShardFd<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Self::Held(fd) => *fd,
+            Self::Opened(fd) => fd.as_fd(),
+        }
+    }
+}
+
+/// Reads of at most this size are hashed in memory before anything is written.
+const SMALL: usize = 64 * 1024;
 
 /// Whether `id` looks like a sha256 hex name.
 pub fn valid_id(id: &str) -> bool {
@@ -53,8 +74,23 @@ impl BlobStore {
             libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
             0,
         )?;
+        let mut shards = Vec::with_capacity(256);
+        for i in 0..256 {
+            let name = CString::new(format!("{i:02x}")).map_err(|_| Errno(libc::EINVAL))?;
+            match sys::mkdirat(dir.as_fd(), &name, 0o700) {
+                Ok(()) | Err(Errno(libc::EEXIST)) => {}
+                Err(e) => return Err(e),
+            }
+            shards.push(sys::openat(
+                dir.as_fd(),
+                &name,
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            )?);
+        }
         let s = Self {
             dir,
+            shards,
             durable,
             seq: AtomicU64::new(0),
         };
@@ -72,12 +108,24 @@ impl BlobStore {
         )?;
         Ok(Self {
             dir,
+            shards: Vec::new(),
             durable: false,
             seq: AtomicU64::new(0),
         })
     }
 
-    fn shard(&self, id: &str, create: bool) -> SysResult<OwnedFd> {
+    fn shard(&self, id: &str, create: bool) -> SysResult<ShardFd<'_>> {
+        if let Some(fd) = id
+            .get(..2)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .and_then(|i| self.shards.get(usize::from(i)))
+        {
+            return Ok(ShardFd::Held(fd.as_fd()));
+        }
+        self.open_shard(id, create).map(ShardFd::Opened)
+    }
+
+    fn open_shard(&self, id: &str, create: bool) -> SysResult<OwnedFd> {
         let name = CString::new(&id[..2]).map_err(|_| Errno(libc::EINVAL))?;
         if create {
             match sys::mkdirat(self.dir.as_fd(), &name, 0o700) {
@@ -136,11 +184,11 @@ impl BlobStore {
 
     /// Stores the whole content of `src` (read from offset 0), streaming with constant memory.
     pub fn put_fd(&self, src: BorrowedFd<'_>) -> SysResult<Stored> {
-        let mut buf = vec![0u8; CHUNK];
-        let first = read_full(src, &mut buf, 0)?;
-        if first < buf.len() {
+        let mut small = vec![0u8; SMALL];
+        let first = read_full(src, &mut small, 0)?;
+        if first < SMALL {
             // Small file: hash first, write only if new.
-            return self.put_bytes(&buf[..first]);
+            return self.put_bytes(&small[..first]);
         }
         let tmp_name = self.temp_name();
         let tmp = sys::openat(
@@ -151,13 +199,18 @@ impl BlobStore {
         )?;
         let result = (|| {
             let mut h = Sha256::new();
-            let mut off = 0u64;
-            let mut n = first;
-            while n > 0 {
+            h.update(&small);
+            write_all(tmp.as_fd(), &small, 0)?;
+            let mut off = SMALL as u64;
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                let n = read_full(src, &mut buf, off)?;
+                if n == 0 {
+                    break;
+                }
                 h.update(&buf[..n]);
                 write_all(tmp.as_fd(), &buf[..n], off)?;
                 off += n as u64;
-                n = read_full(src, &mut buf, off)?;
             }
             let id = hex(&h.finalize());
             if self.durable {
@@ -182,8 +235,10 @@ impl BlobStore {
                 new: true,
             })
         })();
-        // Gone already when renamed into place; otherwise a leftover to remove.
-        let _ = sys::unlinkat(self.dir.as_fd(), &tmp_name, 0);
+        // Renamed into place only when new; otherwise a leftover to remove.
+        if !matches!(result, Ok(Stored { new: true, .. })) {
+            let _ = sys::unlinkat(self.dir.as_fd(), &tmp_name, 0);
+        }
         result
     }
 
@@ -222,7 +277,9 @@ impl BlobStore {
                 new: true,
             })
         })();
-        let _ = sys::unlinkat(shard.as_fd(), &tmp_name, 0);
+        if result.is_err() {
+            let _ = sys::unlinkat(shard.as_fd(), &tmp_name, 0);
+        }
         result
     }
 
