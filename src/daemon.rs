@@ -32,6 +32,8 @@ pub struct MountOptions {
     pub ttl_secs: u64,
     /// Kernel passthrough of file I/O when the kernel offers it.
     pub passthrough: bool,
+    /// Store new blobs zstd-compressed.
+    pub compress: bool,
 }
 
 /// Refuses folders that must not be mounted over; returns the canonical path.
@@ -211,6 +213,7 @@ fn run_inner(
     let mut store = Store::open(root.as_fd(), true, opts.durable)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     init_log(&store, foreground);
+    store.blobs.set_compress(opts.compress);
     if store.index.unfinished_rewind.is_some() {
         log::warn!(target: "ckpt::rewind", "a rewind was cut off; completing it before mounting");
         let to = store.index.unfinished_rewind.map_or(0, |r| r.1);

@@ -119,11 +119,15 @@ fn text_diff(path: &str, old: &[u8], new: &[u8]) -> (String, usize, usize) {
 }
 
 fn blob_bytes(store: &Store, id: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
     store
         .blobs
-        .open_blob(id)
-        .ok()
-        .and_then(|fd| read_all(fd.as_fd()).ok())
+        .read_blob(id, &mut |chunk| {
+            out.extend_from_slice(chunk);
+            Ok(())
+        })
+        .ok()?;
+    Some(out)
 }
 
 /// Changes from the start of turn `turn` to now, limited to `only` (paths or their parents)

@@ -367,6 +367,16 @@ fn open_parent(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, String> 
     };
     r.map_err(|e| match e.0 {
         libc::ELOOP | libc::EXDEV => "a parent directory is a symlink: refused".to_string(),
+        // The parent itself is a symlink (opened as the link, which is not a directory).
+        libc::ENOTDIR
+            if path.parent().is_some_and(|p| {
+                sys::open_beneath(root, &p.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0)
+                    .and_then(|fd| sys::fstat(fd.as_fd()))
+                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
+            }) =>
+        {
+            "a parent directory is a symlink: refused".to_string()
+        }
         libc::ENOTDIR => "a parent is not a directory".to_string(),
         libc::ENOENT => "its parent directory is missing".to_string(),
         _ => format!("cannot open its parent: {e}"),
@@ -689,10 +699,6 @@ fn restore_step(
             ino,
             ..
         } => {
-            let src = store
-                .blobs
-                .open_blob(blob)
-                .map_err(err("cannot open blob"))?;
             let same_inode =
                 cur_kind == Some(libc::S_IFREG) && current.is_some_and(|st| st.st_ino == *ino);
             if same_inode {
@@ -704,7 +710,7 @@ fn restore_step(
                     0,
                 )
                 .map_err(err("cannot open for writing"))?;
-                copy_all(src.as_fd(), fd.as_fd()).map_err(err("cannot write"))?;
+                copy_blob(store, blob, fd.as_fd()).map_err(err("cannot write"))?;
                 sys::fchmod_any(fd.as_fd(), *mode).map_err(err("cannot set mode"))?;
                 chown_entry(dir, &name, *uid, *gid);
                 return Ok(true);
@@ -717,7 +723,7 @@ fn restore_step(
                 0o600,
             )
             .map_err(err("cannot create"))?;
-            let written = copy_all(src.as_fd(), fd.as_fd())
+            let written = copy_blob(store, blob, fd.as_fd())
                 .and_then(|()| sys::fchmod_any(fd.as_fd(), *mode))
                 .map_err(err("cannot write"));
             if let Err(e) = written {
@@ -812,17 +818,26 @@ fn link_anchors(root: BorrowedFd<'_>, plan: &Plan) -> HashMap<u64, RelPath> {
     if !wanted.is_empty()
         && let Ok(top) = sys::openat(root, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)
     {
-        find_inodes(top.as_fd(), None, dev, &mut wanted, &mut anchors);
+        // A name the plan restores to something else no longer holds the inode once the plan
+        // has run: it is no anchor (and neither is anything below one that becomes a non-dir).
+        let restored: HashMap<&RelPath, bool> = plan
+            .restore
+            .iter()
+            .map(|s| (&s.path, matches!(s.target, PreImage::Dir { .. })))
+            .collect();
+        find_inodes(top.as_fd(), None, dev, &restored, &mut wanted, &mut anchors);
     }
     anchors
 }
 
 /// Walks the directory `dir` (at `path`, `None` for the root; never into the store, through a
-/// symlink or onto another device) for regular files whose inode is in `wanted`.
+/// symlink or onto another device) for regular files whose inode is in `wanted`, skipping the
+/// paths in `restored` (the plan's restore paths, each with whether its target is a directory).
 fn find_inodes(
     dir: BorrowedFd<'_>,
     path: Option<&RelPath>,
     dev: u64,
+    restored: &HashMap<&RelPath, bool>,
     wanted: &mut HashSet<u64>,
     found: &mut HashMap<u64, RelPath>,
 ) {
@@ -860,11 +875,14 @@ fn find_inodes(
             ) else {
                 continue;
             };
-            if sys::fstat(sub.as_fd()).is_ok_and(|st| st.st_dev == dev) {
-                find_inodes(sub.as_fd(), Some(&child), dev, wanted, found);
+            if sys::fstat(sub.as_fd()).is_ok_and(|st| st.st_dev == dev)
+                && restored.get(&child) != Some(&false)
+            {
+                find_inodes(sub.as_fd(), Some(&child), dev, restored, wanted, found);
             }
         } else if kind == libc::DT_REG
             && wanted.contains(&e.ino)
+            && !restored.contains_key(&child)
             && let Ok(st) = sys::lstatat(dir, &name)
             && st.st_mode & libc::S_IFMT == libc::S_IFREG
             && st.st_dev == dev
@@ -896,17 +914,15 @@ fn link_step(root: BorrowedFd<'_>, first: &RelPath, path: &RelPath) -> Result<bo
     )
 }
 
-fn copy_all(src: BorrowedFd<'_>, dst: BorrowedFd<'_>) -> Result<(), Errno> {
-    let mut buf = vec![0u8; 256 * 1024];
+/// Writes a blob's original bytes into `dst` from offset 0 (decompressing when stored so).
+fn copy_blob(store: &Store, id: &str, dst: BorrowedFd<'_>) -> Result<(), Errno> {
     let mut off = 0u64;
-    loop {
-        let n = crate::store::blob::read_full(src, &mut buf, off)?;
-        if n == 0 {
-            return Ok(());
-        }
-        crate::store::blob::write_all(dst, &buf[..n], off)?;
-        off += n as u64;
-    }
+    store.blobs.read_blob(id, &mut |chunk| {
+        crate::store::blob::write_all(dst, chunk, off)?;
+        off += chunk.len() as u64;
+        Ok(())
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -34,3 +34,39 @@ fn first_capture_in_a_turn_wins_and_new_paths_are_deleted() {
     m.rewind(2);
     assert_same_tree(&before, &tree(&m.dir, false));
 }
+
+#[test]
+fn a_compressed_store_rewinds_exactly_and_checks_clean() {
+    if !require_fuse() {
+        return;
+    }
+    let mut m = common::Mounted::with_args(
+        |d| {
+            std::fs::write(d.join("code.rs"), "fn main() {}\n".repeat(5000)).expect("write");
+            std::fs::write(d.join("small"), "tiny\n").expect("write");
+        },
+        &["--compress"],
+    );
+    m.turn(2);
+    let before = tree(&m.dir, false);
+    m.sh("sed -i s/main/start/ code.rs; echo changed > small; rm code.rs");
+    m.rewind(2);
+    assert_same_tree(&before, &tree(&m.dir, false));
+    m.unmount();
+    let mut zst = 0;
+    for shard in std::fs::read_dir(m.dir.join(".ckpt/blobs")).expect("blobs") {
+        for b in std::fs::read_dir(shard.expect("shard").path()).expect("shard dir") {
+            if b.expect("blob")
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".zst")
+            {
+                zst += 1;
+            }
+        }
+    }
+    assert!(zst >= 2, "pre-images stored compressed: {zst}");
+    let o = m.cli(&["fsck"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    m.remount();
+}

@@ -32,6 +32,9 @@ pub struct MountArgs {
     /// Kernel cache TTL for entries and attributes, in seconds
     #[arg(long, default_value_t = 60)]
     pub ttl: u64,
+    /// Store new pre-images zstd-compressed (level 3); rewinds read both forms
+    #[arg(long)]
+    pub compress: bool,
     /// Serve every read and write in the daemon instead of kernel passthrough
     #[arg(long)]
     pub no_passthrough: bool,
@@ -58,6 +61,7 @@ pub fn mount(a: MountArgs) -> CliResult {
         threads: a.threads,
         ttl_secs: a.ttl,
         passthrough: !a.no_passthrough,
+        compress: a.compress,
     };
     if a.foreground {
         let ready = a.ready_fd.and_then(daemon::inherited_fd);
@@ -109,6 +113,9 @@ pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliErro
     }
     if a.no_passthrough {
         cmd.arg("--no-passthrough");
+    }
+    if a.compress {
+        cmd.arg("--compress");
     }
     sys::detach_with_fd(&mut cmd, w.as_raw_fd(), 3);
     let child = cmd

@@ -38,6 +38,7 @@ pub fn run(a: RunArgs) -> CliResult {
             threads: 4,
             ttl: 60,
             no_passthrough: false,
+            compress: false,
             ready_fd: None,
         };
         super::mount::spawn_daemon(&dir, &args)?;

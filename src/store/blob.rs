@@ -32,8 +32,12 @@ pub struct BlobStore {
     /// storing a blob costs no `mkdir` and no directory lookup.
     shards: Vec<OwnedFd>,
     durable: bool,
+    compress: bool,
     seq: AtomicU64,
 }
+
+/// Suffix of a blob stored zstd-compressed; a blob without it holds the raw bytes.
+const ZST: &str = ".zst";
 
 /// A shard directory: held by the store, or opened for one call.
 enum ShardFd<'a> {
@@ -92,6 +96,7 @@ impl BlobStore {
             dir,
             shards,
             durable,
+            compress: false,
             seq: AtomicU64::new(0),
         };
         s.remove_temps();
@@ -110,6 +115,7 @@ impl BlobStore {
             dir,
             shards: Vec::new(),
             durable: false,
+            compress: false,
             seq: AtomicU64::new(0),
         })
     }
@@ -141,45 +147,106 @@ impl BlobStore {
         )
     }
 
-    /// Whether the blob exists.
-    pub fn exists(&self, id: &str) -> bool {
-        if !valid_id(id) {
-            return false;
-        }
-        let Ok(shard) = self.shard(id, false) else {
-            return false;
-        };
-        let Ok(name) = CString::new(&id[2..]) else {
-            return false;
-        };
-        sys::lstatat(shard.as_fd(), &name).is_ok()
+    /// Stores new blobs zstd-compressed (level 3). Blobs already stored keep their form;
+    /// readers take either.
+    pub fn set_compress(&mut self, on: bool) {
+        self.compress = on;
     }
 
-    /// Opens a blob for reading.
-    pub fn open_blob(&self, id: &str) -> SysResult<OwnedFd> {
+    fn names(id: &str) -> SysResult<(CString, CString)> {
+        let raw = CString::new(&id[2..]).map_err(|_| Errno(libc::EINVAL))?;
+        let zst = CString::new(format!("{}{ZST}", &id[2..])).map_err(|_| Errno(libc::EINVAL))?;
+        Ok((raw, zst))
+    }
+
+    /// Opens a blob: its descriptor, and whether it is compressed.
+    fn find(&self, id: &str) -> SysResult<(OwnedFd, bool)> {
         if !valid_id(id) {
             return Err(Errno(libc::EINVAL));
         }
         let shard = self.shard(id, false)?;
-        let name = CString::new(&id[2..]).map_err(|_| Errno(libc::EINVAL))?;
-        sys::openat(shard.as_fd(), &name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)
+        let (raw, zst) = Self::names(id)?;
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW;
+        match sys::openat(shard.as_fd(), &raw, flags, 0) {
+            Ok(fd) => Ok((fd, false)),
+            Err(Errno(libc::ENOENT)) => {
+                sys::openat(shard.as_fd(), &zst, flags, 0).map(|fd| (fd, true))
+            }
+            Err(e) => Err(e),
+        }
     }
 
-    /// Re-hashes a blob; `Ok(false)` when its bytes do not match its name.
-    pub fn verify(&self, id: &str) -> SysResult<bool> {
-        let fd = self.open_blob(id)?;
-        let mut h = Sha256::new();
-        let mut buf = vec![0u8; CHUNK];
-        let mut off = 0u64;
-        loop {
-            let n = sys::pread(fd.as_fd(), &mut buf, off)?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-            off += n as u64;
+    /// Whether the blob exists (in either form).
+    pub fn exists(&self, id: &str) -> bool {
+        self.stored_form(id).is_some()
+    }
+
+    /// `Some(compressed?)` when the blob exists.
+    pub fn stored_form(&self, id: &str) -> Option<bool> {
+        if !valid_id(id) {
+            return None;
         }
-        Ok(hex(&h.finalize()) == id)
+        let shard = self.shard(id, false).ok()?;
+        let (raw, zst) = Self::names(id).ok()?;
+        if sys::lstatat(shard.as_fd(), &raw).is_ok() {
+            Some(false)
+        } else if sys::lstatat(shard.as_fd(), &zst).is_ok() {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
+    /// Streams a blob's original bytes to `sink`, decompressing when needed; returns the size.
+    pub fn read_blob(
+        &self,
+        id: &str,
+        sink: &mut dyn FnMut(&[u8]) -> SysResult<()>,
+    ) -> SysResult<u64> {
+        let (fd, compressed) = self.find(id)?;
+        let mut total = 0u64;
+        if compressed {
+            use std::io::Read;
+            let mut dec =
+                zstd::stream::read::Decoder::new(std::fs::File::from(fd)).map_err(Errno::from)?;
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                let n = match dec.read(&mut buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    // A damaged frame is corrupt data, whatever errno-less error zstd gives.
+                    Err(e) => return Err(Errno(e.raw_os_error().unwrap_or(libc::EIO))),
+                };
+                if n == 0 {
+                    return Ok(total);
+                }
+                sink(&buf[..n])?;
+                total += n as u64;
+            }
+        }
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = read_full(fd.as_fd(), &mut buf, total)?;
+            if n == 0 {
+                return Ok(total);
+            }
+            sink(&buf[..n])?;
+            total += n as u64;
+        }
+    }
+
+    /// Re-hashes a blob; `Ok(false)` when its bytes do not match its name (or a compressed
+    /// blob does not decompress).
+    pub fn verify(&self, id: &str) -> SysResult<bool> {
+        let mut h = Sha256::new();
+        match self.read_blob(id, &mut |b| {
+            h.update(b);
+            Ok(())
+        }) {
+            Ok(_) => Ok(hex(&h.finalize()) == id),
+            Err(Errno(libc::EIO)) if self.stored_form(id) == Some(true) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Stores the whole content of `src` (read from offset 0), streaming with constant memory.
@@ -199,8 +266,9 @@ impl BlobStore {
         )?;
         let result = (|| {
             let mut h = Sha256::new();
+            let mut out = BlobWriter::new(tmp.as_fd(), self.compress)?;
             h.update(&small);
-            write_all(tmp.as_fd(), &small, 0)?;
+            out.write(&small)?;
             let mut off = SMALL as u64;
             let mut buf = vec![0u8; CHUNK];
             loop {
@@ -209,22 +277,24 @@ impl BlobStore {
                     break;
                 }
                 h.update(&buf[..n]);
-                write_all(tmp.as_fd(), &buf[..n], off)?;
+                out.write(&buf[..n])?;
                 off += n as u64;
             }
+            out.finish()?;
             let id = hex(&h.finalize());
             if self.durable {
                 sys::fsync(tmp.as_fd(), true)?;
             }
-            let shard = self.shard(&id, true)?;
-            let final_name = CString::new(&id[2..]).map_err(|_| Errno(libc::EINVAL))?;
-            if sys::lstatat(shard.as_fd(), &final_name).is_ok() {
+            if self.exists(&id) {
                 return Ok(Stored {
                     id,
                     size: off,
                     new: false,
                 });
             }
+            let shard = self.shard(&id, true)?;
+            let (raw, zst) = Self::names(&id)?;
+            let final_name = if self.compress { zst } else { raw };
             sys::renameat2(self.dir.as_fd(), &tmp_name, shard.as_fd(), &final_name, 0)?;
             if self.durable {
                 self.sync_dir(shard.as_fd())?;
@@ -247,8 +317,8 @@ impl BlobStore {
         let id = hex(&Sha256::digest(bytes));
         let size = bytes.len() as u64;
         let shard = self.shard(&id, true)?;
-        let final_name = CString::new(&id[2..]).map_err(|_| Errno(libc::EINVAL))?;
-        if sys::lstatat(shard.as_fd(), &final_name).is_ok() {
+        let (raw, zst) = Self::names(&id)?;
+        if self.exists(&id) {
             return Ok(Stored {
                 id,
                 size,
@@ -262,8 +332,14 @@ impl BlobStore {
             libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
             0o600,
         )?;
+        let final_name = if self.compress { zst } else { raw };
         let result = (|| {
-            write_all(tmp.as_fd(), bytes, 0)?;
+            if self.compress {
+                let packed = zstd::bulk::compress(bytes, ZSTD_LEVEL).map_err(Errno::from)?;
+                write_all(tmp.as_fd(), &packed, 0)?;
+            } else {
+                write_all(tmp.as_fd(), bytes, 0)?;
+            }
             if self.durable {
                 sys::fsync(tmp.as_fd(), true)?;
             }
@@ -316,6 +392,7 @@ impl BlobStore {
                 let Ok(rest) = String::from_utf8(e.name.clone()) else {
                     continue;
                 };
+                let rest = rest.strip_suffix(ZST).unwrap_or(&rest);
                 let id = format!("{}{rest}", String::from_utf8_lossy(&shard.name));
                 if !valid_id(&id) {
                     continue;
@@ -335,8 +412,11 @@ impl BlobStore {
     /// Removes a blob (prune).
     pub fn remove(&self, id: &str) -> SysResult<()> {
         let shard = self.shard(id, false)?;
-        let name = CString::new(&id[2..]).map_err(|_| Errno(libc::EINVAL))?;
-        sys::unlinkat(shard.as_fd(), &name, 0)
+        let (raw, zst) = Self::names(id)?;
+        match sys::unlinkat(shard.as_fd(), &raw, 0) {
+            Err(Errno(libc::ENOENT)) => sys::unlinkat(shard.as_fd(), &zst, 0),
+            r => r,
+        }
     }
 
     fn remove_temps(&self) {
@@ -363,6 +443,45 @@ impl BlobStore {
                     }
                 }
             }
+        }
+    }
+}
+
+/// zstd level for compressed blobs: fast, and most of zlib-6's ratio on source trees.
+const ZSTD_LEVEL: i32 = 3;
+
+/// Writes a blob's temp file, raw or through a zstd encoder.
+enum BlobWriter<'a> {
+    Raw { fd: BorrowedFd<'a>, off: u64 },
+    Zstd(zstd::stream::write::Encoder<'static, std::fs::File>),
+}
+
+impl<'a> BlobWriter<'a> {
+    fn new(fd: BorrowedFd<'a>, compress: bool) -> SysResult<Self> {
+        if !compress {
+            return Ok(Self::Raw { fd, off: 0 });
+        }
+        let file = std::fs::File::from(fd.try_clone_to_owned().map_err(Errno::from)?);
+        zstd::stream::write::Encoder::new(file, ZSTD_LEVEL)
+            .map(Self::Zstd)
+            .map_err(Errno::from)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> SysResult<()> {
+        match self {
+            Self::Raw { fd, off } => {
+                write_all(*fd, bytes, *off)?;
+                *off += bytes.len() as u64;
+                Ok(())
+            }
+            Self::Zstd(enc) => std::io::Write::write_all(enc, bytes).map_err(Errno::from),
+        }
+    }
+
+    fn finish(self) -> SysResult<()> {
+        match self {
+            Self::Raw { .. } => Ok(()),
+            Self::Zstd(enc) => enc.finish().map(drop).map_err(Errno::from),
         }
     }
 }
@@ -424,6 +543,67 @@ mod tests {
         assert_eq!(s.list().expect("list").len(), 1);
         let on_disk = std::fs::read(dir.path().join("blobs/2c").join(&a.id[2..])).expect("read");
         assert_eq!(on_disk, b"hello");
+    }
+
+    #[test]
+    fn compressed_blobs_read_back_verify_and_dedup_with_raw_ones() {
+        let (dir, mut s) = store();
+        let raw = s.put_bytes(b"stored raw first").expect("put");
+        s.set_compress(true);
+        assert!(
+            !s.put_bytes(b"stored raw first").expect("put").new,
+            "same bytes, stored once"
+        );
+        let text: Vec<u8> = b"fn main() { println!(\"hello\"); }\n".repeat(20_000);
+        let path = dir.path().join("src.rs");
+        std::fs::write(&path, &text).expect("write");
+        let f = std::fs::File::open(&path).expect("open");
+        let big = s.put_fd(f.as_fd()).expect("put big");
+        let small = s.put_bytes(b"small and compressed").expect("put small");
+        for st in [&big, &small] {
+            assert_eq!(s.stored_form(&st.id), Some(true));
+            assert!(s.verify(&st.id).expect("verify"));
+        }
+        assert_eq!(s.stored_form(&raw.id), Some(false));
+        let mut back = Vec::new();
+        s.read_blob(&big.id, &mut |c| {
+            back.extend_from_slice(c);
+            Ok(())
+        })
+        .expect("read");
+        assert_eq!(back, text);
+        let on_disk = std::fs::metadata(
+            dir.path()
+                .join("blobs")
+                .join(&big.id[..2])
+                .join(format!("{}.zst", &big.id[2..])),
+        )
+        .expect("stat")
+        .len();
+        assert!(
+            on_disk * 20 < text.len() as u64,
+            "{on_disk} bytes for {}",
+            text.len()
+        );
+        let ids: Vec<String> = s
+            .list()
+            .expect("list")
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert!(ids.contains(&big.id) && ids.contains(&raw.id));
+        // A damaged compressed blob fails verification instead of erroring out.
+        std::fs::write(
+            dir.path()
+                .join("blobs")
+                .join(&small.id[..2])
+                .join(format!("{}.zst", &small.id[2..])),
+            b"junk",
+        )
+        .expect("damage");
+        assert!(!s.verify(&small.id).expect("verify"));
+        s.remove(&big.id).expect("remove");
+        assert!(!s.exists(&big.id));
     }
 
     #[test]

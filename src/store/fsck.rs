@@ -64,15 +64,20 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
     let mut add = |f: Finding| report.findings.push(f);
     match read_file(store_dir, c"VERSION") {
         Ok(v) if v == super::STORE_VERSION.as_bytes() => {}
-        Ok(v) => add(finding(
-            Severity::Error,
-            "version",
-            format!(
-                "VERSION is {:?}, expected {:?}",
-                String::from_utf8_lossy(&v).trim(),
-                super::STORE_VERSION.trim()
-            ),
-        )),
+        Ok(v) => {
+            // A store of another format is not read any further: its records and blobs may
+            // mean something else.
+            add(finding(
+                Severity::Error,
+                "version",
+                format!(
+                    "VERSION is {:?}, expected {:?}",
+                    String::from_utf8_lossy(&v).trim(),
+                    super::STORE_VERSION.trim()
+                ),
+            ));
+            return report;
+        }
         Err(e) => add(finding(
             Severity::Error,
             "version",
@@ -133,7 +138,7 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
                 "blob-missing",
                 format!("{path}: blob {short} is missing"),
             )),
-            Some(actual) if actual != size => add(finding(
+            Some(actual) if actual != size && blobs.stored_form(id) == Some(false) => add(finding(
                 Severity::Error,
                 "blob-size",
                 format!("{path}: blob {short} has {actual} bytes, the journal says {size}"),
@@ -223,10 +228,18 @@ fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
                     format!("line {n}: {}", describe(raw)),
                 ));
             }
-            Err(e) => add(finding(
+            Err(journal::ParseError::Version { found, .. }) => add(finding(
                 Severity::Error,
                 "journal-corrupt",
-                format!("line {n}: {e}"),
+                format!(
+                    "line {n}: format version {found}; this ckpt-mount reads version {}",
+                    journal::JOURNAL_VERSION
+                ),
+            )),
+            Err(journal::ParseError::Corrupt { .. }) => add(finding(
+                Severity::Error,
+                "journal-corrupt",
+                format!("line {n}: {}", describe(raw)),
             )),
         }
     }
