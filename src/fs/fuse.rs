@@ -88,6 +88,69 @@ impl BackingCache {
     }
 }
 
+fn caller(req: &Request) -> Caller {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+        pid: req.pid(),
+    }
+}
+
+fn errno(op: &str, e: SysErrno) -> Errno {
+    // Expected outcomes stay at debug level; anything else is worth a warning.
+    match e.0 {
+        libc::ENOENT
+        | libc::EEXIST
+        | libc::ENODATA
+        | libc::ENOTEMPTY
+        | libc::EPERM
+        | libc::EACCES
+        | libc::EINVAL
+        | libc::ENAMETOOLONG
+        | libc::ENOTDIR
+        | libc::ELOOP => {
+            log::debug!(target: "ckpt::fuse", "op={op} errno={}", e.0);
+        }
+        _ => log::warn!(target: "ckpt::fuse", "op={op} failed: {e}"),
+    }
+    Errno::from_i32(e.0)
+}
+
+fn reply_entry(reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str) {
+    match r {
+        Ok(e) => reply.entry(&e.ttl, &fix(e), Generation(0)),
+        Err(e) => reply.error(errno(op, e)),
+    }
+}
+
+/// The kernel identifies nodes by node id; `st_ino` shows the host inode (kept in `attr.ino`).
+/// fuser writes `attr.ino` as the entry's node id, so swap them here and let the kernel use
+/// the node id; `st_ino` then equals the node id, which is stable per host inode.
+fn fix(e: Entry) -> fuser::FileAttr {
+    let mut a = e.attr;
+    a.ino = INodeNo(e.node);
+    a
+}
+
+fn time(t: Option<TimeOrNow>) -> Option<SetTime> {
+    t.map(|t| match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(s) => SetTime::At(s),
+    })
+}
+
+/// Sends invalidations through the session's notifier.
+pub struct KernelInvalidator(pub Notifier);
+
+impl Invalidator for KernelInvalidator {
+    fn inval_entry(&self, parent: u64, name: &OsStr) {
+        let _ = self.0.inval_entry(INodeNo(parent), name);
+    }
+    fn inval_inode(&self, node: u64) {
+        let _ = self.0.inval_inode(INodeNo(node), 0, 0);
+    }
+}
+
 impl Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // No FUSE_ATOMIC_O_TRUNC: with it the kernel sends O_TRUNC in OPEN, before it checks
