@@ -34,6 +34,8 @@ pub struct BlobStore {
     durable: bool,
     compress: bool,
     seq: AtomicU64,
+    /// Blobs of at most [`SMALL`] bytes, appended to pack files (no inode per blob).
+    packs: Option<super::pack::Packs>,
 }
 
 /// Suffix of a blob stored zstd-compressed; a blob without it holds the raw bytes.
@@ -92,8 +94,10 @@ impl BlobStore {
                 0,
             )?);
         }
+        let packs = Some(super::pack::Packs::open(dir.as_fd(), true, durable)?);
         let s = Self {
             dir,
+            packs,
             shards,
             durable,
             compress: false,
@@ -112,6 +116,7 @@ impl BlobStore {
             0,
         )?;
         Ok(Self {
+            packs: super::pack::Packs::open(dir.as_fd(), false, false).ok(),
             dir,
             shards: Vec::new(),
             durable: false,
@@ -186,6 +191,9 @@ impl BlobStore {
         if !valid_id(id) {
             return None;
         }
+        if let Some(loc) = self.packs.as_ref().and_then(|p| p.get(id)) {
+            return Some(loc.compressed);
+        }
         let shard = self.shard(id, false).ok()?;
         let (raw, zst) = Self::names(id).ok()?;
         if sys::lstatat(shard.as_fd(), &raw).is_ok() {
@@ -203,6 +211,18 @@ impl BlobStore {
         id: &str,
         sink: &mut dyn FnMut(&[u8]) -> SysResult<()>,
     ) -> SysResult<u64> {
+        if let Some(packs) = &self.packs
+            && let Some(loc) = packs.get(id)
+        {
+            let stored = packs.read(loc)?;
+            let bytes = if loc.compressed {
+                zstd::stream::decode_all(&stored[..]).map_err(|_| Errno(libc::EIO))?
+            } else {
+                stored
+            };
+            sink(&bytes)?;
+            return Ok(bytes.len() as u64);
+        }
         let (fd, compressed) = self.find(id)?;
         let mut total = 0u64;
         if compressed {
@@ -316,6 +336,28 @@ impl BlobStore {
     pub fn put_bytes(&self, bytes: &[u8]) -> SysResult<Stored> {
         let id = hex(&Sha256::digest(bytes));
         let size = bytes.len() as u64;
+        if bytes.len() <= SMALL
+            && let Some(packs) = &self.packs
+        {
+            if self.exists(&id) {
+                return Ok(Stored {
+                    id,
+                    size,
+                    new: false,
+                });
+            }
+            if self.compress {
+                let packed = zstd::bulk::compress(bytes, ZSTD_LEVEL).map_err(Errno::from)?;
+                packs.put(&id, &packed, true)?;
+            } else {
+                packs.put(&id, bytes, false)?;
+            }
+            return Ok(Stored {
+                id,
+                size,
+                new: true,
+            });
+        }
         let shard = self.shard(&id, true)?;
         let (raw, zst) = Self::names(&id)?;
         if self.exists(&id) {
@@ -371,7 +413,11 @@ impl BlobStore {
 
     /// Every blob id present, with its size (for fsck, status and prune).
     pub fn list(&self) -> SysResult<Vec<(String, u64)>> {
-        let mut out = Vec::new();
+        let mut out = self
+            .packs
+            .as_ref()
+            .map(super::pack::Packs::entries)
+            .unwrap_or_default();
         let top = sys::reopen(self.dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
         for shard in sys::read_dir_all(top.as_fd(), false)? {
             if shard.name.len() != 2 {
@@ -411,12 +457,22 @@ impl BlobStore {
 
     /// Removes a blob (prune).
     pub fn remove(&self, id: &str) -> SysResult<()> {
+        if self.packs.as_ref().is_some_and(|p| p.remove(id)) {
+            return Ok(());
+        }
         let shard = self.shard(id, false)?;
         let (raw, zst) = Self::names(id)?;
         match sys::unlinkat(shard.as_fd(), &raw, 0) {
             Err(Errno(libc::ENOENT)) => sys::unlinkat(shard.as_fd(), &zst, 0),
             r => r,
         }
+    }
+
+    /// Rewrites the packs without the blobs `remove` dropped from them.
+    pub fn compact(&self) -> SysResult<()> {
+        self.packs
+            .as_ref()
+            .map_or(Ok(()), super::pack::Packs::compact)
     }
 
     fn remove_temps(&self) {
@@ -541,8 +597,18 @@ mod tests {
             "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
         );
         assert_eq!(s.list().expect("list").len(), 1);
-        let on_disk = std::fs::read(dir.path().join("blobs/2c").join(&a.id[2..])).expect("read");
-        assert_eq!(on_disk, b"hello");
+        // Small blobs are appended to a pack, raw: the pack holds the bytes once.
+        let pack = std::fs::read(dir.path().join("blobs/packs/pack-0.dat")).expect("read pack");
+        assert_eq!(pack, b"hello");
+        let idx = std::fs::read_to_string(dir.path().join("blobs/packs/pack-0.idx")).expect("idx");
+        assert_eq!(idx, format!("{} 0 5 r\n", a.id));
+        let mut back = Vec::new();
+        s.read_blob(&a.id, &mut |c| {
+            back.extend_from_slice(c);
+            Ok(())
+        })
+        .expect("read");
+        assert_eq!(back, b"hello");
     }
 
     #[test]
@@ -596,12 +662,12 @@ mod tests {
         std::fs::write(
             dir.path()
                 .join("blobs")
-                .join(&small.id[..2])
-                .join(format!("{}.zst", &small.id[2..])),
+                .join(&big.id[..2])
+                .join(format!("{}.zst", &big.id[2..])),
             b"junk",
         )
         .expect("damage");
-        assert!(!s.verify(&small.id).expect("verify"));
+        assert!(!s.verify(&big.id).expect("verify"));
         s.remove(&big.id).expect("remove");
         assert!(!s.exists(&big.id));
     }

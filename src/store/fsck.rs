@@ -340,8 +340,12 @@ mod tests {
     #[test]
     fn names_each_kind_of_damage() {
         let (dir, id) = store_with_capture();
-        let blob = dir.path().join(".ckpt/blobs").join(&id[..2]).join(&id[2..]);
-        std::fs::write(&blob, b"CONTENT").expect("damage blob");
+        // The 7-byte blob is packed: damage its bytes in the pack.
+        let _ = &id;
+        let pack = dir.path().join(".ckpt/blobs/packs/pack-0.dat");
+        let data = std::fs::read(&pack).expect("read pack");
+        assert_eq!(data, b"content");
+        std::fs::write(&pack, b"CONTENT").expect("damage blob");
         let journal = dir.path().join(".ckpt/journal.jsonl");
         let mut j = std::fs::read(&journal).expect("read");
         j.extend_from_slice(b"{\"v\":1,\"seq\":3,\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"../../etc/passwd\",\"pre\":{\"kind\":\"absent\"}}\n");

@@ -7,6 +7,7 @@
 pub mod blob;
 pub mod fsck;
 pub mod journal;
+pub mod pack;
 pub mod prune;
 
 use crate::relpath::{RelPath, STORE_DIR};

@@ -98,6 +98,7 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
             removed += 1;
         }
     }
+    store.blobs.compact().map_err(io("compact packs"))?;
     let after: u64 = store
         .blobs
         .list()
