@@ -480,6 +480,11 @@ fn save_for_undo(
         .collect();
     let mut records = Vec::new();
     for step in plan.steps() {
+        if matches!(step.target, PreImage::Skipped { .. }) {
+            // Never restored, so never changed by this rewind: nothing to save (a file over
+            // --max-blob would otherwise be stored whole here).
+            continue;
+        }
         let Ok(parent) = open_parent(root, &step.path) else {
             continue;
         };

@@ -633,15 +633,28 @@ pub fn process_alive(pid: i32) -> bool {
     if unsafe { libc::kill(pid, 0) } != 0 {
         return false;
     }
-    // A zombie has exited (its descriptors and locks are gone) and only waits for a reaper,
-    // which in a container may be slow: count it as dead.
+    // A zombie has exited (its descriptors and locks are gone once its last thread is) and
+    // only waits for a reaper, which in a container may be slow: count it as dead.
     match std::fs::read(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
             let state = stat
                 .iter()
                 .rposition(|b| *b == b')')
                 .and_then(|i| stat.get(i + 2).copied());
-            state != Some(b'Z') && state != Some(b'X')
+            match state {
+                Some(b'X') => false,
+                // The leader is a zombie while the other threads are still exiting; they
+                // still hold the descriptors (and the store lock) the group shares.
+                Some(b'Z') => std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .ok()
+                    .and_then(|s| {
+                        s.lines()
+                            .find_map(|l| l.strip_prefix("Threads:"))
+                            .and_then(|n| n.trim().parse::<u32>().ok())
+                    })
+                    .is_some_and(|n| n > 1),
+                _ => true,
+            }
         }
         Err(_) => true,
     }

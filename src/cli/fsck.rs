@@ -38,6 +38,13 @@ pub fn run(a: FsckArgs) -> CliResult {
         }
     };
     let findings = value["findings"].as_array().cloned().unwrap_or_default();
+    if let Some(f) = findings.iter().find(|f| f["kind"] == "version") {
+        // Not a store of this format: nothing else in it was checked, so refuse in one line.
+        return Err(CliError::fail(format!(
+            "the store cannot be checked: {}",
+            f["detail"].as_str().unwrap_or("unknown format")
+        )));
+    }
     let errors = findings.iter().filter(|f| f["severity"] == "error").count();
     if a.json {
         println!(

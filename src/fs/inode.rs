@@ -220,6 +220,28 @@ impl InodeTable {
         }
     }
 
+    /// Stops mapping the host inode of `ino` to it, just before the daemon removes that inode's
+    /// last name: the host may give its number to a new file at once, and the new file must get
+    /// a node of its own, never one the kernel may still hold for the old inode (a reused node
+    /// id makes the kernel splice the new directory onto the dead one's dentry: `ESTALE`).
+    /// Returns the host id, for [`Self::reattach`] if the removal fails.
+    pub fn detach(&mut self, ino: u64) -> Option<HostId> {
+        let host = self.nodes.get(&ino).filter(|_| ino != ROOT)?.host;
+        if self.by_host.get(&host) != Some(&ino) {
+            return None;
+        }
+        self.by_host.remove(&host);
+        Some(host)
+    }
+
+    /// Undoes [`Self::detach`] after a removal that failed, unless another node took the host
+    /// inode meanwhile.
+    pub fn reattach(&mut self, ino: u64, host: HostId) {
+        if self.nodes.contains_key(&ino) && !self.by_host.contains_key(&host) {
+            self.by_host.insert(host, ino);
+        }
+    }
+
     /// The kernel forgot `n` lookups of `ino`.
     pub fn forget(&mut self, ino: u64, n: u64) {
         if ino == ROOT {
@@ -242,6 +264,22 @@ impl InodeTable {
             if self.by_host.get(&node.host) == Some(&ino) {
                 self.by_host.remove(&node.host);
             }
+        }
+    }
+
+    /// Drops every name whose parent has no path from the root any more: the names below a
+    /// directory that a rewind removed or replaced behind the kernel's back. They name nothing
+    /// now, and left in place they would lead a node whose host inode number is reused to a
+    /// wrong path.
+    pub fn prune_unreachable(&mut self) {
+        let dead: Vec<(u64, OsString)> = self
+            .by_name
+            .keys()
+            .filter(|(p, _)| self.names_of(*p).is_none())
+            .cloned()
+            .collect();
+        for (p, n) in dead {
+            self.unlink(p, &n);
         }
     }
 
@@ -296,6 +334,43 @@ mod tests {
         let top = t.remember(ROOT, OsStr::new("top"), h(11));
         assert_eq!(top, e);
         assert_eq!(t.names_of(top), Some(vec![OsString::from("top")]));
+    }
+
+    #[test]
+    fn names_below_a_removed_directory_die_with_it() {
+        let mut t = InodeTable::new(h(2));
+        let d = t.remember(ROOT, OsStr::new("d"), h(20));
+        let f = t.remember(d, OsStr::new("f"), h(21));
+        // A rewind removed `d` (and `d/f`) while the kernel still holds both nodes.
+        t.refresh(ROOT, OsStr::new("d"), None);
+        t.prune_unreachable();
+        assert_eq!(t.names_of(f), None);
+        assert_eq!(t.child(d, OsStr::new("f")), None);
+        // The host reuses `d`'s inode number for a new file `c`, then `f`'s for `c0`: `c0` must
+        // not be reached as `c/f` through the old alias.
+        assert_eq!(t.remember(ROOT, OsStr::new("c"), h(20)), d);
+        let c0 = t.remember(ROOT, OsStr::new("c0"), h(21));
+        assert_eq!(t.names_of(c0), Some(vec![OsString::from("c0")]));
+    }
+
+    #[test]
+    fn a_host_inode_number_reused_after_its_last_name_went_gets_a_new_node() {
+        let mut t = InodeTable::new(h(2));
+        let old = t.remember(ROOT, OsStr::new("old"), h(30));
+        // The daemon removes `old`'s last name; the kernel has not forgotten the node yet.
+        assert_eq!(t.detach(old), Some(h(30)));
+        t.unlink(ROOT, OsStr::new("old"));
+        let new = t.remember(ROOT, OsStr::new("new"), h(30));
+        assert_ne!(new, old, "a new file must not get the old file's node");
+        assert_eq!(t.names_of(new), Some(vec![OsString::from("new")]));
+        t.forget(old, 1);
+        assert_eq!(t.child(ROOT, OsStr::new("new")), Some(new));
+        assert_eq!(t.remember(ROOT, OsStr::new("new"), h(30)), new);
+        // A failed removal puts the mapping back.
+        let kept = t.remember(ROOT, OsStr::new("kept"), h(31));
+        let host2 = t.detach(kept).expect("mapped");
+        t.reattach(kept, host2);
+        assert_eq!(t.remember(ROOT, OsStr::new("kept"), h(31)), kept);
     }
 
     #[test]

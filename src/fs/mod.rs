@@ -4,12 +4,14 @@
 //!
 //! Descriptors: the folder root is held from before the mount (so no path ever leads back into
 //! the mount); directories are reached by `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` from
-//! the root and kept in a bounded cache; files are opened per handle. The daemon's descriptor
-//! count is bounded by the cache plus the open handles, never by the size of the tree.
+//! the root and kept in a bounded cache; files are opened per handle; files replaced by a
+//! rename are kept reachable while the kernel holds them (`Ghosts`, bounded). The daemon's
+//! descriptor count is bounded by those plus the open handles, never by the size of the tree.
 //!
-//! Lock order: `gate` → `inodes` → `dirs` → `handles` → the store (inside `Capturer`). No lock
-//! but `gate` and the store is held across host I/O. Mutations take `gate` shared; a turn
-//! switch or a rewind takes it exclusively, so they see no mutation half done.
+//! Lock order: `gate` → `inodes` → `dirs` → `handles` → `ghosts` → the store (inside
+//! `Capturer`). No lock but `gate` and the store is held across host I/O. Mutations take
+//! `gate` shared; a turn switch or a rewind takes it exclusively, so they see no mutation half
+//! done.
 
 pub mod control;
 pub mod fuse;
@@ -144,6 +146,41 @@ impl DirCache {
     }
 }
 
+/// At most this many replaced files are kept reachable (see [`Ghosts`]).
+const GHOSTS: usize = 256;
+
+/// `O_PATH` descriptors of regular files that a rename replaced while the kernel may still
+/// hold their node: a process that resolved the path just before the rename can still open or
+/// stat the file it resolved, as on a local filesystem. Without them it gets `ESTALE`, and the
+/// kernel's one retry fails too when the name is replaced again meanwhile (`make -j` renaming
+/// over a header that others read). Dropped when the kernel forgets the node; the oldest goes
+/// first past [`GHOSTS`].
+#[derive(Default)]
+struct Ghosts {
+    map: HashMap<u64, OwnedFd>,
+    order: std::collections::VecDeque<u64>,
+}
+
+impl Ghosts {
+    fn insert(&mut self, node: u64, fd: OwnedFd) {
+        if self.map.insert(node, fd).is_none() {
+            self.order.push_back(node);
+        }
+        while self.map.len() > GHOSTS {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            self.map.remove(&old);
+        }
+    }
+
+    fn remove(&mut self, node: u64) {
+        if self.map.remove(&node).is_some() {
+            self.order.retain(|n| *n != node);
+        }
+    }
+}
+
 /// The core filesystem.
 pub struct CkptFs {
     root: Arc<OwnedFd>,
@@ -151,6 +188,7 @@ pub struct CkptFs {
     inodes: RwLock<InodeTable>,
     dirs: Mutex<DirCache>,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    ghosts: Mutex<Ghosts>,
     next_fh: AtomicU64,
     gate: RwLock<()>,
     capture: Capturer,
@@ -357,6 +395,7 @@ impl CkptFs {
                 cap: config.dir_cache.max(2),
             }),
             handles: Mutex::new(HashMap::new()),
+            ghosts: Mutex::new(Ghosts::default()),
             next_fh: AtomicU64::new(1),
             gate: RwLock::new(()),
             capture,
@@ -416,6 +455,20 @@ impl CkptFs {
         self.handles
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lock_ghosts(&self) -> std::sync::MutexGuard<'_, Ghosts> {
+        self.ghosts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The replaced file a node still stands for, if one is kept (see [`Ghosts`]).
+    fn ghost_fd(&self, node: u64) -> Option<OwnedFd> {
+        self.lock_ghosts()
+            .map
+            .get(&node)
+            .and_then(|fd| fd.try_clone().ok())
     }
 
     fn lock_dirs(&self) -> std::sync::MutexGuard<'_, DirCache> {
@@ -504,9 +557,15 @@ impl CkptFs {
             Ok(l) => l,
             Err(e) => return self.orphan_fd(node).ok_or(e),
         };
-        let fd = sys::openat(dir.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-        self.verify(node, fd.as_fd())?;
-        Ok(fd)
+        let fd = sys::openat(dir.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            .and_then(|fd| self.verify(node, fd.as_fd()).map(|_| fd));
+        match fd {
+            // Renamed over while this request was on its way: the file the caller resolved.
+            Err(Errno(libc::ESTALE | libc::ENOENT)) => {
+                self.ghost_fd(node).ok_or(Errno(libc::ESTALE))
+            }
+            r => r,
+        }
     }
 
     /// For a node that has lost every name (unlinked, or replaced by a rename or a rewind,
@@ -521,8 +580,11 @@ impl CkptFs {
             .lock_handles()
             .values()
             .find(|h| h.node == node && matches!(h.kind, HandleKind::File { .. }))
-            .cloned()?;
-        h.fd.as_ref().and_then(|fd| fd.try_clone().ok())
+            .cloned();
+        match h {
+            Some(h) => h.fd.as_ref().and_then(|fd| fd.try_clone().ok()),
+            None => self.ghost_fd(node),
+        }
     }
 
     fn verify(&self, node: u64, fd: BorrowedFd<'_>) -> FsResult<libc::stat> {
@@ -621,6 +683,7 @@ impl CkptFs {
         };
         if gone_dir {
             self.lock_dirs().map.remove(&node);
+            self.lock_ghosts().remove(node);
         }
     }
 
@@ -645,12 +708,17 @@ impl CkptFs {
                 return Ok(attr_of(&sys::fstat(fd.as_fd())?));
             }
         };
-        let st = sys::lstatat(dir.as_fd(), &name)?;
+        let st = sys::lstatat(dir.as_fd(), &name);
         let expect = self.read_inodes().get(node).map(|n| n.host);
-        if expect != Some(HostId::of(&st)) {
-            return Err(Errno(libc::ESTALE));
+        match st {
+            Ok(st) if expect == Some(HostId::of(&st)) => Ok(attr_of(&st)),
+            // Renamed over while this request was on its way: the file the caller resolved.
+            Ok(_) | Err(Errno(libc::ENOENT)) => match self.ghost_fd(node) {
+                Some(fd) => Ok(attr_of(&sys::fstat(fd.as_fd())?)),
+                None => Err(Errno(libc::ESTALE)),
+            },
+            Err(e) => Err(e),
         }
-        Ok(attr_of(&st))
     }
 
     /// Captures a node before a change of it (no capture for the root itself).
@@ -923,12 +991,40 @@ impl CkptFs {
         let path = self.child_path(parent, name)?;
         self.capture
             .ensure(dir.as_fd(), &c, &path, Who { pid: caller.pid })?;
-        sys::unlinkat(dir.as_fd(), &c, flags)?;
+        let detached = self.detach_if_last(parent, name, dir.as_fd(), &c);
+        if let Err(e) = sys::unlinkat(dir.as_fd(), &c, flags) {
+            if let Some((node, host)) = detached {
+                self.write_inodes().reattach(node, host);
+            }
+            return Err(e);
+        }
         let gone = self.write_inodes().unlink(parent, name);
         if let (Some(node), true) = (gone, flags & libc::AT_REMOVEDIR != 0) {
             self.lock_dirs().map.remove(&node);
         }
         Ok(())
+    }
+
+    /// Before removing or replacing `name` in `parent`: when it is the last name of its host
+    /// inode (a directory, or a file with one link), stop mapping that inode to its node (see
+    /// [`InodeTable::detach`]). Returns what to put back if the removal fails.
+    fn detach_if_last(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        dir: BorrowedFd<'_>,
+        c: &CStr,
+    ) -> Option<(u64, HostId)> {
+        let st = sys::lstatat(dir, c).ok()?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR && st.st_nlink > 1 {
+            return None;
+        }
+        let mut t = self.write_inodes();
+        let node = t.child(parent, name)?;
+        if t.get(node).map(|n| n.host) != Some(HostId::of(&st)) {
+            return None;
+        }
+        t.detach(node).map(|host| (node, host))
     }
 
     /// `unlink`.
@@ -977,7 +1073,30 @@ impl CkptFs {
             self.capture
                 .ensure_tree(ddir.as_fd(), &dc, &dpath, back, who)?;
         }
-        sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags)?;
+        // A replaced destination loses its last name (unless it is the source itself).
+        let detached = if exchange
+            || sys::lstatat(sdir.as_fd(), &sc).is_ok_and(|st| {
+                sys::lstatat(ddir.as_fd(), &dc).is_ok_and(|d| HostId::of(&d) == HostId::of(&st))
+            }) {
+            None
+        } else {
+            self.detach_if_last(newparent, newname, ddir.as_fd(), &dc)
+        };
+        if let Some((node, host)) = detached
+            && let Ok(fd) = sys::openat(ddir.as_fd(), &dc, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            && sys::fstat(fd.as_fd()).is_ok_and(|st| {
+                st.st_mode & libc::S_IFMT == libc::S_IFREG && HostId::of(&st) == host
+            })
+        {
+            self.lock_ghosts().insert(node, fd);
+        }
+        if let Err(e) = sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags) {
+            if let Some((node, host)) = detached {
+                self.write_inodes().reattach(node, host);
+                self.lock_ghosts().remove(node);
+            }
+            return Err(e);
+        }
         let mut t = self.write_inodes();
         if exchange {
             t.exchange(parent, name, newparent, newname);
@@ -1069,7 +1188,15 @@ impl CkptFs {
             sys::fchmod_any(fd.as_fd(), st.st_mode & 0o7777 & !setid_drop)?;
         }
         drop(gate);
-        self.verify(node, fd.as_fd())?;
+        let fd = match self.verify(node, fd.as_fd()) {
+            Ok(_) => fd,
+            // Renamed over while this request was on its way: the file the caller resolved.
+            Err(Errno(libc::ESTALE)) => match self.ghost_fd(node) {
+                Some(g) => sys::reopen(g.as_fd(), clean | libc::O_NOFOLLOW)?,
+                None => return Err(Errno(libc::ESTALE)),
+            },
+            Err(e) => return Err(e),
+        };
         Ok(self.add_handle(Handle {
             node,
             fd: Some(fd),

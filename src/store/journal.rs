@@ -223,8 +223,9 @@ pub struct Parsed {
     pub valid_len: usize,
 }
 
-/// Parses journal bytes. A last line without its newline, or an unreadable last line, is a
-/// torn tail (reported through `valid_len`); an unreadable line before it is corruption.
+/// Parses journal bytes. A last line without its newline, or a last line that is not JSON, is
+/// a torn tail (reported through `valid_len`); an unreadable line before it, or any JSON line
+/// that is not a valid record, is corruption.
 pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
     let mut out = Parsed::default();
     let mut pos = 0;
@@ -249,7 +250,11 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                 out.lines.push(line);
             }
             Err(e @ ParseError::Version { .. }) => return Err(e),
-            Err(_) if is_last => break,
+            // A torn append is never valid JSON; a whole JSON line that is not a valid record
+            // (an invalid path, a missing field) is corruption even when it is the last one.
+            Err(_) if is_last && serde_json::from_slice::<serde_json::Value>(text).is_err() => {
+                break;
+            }
             Err(e) => return Err(e),
         }
         pos += nl + 1;
@@ -357,6 +362,20 @@ mod tests {
             "{\"v\":1,\"seq\":7,\"time\":5,\"op\":\"capture\",\"turn\":2,\"path\":\"a/b.txt\",\"pre\":{\"kind\":\"absent\"},\"pid\":42,\"comm\":\"sed\"}\n"
         );
         assert_eq!(parse(text.as_bytes()).expect("parses").lines, vec![line]);
+    }
+
+    #[test]
+    fn a_whole_last_line_that_is_not_a_record_is_corruption_not_a_torn_tail() {
+        let mut bytes = encode(&turn(1, 1));
+        bytes.extend_from_slice(b"{\"v\":1,\"seq\":2,\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"/etc/passwd\",\"pre\":{\"kind\":\"absent\"}}\n");
+        assert!(matches!(
+            parse(&bytes),
+            Err(ParseError::Corrupt { line: 2, .. })
+        ));
+        let mut bytes = encode(&turn(1, 1));
+        let good = bytes.len();
+        bytes.extend_from_slice(b"\0\0\0{\"v\":1\n");
+        assert_eq!(parse(&bytes).expect("a torn tail").valid_len, good);
     }
 
     #[test]

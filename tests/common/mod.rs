@@ -152,10 +152,16 @@ impl Mounted {
 
     /// Mounts again after `unmount`.
     pub fn remount(&mut self) {
+        self.remount_with(&[]);
+    }
+
+    /// Mounts again after `unmount`, passing extra `mount` arguments.
+    pub fn remount_with(&mut self, args: &[&str]) {
         assert!(!self.mounted);
         let out = Command::new(bin())
             .arg("mount")
             .arg(&self.dir)
+            .args(args)
             .output()
             .expect("run mount");
         assert!(
@@ -307,4 +313,33 @@ pub fn assert_same_tree(expected: &BTreeMap<String, Node>, actual: &BTreeMap<Str
         diffs.len(),
         lines.join("\n")
     );
+}
+
+/// Every file of the store `.ckpt/` below `dir` with its bytes (the lock's and the log's
+/// too), to prove that a refused command changed nothing there.
+pub fn store_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let root = dir.join(".ckpt");
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd {
+            let p = e.expect("entry").path();
+            let md = std::fs::symlink_metadata(&p).expect("lstat");
+            let rel = p
+                .strip_prefix(&root)
+                .expect("below the store")
+                .to_string_lossy()
+                .into_owned();
+            if md.is_dir() {
+                out.insert(format!("{rel}/"), Vec::new());
+                stack.push(p);
+            } else {
+                out.insert(rel, std::fs::read(&p).expect("read store file"));
+            }
+        }
+    }
+    out
 }

@@ -1,0 +1,577 @@
+#!/usr/bin/env bash
+# ckpt-mount performance baseline: every workload on a plain directory, on bindfs (plain and
+# tuned) and on ckpt-mount with capture active, interleaved per repetition, medians as ratios.
+#
+#   bench/run.sh            full run (5 repetitions, 3 for the long ones; takes a long while)
+#   bench/run.sh --quick    smoke check: Linux subset only, 1 repetition, no full tree, no 1 GiB
+#
+# Options:
+#   --quick              see above
+#   --reps N             repetitions per workload (default 5; quick 1)
+#   --long-reps N        repetitions of the long workloads (default 3; quick 1)
+#   --only W[,W...]      run only these workloads (names: see `--list`)
+#   --list               list the workloads and exit
+#   --out FILE           results file (default bench/results/<date>.md, <date>-quick.md for --quick)
+#   --no-build           do not run `cargo build --release` (use the binary as it is)
+#   --head               build the committed HEAD (git archive into $WORK, own target dir)
+#                        instead of the working tree, so the results belong to one commit
+#   --rev REV            the same for another commit
+#
+# Environment:
+#   FIX=/tmp/ckpt-bench-fixtures   where the fixtures are (made by the fixtures script if missing)
+#   FIXTURES_SH=...                the fixtures script (default ../shared/bench/fixtures.sh from the
+#                                  repo root, else /work/shared/bench/fixtures.sh)
+#   WORK=/tmp/ckpt-bench-work      scratch space (each run's folders are made and removed here)
+#   CKPT=...                       ckpt-mount binary (default target/release/ckpt-mount, built first);
+#                                  it is copied to $WORK/bin so a rebuild during the run changes nothing
+#   BINDFS=bindfs                  the bindfs binary
+#   CKPT_MOUNT_OPTS="..."          extra `ckpt-mount mount` options, e.g. "--no-passthrough" or
+#                                  "--threads 8 --ttl 1" (to measure a lever against the defaults)
+#
+# Needs root (drop_caches, FUSE), bindfs, git, python3, node (for the tsc build), tar.
+set -u -o pipefail
+# The whole script is one compound command: bash parses it completely before running it, so
+# editing this file during a (long) run does not change the run.
+{
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BENCH="$REPO/bench"
+
+QUICK=0 REPS="" LONG_REPS="" ONLY="" OUT="" BUILD=1 LIST=0 HEAD_BUILD=0 BUILD_REV=HEAD
+usage() { sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --reps) REPS="$2"; shift ;;
+    --long-reps) LONG_REPS="$2"; shift ;;
+    --only) ONLY="$2"; shift ;;
+    --out) OUT="$2"; shift ;;
+    --no-build) BUILD=0 ;;
+    --head) HEAD_BUILD=1 BUILD_REV=HEAD ;;
+    --rev) HEAD_BUILD=1 BUILD_REV="$2"; shift ;;
+    --list) LIST=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ "$QUICK" = 1 ]; then REPS="${REPS:-1}"; LONG_REPS="${LONG_REPS:-1}"; fi
+REPS="${REPS:-5}"
+LONG_REPS="${LONG_REPS:-3}"
+
+FIX="${FIX:-/tmp/ckpt-bench-fixtures}"
+if [ -z "${FIXTURES_SH:-}" ]; then
+  if [ -f "$REPO/../shared/bench/fixtures.sh" ]; then FIXTURES_SH="$REPO/../shared/bench/fixtures.sh"
+  else FIXTURES_SH=/work/shared/bench/fixtures.sh; fi
+fi
+WORK="${WORK:-/tmp/ckpt-bench-work}"
+BINDFS="${BINDFS:-bindfs}"
+BINDFS_TUNED_OPTS="multithreaded,big_writes,kernel_cache,entry_timeout=60,attr_timeout=60"
+CLK_TCK="$(getconf CLK_TCK)"
+
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
+export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
+export LC_ALL=C
+
+# ---------------------------------------------------------------------------------------------
+# Workloads. Each has a setup (untimed, on the plain folder $S before any mount), a run (in the
+# mounted target $T; timed with `timeit`), and optionally an after (untimed, after unmount).
+# WL_VARIANTS: which variants run it; WL_LONG=1: long (LONG_REPS, skipped by --quick unless
+# WL_QUICK=1); WL_DROP=1: drop the page cache after mounting, just before the run.
+# ---------------------------------------------------------------------------------------------
+ALL="native bindfs bindfs-tuned ckpt"
+declare -A WL_VARIANTS WL_LONG WL_DROP WL_QUICK
+WORKLOADS=()
+wl() { WORKLOADS+=("$1"); WL_VARIANTS[$1]="$2"; WL_LONG[$1]="$3"; WL_DROP[$1]="$4"; WL_QUICK[$1]="$5"; }
+#  name           variants                                   long drop quick
+wl untar-linux    "$ALL"                                     1    1    0
+wl untar-sub      "$ALL"                                     0    1    1
+wl walk           "$ALL"                                     0    1    1
+wl git            "$ALL"                                     0    0    1
+wl create-10k     "$ALL"                                     0    0    1
+wl rm-rf          "$ALL"                                     0    0    1
+wl sed-i          "$ALL"                                     0    0    1
+wl cp-r           "$ALL"                                     0    0    1
+wl dd             "$ALL"                                     1    0    0
+wl tsc            "$ALL"                                     0    0    1
+wl firstwrite     "$ALL"                                     0    0    1
+wl turn-npm       "native ckpt git-stash shadow-git"         0    0    1
+wl turn-linux     "native ckpt shadow-git"                   1    0    1
+wl rewind-10      "ckpt"                                     0    0    1
+wl rewind-1000    "ckpt"                                     0    0    1
+wl rewind-10000   "ckpt"                                     0    0    1
+wl rewind-rmrf    "ckpt"                                     0    0    1
+
+if [ "$LIST" = 1 ]; then
+  for w in "${WORKLOADS[@]}"; do printf '%-14s variants: %s%s\n' "$w" "${WL_VARIANTS[$w]}" \
+    "$( [ "${WL_LONG[$w]}" = 1 ] && echo '  (long)')"; done
+  exit 0
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Plumbing
+# ---------------------------------------------------------------------------------------------
+log() { printf '%s\n' "$*"; printf '%s\n' "$*" >> "$LOG"; }
+die() { echo "run.sh: $*" >&2; exit 1; }
+record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" >> "$RAW"; }
+# problem LABEL MESSAGE: something failed or looked wrong; goes into the results file
+problem() {
+  printf '%s\t%s\t%s\t%s\n' "$1" "${V:--}" "${REP:--}" "$(printf '%s' "$2" | tr '\t\n' '  ')" >> "$PROBLEMS"
+  log "  !! $1 on $V rep $REP: $2"
+}
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}'; }
+vmhwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+sub_s() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
+# CPU seconds (user + sys) of this shell's waited-for children so far (bash `times`, line 2)
+# (`times` must run in this shell, not in a $(...) subshell: it writes to a file, read after)
+children_cpu() {
+  times > "$WORK/.times"
+  awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); n += p[1] * 60 + p[2] } printf "%.3f", n }' "$WORK/.times"
+}
+
+# timeit LABEL CMD...: runs CMD in $T (or in $AT if set), records wall seconds; on FUSE
+# variants also the daemon's CPU seconds during CMD and its peak RSS so far.
+timeit() {
+  local label="$1"; shift
+  local dir="${AT:-$T}" c0="" c1 t0 t1 rc dt w0 w1
+  [ -n "$DPID" ] && c0="$(cpu_ticks "$DPID")"
+  children_cpu > "$WORK/.w0"; w0="$(cat "$WORK/.w0")"
+  t0="$EPOCHREALTIME"
+  ( cd "$dir" && "$@" ) >> "$LOG" 2>&1
+  rc=$?
+  t1="$EPOCHREALTIME"
+  children_cpu > "$WORK/.w1"; w1="$(cat "$WORK/.w1")"
+  dt="$(sub_s "$t0" "$t1")"
+  record "$label" "$V" "$REP" wcpu "$(sub_s "$w0" "$w1")"
+  if [ -n "$DPID" ]; then
+    c1="$(cpu_ticks "$DPID")"
+    if [ -n "$c0" ] && [ -n "$c1" ]; then
+      record "$label" "$V" "$REP" cpu "$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')"
+      record "$label" "$V" "$REP" rss_kb "$(vmhwm_kb "$DPID")"
+    else
+      problem "$label" "the daemon (pid $DPID) is gone after the run"
+    fi
+  fi
+  record "$label" "$V" "$REP" sec "$dt"
+  [ "$rc" -ne 0 ] && problem "$label" "exit status $rc: \`$*\` (see $LOG)" && record "$label" "$V" "$REP" error "$rc"
+  printf '  %-22s %-13s rep %-2s %10.3f s%s\n' "$label" "$V" "$REP" "$dt" "$( [ "$rc" -ne 0 ] && echo "  FAILED rc=$rc")"
+  return "$rc"
+}
+# inside LABEL CMD...: an untimed step in the target (a failure is still reported)
+inside() {
+  local label="$1"; shift
+  ( cd "${AT:-$T}" && "$@" ) >> "$LOG" 2>&1 || { problem "$label" "untimed step failed: \`$*\`"; return 1; }
+}
+
+MOUNTED=""  # what to clean up on exit
+mount_variant() {
+  DPID="" T="$S" MOUNTED=""
+  case "$V" in
+    native|git-stash|shadow-git) return 0 ;;
+    bindfs|bindfs-tuned)
+      local mnt="$RUN/mnt" opts=(--no-allow-other -f) i
+      mkdir -p "$mnt"
+      [ "$V" = bindfs-tuned ] && opts+=(-o "$BINDFS_TUNED_OPTS")
+      "$BINDFS" "${opts[@]}" "$S" "$mnt" >> "$LOG" 2>&1 &
+      DPID=$!
+      for i in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.05; done
+      mountpoint -q "$mnt" || { problem mount "bindfs did not mount"; DPID=""; return 1; }
+      MOUNTED="bindfs:$mnt" T="$mnt"
+      ;;
+    ckpt)
+      # shellcheck disable=SC2086 # CKPT_MOUNT_OPTS is a list of options
+      "$CKPT_BIN" mount ${CKPT_MOUNT_OPTS:-} "$S" >> "$LOG" 2>&1 || { problem mount "ckpt-mount mount ${CKPT_MOUNT_OPTS:-}$S failed"; return 1; }
+      MOUNTED="ckpt:$S"
+      DPID="$("$CKPT_BIN" status --dir "$S" --json 2>>"$LOG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>>"$LOG")"
+      [ -n "$DPID" ] || problem mount "no daemon pid from ckpt-mount status --json"
+      echo 2 > "$S/.ckpt/turn" || { problem mount "echo 2 > .ckpt/turn failed"; }
+      ;;
+  esac
+}
+unmount_variant() {
+  local i
+  case "$MOUNTED" in
+    bindfs:*)
+      local mnt="${MOUNTED#bindfs:}"
+      for i in $(seq 50); do mountpoint -q "$mnt" || break; fusermount -u "$mnt" >> "$LOG" 2>&1 && break; sleep 0.2; done
+      if mountpoint -q "$mnt"; then problem unmount "bindfs busy; lazy unmount"; fusermount -uz "$mnt"; fi
+      wait "$DPID" 2>/dev/null
+      ;;
+    ckpt:*)
+      local dir="${MOUNTED#ckpt:}" ok=0
+      for i in $(seq 50); do
+        mountpoint -q "$dir" || { ok=1; break; }
+        "$CKPT_BIN" unmount "$dir" >> "$LOG" 2>&1 && { ok=1; break; }
+        sleep 0.2
+      done
+      if [ "$ok" = 0 ]; then
+        problem unmount "ckpt-mount unmount $dir kept failing; lazy unmount"
+        fusermount -uz "$dir" >> "$LOG" 2>&1 || umount -l "$dir" >> "$LOG" 2>&1
+      fi
+      if [ -n "$DPID" ]; then
+        for i in $(seq 300); do [ -d "/proc/$DPID" ] || break; sleep 0.1; done
+        [ -d "/proc/$DPID" ] && problem unmount "daemon pid $DPID still alive 30 s after unmount"
+      fi
+      # warnings, errors and panics in the daemon's log (fuser's routine umount warning aside)
+      local bad
+      bad="$(grep -E ' (WARN|ERROR) |panicked' "$dir/.ckpt/daemon.log" 2>/dev/null | grep -v 'Failed to umount filesystem')"
+      if [ -n "$bad" ]; then
+        problem "$W" "daemon.log has $(echo "$bad" | wc -l) warning/error lines: $(echo "$bad" |
+          sed -E 's/^\[[^ ]+ //; s/[0-9]+/N/g' | cut -c1-90 | sort | uniq -c | sort -rn | head -3 |
+          awk '{n=$1; $1=""; printf "%s× `%s`; ", n, substr($0,2)}')"
+        cp "$dir/.ckpt/daemon.log" "$WORK/logs/daemon-$W-$REP.log" 2>/dev/null
+      fi
+      ;;
+  esac
+  MOUNTED=""
+}
+cleanup() { [ -n "${MOUNTED:-}" ] && unmount_variant; }
+trap cleanup EXIT
+trap 'echo "interrupted" >&2; exit 130' INT TERM
+
+# store LABEL RAW_BYTES: after unmount, the ckpt-mount store next to what was captured
+store_stats() {
+  local label="$1" raw="$2" st="$S/.ckpt"
+  [ -d "$st/blobs" ] || { problem "$label" "no .ckpt/blobs after unmount"; return; }
+  record "$label" "$V" "$REP" raw_bytes "$raw"
+  record "$label" "$V" "$REP" blob_bytes "$(find "$st/blobs" -type f -printf '%s\n' | awk '{s+=$1} END{print s+0}')"
+  record "$label" "$V" "$REP" blob_du "$(du -sb "$st/blobs" | cut -f1)"
+  record "$label" "$V" "$REP" blobs "$(find "$st/blobs" -type f | wc -l)"
+  record "$label" "$V" "$REP" journal_bytes "$(stat -c %s "$st/journal.jsonl" 2>/dev/null || echo 0)"
+}
+
+cached() { # cached KEY CMD...: compute once per fixture set
+  local f="$WORK/cache/$1"; shift
+  [ -s "$f" ] || "$@" > "$f"
+  cat "$f"
+}
+sub_entries() { cached sub-entries sh -c "tar tf '$FIX/linux-sub.tar' | wc -l"; }
+full_entries() { cached full-entries sh -c "tar tf '$FIX/linux.tar' | wc -l"; }
+sub_raw() { cached sub-raw sh -c "tar tvf '$FIX/linux-sub.tar' | awk '\$1 ~ /^-/ {s+=\$3} END{print s+0}'"; }
+npm_files() { cached npm-files sh -c "find '$FIX/npmtree' -type f | wc -l"; }
+sed_raw() { cached sed-raw sh -c "cd '$FIX/npmtree' && xargs -d '\n' -a '$FIX/sedlist.txt' stat -c %s | awk '{s+=\$1} END{print s+0}'"; }
+count_entries() { find "$1" | wc -l; }
+
+# ---------------------------------------------------------------------------------------------
+# The workloads
+# ---------------------------------------------------------------------------------------------
+KSRC=linux-source-6.1
+LINUX_EDITS=("$KSRC/kernel/fork.c" "$KSRC/mm/mmap.c" "$KSRC/init/main.c" "$KSRC/fs/open.c")
+LINUX_TREE=linux; [ "$QUICK" = 1 ] && LINUX_TREE=linux-sub
+NPM_EDITS=(src/module1.ts src/module2.ts src/module3.ts src/module4.ts)
+edit4() { local m="$1" f; shift; for f in "$@"; do printf '// turn %s edit\n' "$m" >> "$f" || return 1; done; }
+untar_sub_into() { tar -C "$1" -xf "$FIX/linux-sub.tar"; }
+npm_into() { cp -a "$FIX/npmtree/." "$1/"; }
+
+# untar of the whole Linux tree (78,579 files, 1.36 GB), page cache dropped first
+w_untar-linux_setup() { :; }
+w_untar-linux_run() { timeit untar-linux tar -xf "$FIX/linux.tar"; }
+w_untar-linux_after() {
+  local n; n="$(count_entries "$S/$KSRC")"
+  [ "$n" = "$(full_entries)" ] || problem untar-linux "$n entries on disk, the tar has $(full_entries)"
+}
+
+# untar of the subset (16,111 entries, 207 MB), page cache dropped first
+w_untar-sub_setup() { :; }
+w_untar-sub_run() { timeit untar-sub tar -xf "$FIX/linux-sub.tar"; }
+w_untar-sub_after() {
+  local n; n="$(count_entries "$S/$KSRC")"
+  [ "$n" = "$(sub_entries)" ] || problem untar-sub "$n entries on disk, the tar has $(sub_entries)"
+  if [ "$V" = ckpt ]; then
+    local d; d="$(tar -C "$S" -df "$FIX/linux-sub.tar" 2>&1 | head -5)"
+    [ -z "$d" ] || problem untar-sub "tar -d differs on the underlying folder: $d"
+  fi
+}
+
+# stat of every entry of the untarred subset: cold (caches dropped, fresh mount) then warm
+w_walk_setup() { untar_sub_into "$S"; }
+walk() { find . -printf '%s %m\n' > /dev/null; }
+w_walk_run() { timeit walk-cold walk; timeit walk-warm walk; }
+
+# git init && git add -A of the npm tree (7.4k files, 123 MB), then git status
+w_git_setup() { npm_into "$S"; }
+w_git_run() {
+  timeit git-add sh -c 'git init -q && git add -A'
+  timeit git-status sh -c 'git status --porcelain > /dev/null'
+}
+
+# 10,000 new files of 100 bytes from one python3 process
+w_create-10k_setup() { :; }
+w_create-10k_run() { timeit create-10k python3 "$BENCH/smallfiles.py" create small 10000; }
+w_create-10k_after() {
+  local n; n="$(find "$S/small" -type f | wc -l)"
+  [ "$n" = 10000 ] || problem create-10k "$n files on disk, expected 10000"
+}
+
+# rm -rf of the untarred subset: on ckpt-mount every file's pre-image is captured
+w_rm-rf_setup() { untar_sub_into "$S"; }
+w_rm-rf_run() { timeit rm-rf rm -rf "$KSRC"; }
+w_rm-rf_after() {
+  [ -e "$S/$KSRC" ] && problem rm-rf "$KSRC still exists after rm -rf"
+  [ "$V" = ckpt ] && store_stats rm-rf "$(sub_raw)"
+}
+
+# sed -i over 1,000 .js files of a copy of the npm tree (each file replaced by sed's rename)
+w_sed-i_setup() { npm_into "$S"; }
+sed1000() { xargs -d '\n' -a "$FIX/sedlist.txt" sed -i '1i // bench edit'; }
+w_sed-i_run() { timeit sed-i sed1000; }
+w_sed-i_after() {
+  local n; n="$(cd "$S" && xargs -d '\n' -a "$FIX/sedlist.txt" head -qn1 | grep -c '^// bench edit$')"
+  [ "$n" = 1000 ] || problem sed-i "$n of 1000 files edited on disk"
+  [ "$V" = ckpt ] && store_stats sed-i "$(sed_raw)"
+}
+
+# cp -r of the npm tree into the target
+w_cp-r_setup() { :; }
+w_cp-r_run() { timeit cp-r cp -r "$FIX/npmtree" ./npmtree; }
+w_cp-r_after() {
+  local n; n="$(find "$S/npmtree" -type f | wc -l)"
+  [ "$n" = "$(npm_files)" ] || problem cp-r "$n files on disk, expected $(npm_files)"
+}
+
+# 1 GiB sequential write (buffered, then with fdatasync) and read (warm, then cold)
+w_dd_setup() { :; }
+w_dd_run() {
+  timeit dd-write dd if=/dev/zero of=f1 bs=1M count=1024 status=none
+  sync
+  timeit dd-write-fdatasync dd if=/dev/zero of=f2 bs=1M count=1024 conv=fdatasync status=none
+  inside dd-warmup dd if=f1 of=/dev/null bs=1M status=none
+  timeit dd-read-warm dd if=f1 of=/dev/null bs=1M status=none
+  drop_caches
+  timeit dd-read-cold dd if=f1 of=/dev/null bs=1M status=none
+}
+w_dd_after() {
+  local a b; a="$(stat -c %s "$S/f1")"; b="$(stat -c %s "$S/f2")"
+  [ "$a" = 1073741824 ] && [ "$b" = 1073741824 ] || problem dd "sizes on disk $a and $b, expected 1073741824"
+}
+
+# a real build: tsc type-checks and emits src/ (20 modules + a React component; 96 files read,
+# lib.dom and @types/react from node_modules). First run in a fresh mount, then again.
+w_tsc_setup() {
+  npm_into "$S"
+  cat > "$S/tsconfig.bench.json" <<'EOF'
+{
+  "compilerOptions": {
+    "target": "es2022", "module": "esnext", "moduleResolution": "bundler",
+    "jsx": "react-jsx", "strict": true, "outDir": "build", "skipLibCheck": true,
+    "lib": ["es2022", "dom"]
+  },
+  "include": ["src/**/*.ts", "src/**/*.tsx"]
+}
+EOF
+  cat > "$S/src/app.tsx" <<'EOF'
+import { useState } from "react";
+import { createRoot } from "react-dom/client";
+import { f1 } from "./module1";
+export function App() {
+  const [n, setN] = useState(0);
+  return <button onClick={() => setN(f1(n))}>{n}</button>;
+}
+createRoot(document.getElementById("root")!).render(<App />);
+EOF
+}
+tsc_build() { node node_modules/typescript/bin/tsc -p tsconfig.bench.json; }
+w_tsc_run() { timeit tsc-first tsc_build; timeit tsc-again tsc_build; }
+w_tsc_after() { [ -f "$S/build/app.js" ] || problem tsc "no build/app.js"; }
+
+# first-write latency: open(f, 'r+b').write once on each of 10,000 pre-existing 100-byte files
+# in a fresh turn (on ckpt-mount: one capture per file), then the same loop again (no capture)
+w_firstwrite_setup() { python3 "$BENCH/smallfiles.py" create "$S/small" 10000; }
+w_firstwrite_run() {
+  local k v
+  timeit firstwrite python3 "$BENCH/smallfiles.py" touch small "$RUN/fw1.txt"
+  timeit secondwrite python3 "$BENCH/smallfiles.py" touch small "$RUN/fw2.txt"
+  while read -r k v; do record firstwrite "$V" "$REP" "$k" "$v"; done < "$RUN/fw1.txt"
+  while read -r k v; do record secondwrite "$V" "$REP" "$k" "$v"; done < "$RUN/fw2.txt"
+}
+w_firstwrite_after() { [ "$V" = ckpt ] && store_stats firstwrite 1000000; }
+
+# a turn that edits 4 files: ckpt-mount `echo N > .ckpt/turn` + 4 edits, vs the 4 edits alone
+# (native), vs a git checkpoint at the start of the turn (git add -A && git stash create, or a
+# shadow repository: git --git-dir=SHADOW --work-tree=DIR add -A -f && commit) + 4 edits.
+# The shadow repository adds with -f: like ckpt-mount it must cover ignored files too (and
+# Debian's kernel tree has a top-level .gitignore of `/*`, which would leave it empty).
+turn_setup() { # TREE: npm | linux
+  case "$1" in
+    npm) npm_into "$S" ;;
+    linux-sub) untar_sub_into "$S" ;;
+    linux) tar -C "$S" -xf "$FIX/linux.tar" ;;
+  esac
+  local t0 t1
+  case "$V" in
+    git-stash)
+      (cd "$S" && git init -q && git add -A && git commit -qm base) >> "$LOG" 2>&1 || problem "turn-$1" "git base commit failed"
+      ;;
+    shadow-git)
+      t0="$EPOCHREALTIME"
+      (cd "$S" && git --git-dir="$RUN/shadow" init -q && git --git-dir="$RUN/shadow" --work-tree=. add -A -f &&
+        git --git-dir="$RUN/shadow" --work-tree=. commit -qm "turn 1") >> "$LOG" 2>&1 || problem "turn-$1" "shadow initial commit failed"
+      t1="$EPOCHREALTIME"
+      record "shadow-initial-$1" "$V" "$REP" sec "$(sub_s "$t0" "$t1")"
+      ;;
+  esac
+}
+turn_run() { # TREE FILES...
+  local tree="$1"; shift
+  # the previous turn's work (untimed), so the checkpoint has something to record
+  case "$V" in git-stash|shadow-git|ckpt) inside prev-turn edit4 2 "$@" ;; esac
+  case "$V" in
+    native) timeit "turn-$tree" sh -c ': && for f; do printf "// turn 3 edit\n" >> "$f" || exit 1; done' sh "$@" ;;
+    ckpt)
+      timeit "turn-$tree" sh -c 'echo 3 > .ckpt/turn && for f; do printf "// turn 3 edit\n" >> "$f" || exit 1; done' sh "$@"
+      timeit "turnswitch-$tree" sh -c 'echo 4 > .ckpt/turn'
+      ;;
+    git-stash)
+      timeit "turn-$tree" sh -c 'git add -A && git stash create > /dev/null && for f; do printf "// turn 3 edit\n" >> "$f" || exit 1; done' sh "$@"
+      ;;
+    shadow-git)
+      timeit "turn-$tree" sh -c 'g="$1"; shift; git --git-dir="$g" --work-tree=. add -A -f && git --git-dir="$g" --work-tree=. commit -qm "turn 3" && for f; do printf "// turn 3 edit\n" >> "$f" || exit 1; done' sh "$RUN/shadow" "$@"
+      ;;
+  esac
+}
+w_turn-npm_setup() { turn_setup npm; }
+w_turn-npm_run() { turn_run npm "${NPM_EDITS[@]}"; }
+# (the full tree; the subset with --quick, recorded as turn-linux-sub)
+w_turn-linux_setup() { turn_setup "$LINUX_TREE"; }
+w_turn-linux_run() { turn_run "$LINUX_TREE" "${LINUX_EDITS[@]}"; }
+
+# rewind of N modified files (10k files of 100 bytes, the first N written once in turn 2):
+# wall time of `ckpt-mount rewind 2 --dir DIR`, then every file is checked through the mount
+rewind_setup() { python3 "$BENCH/smallfiles.py" create "$S/small" 10000; }
+rewind_run() {
+  local n="$1"
+  inside "rewind-$n" python3 "$BENCH/smallfiles.py" touch small "$RUN/touch.txt" "$n"
+  AT=/ timeit "rewind-$n" "$CKPT_BIN" rewind 2 --dir "$S"
+  inside "rewind-$n" python3 "$BENCH/smallfiles.py" verify small 10000 || problem "rewind-$n" "files differ after the rewind (through the mount)"
+  record "rewind-$n" "$V" "$REP" files "$n"
+}
+w_rewind-10_setup() { rewind_setup; };     w_rewind-10_run() { rewind_run 10; }
+w_rewind-1000_setup() { rewind_setup; };   w_rewind-1000_run() { rewind_run 1000; }
+w_rewind-10000_setup() { rewind_setup; };  w_rewind-10000_run() { rewind_run 10000; }
+# rewind of an rm -rf of the subset: 16,111 entries to recreate from the store
+w_rewind-rmrf_setup() { untar_sub_into "$S"; }
+w_rewind-rmrf_run() {
+  inside rewind-rmrf rm -rf "$KSRC"
+  AT=/ timeit rewind-rmrf "$CKPT_BIN" rewind 2 --dir "$S"
+  record rewind-rmrf "$V" "$REP" files "$(sub_entries)"
+  # (a rewind gives rewritten paths the rewind's time as mtime, by design: mtime is not compared)
+  local d; d="$(cd "$T" && tar -df "$FIX/linux-sub.tar" 2>&1 | grep -v ': Mod time differs$' | head -5)"
+  [ -z "$d" ] || problem rewind-rmrf "tar -d differs through the mount after the rewind: $(echo "$d" | tr '\n' ' ')"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------
+[ "$(id -u)" = 0 ] || die "needs root (drop_caches, FUSE mounts)"
+[ -e /dev/fuse ] || die "/dev/fuse missing"
+command -v "$BINDFS" > /dev/null || die "bindfs not found"
+for c in git python3 node tar; do command -v "$c" > /dev/null || die "$c not found"; done
+
+mkdir -p "$WORK/bin" "$WORK/cache" "$WORK/logs" "$BENCH/results"
+exec 9> "$WORK/lock"
+flock -n 9 || die "another bench/run.sh is using $WORK (set WORK=... to run a second one)"
+LOG="$WORK/logs/run.log" RAW="$WORK/raw.tsv" PROBLEMS="$WORK/problems.tsv" META="$WORK/meta.txt"
+: > "$LOG"; : > "$RAW"; : > "$PROBLEMS"; : > "$META"
+T0="$EPOCHREALTIME"
+
+log "== fixtures ($FIXTURES_SH, FIX=$FIX)"
+FIX="$FIX" bash "$FIXTURES_SH" >> "$LOG" 2>&1 || die "fixtures script failed (see $LOG)"
+[ -f "$FIX/linux-sub.tar" ] && [ -d "$FIX/npmtree/node_modules" ] && [ -f "$FIX/sedlist.txt" ] || die "fixtures incomplete in $FIX"
+# cached fixture facts (entry counts, byte sums) are recomputed when the fixtures change
+fix_id() { { stat -c '%s %Y' "$FIX/linux-sub.tar" "$FIX/linux.tar" 2>/dev/null; md5sum < "$FIX/sedlist.txt"; } | tr '\n' ' '; }
+[ "$(cat "$WORK/cache/fix-id" 2>/dev/null)" = "$(fix_id)" ] || { rm -f "$WORK/cache/"*; fix_id > "$WORK/cache/fix-id"; }
+
+GITDESC="$(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null)$(cd "$REPO" && [ -n "$(git status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null)" ] && echo ' + uncommitted changes in src/ or Cargo.*')"
+if [ -n "${CKPT:-}" ]; then
+  CKPT_SRC="$CKPT"
+  GITDESC="binary given by CKPT (repo at $GITDESC)"
+elif [ "$HEAD_BUILD" = 1 ]; then
+  rev="$(cd "$REPO" && git rev-parse --verify "$BUILD_REV^{commit}")" || die "no commit $BUILD_REV"
+  log "== cargo build --release of $BUILD_REV = ${rev:0:7} (git archive into $WORK/src-head)"
+  rm -rf "$WORK/src-head" && mkdir -p "$WORK/src-head"
+  (cd "$REPO" && git archive "$rev") | tar -x -C "$WORK/src-head" || die "git archive failed"
+  (cd "$WORK/src-head" && CARGO_TARGET_DIR="$WORK/target-head" cargo build --release) >> "$LOG" 2>&1 ||
+    die "cargo build --release of $BUILD_REV (${rev:0:7}) failed (see $LOG)"
+  CKPT_SRC="$WORK/target-head/release/ckpt-mount"
+  GITDESC="${rev:0:7} (clean build of that commit: $(cd "$REPO" && git log -1 --format=%s "$rev" | cut -c1-60))"
+else
+  CKPT_SRC="$REPO/target/release/ckpt-mount"
+  if [ "$BUILD" = 1 ]; then
+    log "== cargo build --release"
+    (cd "$REPO" && cargo build --release) >> "$LOG" 2>&1 || die "cargo build --release failed (see $LOG)"
+  fi
+fi
+[ -x "$CKPT_SRC" ] || die "no ckpt-mount binary at $CKPT_SRC"
+CKPT_BIN="$WORK/bin/ckpt-mount"
+cp "$CKPT_SRC" "$CKPT_BIN.tmp" && mv "$CKPT_BIN.tmp" "$CKPT_BIN"
+
+# is the tuned bindfs accepted here?
+VARIANTS_OK="native bindfs bindfs-tuned ckpt git-stash shadow-git"
+rm -rf "$WORK/probe" && mkdir -p "$WORK/probe/s" "$WORK/probe/m"
+if "$BINDFS" --no-allow-other -o "$BINDFS_TUNED_OPTS" "$WORK/probe/s" "$WORK/probe/m" >> "$LOG" 2>&1; then
+  fusermount -u "$WORK/probe/m"
+else
+  log "bindfs does not accept -o $BINDFS_TUNED_OPTS: no bindfs-tuned variant"
+  VARIANTS_OK="native bindfs ckpt git-stash shadow-git"
+fi
+rm -rf "$WORK/probe"
+
+RUN="$WORK/run" S="" T="" V="" REP="" W="" DPID=""
+{
+  echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "mode=$([ "$QUICK" = 1 ] && echo quick || echo full)"
+  echo "reps=$REPS"
+  echo "long_reps=$LONG_REPS"
+  echo "git=$GITDESC"
+  echo "binary=$CKPT_SRC sha256 $(sha256sum "$CKPT_BIN" | cut -c1-16)"
+  echo "kernel=$(uname -r)"
+  echo "cpus=$(nproc)"
+  echo "mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+  echo "bindfs=$("$BINDFS" --version 2>&1 | head -1), $("$BINDFS" --fuse-version 2>&1 | tail -1)"
+  echo "bindfs_tuned=-o $BINDFS_TUNED_OPTS"
+  echo "ckpt_options=\`ckpt-mount mount ${CKPT_MOUNT_OPTS:+$CKPT_MOUNT_OPTS }DIR\`$([ -z "${CKPT_MOUNT_OPTS:-}" ] && echo ' (defaults)')"
+  echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+} >> "$META"
+
+for W in "${WORKLOADS[@]}"; do
+  if [ -n "$ONLY" ]; then case ",$ONLY," in *",$W,"*) ;; *) continue ;; esac; fi
+  if [ "$QUICK" = 1 ] && [ "${WL_QUICK[$W]}" = 0 ]; then continue; fi
+  reps="$REPS"; [ "${WL_LONG[$W]}" = 1 ] && reps="$LONG_REPS"
+  log "== $W ($reps x: ${WL_VARIANTS[$W]})"
+  for REP in $(seq "$reps"); do
+    for V in ${WL_VARIANTS[$W]}; do
+      case " $VARIANTS_OK " in *" $V "*) ;; *) continue ;; esac
+      rm -rf "$RUN"; mkdir -p "$RUN/src"; S="$RUN/src"; T="$S"; DPID=""
+      echo "-- $W $V rep $REP" >> "$LOG"
+      "w_${W}_setup" >> "$LOG" 2>&1 || problem "$W" "setup failed"
+      sync
+      if mount_variant; then
+        [ "${WL_DROP[$W]}" = 1 ] && drop_caches
+        "w_${W}_run"
+        unmount_variant
+        if declare -F "w_${W}_after" > /dev/null; then "w_${W}_after"; fi
+      fi
+      rm -rf "$RUN"
+    done
+  done
+done
+
+T1="$EPOCHREALTIME"
+{
+  echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "elapsed_s=$(sub_s "$T0" "$T1")"
+} >> "$META"
+
+if [ -z "$OUT" ]; then
+  OUT="$BENCH/results/$(date -u +%Y-%m-%d)$([ "$QUICK" = 1 ] && echo -quick).md"
+fi
+cp "$RAW" "${OUT%.md}.tsv"
+python3 "$BENCH/stats.py" --raw "$RAW" --meta "$META" --problems "$PROBLEMS" > "$OUT" || die "stats.py failed"
+echo
+cat "$OUT"
+echo
+echo "results: $OUT (raw: ${OUT%.md}.tsv, log: $LOG)"
+exit 0
+}

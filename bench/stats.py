@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""Turns bench/run.sh's raw measurements into the Markdown results.
+
+  stats.py --raw RAW.tsv [--meta META.txt] [--problems PROBLEMS.md]
+
+RAW.tsv rows: label, variant, repetition, metric, value (tab-separated). Metrics: sec (wall
+seconds), cpu (daemon CPU seconds during the step), rss_kb (daemon VmHWM after the step),
+median_us/p90_us/p99_us/mean_us/total_s/n (first-write loop), raw_bytes/blob_bytes/blob_du/
+blobs/journal_bytes (store after unmount), files (rewind size), error (exit status).
+Every cell is the median over the repetitions.
+"""
+import argparse
+import statistics
+from collections import OrderedDict, defaultdict
+
+FS_VARIANTS = ["native", "bindfs", "bindfs-tuned", "ckpt"]
+VNAME = {"native": "plain dir", "bindfs": "bindfs", "bindfs-tuned": "bindfs tuned",
+         "ckpt": "ckpt-mount"}
+
+# (label, metric, shown name)
+MAIN = [
+    ("untar-linux", "sec", "untar Linux 6.1 (78,579 files, 1.36 GB), cold cache"),
+    ("untar-sub", "sec", "untar Linux subset (16,111 entries, 207 MB), cold cache"),
+    ("walk-cold", "sec", "stat every entry of the subset (`find -printf`), cold"),
+    ("walk-warm", "sec", "stat every entry of the subset, warm (second walk)"),
+    ("git-add", "sec", "`git init && git add -A` of the npm tree (7.4k files)"),
+    ("git-status", "sec", "`git status` of the npm tree after add"),
+    ("create-10k", "sec", "create 10,000 files of 100 B (python3)"),
+    ("rm-rf", "sec", "`rm -rf` of the untarred subset (every file captured)"),
+    ("sed-i", "sec", "`sed -i` over 1,000 .js files of the npm tree"),
+    ("cp-r", "sec", "`cp -r` of the npm tree into the folder"),
+    ("dd-write", "sec", "1 GiB sequential write (dd bs=1M)"),
+    ("dd-write-fdatasync", "sec", "1 GiB sequential write, conv=fdatasync"),
+    ("dd-read-warm", "sec", "1 GiB sequential read, warm (second read)"),
+    ("dd-read-cold", "sec", "1 GiB sequential read, cold (caches dropped)"),
+    ("tsc-first", "sec", "build: `tsc -p` of src/ + React types, first in a fresh mount"),
+    ("tsc-again", "sec", "build: the same `tsc -p` again"),
+    ("firstwrite", "median_us", "first write of a small file, µs per file (median of 10k)"),
+    ("secondwrite", "median_us", "second write of the same file, same turn, µs (median)"),
+    ("firstwrite", "sec", "first-write loop over 10k files, total"),
+]
+
+
+def fmt_s(x):
+    if x is None:
+        return "–"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    if x >= 0.1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def fmt_ratio(a, b):
+    if a is None or b is None or b <= 0:
+        return "–"
+    return f"{a / b:.2f}×"
+
+
+def fmt_bytes(x):
+    if x is None:
+        return "–"
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if x >= div:
+            return f"{x / div:.1f} {unit}"
+    return f"{x:.0f} B"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--meta")
+    ap.add_argument("--problems", help="label, variant, rep, message (tab-separated)")
+    a = ap.parse_args()
+
+    vals = defaultdict(list)   # (label, variant, metric) -> [values in rep order]
+    errors = defaultdict(int)  # (label, variant) -> failed runs
+    labels = OrderedDict()
+    byrep = defaultdict(dict)  # (label, variant, metric) -> {rep: value}
+    with open(a.raw) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 5:
+                continue
+            label, variant, rep, metric, value = parts
+            labels[label] = True
+            if metric == "error":
+                errors[(label, variant)] += 1
+                continue
+            try:
+                vals[(label, variant, metric)].append(float(value))
+                byrep[(label, variant, metric)][rep] = float(value)
+            except ValueError:
+                pass
+
+    def med(label, variant, metric):
+        xs = vals.get((label, variant, metric))
+        return statistics.median(xs) if xs else None
+
+    def n_of(label, metric):
+        return max((len(vals.get((label, v, metric), [])) for v in FS_VARIANTS + ["git-stash", "shadow-git"]), default=0)
+
+    meta = OrderedDict()
+    if a.meta:
+        with open(a.meta) as f:
+            for line in f:
+                if "=" in line:
+                    k, v = line.rstrip("\n").split("=", 1)
+                    meta[k] = v
+
+    out = []
+    p = out.append
+    p(f"# ckpt-mount benchmark — {meta.get('date', '?')} ({meta.get('mode', '?')})")
+    p("")
+    el = meta.get("elapsed_s")
+    p(f"- commit {meta.get('git', '?')}, binary {meta.get('binary', '?')}")
+    p(f"- Linux {meta.get('kernel', '?')}, {meta.get('cpus', '?')} CPUs, {meta.get('mem', '?')}; "
+      f"{meta.get('bindfs', '?')}")
+    p(f"- repetitions: {meta.get('reps', '?')} (long workloads {meta.get('long_reps', '?')}), "
+      "variants interleaved per repetition, medians shown")
+    p(f"- load average at start {meta.get('load_start', '?')}, at end {meta.get('load_end', '?')} "
+      "(the machine is shared: compare ratios, not absolute times)")
+    if el:
+        p(f"- total run time {float(el) / 60:.1f} min")
+    p(f"- bindfs: `bindfs --no-allow-other SRC MNT`; bindfs tuned: `{meta.get('bindfs_tuned', '?')}`; "
+      f"ckpt-mount: {meta.get('ckpt_options', 'defaults')}, mounted over the folder, in turn 2")
+    p("")
+
+    # -- main table
+    rows = [r for r in MAIN if any(med(r[0], v, r[1]) is not None for v in FS_VARIANTS)]
+    if rows:
+        p("## Workloads (median seconds unless marked µs)")
+        p("")
+        p("| workload | n | plain dir | bindfs | bindfs tuned | ckpt-mount | ckpt/plain | ckpt/bindfs "
+          "| ckpt/tuned | ckpt daemon CPU s | ckpt peak RSS MiB |")
+        p("|---|---|---|---|---|---|---|---|---|---|---|")
+        for label, metric, name in rows:
+            m = {v: med(label, v, metric) for v in FS_VARIANTS}
+            fail = [v for v in FS_VARIANTS if errors.get((label, v))]
+            cells = []
+            for v in FS_VARIANTS:
+                c = fmt_s(m[v]) if metric == "sec" else (f"{m[v]:.1f}" if m[v] is not None else "–")
+                if v in fail:
+                    c += f" (FAILED ×{errors[(label, v)]})"
+                cells.append(c)
+            cpu = med(label, "ckpt", "cpu") if metric == "sec" else None
+            rss = med(label, "ckpt", "rss_kb") if metric == "sec" else None
+            p(f"| {name} | {n_of(label, metric)} | " + " | ".join(cells) + " | "
+              f"{fmt_ratio(m['ckpt'], m['native'])} | {fmt_ratio(m['ckpt'], m['bindfs'])} | "
+              f"{fmt_ratio(m['ckpt'], m['bindfs-tuned'])} | "
+              f"{'–' if cpu is None else f'{cpu:.2f}'} | {'–' if rss is None else f'{rss / 1024:.0f}'} |")
+        p("")
+        p("CPU is the daemon's utime+stime (/proc/PID/stat) during the step; peak RSS is VmHWM "
+          "(/proc/PID/status) after it.")
+        p("")
+
+        # daemon CPU of the FUSE servers side by side
+        p("### FUSE server CPU seconds during each step (median)")
+        p("")
+        p("| workload | bindfs | bindfs tuned | ckpt-mount | ckpt-mount / bindfs |")
+        p("|---|---|---|---|---|")
+        for label, metric, name in rows:
+            if metric != "sec":
+                continue
+            c = {v: med(label, v, "cpu") for v in ("bindfs", "bindfs-tuned", "ckpt")}
+            if all(x is None for x in c.values()):
+                continue
+            f2 = lambda x: "–" if x is None else f"{x:.2f}"
+            p(f"| {name} | {f2(c['bindfs'])} | {f2(c['bindfs-tuned'])} | {f2(c['ckpt'])} | "
+              f"{fmt_ratio(c['ckpt'], c['bindfs'])} |")
+        p("")
+
+        # total CPU: the workload's processes plus the FUSE server, summed per run
+        def total_cpu(label, v):
+            w = byrep.get((label, v, "wcpu"), {})
+            d = byrep.get((label, v, "cpu"), {})
+            xs = [w[r] + d.get(r, 0.0) for r in w if v == "native" or r in d]
+            return statistics.median(xs) if xs else None
+
+        p("### Total CPU seconds: the workload's processes + the FUSE server (median)")
+        p("")
+        p("Less sensitive to a busy machine than wall time: what the work cost, wherever it ran.")
+        p("")
+        p("| workload | plain dir | bindfs | bindfs tuned | ckpt-mount | ckpt/plain | ckpt/bindfs |")
+        p("|---|---|---|---|---|---|---|")
+        for label, metric, name in rows:
+            if metric != "sec":
+                continue
+            c = {v: total_cpu(label, v) for v in FS_VARIANTS}
+            if all(x is None for x in c.values()):
+                continue
+            f2 = lambda x: "–" if x is None else f"{x:.2f}"
+            p(f"| {name} | " + " | ".join(f2(c[v]) for v in FS_VARIANTS) + " | "
+              f"{fmt_ratio(c['ckpt'], c['native'])} | {fmt_ratio(c['ckpt'], c['bindfs'])} |")
+        p("")
+
+    # -- first-write latency detail
+    if any(med("firstwrite", v, "median_us") is not None for v in FS_VARIANTS):
+        p("### Small-file write latency, µs per file (open r+b, write 1 byte, close)")
+        p("")
+        p("| loop | variant | median | p90 | p99 | mean |")
+        p("|---|---|---|---|---|---|")
+        for label, what in (("firstwrite", "first write in a fresh turn"),
+                            ("secondwrite", "second write, same turn")):
+            for v in FS_VARIANTS:
+                ms = [med(label, v, k) for k in ("median_us", "p90_us", "p99_us", "mean_us")]
+                if ms[0] is None:
+                    continue
+                p(f"| {what} | {VNAME[v]} | " + " | ".join(f"{x:.1f}" for x in ms) + " |")
+        p("")
+
+    # -- turns
+    trees = [t for t in ("npm", "linux", "linux-sub") if f"turn-{t}" in labels]
+    if trees:
+        tname = {"npm": "npm tree (7.4k files)", "linux": "Linux tree (78.6k files)",
+                 "linux-sub": "Linux subset (16.1k entries)"}
+        p("## A turn that edits 4 files (median milliseconds)")
+        p("")
+        p("| tree | plain: 4 edits | ckpt-mount: `echo N > .ckpt/turn` + 4 edits | ckpt-mount: turn switch alone "
+          "| `git add -A && git stash create` + 4 edits | shadow git `add -A -f && commit` + 4 edits "
+          "| shadow git: first snapshot (once) |")
+        p("|---|---|---|---|---|---|---|")
+        ms = lambda x: "–" if x is None else f"{x * 1000:.1f}"
+        for t in trees:
+            L = f"turn-{t}"
+            p(f"| {tname[t]} | {ms(med(L, 'native', 'sec'))} | {ms(med(L, 'ckpt', 'sec'))} | "
+              f"{ms(med(f'turnswitch-{t}', 'ckpt', 'sec'))} | {ms(med(L, 'git-stash', 'sec'))} | "
+              f"{ms(med(L, 'shadow-git', 'sec'))} | {ms(med(f'shadow-initial-{t}', 'shadow-git', 'sec'))} |")
+        p("")
+        p("The git recipes run on the plain folder, after the previous turn's 4 edits (so each "
+          "checkpoint has something to record); ckpt-mount's cost is the turn switch plus the 4 "
+          "captures on first write.")
+        p("")
+
+    # -- rewinds
+    rw = [l for l in labels if l.startswith("rewind-") and med(l, "ckpt", "sec") is not None]
+    if rw:
+        p("## Rewind (`ckpt-mount rewind N --dir DIR`, median wall seconds)")
+        p("")
+        p("| case | entries | n | wall s | ms per entry | daemon CPU s | daemon peak RSS MiB |")
+        p("|---|---|---|---|---|---|---|")
+        desc = {"rewind-rmrf": "after `rm -rf` of the subset (recreate every entry)"}
+        for l in rw:
+            s = med(l, "ckpt", "sec")
+            n = med(l, "ckpt", "files")
+            cpu = med(l, "ckpt", "cpu")
+            rss = med(l, "ckpt", "rss_kb")
+            d = desc.get(l, f"{int(n) if n else '?'} modified files of 10k")
+            fail = f" (FAILED ×{errors[(l, 'ckpt')]})" if errors.get((l, "ckpt")) else ""
+            p(f"| {d} | {int(n) if n else '?'} | {len(vals[(l, 'ckpt', 'sec')])} | {fmt_s(s)}{fail} | "
+              f"{(s * 1000 / n) if n else 0:.3f} | {'–' if cpu is None else f'{cpu:.2f}'} | "
+              f"{'–' if rss is None else f'{rss / 1024:.0f}'} |")
+        p("")
+
+    # -- store
+    st = [l for l in labels if med(l, "ckpt", "blob_bytes") is not None]
+    if st:
+        p("## Store after the turn (read on the underlying folder after unmount; median)")
+        p("")
+        p("| turn | pre-image bytes (raw) | blob bytes | blobs / raw | `du -sb .ckpt/blobs` | blob files "
+          "| journal bytes |")
+        p("|---|---|---|---|---|---|---|")
+        sdesc = {"rm-rf": "`rm -rf` of the Linux subset (full-tree turn)",
+                 "sed-i": "`sed -i` of 1,000 npm files", "firstwrite": "first write of 10k × 100 B files"}
+        for l in st:
+            raw = med(l, "ckpt", "raw_bytes")
+            b = med(l, "ckpt", "blob_bytes")
+            p(f"| {sdesc.get(l, l)} | {fmt_bytes(raw)} | {fmt_bytes(b)} | {fmt_ratio(b, raw)} | "
+              f"{fmt_bytes(med(l, 'ckpt', 'blob_du'))} | {med(l, 'ckpt', 'blobs') or 0:.0f} | "
+              f"{fmt_bytes(med(l, 'ckpt', 'journal_bytes'))} |")
+        p("")
+        p("Raw is the sum of the sizes of the regular files whose pre-images the turn needed; "
+          "identical contents are stored once.")
+        p("")
+
+    # -- problems
+    p("## Problems seen during the run")
+    p("")
+    groups = OrderedDict()  # (label, variant, message) -> [reps]
+    if a.problems:
+        with open(a.problems) as f:
+            for line in f:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) == 4:
+                    groups.setdefault((parts[0], parts[1], parts[3]), []).append(parts[2])
+    if not groups:
+        p("None: every step exited 0 and every check passed.")
+    for (label, variant, msg), reps in groups.items():
+        p(f"- `{label}` on {VNAME.get(variant, variant)} (rep {', '.join(reps)}): {msg}")
+    p("")
+
+    # -- every run
+    p("<details><summary>Every run (seconds, in repetition order)</summary>")
+    p("")
+    p("| step | variant | runs |")
+    p("|---|---|---|")
+    for l in labels:
+        for v in FS_VARIANTS + ["git-stash", "shadow-git"]:
+            xs = vals.get((l, v, "sec"))
+            if xs:
+                p(f"| {l} | {VNAME.get(v, v)} | " + " ".join(fmt_s(x) for x in xs) + " |")
+    p("")
+    p("</details>")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
