@@ -33,6 +33,11 @@ pub fn run(a: PruneArgs) -> CliResult {
     if a.keep_turns == Some(0) {
         return Err(CliError::usage("--keep-turns must be at least 1"));
     }
+    // A spinner on a terminal (silent otherwise): a prune that rewrites packs can take a while.
+    let spinner =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    spinner.set_message("pruning");
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
     let v = match super::target(a.dir)? {
         Target::Mounted(folder) => {
             let resp = super::call(
@@ -60,6 +65,7 @@ pub fn run(a: PruneArgs) -> CliResult {
             serde_json::to_value(&r).map_err(|e| CliError::fail(e.to_string()))?
         }
     };
+    spinner.finish_and_clear();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
