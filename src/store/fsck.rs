@@ -6,10 +6,10 @@
 use super::blob::{BlobStore, valid_id};
 use super::journal::{self, Line, PreImage, Record};
 use crate::relpath::RelPath;
-use crate::sys;
+
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -274,23 +274,13 @@ fn describe(raw: &[u8]) -> String {
     }
 }
 
-fn read_file(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Result<Vec<u8>, sys::Errno> {
-    let fd = sys::openat(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = sys::pread(fd.as_fd(), &mut buf, out.len() as u64)?;
-        if n == 0 {
-            return Ok(out);
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
-}
+use super::read_file;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::Store;
+    use std::os::fd::AsFd;
 
     fn kinds(r: &FsckReport) -> Vec<&'static str> {
         r.findings.iter().map(|f| f.kind).collect()

@@ -438,6 +438,12 @@ impl Store {
     }
 }
 
+/// Reads the whole file `name` in `dir` (never through a symlink).
+pub(crate) fn read_file(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Result<Vec<u8>, Errno> {
+    let fd = sys::openat(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
+    read_all(fd.as_fd())
+}
+
 fn read_all(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 1 << 20];

@@ -61,19 +61,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn read_whole(dir: BorrowedFd<'_>, file: &CString) -> SysResult<Vec<u8>> {
-    let fd = sys::openat(dir, file, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = sys::pread(fd.as_fd(), &mut buf, out.len() as u64)?;
-        if n == 0 {
-            return Ok(out);
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
-}
-
 /// Parses one index line.
 fn parse_line(line: &[u8], pack: u32) -> Option<(String, Loc)> {
     let text = std::str::from_utf8(line).ok()?;
@@ -127,7 +114,7 @@ impl Packs {
         let mut index = HashMap::new();
         for &p in &packs {
             let size = sys::lstatat(dir.as_fd(), &name(p, "dat")).map_or(0, |st| st.st_size as u64);
-            let idx = match read_whole(dir.as_fd(), &name(p, "idx")) {
+            let idx = match super::read_file(dir.as_fd(), &name(p, "idx")) {
                 Ok(b) => b,
                 Err(Errno(libc::ENOENT)) => Vec::new(),
                 Err(e) => return Err(e),

@@ -49,6 +49,18 @@ fn bytes_needed(store: &Store, from: u64, sizes: &std::collections::HashMap<Stri
     total
 }
 
+/// Bytes of blobs plus the journal.
+fn store_bytes(store: &Store) -> Result<u64, StoreError> {
+    let blobs: u64 = store
+        .blobs
+        .list()
+        .map_err(io("list blobs"))?
+        .iter()
+        .map(|(_, s)| s)
+        .sum();
+    Ok(blobs + store.journal_len())
+}
+
 /// Applies `policy` to an open store.
 pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreError> {
     let turns: Vec<u64> = store.index.turns.iter().map(|t| t.turn).collect();
@@ -73,14 +85,7 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
         }
     }
     let keep_from = turns.get(first_kept_idx).copied().unwrap_or(current);
-    let before: u64 = store
-        .blobs
-        .list()
-        .map_err(io("list blobs"))?
-        .iter()
-        .map(|(_, s)| s)
-        .sum::<u64>()
-        + store.journal_len();
+    let before = store_bytes(store)?;
     rewrite_journal(store, keep_from)?;
     let referenced: HashSet<String> = store
         .index
@@ -99,14 +104,7 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
         }
     }
     store.blobs.compact().map_err(io("compact packs"))?;
-    let after: u64 = store
-        .blobs
-        .list()
-        .map_err(io("list blobs"))?
-        .iter()
-        .map(|(_, s)| s)
-        .sum::<u64>()
-        + store.journal_len();
+    let after = store_bytes(store)?;
     Ok(PruneReport {
         dropped_turns: turns.iter().copied().filter(|t| *t < keep_from).collect(),
         kept_turns: store.index.turns.iter().map(|t| t.turn).collect(),
