@@ -16,6 +16,8 @@
 #   --head               build the committed HEAD (git archive into $WORK, own target dir)
 #                        instead of the working tree, so the results belong to one commit
 #   --rev REV            the same for another commit
+#   --resume             continue an interrupted run in $WORK: keep its measurements, skip the
+#                        runs it completed (give the same options as the first time)
 #
 # Environment:
 #   FIX=/tmp/ckpt-bench-fixtures   where the fixtures are (made by the fixtures script if missing)
@@ -37,8 +39,8 @@ set -u -o pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BENCH="$REPO/bench"
 
-QUICK=0 REPS="" LONG_REPS="" ONLY="" OUT="" BUILD=1 LIST=0 HEAD_BUILD=0 BUILD_REV=HEAD
-usage() { sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+QUICK=0 REPS="" LONG_REPS="" ONLY="" OUT="" BUILD=1 LIST=0 HEAD_BUILD=0 BUILD_REV=HEAD RESUME=0
+usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
     --only) ONLY="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     --no-build) BUILD=0 ;;
+    --resume) RESUME=1 ;;
     --head) HEAD_BUILD=1 BUILD_REV=HEAD ;;
     --rev) HEAD_BUILD=1 BUILD_REV="$2"; shift ;;
     --list) LIST=1 ;;
@@ -114,10 +117,12 @@ fi
 # ---------------------------------------------------------------------------------------------
 log() { printf '%s\n' "$*"; printf '%s\n' "$*" >> "$LOG"; }
 die() { echo "run.sh: $*" >&2; exit 1; }
-record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" >> "$RAW"; }
+# measurements and problems of the run in progress go to $CASE_RAW / $CASE_PROBLEMS and are
+# appended to $RAW / $PROBLEMS when the run is complete (so --resume never sees half a run)
+record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" >> "$CASE_RAW"; }
 # problem LABEL MESSAGE: something failed or looked wrong; goes into the results file
 problem() {
-  printf '%s\t%s\t%s\t%s\n' "$1" "${V:--}" "${REP:--}" "$(printf '%s' "$2" | tr '\t\n' '  ')" >> "$PROBLEMS"
+  printf '%s\t%s\t%s\t%s\n' "$1" "${V:--}" "${REP:--}" "$(printf '%s' "$2" | tr '\t\n' '  ')" >> "$CASE_PROBLEMS"
   log "  !! $1 on $V rep $REP: $2"
 }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
@@ -229,7 +234,8 @@ unmount_variant() {
 }
 cleanup() { [ -n "${MOUNTED:-}" ] && unmount_variant; }
 trap cleanup EXIT
-trap 'echo "interrupted" >&2; exit 130' INT TERM
+# an interrupted run keeps its completed measurements (see --resume) and how long it ran
+trap 'echo "interrupted" >&2; [ -n "${T0:-}" ] && echo "elapsed_part=$(sub_s "$T0" "$EPOCHREALTIME")" >> "$META"; exit 130' INT TERM
 
 # store LABEL RAW_BYTES: after unmount, the ckpt-mount store next to what was captured
 store_stats() {
@@ -473,7 +479,17 @@ mkdir -p "$WORK/bin" "$WORK/cache" "$WORK/logs" "$BENCH/results"
 exec 9> "$WORK/lock"
 flock -n 9 || die "another bench/run.sh is using $WORK (set WORK=... to run a second one)"
 LOG="$WORK/logs/run.log" RAW="$WORK/raw.tsv" PROBLEMS="$WORK/problems.tsv" META="$WORK/meta.txt"
-: > "$LOG"; : > "$RAW"; : > "$PROBLEMS"; : > "$META"
+CASE_RAW="$WORK/case-raw.tsv" CASE_PROBLEMS="$WORK/case-problems.tsv"
+: > "$CASE_RAW"; : > "$CASE_PROBLEMS"
+if [ "$RESUME" = 1 ] && [ -s "$META" ]; then
+  echo "== resumed $(date -u '+%Y-%m-%d %H:%M UTC')" >> "$LOG"
+  sed -i '/^load_end=/d; s/^elapsed_s=/elapsed_part=/' "$META"
+  echo "resumed=$(date -u '+%H:%M UTC') (load $(cut -d' ' -f1-3 /proc/loadavg))" >> "$META"
+  touch "$RAW" "$PROBLEMS"
+else
+  RESUME=0
+  : > "$LOG"; : > "$RAW"; : > "$PROBLEMS"; : > "$META"
+fi
 T0="$EPOCHREALTIME"
 
 log "== fixtures ($FIXTURES_SH, FIX=$FIX)"
@@ -519,7 +535,7 @@ fi
 rm -rf "$WORK/probe"
 
 RUN="$WORK/run" S="" T="" V="" REP="" W="" DPID=""
-{
+[ "$RESUME" = 1 ] || {
   echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "mode=$([ "$QUICK" = 1 ] && echo quick || echo full)"
   echo "reps=$REPS"
@@ -543,6 +559,8 @@ for W in "${WORKLOADS[@]}"; do
   for REP in $(seq "$reps"); do
     for V in ${WL_VARIANTS[$W]}; do
       case " $VARIANTS_OK " in *" $V "*) ;; *) continue ;; esac
+      if [ "$RESUME" = 1 ] && grep -qP "^\Q$W\E\t\Q$V\E\t$REP\tdone\t" "$RAW"; then continue; fi
+      : > "$CASE_RAW"; : > "$CASE_PROBLEMS"
       rm -rf "$RUN"; mkdir -p "$RUN/src"; S="$RUN/src"; T="$S"; DPID=""
       echo "-- $W $V rep $REP" >> "$LOG"
       "w_${W}_setup" >> "$LOG" 2>&1 || problem "$W" "setup failed"
@@ -554,6 +572,8 @@ for W in "${WORKLOADS[@]}"; do
         if declare -F "w_${W}_after" > /dev/null; then "w_${W}_after"; fi
       fi
       rm -rf "$RUN"
+      record "$W" "$V" "$REP" done 1
+      cat "$CASE_RAW" >> "$RAW"; cat "$CASE_PROBLEMS" >> "$PROBLEMS"; : > "$CASE_RAW"; : > "$CASE_PROBLEMS"
     done
   done
 done

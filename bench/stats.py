@@ -108,6 +108,10 @@ def main():
             for line in f:
                 if "=" in line:
                     k, v = line.rstrip("\n").split("=", 1)
+                    if k == "elapsed_part":  # segments of a run continued with --resume
+                        meta["parts"] = meta.get("parts", 0.0) + float(v)
+                        meta["segments"] = meta.get("segments", 1) + 1
+                        continue
                     meta[k] = v
 
     out = []
@@ -115,6 +119,8 @@ def main():
     p(f"# ckpt-mount benchmark — {meta.get('date', '?')} ({meta.get('mode', '?')})")
     p("")
     el = meta.get("elapsed_s")
+    if el is not None and "parts" in meta:
+        el = float(el) + meta["parts"]
     p(f"- commit {meta.get('git', '?')}, binary {meta.get('binary', '?')}")
     p(f"- Linux {meta.get('kernel', '?')}, {meta.get('cpus', '?')} CPUs, {meta.get('mem', '?')}; "
       f"{meta.get('bindfs', '?')}")
@@ -123,7 +129,8 @@ def main():
     p(f"- load average at start {meta.get('load_start', '?')}, at end {meta.get('load_end', '?')} "
       "(the machine is shared: compare ratios, not absolute times)")
     if el:
-        p(f"- total run time {float(el) / 60:.1f} min")
+        seg = f" in {meta['segments']} segments (interrupted, continued with --resume: {meta.get('resumed', '')})" if "segments" in meta else ""
+        p(f"- total run time {float(el) / 60:.1f} min{seg}")
     p(f"- bindfs: `bindfs --no-allow-other SRC MNT`; bindfs tuned: `{meta.get('bindfs_tuned', '?')}`; "
       f"ckpt-mount: {meta.get('ckpt_options', 'defaults')}, mounted over the folder, in turn 2")
     p("")
