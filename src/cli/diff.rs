@@ -46,15 +46,7 @@ fn colour(text: &str) -> String {
 
 /// Runs `diff`.
 pub fn run(a: DiffArgs) -> CliResult {
-    let t = super::target(a.dir)?;
-    let folder = match &t {
-        Target::Mounted(f) | Target::Offline(f) => f.clone(),
-    };
-    let paths = a
-        .paths
-        .iter()
-        .map(|p| super::relative_path(&folder, p))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (t, paths) = super::target_with_paths(a.dir, &a.paths)?;
     let changes: Vec<FileChange> = match t {
         Target::Mounted(folder) => {
             let resp = super::call(

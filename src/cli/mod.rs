@@ -179,6 +179,22 @@ pub fn target(dir: Option<PathBuf>) -> Result<Target, CliError> {
     }
 }
 
+/// Resolves `--dir` and the paths given after `--`, relative to that folder.
+pub fn target_with_paths(
+    dir: Option<PathBuf>,
+    paths: &[PathBuf],
+) -> Result<(Target, Vec<String>), CliError> {
+    let t = target(dir)?;
+    let folder = match &t {
+        Target::Mounted(f) | Target::Offline(f) => f.clone(),
+    };
+    let rel = paths
+        .iter()
+        .map(|p| relative_path(&folder, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((t, rel))
+}
+
 /// A path given on the command line, as a validated path relative to `folder`.
 pub fn relative_path(folder: &std::path::Path, p: &std::path::Path) -> Result<String, CliError> {
     let abs = if p.is_absolute() {

@@ -99,15 +99,7 @@ pub fn run(a: RewindArgs) -> CliResult {
     if a.turn == Some(0) {
         return Err(CliError::usage("turns start at 1"));
     }
-    let t = super::target(a.dir)?;
-    let folder = match &t {
-        Target::Mounted(f) | Target::Offline(f) => f.clone(),
-    };
-    let paths = a
-        .paths
-        .iter()
-        .map(|p| super::relative_path(&folder, p))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (t, paths) = super::target_with_paths(a.dir, &a.paths)?;
     match t {
         Target::Mounted(folder) => {
             let req = Request::Rewind {
