@@ -252,7 +252,7 @@ impl Capturer {
             return Ok(());
         }
         let pre = read_preimage(&store.blobs, parent, name, max_blob)?;
-        log::info!(target: "ckpt::capture", "captured turn={} path={path} kind={}", store.index.current_turn(), pre.kind());
+        log::debug!(target: "ckpt::capture", "captured turn={} path={path} kind={}", store.index.current_turn(), pre.kind());
         let turn = store.index.current_turn();
         store
             .append(Record::Capture {

@@ -73,3 +73,66 @@ fn a_compressed_store_rewinds_exactly_and_checks_clean() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
     m.remount();
 }
+
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn listings_cached_by_the_kernel_follow_changes_and_rewinds() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::create_dir_all(d.join("d/s")).expect("mkdir");
+        for f in ["d/a", "d/b", "d/s/x"] {
+            std::fs::write(d.join(f), f).expect("write");
+        }
+    });
+    m.turn(2);
+    let d = m.path("d");
+    let start = names(&d);
+    assert_eq!(start, ["a", "b", "s"]);
+    // Listed twice so the second comes from the kernel's directory cache.
+    assert_eq!(names(&d), start);
+    m.sh("rm d/b; touch d/c; rm -rf d/s; mkdir d/t");
+    assert_eq!(names(&d), ["a", "c", "t"]);
+    assert_eq!(names(&d), ["a", "c", "t"]);
+    m.rewind(2);
+    assert_eq!(names(&d), start);
+    assert_eq!(names(&m.path("d/s")), ["x"]);
+    // The listing the daemon gives agrees with the host folder's.
+    let mut m = m;
+    m.unmount();
+    assert_eq!(names(&m.dir.join("d")), start);
+}
+
+#[test]
+fn a_big_directory_lists_whole_and_comes_back_after_rm_rf() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::create_dir(d.join("big")).expect("mkdir");
+        for i in 0..3000 {
+            std::fs::write(d.join(format!("big/file-with-a-longish-name-{i:05}")), "x")
+                .expect("write");
+        }
+    });
+    let expect: Vec<String> = (0..3000)
+        .map(|i| format!("file-with-a-longish-name-{i:05}"))
+        .collect();
+    assert_eq!(names(&m.path("big")), expect);
+    // `ls -f` reads in the kernel's getdents order, several replies deep.
+    assert_eq!(m.sh("ls -f big | grep -c longish").trim(), "3000");
+    m.turn(2);
+    m.sh("rm -rf big");
+    assert!(!m.path("big").exists());
+    m.rewind(2);
+    assert_eq!(names(&m.path("big")), expect);
+}

@@ -100,9 +100,6 @@ enum HandleKind {
     File {
         writable: bool,
     },
-    Dir {
-        entries: Mutex<Vec<DirItem>>,
-    },
     Control {
         node: u64,
         snapshot: Mutex<Vec<u8>>,
@@ -1352,145 +1349,144 @@ impl CkptFs {
 
     // ---- directories ----
 
-    /// `opendir`.
-    pub fn opendir(&self, node: u64) -> FsResult<u64> {
-        let entries = if node == CTL_DIR {
-            let mut v = vec![
-                DirItem {
-                    ino: CTL_DIR,
-                    offset: 1,
-                    kind: FileType::Directory,
-                    name: ".".into(),
-                },
-                DirItem {
-                    ino: self.root_host.ino,
-                    offset: 2,
-                    kind: FileType::Directory,
-                    name: "..".into(),
-                },
-            ];
-            for (i, (n, name)) in control::ENTRIES.iter().enumerate() {
-                v.push(DirItem {
-                    ino: *n,
-                    offset: i as u64 + 3,
-                    kind: FileType::RegularFile,
-                    name: (*name).into(),
-                });
-            }
-            v
-        } else if control::is_control(node) {
-            return Err(Errno(libc::ENOTDIR));
-        } else {
-            self.list_dir(node)?
-        };
-        Ok(self.add_handle(Handle {
-            node,
-            fd: None,
-            kind: HandleKind::Dir {
-                entries: Mutex::new(entries),
+    /// The control directory's listing; `offset` cookies 1, 2, … in this order.
+    fn control_dir_items(&self) -> Vec<DirItem> {
+        let mut v = vec![
+            DirItem {
+                ino: CTL_DIR,
+                offset: 1,
+                kind: FileType::Directory,
+                name: ".".into(),
             },
-        }))
-    }
-
-    fn list_dir(&self, node: u64) -> FsResult<Vec<DirItem>> {
-        let dir = self.dir_fd(node)?;
-        let rd = sys::reopen(dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
-        let raw = sys::read_dir_all(rd.as_fd(), true)?;
-        let mut out = Vec::with_capacity(raw.len());
-        for e in raw {
-            let name = OsString::from_vec_compat(e.name);
-            if node == ROOT && name.as_bytes() == STORE_DIR.as_bytes() {
-                // `.ckpt` answers a lookup but is not listed (like a hidden `.zfs`), so tree
-                // walkers (`git clean -fdx`, `find -delete`, `rm -rf ./.*`, `cp -r .`) never
-                // stumble on the control files; naming it still reaches them.
-                continue;
-            }
-            let offset = out.len() as u64 + 1;
-            out.push(DirItem {
-                ino: e.ino,
-                offset,
-                kind: dt_kind(e.kind),
-                name,
+            DirItem {
+                ino: self.root_host.ino,
+                offset: 2,
+                kind: FileType::Directory,
+                name: "..".into(),
+            },
+        ];
+        for (i, (n, name)) in control::ENTRIES.iter().enumerate() {
+            v.push(DirItem {
+                ino: *n,
+                offset: i as u64 + 3,
+                kind: FileType::RegularFile,
+                name: (*name).into(),
             });
         }
-        Ok(out)
+        v
     }
 
-    /// `readdir`: entries after `offset`; `sink` returns true when the reply is full.
+    /// Feeds `f` the entries of a directory after the cookie `offset` until it returns true
+    /// (reply full) or the listing ends.
+    ///
+    /// Stateless: the mount answers OPENDIR with ENOSYS, so the kernel keeps no handle here
+    /// and caches listings itself (see `FuseAdapter::opendir`). The cookies are the host
+    /// filesystem's own `d_off`, so a listing resumed after concurrent changes behaves as
+    /// it does on the host: no snapshot to go stale, nothing held between calls.
+    fn each_dir_item(
+        &self,
+        node: u64,
+        offset: u64,
+        f: &mut dyn FnMut(&DirItem) -> FsResult<bool>,
+    ) -> FsResult<()> {
+        if node == CTL_DIR {
+            for item in self.control_dir_items() {
+                if item.offset > offset && f(&item)? {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        if control::is_control(node) {
+            return Err(Errno(libc::ENOTDIR));
+        }
+        let dir = self.dir_fd(node)?;
+        let rd = sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        if offset != 0 {
+            sys::lseek(rd.as_fd(), offset as i64, libc::SEEK_SET)?;
+        }
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let chunk = sys::read_dir_chunk(rd.as_fd(), &mut buf)?;
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            for e in chunk {
+                if node == ROOT && e.name == STORE_DIR.as_bytes() {
+                    // `.ckpt` answers a lookup but is not listed (like a hidden `.zfs`), so
+                    // tree walkers (`git clean -fdx`, `find -delete`, `rm -rf ./.*`, `cp -r
+                    // .`) never stumble on the control files; naming it still reaches them.
+                    continue;
+                }
+                let item = DirItem {
+                    ino: e.ino,
+                    offset: e.next,
+                    kind: dt_kind(e.kind),
+                    name: OsString::from_vec_compat(e.name),
+                };
+                if f(&item)? {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// `readdir`: entries after the cookie `offset`; `sink` returns true when the reply is
+    /// full (that entry was not sent).
     pub fn readdir(
         &self,
         node: u64,
-        fh: u64,
         offset: u64,
         sink: &mut dyn FnMut(&DirItem) -> bool,
     ) -> FsResult<()> {
-        let h = self.handle(fh)?;
-        let HandleKind::Dir { entries } = &h.kind else {
-            return Err(Errno(libc::EBADF));
-        };
-        let mut entries = entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if offset == 0 && node != CTL_DIR && h.node == node {
-            // rewinddir(): a fresh listing, as a local filesystem would give.
-            *entries = self.list_dir(node)?;
-        }
-        for item in entries.iter().skip(offset as usize) {
-            if sink(item) {
-                break;
-            }
-        }
-        Ok(())
+        self.each_dir_item(node, offset, &mut |item| Ok(sink(item)))
     }
 
     /// `readdirplus`: as `readdir`, with an entry (and a lookup) for each name but `.`/`..`.
     pub fn readdirplus(
         &self,
         node: u64,
-        fh: u64,
         offset: u64,
         sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
     ) -> FsResult<()> {
-        let h = self.handle(fh)?;
-        let HandleKind::Dir { entries } = &h.kind else {
-            return Err(Errno(libc::EBADF));
-        };
-        let mut entries = entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if offset == 0 && node != CTL_DIR {
-            *entries = self.list_dir(node)?;
-        }
-        let dir = if node == CTL_DIR {
+        let dir = if node == CTL_DIR || control::is_control(node) {
             None
         } else {
             Some(self.dir_fd(node)?)
         };
-        for item in entries.iter().skip(offset as usize) {
+        self.each_dir_item(node, offset, &mut |item| {
             let dots = item.name == "." || item.name == "..";
             let entry = if dots {
                 None
             } else if node == CTL_DIR {
                 control::lookup(item.name.as_bytes()).map(|n| self.control_entry(n))
-            } else if node == ROOT && item.name.as_bytes() == STORE_DIR.as_bytes() {
-                Some(self.control_entry(CTL_DIR))
             } else {
                 let d = dir.as_ref().ok_or(Errno(libc::EBADF))?;
                 match sys::lstatat(d.as_fd(), &cname(&item.name)?) {
                     Ok(st) => Some(self.entry(node, &item.name, &st)),
-                    Err(Errno(libc::ENOENT)) => continue, // gone since the listing
+                    Err(Errno(libc::ENOENT)) => return Ok(false), // gone since getdents
                     Err(e) => return Err(e),
                 }
             };
-            if sink(item, entry.as_ref()) {
+            let full = sink(item, entry.as_ref());
+            if full {
                 // Not sent: the kernel got no reference, so take the lookup back.
                 if let Some(e) = entry.filter(|e| !control::is_control(e.node)) {
                     self.forget(e.node, 1);
                 }
-                break;
             }
+            Ok(full)
+        })
+    }
+
+    /// `fsyncdir`: the directory's entries made durable on the host.
+    pub fn fsyncdir(&self, node: u64, datasync: bool) -> FsResult<()> {
+        if control::is_control(node) {
+            return Ok(());
         }
-        Ok(())
+        let dir = self.dir_fd(node)?;
+        let rd = sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        sys::fsync(rd.as_fd(), datasync)
     }
 
     /// `statfs`.
