@@ -158,10 +158,17 @@ impl Filesystem for FuseAdapter {
         // under the running process and then fail. Without it the kernel checks first, then
         // truncates through SETATTR (one more round trip per O_TRUNC open), dropping set-id
         // bits on the way as for any truncation.
+        //
+        // FUSE_HANDLE_KILLPRIV_V2: the daemon drops set-id bits itself (it already does, by
+        // the local-filesystem rules in `setid_to_drop`, on truncation, chown and the empty
+        // setattr a write by a caller without CAP_FSETID still sends), so the kernel stops
+        // refreshing attributes before each chown and marks inodes S_NOSEC: a file written
+        // in many `write` calls costs one `security.capability` GETXATTR, not one per call.
         let want = InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_EXPORT_SUPPORT;
+            | InitFlags::FUSE_EXPORT_SUPPORT
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         let _ = config.add_capabilities(want & config.capabilities());
         let _ = config.set_max_write(1 << 20);
         // Passthrough is correct here because capture happens at open and at turn boundaries,
