@@ -131,6 +131,7 @@ def main():
     if el:
         seg = f" in {meta['segments']} segments (interrupted, continued with --resume: {meta.get('resumed', '')})" if "segments" in meta else ""
         p(f"- total run time {float(el) / 60:.1f} min{seg}")
+    p(f"- workloads ran on: {meta.get('fs', 'the host filesystem of $WORK')}")
     p(f"- bindfs: `bindfs --no-allow-other SRC MNT`; bindfs tuned: `{meta.get('bindfs_tuned', '?')}`; "
       f"ckpt-mount: {meta.get('ckpt_options', 'defaults')}, mounted over the folder, in turn 2")
     p("")
