@@ -52,7 +52,7 @@ pub fn read_preimage(
                 // the gate, so this is an outside writer; refuse rather than store a mix.
                 return Err(Errno(libc::EAGAIN));
             }
-            let stored = blobs.put_fd(fd.as_fd())?;
+            let stored = blobs.put_fd_sized(fd.as_fd(), now.st_size as u64)?;
             PreImage::File {
                 blob: stored.id,
                 size: stored.size,
@@ -166,6 +166,9 @@ impl std::fmt::Display for TurnError {
 /// Largest turn number accepted (keeps every number exact in JSON readers).
 pub const MAX_TURN: u64 = (1 << 53) - 1;
 
+/// The default `--max-blob`: bigger files are recorded as skipped, not stored.
+pub const DEFAULT_MAX_BLOB: u64 = 1 << 30;
+
 /// The capture policy over an open store.
 #[derive(Debug)]
 pub struct Capturer {
@@ -228,6 +231,9 @@ impl Capturer {
         who: Who,
     ) -> Result<(), Errno> {
         let mut store = self.lock();
+        if store.index.captured_now.contains(path) {
+            return Ok(()); // the common case: no /proc read for the program's name
+        }
         Self::ensure_locked(
             &mut store,
             self.max_blob,

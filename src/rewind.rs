@@ -387,17 +387,18 @@ fn cname(path: &RelPath) -> CString {
     CString::new(path.file_name().as_encoded_bytes()).unwrap_or_default()
 }
 
-/// Saves the current state of everything the plan will overwrite or delete.
 /// Rewinds only `paths` (what lies below them, and the directories above them) to the start of
 /// turn `to`. This is a change made in the current turn like any other: what it overwrites is
 /// captured for the current turn first, so no turn leaves the index, and rewinding the current
-/// turn undoes it.
+/// turn undoes it, under the same `max_blob` limit as any other capture (a bigger file is
+/// recorded as skipped, with its reason).
 pub fn rewind_paths(
     root: BorrowedFd<'_>,
     store: &mut Store,
     to: u64,
     paths: &[RelPath],
     dry_run: bool,
+    max_blob: u64,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
     if !store.index.has_turn(to) {
@@ -434,6 +435,9 @@ pub fn rewind_paths(
     }
     let mut records = Vec::new();
     for step in plan.steps() {
+        if matches!(step.target, PreImage::Skipped { .. }) {
+            continue; // never restored, so this rewind leaves it as it is
+        }
         let Ok(parent) = open_parent(root, &step.path) else {
             continue;
         };
@@ -442,7 +446,7 @@ pub fn rewind_paths(
         let captured = &store.index.captured_now;
         let _ = walk_tree(parent.as_fd(), &name, &step.path, &mut |p, dir, n| {
             if !captured.contains(p) {
-                records.push((p.clone(), read_preimage(blobs, dir, n, u64::MAX)?));
+                records.push((p.clone(), read_preimage(blobs, dir, n, max_blob)?));
             }
             Ok(())
         });

@@ -253,6 +253,43 @@ fn rewinding_only_some_paths_leaves_the_rest_and_the_history() {
 }
 
 #[test]
+fn a_partial_rewind_over_a_file_bigger_than_max_blob_records_it_as_skipped() {
+    if !require_fuse() {
+        return;
+    }
+    let mut m = Mounted::with_args(
+        |d| std::fs::write(d.join("f"), "small\n").expect("write"),
+        &["--max-blob", "1K"],
+    );
+    m.turn(2);
+    m.sh("head -c 4096 /dev/zero | tr '\\0' Z > f");
+    m.turn(3);
+    let o = Command::new(bin())
+        .args(["rewind", "2", "--dir"])
+        .arg(&m.dir)
+        .args(["--", "f"])
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(m.path("f")).expect("f"), "small\n");
+    // What the partial rewind overwrote was captured for turn 3 under the same limit: not
+    // stored, recorded as skipped, and a rewind of turn 3 says so instead of succeeding.
+    let o = m.cli(&["rewind", "3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(said.contains("max-blob"), "{said}");
+    assert_eq!(std::fs::read_to_string(m.path("f")).expect("f"), "small\n");
+    m.unmount();
+    let big = vec![b'Z'; 4096];
+    for (name, bytes) in common::store_bytes(&m.dir) {
+        assert!(
+            !bytes.windows(big.len()).any(|w| w == big.as_slice()),
+            "the 4 KiB file was stored in {name}"
+        );
+    }
+}
+
+#[test]
 fn completions_and_man_page_come_from_the_cli_definitions() {
     let o = run(&["completions", "bash"]);
     assert!(o.status.success());

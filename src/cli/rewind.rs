@@ -150,7 +150,15 @@ pub fn run(a: RewindArgs) -> CliResult {
                     .iter()
                     .filter_map(|p| crate::relpath::RelPath::new(p.as_bytes()).ok())
                     .collect();
-                rewind::rewind_paths(root, &mut store, to, &only, a.dry_run, &progress)
+                rewind::rewind_paths(
+                    root,
+                    &mut store,
+                    to,
+                    &only,
+                    a.dry_run,
+                    crate::capture::DEFAULT_MAX_BLOB,
+                    &progress,
+                )
             }
             .map_err(|e| CliError::fail(e.to_string()))?;
             bar.finish_and_clear();

@@ -32,7 +32,7 @@ pub fn run(a: RunArgs) -> CliResult {
         let args = super::mount::MountArgs {
             dir: dir.clone(),
             foreground: false,
-            max_blob: 1 << 30,
+            max_blob: crate::capture::DEFAULT_MAX_BLOB,
             allow_other: false,
             durable: false,
             threads: 4,

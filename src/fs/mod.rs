@@ -1675,8 +1675,15 @@ impl CkptFs {
         let report = {
             let _gate = self.exclusive_gate();
             let mut store = self.capture.lock();
-            let report =
-                rewind::rewind_paths(self.root.as_fd(), &mut store, to, paths, dry_run, progress)?;
+            let report = rewind::rewind_paths(
+                self.root.as_fd(),
+                &mut store,
+                to,
+                paths,
+                dry_run,
+                self.capture.max_blob(),
+                progress,
+            )?;
             drop(store);
             if !dry_run {
                 self.lock_dirs().map.clear();
