@@ -239,7 +239,20 @@ def main():
         p("")
         p("The git recipes run on the plain folder, after the previous turn's 4 edits (so each "
           "checkpoint has something to record); ckpt-mount's cost is the turn switch plus the 4 "
-          "captures on first write.")
+          "captures on first write. Every cell is one `sh -c` (about 1–2 ms of it is starting "
+          "the shell), so the checkpoint's own cost is what each adds over the plain 4 edits:")
+        p("")
+        p("| tree | ckpt-mount adds | `git stash create` adds | shadow git adds | git stash / ckpt-mount | shadow git / ckpt-mount |")
+        p("|---|---|---|---|---|---|")
+        for t in trees:
+            L = f"turn-{t}"
+            base = med(L, "native", "sec")
+            add = {v: (None if base is None or med(L, v, "sec") is None else med(L, v, "sec") - base)
+                   for v in ("ckpt", "git-stash", "shadow-git")}
+            ratio = lambda v: ("–" if add[v] is None or not add["ckpt"] or add["ckpt"] <= 0
+                               else f"{add[v] / add['ckpt']:.0f}×")
+            p(f"| {tname[t]} | {ms(add['ckpt'])} | {ms(add['git-stash'])} | {ms(add['shadow-git'])} | "
+              f"{ratio('git-stash')} | {ratio('shadow-git')} |")
         p("")
 
     # -- rewinds

@@ -322,9 +322,13 @@ pub fn fchown(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> SysResult<()> {
         .map(drop)
 }
 
-/// Changes the mode of the inode behind `fd`, which may be an `O_PATH` descriptor. Uses the
-/// descriptor's `/proc/self/fd` entry, so the inode is the one already opened (no path race).
+/// Changes the mode of the inode behind `fd`, which may be an `O_PATH` descriptor: through
+/// `fchmodat2(fd, "", AT_EMPTY_PATH)` (Linux 6.6+), else the descriptor's `/proc/self/fd`
+/// entry; either way the inode already opened (no path race).
 pub fn fchmod_any(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
+    // Same number on every architecture (syscalls added after 424 share one table).
+    const SYS_FCHMODAT2: libc::c_long = 452;
+    static NO_FCHMODAT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     // SAFETY: plain syscall; fchmod works on regular descriptors.
     let r = unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) };
     if r == 0 {
@@ -333,6 +337,26 @@ pub fn fchmod_any(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
     let e = Errno::last();
     if e.0 != libc::EBADF {
         return Err(e);
+    }
+    if !NO_FCHMODAT2.load(std::sync::atomic::Ordering::Relaxed) {
+        // SAFETY: empty path with AT_EMPTY_PATH operates on `fd` itself.
+        let r = unsafe {
+            libc::syscall(
+                SYS_FCHMODAT2,
+                fd.as_raw_fd(),
+                c"".as_ptr(),
+                mode as libc::mode_t,
+                libc::AT_EMPTY_PATH,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = Errno::last();
+        if e.0 != libc::ENOSYS && e.0 != libc::EINVAL {
+            return Err(e);
+        }
+        NO_FCHMODAT2.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     let p = proc_fd_path(fd);
     // SAFETY: `p` is a valid C string naming our own descriptor.

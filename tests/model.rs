@@ -773,3 +773,19 @@ fn regression_link_anchor_is_not_a_path_the_plan_replaces() {
         2, // rewind to 3, then to 1
     );
 }
+
+#[test]
+fn regression_a_rewind_refreshes_a_listing_cached_after_an_open_file_was_removed() {
+    // Removing a file that is held open leaves no dentry to invalidate, so the kernel kept
+    // its cached listing of the folder (without `a`) after the rewind brought `a` back.
+    run_case(
+        &[
+            Write("a", 0),
+            Open("a"),
+            NextTurn(1), // turn 2
+            RemoveFile("a"),
+            Truncate("b", 0),
+        ],
+        7,
+    );
+}

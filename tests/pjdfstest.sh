@@ -184,6 +184,13 @@ setid_probe() (
     mkf w7 root 04777 && perl -MFcntl -e "$w" w7 && show w7
     # root without CAP_FSETID is like anyone else
     mkf w8 root 06777 && setpriv --bounding-set -fsetid perl -MFcntl -e "$w" w8 2>&1 && show w8
+    # made set-id by root while the user holds it open for writing, after a first write
+    mkf wo root 0666
+    as_tests perl -MFcntl -e 'sysopen(F, $ARGV[0], O_WRONLY) or die "$!\n"; syswrite(F, "a") or die "$!\n";
+        select(undef, undef, undef, 0.05) until -e "go"; syswrite(F, "b") or die "$!\n"' wo &
+    writer=$!
+    for _ in $(seq 200); do [ -s wo ] && break; sleep 0.05; done
+    chmod 04777 wo && touch go && wait "$writer" && show wo
     for c in t1:04777 t2:02767 t3:06777; do
         mkf "${c%%:*}" root "${c##*:}"
         as_tests perl -e 'truncate($ARGV[0], 0) or die "$!\n"' "${c%%:*}" && show "${c%%:*}"

@@ -1698,6 +1698,10 @@ impl CkptFs {
 
     fn invalidate(&self, changed: &[RelPath]) {
         let inv = self.invalidator.get().cloned();
+        // Each parent's inode too: that drops the kernel's cached listing of the directory.
+        // The entry invalidation alone marks the directory changed only when the kernel still
+        // has a dentry for the name, which a file removed while held open leaves it without.
+        let mut parents = std::collections::HashSet::new();
         for path in changed {
             let parts: Vec<&[u8]> = path.as_bytes().split(|b| *b == b'/').collect();
             let mut parent = Some(ROOT);
@@ -1724,6 +1728,12 @@ impl CkptFs {
                     inv.inval_inode(node);
                 }
                 inv.inval_entry(parent, name);
+            }
+            parents.insert(parent);
+        }
+        if let Some(inv) = &inv {
+            for parent in parents {
+                inv.inval_inode(parent);
             }
         }
         // Names below what the rewind removed or replaced are gone with it.
