@@ -136,3 +136,42 @@ fn a_big_directory_lists_whole_and_comes_back_after_rm_rf() {
     m.rewind(2);
     assert_eq!(names(&m.path("big")), expect);
 }
+
+#[test]
+fn a_file_held_open_for_reading_is_written_through_a_second_open() {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::FileExt;
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| std::fs::write(d.join("f"), "0123456789").expect("write"));
+    m.turn(2);
+    // The read-only open registers the inode's passthrough backing file; the writable opens
+    // after it share that registration and must still write.
+    let mut reader = std::fs::File::open(m.path("f")).expect("open for reading");
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("f"))
+        .expect("open for writing");
+    writer.write_all_at(b"abc", 2).expect("pwrite");
+    let mut appender = std::fs::OpenOptions::new()
+        .append(true)
+        .open(m.path("f"))
+        .expect("open for appending");
+    appender.write_all(b"!").expect("append");
+    drop((writer, appender));
+    let mut seen = String::new();
+    reader.rewind().expect("seek");
+    reader.read_to_string(&mut seen).expect("read");
+    assert_eq!(seen, "01abc56789!");
+    assert_eq!(
+        std::fs::read_to_string(m.path("f")).expect("read"),
+        "01abc56789!"
+    );
+    drop(reader);
+    m.rewind(2);
+    assert_eq!(
+        std::fs::read_to_string(m.path("f")).expect("read"),
+        "0123456789"
+    );
+}

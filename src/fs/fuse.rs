@@ -50,7 +50,7 @@ impl FuseAdapter {
         &self,
         node: u64,
         fh: u64,
-        register: impl FnOnce(&std::os::fd::OwnedFd) -> std::io::Result<BackingId>,
+        register: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> std::io::Result<BackingId>,
     ) -> Option<Arc<BackingId>> {
         if !self.passthrough.load(Ordering::Relaxed) || super::control::is_control(node) {
             return None;
@@ -59,8 +59,8 @@ impl FuseAdapter {
         let id = match cache.by_node.get(&node).and_then(Weak::upgrade) {
             Some(id) => id,
             None => {
-                let fd = self.fs.backing_fd(fh).ok()?;
-                let id = Arc::new(register(&fd).map_err(|e| log::debug!(target: "ckpt::fuse", "no passthrough for node {node}: {e}")).ok()?);
+                let id = self.fs.with_backing_fd(fh, register).ok()?;
+                let id = Arc::new(id.map_err(|e| log::debug!(target: "ckpt::fuse", "no passthrough for node {node}: {e}")).ok()?);
                 cache.by_node.insert(node, Arc::downgrade(&id));
                 id
             }

@@ -1267,16 +1267,23 @@ impl CkptFs {
         Ok(n as u32)
     }
 
-    /// A read-write descriptor of the file behind an open handle, for kernel passthrough (one
-    /// backing file serves every open of the inode, whatever each open's access mode).
-    pub fn backing_fd(&self, fh: u64) -> FsResult<OwnedFd> {
+    /// Calls `register` with the descriptor of an open handle's regular file, to make it the
+    /// kernel's passthrough backing file. The handle's own descriptor serves, whatever its
+    /// access mode: the kernel opens a backing file of its own for every open, with that
+    /// open's flags, from the registered file's path (one registration serves every open of
+    /// the inode).
+    pub fn with_backing_fd<R>(
+        &self,
+        fh: u64,
+        register: impl FnOnce(BorrowedFd<'_>) -> R,
+    ) -> FsResult<R> {
         let h = self.handle_fd(fh)?;
         let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
         let st = sys::fstat(fd.as_fd())?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err(Errno(libc::EINVAL));
         }
-        sys::reopen(fd.as_fd(), libc::O_RDWR)
+        Ok(register(fd.as_fd()))
     }
 
     /// `flush` (each `close`): a control file opened for writing and closed without a byte
