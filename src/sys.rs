@@ -326,8 +326,12 @@ pub fn fchown(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> SysResult<()> {
 /// `fchmodat2(fd, "", AT_EMPTY_PATH)` (Linux 6.6+), else the descriptor's `/proc/self/fd`
 /// entry; either way the inode already opened (no path race).
 pub fn fchmod_any(fd: BorrowedFd<'_>, mode: u32) -> SysResult<()> {
-    // Same number on every architecture (syscalls added after 424 share one table).
+    // 452 on every architecture (syscalls added since Linux 5.1 share one number); x32 adds
+    // its usual syscall bit. Not every target of the libc crate defines it yet.
+    #[cfg(not(all(target_arch = "x86_64", target_pointer_width = "32")))]
     const SYS_FCHMODAT2: libc::c_long = 452;
+    #[cfg(all(target_arch = "x86_64", target_pointer_width = "32"))]
+    const SYS_FCHMODAT2: libc::c_long = 0x4000_0000 + 452;
     static NO_FCHMODAT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     // SAFETY: plain syscall; fchmod works on regular descriptors.
     let r = unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) };
