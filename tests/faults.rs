@@ -2,37 +2,9 @@
 //! silently lost.
 
 mod common;
-use common::{Mounted, assert_same_tree, require_fuse, tree};
-use std::path::{Path, PathBuf};
+use common::{Mounted, Tmpfs, assert_same_tree, require_fuse, tree};
+use std::path::Path;
 use std::process::Command;
-
-/// A size-limited tmpfs mounted on a folder, unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Self {
-        let ok = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0755"),
-                "tmpfs",
-            ])
-            .arg(dir)
-            .status()
-            .expect("run mount")
-            .success();
-        assert!(ok, "mounting a tmpfs needs root");
-        Self(dir.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 #[test]
 fn a_capture_that_cannot_be_stored_fails_the_mutation_with_enospc() {
@@ -44,7 +16,7 @@ fn a_capture_that_cannot_be_stored_fails_the_mutation_with_enospc() {
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     let m = Mounted::with(|d| {
-        fs_guard = Some(Tmpfs::mount(d, "12m"));
+        fs_guard = Some(Tmpfs::mount(d, "size=12m"));
         std::fs::write(d.join("big"), &big).expect("write big");
         std::fs::write(d.join("small"), "small\n").expect("write small");
     });

@@ -5,7 +5,7 @@
 //! `CKPT_STRESS_SECS` sets how long the writers run (default 60).
 
 mod common;
-use common::{Mounted, Node, assert_same_tree, bin, require_fuse, tree};
+use common::{Mounted, Node, Tmpfs, assert_same_tree, bin, require_fuse, tree};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -146,38 +146,6 @@ impl Drop for Sampler {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
-        }
-    }
-}
-
-/// A tmpfs mounted on a folder, unmounted (and the folder removed) on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Self {
-        let ok = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},nr_inodes=400k,mode=0755"),
-                "tmpfs",
-            ])
-            .arg(dir)
-            .status()
-            .expect("run mount")
-            .success();
-        assert!(ok, "mounting a tmpfs needs root");
-        Self(dir.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
-        if let Some(parent) = self.0.parent() {
-            let _ = std::fs::remove_dir(parent);
         }
     }
 }
@@ -510,7 +478,7 @@ fn a_hundred_thousand_files_walk_remove_and_rewind_within_bounded_descriptors_an
     // tmpfs: making and removing 100,000 files on a disk can take minutes of the test's time.
     let mut fs_guard = None;
     let m = Mounted::with(|root| {
-        fs_guard = Some(Tmpfs::mount(root, "1g"));
+        fs_guard = Some(Tmpfs::mount(root, "size=1g,nr_inodes=400k"));
         for d in 0..TOP {
             for s in 0..SUB {
                 std::fs::create_dir_all(root.join(format!("d{d:03}/s{s}"))).expect("mkdir");

@@ -1383,8 +1383,9 @@ impl CkptFs {
         v
     }
 
-    /// Feeds `f` the entries of a directory after the cookie `offset` until it returns true
-    /// (reply full) or the listing ends.
+    /// Feeds `f` the entries of a directory after the cookie `offset`, with the directory's
+    /// descriptor (`None` for the control directory), until it returns true (reply full) or
+    /// the listing ends.
     ///
     /// Stateless: the mount answers OPENDIR with ENOSYS, so the kernel keeps no handle here
     /// and caches listings itself (see `FuseAdapter::opendir`). The cookies are the host
@@ -1394,11 +1395,11 @@ impl CkptFs {
         &self,
         node: u64,
         offset: u64,
-        f: &mut dyn FnMut(&DirItem) -> FsResult<bool>,
+        f: &mut dyn FnMut(&DirItem, Option<BorrowedFd<'_>>) -> FsResult<bool>,
     ) -> FsResult<()> {
         if node == CTL_DIR {
             for item in self.control_dir_items() {
-                if item.offset > offset && f(&item)? {
+                if item.offset > offset && f(&item, None)? {
                     break;
                 }
             }
@@ -1431,7 +1432,7 @@ impl CkptFs {
                     kind: dt_kind(e.kind),
                     name: OsString::from_vec_compat(e.name),
                 };
-                if f(&item)? {
+                if f(&item, Some(dir.as_fd()))? {
                     return Ok(());
                 }
             }
@@ -1446,7 +1447,7 @@ impl CkptFs {
         offset: u64,
         sink: &mut dyn FnMut(&DirItem) -> bool,
     ) -> FsResult<()> {
-        self.each_dir_item(node, offset, &mut |item| Ok(sink(item)))
+        self.each_dir_item(node, offset, &mut |item, _| Ok(sink(item)))
     }
 
     /// `readdirplus`: as `readdir`, with an entry (and a lookup) for each name but `.`/`..`.
@@ -1456,20 +1457,15 @@ impl CkptFs {
         offset: u64,
         sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
     ) -> FsResult<()> {
-        let dir = if node == CTL_DIR || control::is_control(node) {
-            None
-        } else {
-            Some(self.dir_fd(node)?)
-        };
-        self.each_dir_item(node, offset, &mut |item| {
+        self.each_dir_item(node, offset, &mut |item, dir| {
             let dots = item.name == "." || item.name == "..";
             let entry = if dots {
                 None
             } else if node == CTL_DIR {
                 control::lookup(item.name.as_bytes()).map(|n| self.control_entry(n))
             } else {
-                let d = dir.as_ref().ok_or(Errno(libc::EBADF))?;
-                match sys::lstatat(d.as_fd(), &cname(&item.name)?) {
+                let d = dir.ok_or(Errno(libc::EBADF))?;
+                match sys::lstatat(d, &cname(&item.name)?) {
                     Ok(st) => Some(self.entry(node, &item.name, &st)),
                     Err(Errno(libc::ENOENT)) => return Ok(false), // gone since getdents
                     Err(e) => return Err(e),

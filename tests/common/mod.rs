@@ -343,3 +343,38 @@ pub fn store_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     }
     out
 }
+
+/// A tmpfs mounted on a folder (a test's project folder, before ckpt-mount mounts over it),
+/// unmounted on drop, which then also removes the folder and its parent if they are empty:
+/// the project's temporary directory could not be removed while the tmpfs was on it.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs with these `mount -o` options (`size=…`, `nr_inodes=…`) and mode 0755.
+    pub fn mount(dir: &Path, options: &str) -> Self {
+        let ok = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("{options},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .status()
+            .expect("run mount")
+            .success();
+        assert!(ok, "mounting a tmpfs needs root");
+        Self(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+        if let Some(parent) = self.0.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+}
