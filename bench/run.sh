@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ckpt-mount performance baseline: every workload on a plain directory, on bindfs (plain and
-# tuned) and on ckpt-mount with capture active, interleaved per repetition, medians as ratios.
+# tuned), on libfuse's passthrough_hp (kernel passthrough, 1-day TTLs) and on ckpt-mount with
+# capture active, interleaved per repetition, medians as ratios.
 #
 #   bench/run.sh            full run (5 repetitions, 3 for the long ones; takes a long while)
 #   bench/run.sh --quick    smoke check: Linux subset only, 1 repetition, no full tree, no 1 GiB
@@ -27,6 +28,12 @@
 #   CKPT=...                       ckpt-mount binary (default target/release/ckpt-mount, built first);
 #                                  it is copied to $WORK/bin so a rebuild during the run changes nothing
 #   BINDFS=bindfs                  the bindfs binary
+#   PASSTHROUGH_HP=...             a passthrough_hp binary; default: built from Debian's fuse3
+#                                  source by bench/peers.sh into PEERS_DIR (/tmp/ckpt-bench-peers;
+#                                  once, then cached); `none` runs without it. A failed build
+#                                  drops the variant with one line in the log, the run goes on
+#   PTHP_OPTS="..."                extra passthrough_hp options, e.g. "--nopassthrough" or
+#                                  "--num-threads 2" (default: none, so libfuse's defaults)
 #   CKPT_MOUNT_OPTS="..."          extra `ckpt-mount mount` options, e.g. "--no-passthrough" or
 #                                  "--threads 8 --ttl 1" (to measure a lever against the defaults)
 #   BENCH_FS=loop                  where the workloads run: `loop` (default) makes a fresh ext4
@@ -38,7 +45,8 @@
 #                                  after a big `rm -rf` is several times slower (native untar of
 #                                  the subset: 0.7 s, 3.2 s, 5.5 s in three runs in a row)
 #
-# Needs root (drop_caches, FUSE), bindfs, git, python3, node (for the tsc build), tar.
+# Needs root (drop_caches, FUSE), bindfs, git, python3, node (for the tsc build), tar; for
+# passthrough_hp the first time, apt access to Debian's archive (see bench/peers.sh).
 set -u -o pipefail
 # The whole script is one compound command: bash parses it completely before running it, so
 # editing this file during a (long) run does not change the run.
@@ -48,7 +56,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BENCH="$REPO/bench"
 
 QUICK=0 REPS="" LONG_REPS="" ONLY="" OUT="" BUILD=1 LIST=0 HEAD_BUILD=0 BUILD_REV=HEAD RESUME=0
-usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -91,7 +99,7 @@ export LC_ALL=C
 # WL_VARIANTS: which variants run it; WL_LONG=1: long (LONG_REPS, skipped by --quick unless
 # WL_QUICK=1); WL_DROP=1: drop the page cache after mounting, just before the run.
 # ---------------------------------------------------------------------------------------------
-ALL="native bindfs bindfs-tuned ckpt"
+ALL="native bindfs bindfs-tuned passthrough-hp ckpt"
 declare -A WL_VARIANTS WL_LONG WL_DROP WL_QUICK
 WORKLOADS=()
 wl() { WORKLOADS+=("$1"); WL_VARIANTS[$1]="$2"; WL_LONG[$1]="$3"; WL_DROP[$1]="$4"; WL_QUICK[$1]="$5"; }
@@ -169,7 +177,7 @@ timeit() {
   fi
   record "$label" "$V" "$REP" sec "$dt"
   [ "$rc" -ne 0 ] && problem "$label" "exit status $rc: \`$*\` (see $LOG)" && record "$label" "$V" "$REP" error "$rc"
-  printf '  %-22s %-13s rep %-2s %10.3f s%s\n' "$label" "$V" "$REP" "$dt" "$( [ "$rc" -ne 0 ] && echo "  FAILED rc=$rc")"
+  printf '  %-22s %-14s rep %-2s %10.3f s%s\n' "$label" "$V" "$REP" "$dt" "$( [ "$rc" -ne 0 ] && echo "  FAILED rc=$rc")"
   return "$rc"
 }
 # inside LABEL CMD...: an untimed step in the target (a failure is still reported)
@@ -179,19 +187,32 @@ inside() {
 }
 
 MOUNTED=""  # what to clean up on exit
+# fuse_mount OUTPUT CMD...: start the FUSE server CMD (in the foreground, so $DPID is the server)
+# as `CMD $S $RUN/mnt`, its output appended to OUTPUT, and wait until it is mounted
+fuse_mount() {
+  local out="$1" mnt="$RUN/mnt"; shift
+  mkdir -p "$mnt"
+  "$@" "$S" "$mnt" >> "$out" 2>&1 &
+  DPID=$!
+  for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.05; done
+  if ! mountpoint -q "$mnt"; then
+    problem mount "$V did not mount: \`$*\`$([ "$out" != "$LOG" ] && printf ': %s' "$(head -c 300 "$out")")"
+    kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; DPID=""
+    return 1
+  fi
+  MOUNTED="fuse:$mnt" T="$mnt"
+}
 mount_variant() {
   DPID="" T="$S" MOUNTED=""
   case "$V" in
     native|git-stash|shadow-git) return 0 ;;
-    bindfs|bindfs-tuned)
-      local mnt="$RUN/mnt" opts=(--no-allow-other -f) i
-      mkdir -p "$mnt"
-      [ "$V" = bindfs-tuned ] && opts+=(-o "$BINDFS_TUNED_OPTS")
-      "$BINDFS" "${opts[@]}" "$S" "$mnt" >> "$LOG" 2>&1 &
-      DPID=$!
-      for i in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.05; done
-      mountpoint -q "$mnt" || { problem mount "bindfs did not mount"; DPID=""; return 1; }
-      MOUNTED="bindfs:$mnt" T="$mnt"
+    bindfs) fuse_mount "$LOG" "$BINDFS" --no-allow-other -f ;;
+    bindfs-tuned) fuse_mount "$LOG" "$BINDFS" --no-allow-other -f -o "$BINDFS_TUNED_OPTS" ;;
+    passthrough-hp)
+      # its output is read after the unmount (it prints nothing on a clean run)
+      : > "$PTHP_OUT"
+      # shellcheck disable=SC2086 # PTHP_OPTS is a list of options
+      fuse_mount "$PTHP_OUT" "$PTHP_BIN" --foreground ${PTHP_OPTS:-}
       ;;
     ckpt)
       # shellcheck disable=SC2086 # CKPT_MOUNT_OPTS is a list of options
@@ -204,17 +225,24 @@ mount_variant() {
   esac
 }
 unmount_variant() {
-  local i
   case "$MOUNTED" in
-    bindfs:*)
-      local mnt="${MOUNTED#bindfs:}"
-      for i in $(seq 50); do mountpoint -q "$mnt" || break; fusermount -u "$mnt" >> "$LOG" 2>&1 && break; sleep 0.2; done
-      if mountpoint -q "$mnt"; then problem unmount "bindfs busy; lazy unmount"; fusermount -uz "$mnt"; fi
+    fuse:*)
+      local mnt="${MOUNTED#fuse:}"
+      for _ in $(seq 50); do mountpoint -q "$mnt" || break; fusermount -u "$mnt" >> "$LOG" 2>&1 && break; sleep 0.2; done
+      if mountpoint -q "$mnt"; then problem unmount "$V busy; lazy unmount"; fusermount -uz "$mnt"; fi
       wait "$DPID" 2>/dev/null
+      # whatever passthrough_hp printed (e.g. `ERROR: Reached maximum number of file
+      # descriptors.` once per lookup or create refused with EMFILE, one fd per inode)
+      if [ "$V" = passthrough-hp ] && [ -s "$PTHP_OUT" ]; then
+        problem "$W" "passthrough_hp printed $(wc -l < "$PTHP_OUT") lines: $(cut -c1-90 "$PTHP_OUT" |
+          sed -E 's/[0-9]+/N/g' | sort | uniq -c | sort -rn | head -3 |
+          awk '{n=$1; $1=""; printf "%s× `%s`; ", n, substr($0,2)}')"
+        { echo "-- passthrough_hp output, $W rep $REP:"; cat "$PTHP_OUT"; } >> "$LOG"
+      fi
       ;;
     ckpt:*)
       local dir="${MOUNTED#ckpt:}" ok=0
-      for i in $(seq 50); do
+      for _ in $(seq 50); do
         mountpoint -q "$dir" || { ok=1; break; }
         "$CKPT_BIN" unmount "$dir" >> "$LOG" 2>&1 && { ok=1; break; }
         sleep 0.2
@@ -224,7 +252,7 @@ unmount_variant() {
         fusermount -uz "$dir" >> "$LOG" 2>&1 || umount -l "$dir" >> "$LOG" 2>&1
       fi
       if [ -n "$DPID" ]; then
-        for i in $(seq 300); do [ -d "/proc/$DPID" ] || break; sleep 0.1; done
+        for _ in $(seq 300); do [ -d "/proc/$DPID" ] || break; sleep 0.1; done
         [ -d "/proc/$DPID" ] && problem unmount "daemon pid $DPID still alive 30 s after unmount"
       fi
       # warnings, errors and panics in the daemon's log (fuser's routine umount warning aside)
@@ -535,15 +563,64 @@ CKPT_BIN="$WORK/bin/ckpt-mount"
 cp "$CKPT_SRC" "$CKPT_BIN.tmp" && mv "$CKPT_BIN.tmp" "$CKPT_BIN"
 
 # is the tuned bindfs accepted here?
-VARIANTS_OK="native bindfs bindfs-tuned ckpt git-stash shadow-git"
+VARIANTS_OK="native bindfs bindfs-tuned passthrough-hp ckpt git-stash shadow-git"
+drop_variant() { local v=" $VARIANTS_OK "; v="${v/ "$1" / }"; v="${v# }"; VARIANTS_OK="${v% }"; }
 rm -rf "$WORK/probe" && mkdir -p "$WORK/probe/s" "$WORK/probe/m"
 if "$BINDFS" --no-allow-other -o "$BINDFS_TUNED_OPTS" "$WORK/probe/s" "$WORK/probe/m" >> "$LOG" 2>&1; then
   fusermount -u "$WORK/probe/m"
 else
   log "bindfs does not accept -o $BINDFS_TUNED_OPTS: no bindfs-tuned variant"
-  VARIANTS_OK="native bindfs ckpt git-stash shadow-git"
+  drop_variant bindfs-tuned
 fi
 rm -rf "$WORK/probe"
+
+# libfuse's passthrough_hp: built from Debian's fuse3 source package by bench/peers.sh (cached in
+# PEERS_DIR), copied to $WORK/bin like ckpt-mount, then mounted once: does it mount, and does the
+# kernel accept its passthrough (it says `fuse_passthrough_open failed` and goes on without)?
+PTHP_BIN="$WORK/bin/passthrough_hp" PTHP_OUT="$WORK/logs/passthrough-hp.out" PTHP_DESC=""
+if [ "${PASSTHROUGH_HP:-}" = none ]; then
+  PTHP_DESC="not run (PASSTHROUGH_HP=none)"
+else
+  pthp_src="${PASSTHROUGH_HP:-}"
+  if [ -z "$pthp_src" ]; then
+    log "== passthrough_hp (bench/peers.sh, PEERS_DIR=${PEERS_DIR:-/tmp/ckpt-bench-peers})"
+    pthp_src="$(bash "$BENCH/peers.sh" passthrough-hp 2>> "$LOG")" || pthp_src=""
+    [ -n "$pthp_src" ] || PTHP_DESC="not run: bench/peers.sh could not build it (see $LOG)"
+  fi
+  if [ -n "$pthp_src" ]; then
+    rm -rf "$WORK/probe" && mkdir -p "$WORK/probe/s" "$WORK/probe/m"
+    : > "$PTHP_OUT"
+    if cp "$pthp_src" "$PTHP_BIN.tmp" && mv "$PTHP_BIN.tmp" "$PTHP_BIN"; then
+      "$PTHP_BIN" --foreground "$WORK/probe/s" "$WORK/probe/m" >> "$PTHP_OUT" 2>&1 &
+      pthp_pid=$!
+      for _ in $(seq 100); do mountpoint -q "$WORK/probe/m" && break; sleep 0.05; done
+      if mountpoint -q "$WORK/probe/m"; then
+        if ! { echo probe > "$WORK/probe/m/f" && [ "$(cat "$WORK/probe/m/f")" = probe ]; }; then
+          PTHP_DESC="failed to write and read back a file"
+        fi
+        fusermount -u "$WORK/probe/m" >> "$LOG" 2>&1 || fusermount -uz "$WORK/probe/m"
+      else
+        PTHP_DESC="did not mount"
+        kill "$pthp_pid" 2>/dev/null
+      fi
+      wait "$pthp_pid" 2>/dev/null
+    else
+      PTHP_DESC="cannot copy $pthp_src to $PTHP_BIN"
+    fi
+    cat "$PTHP_OUT" >> "$LOG"
+    if [ -n "$PTHP_DESC" ]; then
+      PTHP_DESC="not run: $pthp_src $PTHP_DESC (see $LOG)"
+    else
+      PTHP_DESC="$(cat "$pthp_src.info" 2>/dev/null || echo "$pthp_src"), sha256 $(sha256sum "$PTHP_BIN" | cut -c1-16)"
+      grep -q 'fuse_passthrough_open failed' "$PTHP_OUT" &&
+        PTHP_DESC="$PTHP_DESC; NB: the kernel refused its passthrough in the probe, so it ran without"
+    fi
+    rm -rf "$WORK/probe"
+  fi
+fi
+case "$PTHP_DESC" in
+  "not run"*) log "passthrough_hp $PTHP_DESC: no passthrough-hp variant"; drop_variant passthrough-hp ;;
+esac
 
 BENCH_FS="${BENCH_FS:-loop}"
 FS_DESC="host filesystem of $WORK ($(findmnt -n -o FSTYPE -T "$WORK"))"
@@ -575,6 +652,8 @@ S="" T="" V="" REP="" W="" DPID=""
   echo "mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
   echo "bindfs=$("$BINDFS" --version 2>&1 | head -1), $("$BINDFS" --fuse-version 2>&1 | tail -1)"
   echo "bindfs_tuned=-o $BINDFS_TUNED_OPTS"
+  echo "passthrough_hp=$PTHP_DESC"
+  echo "passthrough_hp_options=\`passthrough_hp --foreground ${PTHP_OPTS:+$PTHP_OPTS }SRC MNT\`$([ -z "${PTHP_OPTS:-}" ] && echo ' (defaults: kernel passthrough, 86400 s entry and attribute timeouts, the libfuse thread pool)')"
   echo "ckpt_options=\`ckpt-mount mount ${CKPT_MOUNT_OPTS:+$CKPT_MOUNT_OPTS }DIR\`$([ -z "${CKPT_MOUNT_OPTS:-}" ] && echo ' (defaults)')"
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
   echo "fs=$FS_DESC"
@@ -601,7 +680,7 @@ for W in "${WORKLOADS[@]}"; do
         if declare -F "w_${W}_after" > /dev/null; then "w_${W}_after"; fi
       fi
       rm -rf "$RUN"
-      record "$W" "$V" "$REP" done 1
+      record "$W" "$V" "$REP" "done" 1
       cat "$CASE_RAW" >> "$RAW"; cat "$CASE_PROBLEMS" >> "$PROBLEMS"; : > "$CASE_RAW"; : > "$CASE_PROBLEMS"
     done
   done

@@ -13,9 +13,12 @@ import argparse
 import statistics
 from collections import OrderedDict, defaultdict
 
-FS_VARIANTS = ["native", "bindfs", "bindfs-tuned", "ckpt"]
+FS_VARIANTS = ["native", "bindfs", "bindfs-tuned", "passthrough-hp", "ckpt"]
 VNAME = {"native": "plain dir", "bindfs": "bindfs", "bindfs-tuned": "bindfs tuned",
-         "ckpt": "ckpt-mount"}
+         "passthrough-hp": "passthrough_hp", "ckpt": "ckpt-mount"}
+# the other FUSE passthroughs ckpt-mount is compared with, and their short names in ratio columns
+PEERS = ["bindfs", "bindfs-tuned", "passthrough-hp"]
+PEER_SHORT = {"bindfs": "bindfs", "bindfs-tuned": "tuned", "passthrough-hp": "pt_hp"}
 
 # (label, metric, shown name)
 MAIN = [
@@ -134,16 +137,35 @@ def main():
     p(f"- workloads ran on: {meta.get('fs', 'the host filesystem of $WORK')}")
     p(f"- bindfs: `bindfs --no-allow-other SRC MNT`; bindfs tuned: `{meta.get('bindfs_tuned', '?')}`; "
       f"ckpt-mount: {meta.get('ckpt_options', 'defaults')}, mounted over the folder, in turn 2")
+    if "passthrough_hp" in meta:
+        opts = meta.get("passthrough_hp_options", "")
+        p(f"- passthrough_hp: {meta['passthrough_hp']}"
+          + ("" if meta["passthrough_hp"].startswith("not run") else f"; run as {opts}"))
     p("")
+
+    # a ratio against a variant whose run failed (e.g. passthrough_hp out of descriptors) is no
+    # comparison: "failed" instead of a number; the best peer is the fastest peer that did not fail
+    def ratio_to(label, m, a, b):
+        if errors.get((label, b)) and m.get(b) is not None:
+            return "failed"
+        return fmt_ratio(m.get(a), m.get(b))
+
+    def best_peer(label, m, a="ckpt"):
+        ok = [v for v in PEERS if m.get(v) is not None and m[v] > 0 and not errors.get((label, v))]
+        if not ok or m.get(a) is None:
+            return "–"
+        v = min(ok, key=lambda x: m[x])
+        return f"{fmt_ratio(m[a], m[v])} ({PEER_SHORT[v]})"
 
     # -- main table
     rows = [r for r in MAIN if any(med(r[0], v, r[1]) is not None for v in FS_VARIANTS)]
     if rows:
         p("## Workloads (median seconds unless marked µs)")
         p("")
-        p("| workload | n | plain dir | bindfs | bindfs tuned | ckpt-mount | ckpt/plain | ckpt/bindfs "
-          "| ckpt/tuned | ckpt daemon CPU s | ckpt peak RSS MiB |")
-        p("|---|---|---|---|---|---|---|---|---|---|---|")
+        p("| workload | n | plain dir | bindfs | bindfs tuned | passthrough_hp | ckpt-mount | pt_hp/plain "
+          "| ckpt/plain | ckpt/bindfs | ckpt/tuned | ckpt/pt_hp | ckpt/best peer | ckpt daemon CPU s "
+          "| ckpt peak RSS MiB |")
+        p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for label, metric, name in rows:
             m = {v: med(label, v, metric) for v in FS_VARIANTS}
             fail = [v for v in FS_VARIANTS if errors.get((label, v))]
@@ -155,29 +177,35 @@ def main():
                 cells.append(c)
             cpu = med(label, "ckpt", "cpu") if metric == "sec" else None
             rss = med(label, "ckpt", "rss_kb") if metric == "sec" else None
+            pt_plain = ("failed" if errors.get((label, "passthrough-hp")) and m["passthrough-hp"] is not None
+                        else fmt_ratio(m["passthrough-hp"], m["native"]))
             p(f"| {name} | {n_of(label, metric)} | " + " | ".join(cells) + " | "
-              f"{fmt_ratio(m['ckpt'], m['native'])} | {fmt_ratio(m['ckpt'], m['bindfs'])} | "
-              f"{fmt_ratio(m['ckpt'], m['bindfs-tuned'])} | "
+              f"{pt_plain} | {fmt_ratio(m['ckpt'], m['native'])} | "
+              + " | ".join(ratio_to(label, m, "ckpt", v) for v in PEERS) + " | "
+              f"{best_peer(label, m)} | "
               f"{'–' if cpu is None else f'{cpu:.2f}'} | {'–' if rss is None else f'{rss / 1024:.0f}'} |")
         p("")
         p("CPU is the daemon's utime+stime (/proc/PID/stat) during the step; peak RSS is VmHWM "
-          "(/proc/PID/status) after it.")
+          "(/proc/PID/status) after it. pt_hp is libfuse's passthrough_hp; the best peer is the "
+          "fastest of bindfs, bindfs tuned and passthrough_hp on that workload, among those whose "
+          "runs did not fail (a ratio against a failed run reads \"failed\").")
         p("")
 
         # daemon CPU of the FUSE servers side by side
         p("### FUSE server CPU seconds during each step (median)")
         p("")
-        p("| workload | bindfs | bindfs tuned | ckpt-mount | ckpt-mount / bindfs |")
-        p("|---|---|---|---|---|")
+        p("| workload | bindfs | bindfs tuned | passthrough_hp | ckpt-mount | ckpt-mount / bindfs "
+          "| ckpt-mount / passthrough_hp |")
+        p("|---|---|---|---|---|---|---|")
         for label, metric, name in rows:
             if metric != "sec":
                 continue
-            c = {v: med(label, v, "cpu") for v in ("bindfs", "bindfs-tuned", "ckpt")}
+            c = {v: med(label, v, "cpu") for v in PEERS + ["ckpt"]}
             if all(x is None for x in c.values()):
                 continue
             f2 = lambda x: "–" if x is None else f"{x:.2f}"
-            p(f"| {name} | {f2(c['bindfs'])} | {f2(c['bindfs-tuned'])} | {f2(c['ckpt'])} | "
-              f"{fmt_ratio(c['ckpt'], c['bindfs'])} |")
+            p(f"| {name} | " + " | ".join(f2(c[v]) for v in PEERS + ["ckpt"]) + " | "
+              f"{ratio_to(label, c, 'ckpt', 'bindfs')} | {ratio_to(label, c, 'ckpt', 'passthrough-hp')} |")
         p("")
 
         # total CPU: the workload's processes plus the FUSE server, summed per run
@@ -191,8 +219,9 @@ def main():
         p("")
         p("Less sensitive to a busy machine than wall time: what the work cost, wherever it ran.")
         p("")
-        p("| workload | plain dir | bindfs | bindfs tuned | ckpt-mount | ckpt/plain | ckpt/bindfs |")
-        p("|---|---|---|---|---|---|---|")
+        p("| workload | plain dir | bindfs | bindfs tuned | passthrough_hp | ckpt-mount | ckpt/plain "
+          "| ckpt/bindfs | ckpt/pt_hp | ckpt/best peer |")
+        p("|---|---|---|---|---|---|---|---|---|---|")
         for label, metric, name in rows:
             if metric != "sec":
                 continue
@@ -201,7 +230,8 @@ def main():
                 continue
             f2 = lambda x: "–" if x is None else f"{x:.2f}"
             p(f"| {name} | " + " | ".join(f2(c[v]) for v in FS_VARIANTS) + " | "
-              f"{fmt_ratio(c['ckpt'], c['native'])} | {fmt_ratio(c['ckpt'], c['bindfs'])} |")
+              f"{fmt_ratio(c['ckpt'], c['native'])} | {ratio_to(label, c, 'ckpt', 'bindfs')} | "
+              f"{ratio_to(label, c, 'ckpt', 'passthrough-hp')} | {best_peer(label, c)} |")
         p("")
 
     # -- first-write latency detail

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Builds the benchmark's FUSE peers that Debian ships no binary of, from Debian source packages,
+# into a cache folder outside the repo. Nothing it fetches or builds belongs in the repo.
+#
+#   bench/peers.sh [passthrough-hp]   build it if it is not there yet; print the binary's path
+#                                      on stdout (progress and tool output go to stderr)
+#
+# passthrough-hp: libfuse's example/passthrough_hp.cc, from Debian's fuse3 source package
+#   (FUSE3_VERSION of suite FUSE3_SUITE; if the suite no longer has that version, its current
+#   fuse3, said so on stderr and in the .info file), built with meson and ninja, libfuse linked
+#   statically: the system's libfuse3 stays as it is. Makes $PEERS_DIR/passthrough_hp and
+#   passthrough_hp.info (one line: what was built, from what), and keeps the downloaded source
+#   package and its build in $PEERS_DIR/fuse3-VERSION/ to read.
+#
+# Environment:
+#   PEERS_DIR=/tmp/ckpt-bench-peers   the cache
+#   FUSE3_VERSION=3.17.2-3            Debian version of fuse3 to build ("" = the suite's current)
+#   FUSE3_SUITE=trixie                the Debian suite to take the source from
+#   DEBIAN_ARCHIVE=URI                the archive to download from (default: the URI of the
+#                                     Debian archive in this machine's own apt sources)
+#
+# apt runs with a private configuration (its own deb-src sources, package lists and cache in a
+# temporary folder), so the machine's apt sources and lists are not changed. The chain of trust
+# is apt's: the suite's InRelease must be signed by a key of debian-archive-keyring, and
+# `apt-get source` checks every downloaded file against the hashes of the signed Sources index
+# (it fails on a mismatch); `dpkg-source -x` then checks the files against the .dsc again (and
+# the maintainer's signature of the .dsc, which it requires when debian-keyring is installed).
+# Missing build tools (meson, ninja-build, pkg-config, g++, dpkg-dev) are installed with
+# apt-get from the machine's own sources. Needs root for that and for apt's download sandbox.
+set -euo pipefail
+
+PEERS_DIR="${PEERS_DIR:-/tmp/ckpt-bench-peers}"
+FUSE3_VERSION="${FUSE3_VERSION-3.17.2-3}"
+FUSE3_SUITE="${FUSE3_SUITE:-trixie}"
+KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+
+say() { printf 'peers.sh: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+# the Debian archive of this machine's apt sources (the URI of the first package list whose
+# release is o=Debian, l=Debian: not the security archive), from `apt-cache policy`
+debian_archive() {
+  apt-cache policy 2>/dev/null | awk '
+    /^ *-?[0-9]+ [a-z+]+:\/\// { uri = $2; next }
+    /^ +release / && uri != "" && /o=Debian,/ && /l=Debian(,|$)/ { print uri; exit }
+    { uri = "" }'
+}
+
+# install the build tools that are missing (command, package)
+need_tools() {
+  local missing=() pair
+  for pair in meson:meson ninja:ninja-build pkg-config:pkg-config g++:g++ dpkg-source:dpkg-dev \
+              xz:xz-utils; do
+    command -v "${pair%%:*}" > /dev/null || missing+=("${pair#*:}")
+  done
+  [ "${#missing[@]}" = 0 ] && return 0
+  [ "$(id -u)" = 0 ] || die "missing ${missing[*]} (and not root, so not installing them)"
+  say "installing ${missing[*]}"
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
+    { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; } ||
+    die "apt-get install ${missing[*]} failed"
+}
+
+build_passthrough_hp() {
+  local bin="$PEERS_DIR/passthrough_hp" key="fuse3=${FUSE3_VERSION:-current} suite=$FUSE3_SUITE"
+  mkdir -p "$PEERS_DIR"
+  # one build at a time (two benchmark runs with different WORK folders may share the cache)
+  exec 8> "$PEERS_DIR/.lock"
+  flock 8
+  if [ -x "$bin" ] && [ -s "$bin.info" ] && [ "$(cat "$bin.key" 2>/dev/null)" = "$key" ]; then
+    echo "$bin"
+    return 0
+  fi
+  local t0="$EPOCHREALTIME"
+  need_tools
+
+  local archive="${DEBIAN_ARCHIVE:-}"
+  if [ -z "$archive" ]; then
+    archive="$(debian_archive)"
+    # a machine whose package lists were never downloaded has no release lines yet
+    [ -n "$archive" ] || { apt-get update -q >&2 || true; archive="$(debian_archive)"; }
+  fi
+  [ -n "$archive" ] || die "no Debian archive in this machine's apt sources; set DEBIAN_ARCHIVE=URI"
+  [ -f "$KEYRING" ] || die "$KEYRING missing (package debian-archive-keyring)"
+
+  local tmp
+  tmp="$(mktemp -d /tmp/ckpt-peers-apt.XXXXXX)"
+  # shellcheck disable=SC2064 # $tmp is fixed now
+  trap "rm -rf '$tmp'" EXIT
+  chmod 755 "$tmp"  # apt's download sandbox (user _apt) must reach lists/partial
+  mkdir -p "$tmp/sources" "$tmp/lists/partial" "$tmp/cache/archives/partial"
+  cat > "$tmp/sources/peers.sources" <<EOF
+Types: deb-src
+URIs: $archive
+Suites: $FUSE3_SUITE
+Components: main
+Signed-By: $KEYRING
+EOF
+  local apt=(apt-get -q -o Dir::Etc::sourcelist=/dev/null -o "Dir::Etc::sourceparts=$tmp/sources"
+             -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache")
+  say "apt-get update of deb-src $archive $FUSE3_SUITE main (private lists in $tmp)"
+  "${apt[@]}" update >&2 || die "apt-get update of the deb-src list failed"
+  compgen -G "$tmp/lists/*_dists_${FUSE3_SUITE}_main_source_Sources*" > /dev/null ||
+    die "no signed Sources index of $FUSE3_SUITE after apt-get update (see above)"
+
+  # download into a folder of the sandbox user's, then keep it as fuse3-VERSION/
+  local dl="$PEERS_DIR/download.tmp"
+  rm -rf "$dl" && mkdir -p "$dl"
+  chown _apt "$dl" 2>/dev/null || true
+  local note=""
+  if ! (cd "$dl" && "${apt[@]}" source --download-only "fuse3${FUSE3_VERSION:+=$FUSE3_VERSION}" >&2); then
+    [ -n "$FUSE3_VERSION" ] || die "apt-get source fuse3 from $FUSE3_SUITE failed"
+    note="; fuse3=$FUSE3_VERSION is no longer in $FUSE3_SUITE, so its current fuse3 was built"
+    say "fuse3=$FUSE3_VERSION is not in $FUSE3_SUITE; taking the suite's current fuse3"
+    rm -rf "$dl" && mkdir -p "$dl" && { chown _apt "$dl" 2>/dev/null || true; }
+    (cd "$dl" && "${apt[@]}" source --download-only fuse3 >&2) || die "apt-get source fuse3 from $FUSE3_SUITE failed"
+  fi
+  local dsc ver upstream
+  dsc="$(cd "$dl" && compgen -G 'fuse3_*.dsc' | head -1)" || die "no fuse3 .dsc downloaded"
+  ver="$(awk '/^Version: / { print $2; exit }' "$dl/$dsc")"
+  upstream="${ver%-*}"
+  local pkg="$PEERS_DIR/fuse3-$ver"
+  rm -rf "$pkg" && mv "$dl" "$pkg" && chown -R root "$pkg"
+
+  local sig=()
+  [ -f /usr/share/keyrings/debian-keyring.gpg ] && sig=(--require-valid-signature)
+  say "dpkg-source -x $dsc (checks the files against the .dsc)"
+  (cd "$pkg" && dpkg-source "${sig[@]}" -x "$dsc" src >&2) || die "dpkg-source -x $dsc failed"
+
+  local src="$pkg/src"
+  [ -f "$src/example/passthrough_hp.cc" ] || die "no example/passthrough_hp.cc in fuse3 $ver"
+  # examples only: no fusermount3 or udev rules (utils), no test programs; a static libfuse
+  # inside the binary, so nothing is installed and the system's libfuse3 is not used
+  local opts=(-Dexamples=true -Dutils=false -Dtests=false -Ddefault_library=static -Dbuildtype=release)
+  local o
+  for o in examples utils tests; do
+    grep -q "option('$o'" "$src/meson_options.txt" || die "fuse3 $ver's meson_options.txt has no option $o"
+  done
+  say "meson setup ${opts[*]}; ninja example/passthrough_hp"
+  (cd "$src" && meson setup build "${opts[@]}" >&2 && ninja -C build example/passthrough_hp >&2) ||
+    die "the build of passthrough_hp failed"
+  local out="$src/build/example/passthrough_hp"
+  "$out" --help > /dev/null || die "the built passthrough_hp does not run"
+  if ldd "$out" 2>/dev/null | grep -q libfuse; then die "the built passthrough_hp links a shared libfuse"; fi
+
+  cp "$out" "$bin.tmp" && mv "$bin.tmp" "$bin"
+  printf 'libfuse %s example/passthrough_hp (Debian source package fuse3 %s, %s; libfuse linked statically; %s; built %s%s)\n' \
+    "$upstream" "$ver" "$FUSE3_SUITE" "$(c++ --version | head -1)" "$(date -u '+%Y-%m-%d')" "$note" > "$bin.info"
+  echo "$key" > "$bin.key"
+  say "built $bin ($(stat -c %s "$bin") bytes) in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s: $(cat "$bin.info")"
+  echo "$bin"
+}
+
+case "${1:-passthrough-hp}" in
+  passthrough-hp) build_passthrough_hp ;;
+  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" ;;
+  *) die "unknown peer ${1}: the one this script builds is passthrough-hp" ;;
+esac
