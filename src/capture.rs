@@ -12,8 +12,9 @@ use crate::store::{Store, StoreError};
 use crate::sys::{self, Errno, SysResult};
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
+use std::os::fd::OwnedFd;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 
 /// Reads what `name` in `parent` is now, storing file content in `blobs`.
 pub fn read_preimage(
@@ -52,16 +53,7 @@ pub fn read_preimage(
                 // the gate, so this is an outside writer; refuse rather than store a mix.
                 return Err(Errno(libc::EAGAIN));
             }
-            let stored = blobs.put_fd_sized(fd.as_fd(), now.st_size as u64)?;
-            PreImage::File {
-                blob: stored.id,
-                size: stored.size,
-                mode,
-                uid,
-                gid,
-                ino: st.st_ino,
-                nlink: st.st_nlink,
-            }
+            read_open_file(blobs, fd.as_fd(), &now, max_blob)?
         }
         libc::S_IFDIR => PreImage::Dir { mode, uid, gid },
         libc::S_IFLNK => PreImage::Symlink {
@@ -81,6 +73,34 @@ pub fn read_preimage(
             size: 0,
             reason: "device nodes are not captured or restored".into(),
         },
+    })
+}
+
+/// The pre-image of the regular file open (readable) at `fd`, whose `fstat` is `st`: read from
+/// offset 0 through the descriptor, so it is that inode's content whatever its name is now.
+pub fn read_open_file(
+    blobs: &BlobStore,
+    fd: BorrowedFd<'_>,
+    st: &libc::stat,
+    max_blob: u64,
+) -> SysResult<PreImage> {
+    let size = st.st_size as u64;
+    if size > max_blob {
+        return Ok(PreImage::Skipped {
+            was: "file".into(),
+            size,
+            reason: format!("{size} bytes is over the --max-blob limit of {max_blob} bytes"),
+        });
+    }
+    let stored = blobs.put_fd_sized(fd, size)?;
+    Ok(PreImage::File {
+        blob: stored.id,
+        size: stored.size,
+        mode: st.st_mode & 0o7777,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        ino: st.st_ino,
+        nlink: st.st_nlink,
     })
 }
 
@@ -172,27 +192,145 @@ pub const DEFAULT_MAX_BLOB: u64 = 1 << 30;
 /// The capture policy over an open store.
 #[derive(Debug)]
 pub struct Capturer {
-    store: Mutex<Store>,
+    store: Arc<Mutex<Store>>,
     max_blob: u64,
     comms: Mutex<HashMap<u32, String>>,
+    /// Hands staged pre-images (by capture seq) to the thread that stores their bytes.
+    stager: Mutex<Option<Stager>>,
+}
+
+/// How a file enters `staged/`.
+#[derive(Debug, Clone, Copy)]
+enum StageBy {
+    /// Renamed there: its removal.
+    Move,
+    /// Hard-linked there: it is about to be renamed over.
+    Link,
+}
+
+#[derive(Debug)]
+struct Stager {
+    queue: mpsc::Sender<u64>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+fn lock_store(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
+    // A panic while holding the lock would have killed the daemon; recover the data anyway.
+    lock_ignoring_poison(store)
+}
+
+fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The stager thread: stores the bytes of each staged pre-image it is handed, outside the
+/// store lock (a staged file has no other name and no open descriptor, so its bytes cannot
+/// change; the blob store orders its own puts), then records what each became, a batch per
+/// lock and journal write, and removes their staged files.
+fn run_stager(
+    store: &Mutex<Store>,
+    blobs: &BlobStore,
+    staged: &OwnedFd,
+    queue: &mpsc::Receiver<u64>,
+) {
+    // Below the request threads: it works in their gaps, and the client's turn is not slowed.
+    sys::lower_thread_priority(STAGER_NICE);
+    while let Ok(first) = queue.recv() {
+        // Whatever has queued up meanwhile goes in the same batch.
+        let batch: Vec<u64> = std::iter::once(first)
+            .chain(queue.try_iter().take(STAGER_BATCH - 1))
+            .collect();
+        let stored: Vec<(u64, u64, crate::store::blob::Stored)> = batch
+            .into_iter()
+            .filter_map(|seq| {
+                let name = Store::staged_name(seq);
+                let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+                let fd = sys::openat(staged.as_fd(), &name, flags, 0).ok()?;
+                let st = sys::fstat(fd.as_fd()).ok()?;
+                if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                    return None; // left for `settle`, which records why
+                }
+                match blobs.put_fd_sized(fd.as_fd(), st.st_size as u64) {
+                    Ok(b) => Some((seq, st.st_ino, b)),
+                    Err(e) => {
+                        log::warn!(target: "ckpt::capture", "staged pre-image {seq} not stored yet: {e}");
+                        None
+                    }
+                }
+            })
+            .collect();
+        let done = match lock_store(store).record_stored_stages(stored) {
+            Ok(done) => done,
+            Err(e) => {
+                log::warn!(target: "ckpt::capture", "recording stored pre-images failed: {e}");
+                continue;
+            }
+        };
+        for seq in done {
+            let _ = sys::unlinkat(staged.as_fd(), &Store::staged_name(seq), 0);
+        }
+    }
+}
+
+/// The stager thread's nice value (the request threads run at the process's own).
+const STAGER_NICE: i32 = 10;
+/// Most staged pre-images stored per lock of the store.
+const STAGER_BATCH: usize = 256;
+
+impl Drop for Capturer {
+    fn drop(&mut self) {
+        let stager = self
+            .stager
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(Stager { queue, thread }) = stager {
+            drop(queue);
+            let _ = thread.join();
+        }
+        lock_store(&self.store).settle();
+    }
 }
 
 impl Capturer {
-    /// Wraps an open store.
+    /// Wraps an open store, starting the thread that stores staged pre-images (without it,
+    /// when the thread cannot start, nothing is staged).
     pub fn new(store: Store, max_blob: u64) -> Self {
+        let staged = store.staged_dir().try_clone_to_owned();
+        let blobs = Arc::clone(&store.blobs);
+        let store = Arc::new(Mutex::new(store));
+        let stager = staged.ok().and_then(|staged| {
+            let (queue, rx) = mpsc::channel();
+            let shared = Arc::clone(&store);
+            std::thread::Builder::new()
+                .name("ckpt-stager".into())
+                .spawn(move || run_stager(&shared, &blobs, &staged, &rx))
+                .map(|thread| Stager { queue, thread })
+                .map_err(|e| log::warn!(target: "ckpt::capture", "no stager thread: {e}"))
+                .ok()
+        });
         Self {
-            store: Mutex::new(store),
+            store,
             max_blob,
             comms: Mutex::new(HashMap::new()),
+            stager: Mutex::new(stager),
         }
     }
 
-    /// Locks the store for direct use (rewind, status).
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, Store> {
-        // A panic while holding the lock would have killed the daemon; recover the data anyway.
-        self.store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Locks the store for direct use (rewind, status, diff, prune): every staged pre-image
+    /// is stored first, so the index holds no `Staged` pre-image (unless its bytes could not be
+    /// stored; they are then still in `staged/`, and a rewind reports the path).
+    pub fn lock(&self) -> MutexGuard<'_, Store> {
+        let mut store = lock_store(&self.store);
+        if !store.index.pending.is_empty() {
+            store.settle();
+        }
+        store
+    }
+
+    /// Locks the store for capturing (pending staged pre-images may stay pending).
+    fn lock_raw(&self) -> MutexGuard<'_, Store> {
+        lock_store(&self.store)
     }
 
     /// The size limit for stored file content.
@@ -230,7 +368,7 @@ impl Capturer {
         path: &RelPath,
         who: Who,
     ) -> Result<(), Errno> {
-        let mut store = self.lock();
+        let mut store = self.lock_raw();
         if store.index.captured_now.contains(path) {
             return Ok(()); // the common case: no /proc read for the program's name
         }
@@ -245,19 +383,175 @@ impl Capturer {
         )
     }
 
-    fn ensure_locked(
-        store: &mut Store,
-        max_blob: u64,
+    /// Removes `name` in `parent` (= `path`, `st` its `lstat`), capturing it first. The last name
+    /// of a regular file is captured by moving its inode into the store's `staged/` folder: one
+    /// `rename` is both the capture and the removal, and its bytes are read, hashed and stored
+    /// later by the stager thread, off the request path. The capture record is written first,
+    /// so a crash between the two leaves the file at its name, where the next open of the store
+    /// reads it. Files with other names, held open, on another device, over `--max-blob`, or in
+    /// a `--durable` store are captured the usual way.
+    /// `Ok(false)`: the caller removes `name` itself (its pre-image is recorded).
+    pub fn remove_into_store(
+        &self,
         parent: BorrowedFd<'_>,
         name: &CStr,
         path: &RelPath,
+        st: &libc::stat,
+        held_open: bool,
         who: Who,
-        comm: Option<String>,
+    ) -> Result<bool, Errno> {
+        match self.stage(parent, name, path, st, held_open, who, StageBy::Move)? {
+            Some(seq) => {
+                self.hand_to_stager(seq);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Before `name` in `parent` (= `path`, `st` its `lstat`) is renamed over: captures it, by a
+    /// hard link in `staged/` when it may be staged (as [`Self::remove_into_store`]). `Some(seq)`:
+    /// linked; the caller must call [`Self::replaced`] with the rename's outcome.
+    pub fn stage_replaced(
+        &self,
+        parent: BorrowedFd<'_>,
+        name: &CStr,
+        path: &RelPath,
+        st: &libc::stat,
+        held_open: bool,
+        who: Who,
+    ) -> Result<Option<u64>, Errno> {
+        self.stage(parent, name, path, st, held_open, who, StageBy::Link)
+    }
+
+    /// After the rename that [`Self::stage_replaced`] prepared: done, the staged link is the
+    /// inode's last name and goes to the stager; failed, the file still has its name (and can be
+    /// written through it), so its bytes are stored now.
+    pub fn replaced(&self, seq: u64, renamed: bool) {
+        if renamed {
+            self.hand_to_stager(seq);
+        } else if let Err(e) = self.lock_raw().resolve_stage(seq) {
+            log::warn!(target: "ckpt::capture", "staged pre-image {seq} not stored yet: {e}");
+        }
+    }
+
+    fn hand_to_stager(&self, seq: u64) {
+        let queue = lock_ignoring_poison(&self.stager)
+            .as_ref()
+            .map(|s| s.queue.clone());
+        if queue.is_none_or(|q| q.send(seq).is_err()) {
+            // The stager stopped: store it here rather than leave it for the next settle.
+            let _ = self.lock_raw().resolve_stage(seq);
+        }
+    }
+
+    /// Records a staged pre-image of `name` and moves (or links) it into `staged/`; `None` when
+    /// it was captured the usual way instead, or this turn has it already.
+    #[allow(clippy::too_many_arguments)]
+    fn stage(
+        &self,
+        parent: BorrowedFd<'_>,
+        name: &CStr,
+        path: &RelPath,
+        st: &libc::stat,
+        held_open: bool,
+        who: Who,
+        by: StageBy,
+    ) -> Result<Option<u64>, Errno> {
+        let mut store = self.lock_raw();
+        if store.index.captured_now.contains(path) {
+            return Ok(None);
+        }
+        let comm = self.comm(who.pid);
+        let stageable = st.st_mode & libc::S_IFMT == libc::S_IFREG
+            && st.st_nlink == 1
+            && !held_open
+            && st.st_dev == store.dev()
+            && !store.durable()
+            && (st.st_size as u64) <= self.max_blob
+            && lock_ignoring_poison(&self.stager).is_some();
+        if !stageable {
+            Self::ensure_locked(&mut store, self.max_blob, parent, name, path, who, comm)?;
+            return Ok(None);
+        }
+        let pre = PreImage::Staged {
+            size: st.st_size as u64,
+            mode: st.st_mode & 0o7777,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            ino: st.st_ino,
+            nlink: 1,
+        };
+        Self::record(&mut store, path, pre, who, comm)?;
+        let seq = store.index.last_seq;
+        let staged_name = Store::staged_name(seq);
+        let staged = match by {
+            StageBy::Move => sys::renameat2(
+                parent,
+                name,
+                store.staged_dir(),
+                &staged_name,
+                libc::RENAME_NOREPLACE,
+            ),
+            StageBy::Link => sys::linkat(parent, name, store.staged_dir(), &staged_name),
+        };
+        if staged.is_err() {
+            // Still at its name (or gone): capture it the usual way, as this capture's
+            // resolution; the caller's own removal or rename then gives its errno.
+            let pre = match read_preimage(&store.blobs, parent, name, self.max_blob) {
+                Ok(pre @ (PreImage::File { .. } | PreImage::Skipped { .. })) => pre,
+                Ok(other) => PreImage::Skipped {
+                    was: other.kind().into(),
+                    size: 0,
+                    reason: "it changed while it was being captured".into(),
+                },
+                Err(e) => return Err(e),
+            };
+            store
+                .append(Record::Staged { capture: seq, pre })
+                .map_err(|e| Errno(e.errno()))?;
+            return Ok(None);
+        }
+        Ok(Some(seq))
+    }
+
+    /// Before a descriptor that can write host inode `ino` is handed out: a pending staged
+    /// pre-image of that inode is stored first, so no write can reach its bytes.
+    pub fn settle_inode(&self, ino: u64) -> Result<(), Errno> {
+        self.lock_raw()
+            .settle_inode(ino)
+            .map_err(|e| Errno(e.errno()))
+    }
+
+    /// As [`Self::ensure`], for a regular file the caller holds open for reading (`st` its
+    /// `fstat`): the pre-image is read through that descriptor, saving the lookup, open and
+    /// identity check a capture by name costs.
+    pub fn ensure_open_file(
+        &self,
+        fd: BorrowedFd<'_>,
+        st: &libc::stat,
+        path: &RelPath,
+        who: Who,
     ) -> Result<(), Errno> {
+        let mut store = self.lock_raw();
+        store
+            .settle_inode(st.st_ino)
+            .map_err(|e| Errno(e.errno()))?;
         if store.index.captured_now.contains(path) {
             return Ok(());
         }
-        let pre = read_preimage(&store.blobs, parent, name, max_blob)?;
+        let pre = read_open_file(&store.blobs, fd, st, self.max_blob)?;
+        let comm = self.comm(who.pid);
+        Self::record(&mut store, path, pre, who, comm)
+    }
+
+    fn record(
+        store: &mut Store,
+        path: &RelPath,
+        pre: PreImage,
+        who: Who,
+        comm: Option<String>,
+    ) -> Result<(), Errno> {
         log::debug!(target: "ckpt::capture", "captured turn={} path={path} kind={}", store.index.current_turn(), pre.kind());
         let turn = store.index.current_turn();
         store
@@ -273,6 +567,22 @@ impl Capturer {
         Ok(())
     }
 
+    fn ensure_locked(
+        store: &mut Store,
+        max_blob: u64,
+        parent: BorrowedFd<'_>,
+        name: &CStr,
+        path: &RelPath,
+        who: Who,
+        comm: Option<String>,
+    ) -> Result<(), Errno> {
+        if store.index.captured_now.contains(path) {
+            return Ok(());
+        }
+        let pre = read_preimage(&store.blobs, parent, name, max_blob)?;
+        Self::record(store, path, pre, who, comm)
+    }
+
     /// Records `path` and everything below it, and, when `also_at` is given, the state of the
     /// mirrored paths under `also_at` that a rename of this subtree would create.
     pub fn ensure_tree(
@@ -284,7 +594,7 @@ impl Capturer {
         who: Who,
     ) -> Result<(), Errno> {
         let comm = self.comm(who.pid);
-        let mut store = self.lock();
+        let mut store = self.lock_raw();
         let max_blob = self.max_blob;
         let mut mirrored: Vec<RelPath> = Vec::new();
         walk_tree(parent, name, path, &mut |p, dir, n| {
@@ -326,7 +636,7 @@ impl Capturer {
 
     /// Captures, for the current turn, the files held open for writing (after a rewind).
     pub fn begin_turn_captures(&self, open_for_write: &OpenForWrite<'_>) -> Result<(), Errno> {
-        let mut store = self.lock();
+        let mut store = self.lock_raw();
         let max_blob = self.max_blob;
         let mut result = Ok(());
         open_for_write(&mut |dir, name, path| {
@@ -347,7 +657,7 @@ impl Capturer {
         label: Option<String>,
         open_for_write: &OpenForWrite<'_>,
     ) -> Result<bool, TurnError> {
-        let mut store = self.lock();
+        let mut store = self.lock_raw();
         let current = store.index.current_turn();
         if n == current && label.is_none() {
             return Ok(false);
@@ -420,4 +730,248 @@ fn mirrored_state(
     };
     let leaf = CString::new(leaf).map_err(|_| Errno(libc::EINVAL))?;
     read_preimage(blobs, dir.as_fd(), &leaf, max_blob).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    fn rp(s: &str) -> RelPath {
+        RelPath::new(s.as_bytes()).expect("valid")
+    }
+
+    /// A project folder with a store, its root descriptor and a capturer over it.
+    fn project() -> (tempfile::TempDir, std::fs::File, Capturer) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::File::open(dir.path()).expect("open root");
+        let store = Store::open(root.as_fd(), true, false).expect("store");
+        (dir, root, Capturer::new(store, DEFAULT_MAX_BLOB))
+    }
+
+    fn lstat(root: &std::fs::File, name: &CStr) -> libc::stat {
+        sys::lstatat(root.as_fd(), name).expect("lstat")
+    }
+
+    fn content_of(store: &Store, pre: &PreImage) -> Vec<u8> {
+        let PreImage::File { blob, .. } = pre else {
+            panic!("not a stored file: {pre:?}");
+        };
+        let mut out = Vec::new();
+        store
+            .blobs
+            .read_blob(blob, &mut |b| {
+                out.extend_from_slice(b);
+                Ok(())
+            })
+            .expect("read blob");
+        out
+    }
+
+    fn staged_files(dir: &tempfile::TempDir) -> usize {
+        std::fs::read_dir(dir.path().join(".ckpt/staged"))
+            .expect("staged dir")
+            .count()
+    }
+
+    #[test]
+    fn a_removed_file_is_moved_into_the_store_and_its_bytes_stored_later() {
+        let (dir, root, cap) = project();
+        std::fs::write(dir.path().join("a.txt"), b"turn-start bytes").expect("write");
+        let st = lstat(&root, c"a.txt");
+        let moved = cap
+            .remove_into_store(
+                root.as_fd(),
+                c"a.txt",
+                &rp("a.txt"),
+                &st,
+                false,
+                Who::default(),
+            )
+            .expect("remove");
+        assert!(moved, "one rename was the capture and the removal");
+        assert!(!dir.path().join("a.txt").exists());
+        let store = cap.lock(); // settles whatever the stager has not done yet
+        assert!(store.index.pending.is_empty());
+        let c = store.index.captures.last().expect("a capture");
+        assert_eq!(c.path, rp("a.txt"));
+        assert_eq!(content_of(&store, &c.pre), b"turn-start bytes");
+        drop(store);
+        assert_eq!(staged_files(&dir), 0, "a stored pre-image leaves staged/");
+        // Replayed from the journal: the resolution holds.
+        drop(cap);
+        let store = Store::open(root.as_fd(), false, false).expect("reopen");
+        let c = store.index.captures.last().expect("a capture");
+        assert_eq!(content_of(&store, &c.pre), b"turn-start bytes");
+    }
+
+    #[test]
+    fn a_file_renamed_over_is_staged_by_a_link_and_stored_whether_or_not_the_rename_happens() {
+        let (dir, root, cap) = project();
+        for (n, body) in [("saved", "old bytes"), ("kept", "kept bytes")] {
+            std::fs::write(dir.path().join(n), body).expect("write");
+        }
+        std::fs::write(dir.path().join("new"), b"new bytes").expect("write");
+        // An editor's save: the new file renamed over the old.
+        let st = lstat(&root, c"saved");
+        let seq = cap
+            .stage_replaced(
+                root.as_fd(),
+                c"saved",
+                &rp("saved"),
+                &st,
+                false,
+                Who::default(),
+            )
+            .expect("stage")
+            .expect("staged by a link");
+        assert_eq!(
+            lstat(&root, c"saved").st_nlink,
+            2,
+            "linked, still at its name"
+        );
+        std::fs::rename(dir.path().join("new"), dir.path().join("saved")).expect("rename");
+        cap.replaced(seq, true);
+        // A rename that failed: the file keeps its name and is stored at once.
+        let st = lstat(&root, c"kept");
+        let seq = cap
+            .stage_replaced(
+                root.as_fd(),
+                c"kept",
+                &rp("kept"),
+                &st,
+                false,
+                Who::default(),
+            )
+            .expect("stage")
+            .expect("staged by a link");
+        cap.replaced(seq, false);
+        let pending = cap.lock_raw().index.pending.contains_key(&seq);
+        assert!(!pending, "stored when the rename failed");
+        assert_eq!(lstat(&root, c"kept").st_nlink, 1, "the staged link is gone");
+        let store = cap.lock();
+        let bytes: Vec<Vec<u8>> = store
+            .index
+            .captures
+            .iter()
+            .map(|c| content_of(&store, &c.pre))
+            .collect();
+        assert_eq!(bytes, vec![b"old bytes".to_vec(), b"kept bytes".to_vec()]);
+        drop(store);
+        assert_eq!(staged_files(&dir), 0);
+        assert_eq!(
+            std::fs::read(dir.path().join("saved")).expect("read"),
+            b"new bytes"
+        );
+    }
+
+    #[test]
+    fn files_with_other_names_or_held_open_are_copied_and_left_to_the_caller() {
+        let (dir, root, cap) = project();
+        std::fs::write(dir.path().join("linked"), b"shared").expect("write");
+        std::fs::hard_link(dir.path().join("linked"), dir.path().join("other")).expect("link");
+        std::fs::write(dir.path().join("open"), b"held").expect("write");
+        for (name, path, held) in [(c"linked", "linked", false), (c"open", "open", true)] {
+            let st = lstat(&root, name);
+            let moved = cap
+                .remove_into_store(root.as_fd(), name, &rp(path), &st, held, Who::default())
+                .expect("capture");
+            assert!(!moved);
+            assert!(dir.path().join(path).exists(), "the caller removes it");
+        }
+        let store = cap.lock();
+        let bytes: Vec<Vec<u8>> = store
+            .index
+            .captures
+            .iter()
+            .map(|c| content_of(&store, &c.pre))
+            .collect();
+        assert_eq!(bytes, vec![b"shared".to_vec(), b"held".to_vec()]);
+    }
+
+    #[test]
+    fn a_staged_inode_opened_for_writing_is_stored_before_the_descriptor_is_used() {
+        let (dir, root, cap) = project();
+        std::fs::write(dir.path().join("f"), b"before").expect("write");
+        // An open racing the removal got the inode just before it moved.
+        let racing = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.path().join("f"))
+            .expect("open");
+        let st = lstat(&root, c"f");
+        {
+            // The removal's two steps, with the stager not told (so the stage stays pending).
+            let mut store = cap.lock_raw();
+            let pre = PreImage::Staged {
+                size: st.st_size as u64,
+                mode: st.st_mode & 0o7777,
+                uid: st.st_uid,
+                gid: st.st_gid,
+                ino: st.st_ino,
+                nlink: 1,
+            };
+            Capturer::record(&mut store, &rp("f"), pre, Who::default(), None).expect("record");
+            let name = Store::staged_name(store.index.last_seq);
+            sys::renameat2(root.as_fd(), c"f", store.staged_dir(), &name, 0).expect("move");
+            assert_eq!(store.index.pending.len(), 1);
+        }
+        let fst = sys::fstat(racing.as_fd()).expect("fstat");
+        cap.ensure_open_file(racing.as_fd(), &fst, &rp("f"), Who::default())
+            .expect("the racing open");
+        assert!(
+            cap.lock_raw().index.pending.is_empty(),
+            "stored at the open"
+        );
+        // Only now may the opener write.
+        use std::io::Write;
+        (&racing).write_all(b"AFTER").expect("write");
+        let store = cap.lock();
+        let c = store.index.captures.last().expect("capture");
+        assert_eq!(content_of(&store, &c.pre), b"before");
+    }
+
+    #[test]
+    fn a_crash_between_the_record_and_the_move_is_recovered_from_the_folder_or_reported() {
+        let (dir, root, cap) = project();
+        drop(cap);
+        // A bare store: dropping it is a daemon killed (no stager, nothing settled at exit).
+        let mut store = Store::open(root.as_fd(), false, false).expect("store");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        std::fs::write(dir.path().join("sub/kept"), b"still here").expect("write");
+        let sub = std::fs::File::open(dir.path().join("sub")).expect("sub");
+        let kept = lstat(&sub, c"kept");
+        for (path, ino) in [("sub/kept", kept.st_ino), ("lost", 42)] {
+            let pre = PreImage::Staged {
+                size: 3,
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+                ino,
+                nlink: 1,
+            };
+            Capturer::record(&mut store, &rp(path), pre, Who::default(), None).expect("rec");
+        }
+        drop(store);
+        std::fs::write(dir.path().join(".ckpt/staged/999"), b"stray").expect("stray");
+        let store = Store::open(root.as_fd(), false, false).expect("reopen");
+        assert!(store.index.pending.is_empty());
+        let pre_of = |p: &str| {
+            let c = store.index.captures.iter().find(|c| c.path == rp(p));
+            c.expect("capture").pre.clone()
+        };
+        // Never moved, still the same inode at its name: read from the folder.
+        assert_eq!(content_of(&store, &pre_of("sub/kept")), b"still here");
+        // Gone (or another inode): reported by any rewind, never guessed.
+        let lost = pre_of("lost");
+        assert!(
+            matches!(&lost, PreImage::Skipped { reason, .. } if reason.contains("stopped")),
+            "{lost:?}"
+        );
+        assert_eq!(
+            staged_files(&dir),
+            0,
+            "a staged file no capture waits for is removed"
+        );
+    }
 }

@@ -684,6 +684,11 @@ fn restore_step(
     match &step.target {
         PreImage::Absent => Err("internal: absent target in the restore list".into()),
         PreImage::Skipped { reason, .. } => Err(format!("not restored: {reason}")),
+        // Every staged pre-image is stored before a rewind plans; one left is a journal that
+        // never resolved it.
+        PreImage::Staged { .. } => {
+            Err("not restored: its staged pre-image was never stored".into())
+        }
         PreImage::Dir { mode, uid, gid } => {
             if let Some(st) = current.filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR) {
                 dir_modes.push((step.path.clone(), *mode));

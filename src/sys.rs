@@ -770,3 +770,13 @@ pub fn detach_with_fd(cmd: &mut std::process::Command, fd: RawFd, target: RawFd)
         });
     }
 }
+
+/// Lowers the calling thread's scheduling priority to `nice` (Linux: a nice value is per
+/// thread). Best effort: a refusal leaves the thread as it was.
+pub fn lower_thread_priority(nice: i32) {
+    // SAFETY: gettid and setpriority take plain integers and touch no memory of ours.
+    unsafe {
+        let tid = libc::gettid();
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+    }
+}

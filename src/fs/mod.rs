@@ -99,6 +99,9 @@ impl Default for FsConfig {
 enum HandleKind {
     File {
         writable: bool,
+        /// Seen by `fstat` to be a regular file when opened (so passthrough may back it
+        /// without another `fstat`).
+        regular: bool,
     },
     Control {
         node: u64,
@@ -462,10 +465,15 @@ impl CkptFs {
 
     /// The replaced file a node still stands for, if one is kept (see [`Ghosts`]).
     fn ghost_fd(&self, node: u64) -> Option<OwnedFd> {
-        self.lock_ghosts()
+        let fd = self
+            .lock_ghosts()
             .map
             .get(&node)
-            .and_then(|fd| fd.try_clone().ok())
+            .and_then(|fd| fd.try_clone().ok())?;
+        // A file renamed over may be a staged pre-image: stored before anything can write it.
+        let ino = sys::fstat(fd.as_fd()).ok()?.st_ino;
+        self.capture.settle_inode(ino).ok()?;
+        Some(fd)
     }
 
     fn lock_dirs(&self) -> std::sync::MutexGuard<'_, DirCache> {
@@ -986,10 +994,32 @@ impl CkptFs {
         let dir = self.dir_fd(parent)?;
         let c = cname(name)?;
         let path = self.child_path(parent, name)?;
-        self.capture
-            .ensure(dir.as_fd(), &c, &path, Who { pid: caller.pid })?;
-        let detached = self.detach_if_last(parent, name, dir.as_fd(), &c);
-        if let Err(e) = sys::unlinkat(dir.as_fd(), &c, flags) {
+        let who = Who { pid: caller.pid };
+        // A file's removal may move it into the store (see `Capturer::remove_into_store`).
+        let file = if flags == 0 {
+            sys::lstatat(dir.as_fd(), &c).ok()
+        } else {
+            None
+        };
+        if file.is_none() {
+            self.capture.ensure(dir.as_fd(), &c, &path, who)?;
+        }
+        let detached = self.detach_if_last(parent, name, dir.as_fd(), &c, file.as_ref());
+        let removed = match &file {
+            Some(st) => {
+                let held_open = self.held_open(parent, name);
+                match self
+                    .capture
+                    .remove_into_store(dir.as_fd(), &c, &path, st, held_open, who)
+                {
+                    Ok(true) => Ok(()),
+                    Ok(false) => sys::unlinkat(dir.as_fd(), &c, flags),
+                    Err(e) => Err(e),
+                }
+            }
+            None => sys::unlinkat(dir.as_fd(), &c, flags),
+        };
+        if let Err(e) = removed {
             if let Some((node, host)) = detached {
                 self.write_inodes().reattach(node, host);
             }
@@ -1011,8 +1041,12 @@ impl CkptFs {
         name: &OsStr,
         dir: BorrowedFd<'_>,
         c: &CStr,
+        seen: Option<&libc::stat>,
     ) -> Option<(u64, HostId)> {
-        let st = sys::lstatat(dir, c).ok()?;
+        let st = match seen {
+            Some(st) => *st,
+            None => sys::lstatat(dir, c).ok()?,
+        };
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR && st.st_nlink > 1 {
             return None;
         }
@@ -1022,6 +1056,14 @@ impl CkptFs {
             return None;
         }
         t.detach(node).map(|host| (node, host))
+    }
+
+    /// Whether any handle is open on the node `name` in `parent` names.
+    fn held_open(&self, parent: u64, name: &OsStr) -> bool {
+        let Some(node) = self.read_inodes().child(parent, name) else {
+            return false;
+        };
+        self.lock_handles().values().any(|h| h.node == node)
     }
 
     /// `unlink`.
@@ -1059,25 +1101,48 @@ impl CkptFs {
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         // The source does not exist: let the kernel give its exact errno, capture nothing.
         let src = sys::lstatat(sdir.as_fd(), &sc)?;
+        let dst = sys::lstatat(ddir.as_fd(), &dc).ok();
+        let same_inode = dst.is_some_and(|d| HostId::of(&d) == HostId::of(&src));
+        let mut staged = None;
         if spath != dpath {
             let src_is_dir = src.st_mode & libc::S_IFMT == libc::S_IFDIR;
             let mirror = src_is_dir.then_some((ddir.as_fd(), dc.as_c_str(), &dpath));
             self.capture
                 .ensure_tree(sdir.as_fd(), &sc, &spath, mirror, who)?;
-            let dst_is_dir = sys::lstatat(ddir.as_fd(), &dc)
-                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
-            let back = (exchange && dst_is_dir).then_some((sdir.as_fd(), sc.as_c_str(), &spath));
-            self.capture
-                .ensure_tree(ddir.as_fd(), &dc, &dpath, back, who)?;
+            let dst_is_dir = dst.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            match dst {
+                // A file renamed over (an editor's or `sed -i`'s save): staged by a hard link
+                // instead of read and copied (see `Capturer::stage_replaced`).
+                Some(d)
+                    if !exchange
+                        && !same_inode
+                        && flags & libc::RENAME_NOREPLACE == 0
+                        && d.st_mode & libc::S_IFMT == libc::S_IFREG =>
+                {
+                    let held_open = self.held_open(newparent, newname);
+                    staged = self.capture.stage_replaced(
+                        ddir.as_fd(),
+                        &dc,
+                        &dpath,
+                        &d,
+                        held_open,
+                        who,
+                    )?;
+                }
+                _ => {
+                    let back =
+                        (exchange && dst_is_dir).then_some((sdir.as_fd(), sc.as_c_str(), &spath));
+                    self.capture
+                        .ensure_tree(ddir.as_fd(), &dc, &dpath, back, who)?;
+                }
+            }
         }
-        // A replaced destination loses its last name (unless it is the source itself).
-        let detached = if exchange
-            || sys::lstatat(sdir.as_fd(), &sc).is_ok_and(|st| {
-                sys::lstatat(ddir.as_fd(), &dc).is_ok_and(|d| HostId::of(&d) == HostId::of(&st))
-            }) {
+        // A replaced destination loses its last name (unless it is the source itself); its link
+        // count is the one seen before any staging link.
+        let detached = if exchange || same_inode {
             None
         } else {
-            self.detach_if_last(newparent, newname, ddir.as_fd(), &dc)
+            self.detach_if_last(newparent, newname, ddir.as_fd(), &dc, dst.as_ref())
         };
         if let Some((node, host)) = detached
             && let Ok(fd) = sys::openat(ddir.as_fd(), &dc, libc::O_PATH | libc::O_NOFOLLOW, 0)
@@ -1087,7 +1152,11 @@ impl CkptFs {
         {
             self.lock_ghosts().insert(node, fd);
         }
-        if let Err(e) = sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags) {
+        let renamed = sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags);
+        if let Some(seq) = staged {
+            self.capture.replaced(seq, renamed.is_ok());
+        }
+        if let Err(e) = renamed {
             if let Some((node, host)) = detached {
                 self.write_inodes().reattach(node, host);
                 self.lock_ghosts().remove(node);
@@ -1160,10 +1229,19 @@ impl CkptFs {
                 return Ok(self.add_handle(Handle {
                     node,
                     fd: Some(fd),
-                    kind: HandleKind::File { writable },
+                    kind: HandleKind::File {
+                        writable,
+                        regular: false,
+                    },
                 }));
             }
         };
+        if writable && flags & libc::O_TRUNC == 0 {
+            match self.open_for_write(node, &dir, &name, &path, clean, caller) {
+                Err(Errno(libc::EACCES | libc::EPERM)) => {} // no read access: capture by name
+                r => return r,
+            }
+        }
         let gate = writable.then(|| self.shared_gate());
         let mut setid_drop = 0;
         if writable {
@@ -1185,11 +1263,16 @@ impl CkptFs {
             sys::fchmod_any(fd.as_fd(), st.st_mode & 0o7777 & !setid_drop)?;
         }
         drop(gate);
-        let fd = match self.verify(node, fd.as_fd()) {
-            Ok(_) => fd,
+        let (fd, regular) = match self.verify(node, fd.as_fd()) {
+            Ok(st) => {
+                if writable {
+                    self.capture.settle_inode(st.st_ino)?;
+                }
+                (fd, st.st_mode & libc::S_IFMT == libc::S_IFREG)
+            }
             // Renamed over while this request was on its way: the file the caller resolved.
             Err(Errno(libc::ESTALE)) => match self.ghost_fd(node) {
-                Some(g) => sys::reopen(g.as_fd(), clean | libc::O_NOFOLLOW)?,
+                Some(g) => (sys::reopen(g.as_fd(), clean | libc::O_NOFOLLOW)?, false),
                 None => return Err(Errno(libc::ESTALE)),
             },
             Err(e) => return Err(e),
@@ -1197,7 +1280,53 @@ impl CkptFs {
         Ok(self.add_handle(Handle {
             node,
             fd: Some(fd),
-            kind: HandleKind::File { writable },
+            kind: HandleKind::File { writable, regular },
+        }))
+    }
+
+    /// `open` for writing without truncation: the file is opened first, read-write, and its
+    /// pre-image read through that descriptor (no second lookup and open by name). Opening
+    /// changes no byte, so capturing after it is still before the first mutation. The daemon's
+    /// descriptor may read although the caller's may not: the kernel checked the caller, never
+    /// sends a read for a write-only handle, and passthrough opens its own backing file with
+    /// the caller's flags.
+    fn open_for_write(
+        &self,
+        node: u64,
+        dir: &OwnedFd,
+        name: &CStr,
+        path: &RelPath,
+        clean: i32,
+        caller: Caller,
+    ) -> FsResult<u64> {
+        let _gate = self.shared_gate();
+        let read_write = (clean & !libc::O_ACCMODE) | libc::O_RDWR;
+        let fd = sys::openat(dir.as_fd(), name, read_write | libc::O_NOFOLLOW, 0)?;
+        let (fd, regular) = match self.verify(node, fd.as_fd()) {
+            Ok(st) => {
+                let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+                if regular {
+                    let who = Who { pid: caller.pid };
+                    self.capture.ensure_open_file(fd.as_fd(), &st, path, who)?;
+                    self.capture_other_names(node, path, who)?;
+                }
+                (fd, regular)
+            }
+            // Renamed over while this request was on its way: the file the caller resolved,
+            // which no name reaches any more, so there is nothing to capture.
+            Err(Errno(libc::ESTALE)) => match self.ghost_fd(node) {
+                Some(g) => (sys::reopen(g.as_fd(), clean | libc::O_NOFOLLOW)?, false),
+                None => return Err(Errno(libc::ESTALE)),
+            },
+            Err(e) => return Err(e),
+        };
+        Ok(self.add_handle(Handle {
+            node,
+            fd: Some(fd),
+            kind: HandleKind::File {
+                writable: true,
+                regular,
+            },
         }))
     }
 
@@ -1225,7 +1354,10 @@ impl CkptFs {
         let fh = self.add_handle(Handle {
             node: entry.node,
             fd: Some(fd),
-            kind: HandleKind::File { writable: true },
+            kind: HandleKind::File {
+                writable: true,
+                regular: st.st_mode & libc::S_IFMT == libc::S_IFREG,
+            },
         });
         Ok((entry, fh))
     }
@@ -1279,8 +1411,11 @@ impl CkptFs {
     ) -> FsResult<R> {
         let h = self.handle_fd(fh)?;
         let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
-        let st = sys::fstat(fd.as_fd())?;
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        let regular = match h.kind {
+            HandleKind::File { regular: true, .. } => true,
+            _ => sys::fstat(fd.as_fd())?.st_mode & libc::S_IFMT == libc::S_IFREG,
+        };
+        if !regular {
             return Err(Errno(libc::EINVAL));
         }
         Ok(register(fd.as_fd()))
@@ -1618,7 +1753,7 @@ impl CkptFs {
         let nodes: Vec<u64> = self
             .lock_handles()
             .values()
-            .filter(|h| matches!(h.kind, HandleKind::File { writable: true }))
+            .filter(|h| matches!(h.kind, HandleKind::File { writable: true, .. }))
             .map(|h| h.node)
             .collect();
         for node in nodes {
@@ -1746,7 +1881,7 @@ impl CkptFs {
 
 fn h_writable(h: Option<&Handle>) -> Option<bool> {
     match h?.kind {
-        HandleKind::File { writable } => Some(writable),
+        HandleKind::File { writable, .. } => Some(writable),
         _ => None,
     }
 }

@@ -7,8 +7,10 @@
 use crate::relpath::hex;
 use crate::sys::{self, Errno, SysResult};
 use sha2::{Digest, Sha256};
+use std::collections::HashSet;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const CHUNK: usize = 256 * 1024;
@@ -32,10 +34,19 @@ pub struct BlobStore {
     /// storing a blob costs no `mkdir` and no directory lookup.
     shards: Vec<OwnedFd>,
     durable: bool,
-    compress: bool,
+    compress: std::sync::atomic::AtomicBool,
     seq: AtomicU64,
     /// Blobs of at most [`SMALL`] bytes, appended to pack files (no inode per blob).
     packs: Option<super::pack::Packs>,
+    /// The loose blobs' ids, listed at open and kept by this (the only) writer: a blob not in
+    /// it is not loose, so storing a new small blob costs no `fstatat` of its two loose names.
+    /// One that is in it is still looked up on disk (a blob deleted by hand is stored again).
+    /// `None` for a read-only store, which always looks on disk.
+    loose: Option<Mutex<HashSet<String>>>,
+    /// Held while a small blob is looked up and appended, and through a compaction: puts from
+    /// the stager thread (outside the store lock) neither store a blob twice nor append to a
+    /// pack a compaction is about to delete.
+    put_lock: Mutex<()>,
 }
 
 /// Suffix of a blob stored zstd-compressed; a blob without it holds the raw bytes.
@@ -54,6 +65,10 @@ impl AsFd for ShardFd<'_> {
             Self::Opened(fd) => fd.as_fd(),
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Reads of at most this size are hashed in memory before anything is written.
@@ -95,15 +110,17 @@ impl BlobStore {
             )?);
         }
         let packs = Some(super::pack::Packs::open(dir.as_fd(), true, durable)?);
-        let s = Self {
+        let mut s = Self {
             dir,
             packs,
             shards,
             durable,
-            compress: false,
+            compress: std::sync::atomic::AtomicBool::new(false),
             seq: AtomicU64::new(0),
+            loose: None,
+            put_lock: Mutex::new(()),
         };
-        s.remove_temps();
+        s.loose = Some(Mutex::new(s.scan_shards()));
         Ok(s)
     }
 
@@ -120,8 +137,10 @@ impl BlobStore {
             dir,
             shards: Vec::new(),
             durable: false,
-            compress: false,
+            compress: std::sync::atomic::AtomicBool::new(false),
             seq: AtomicU64::new(0),
+            loose: None,
+            put_lock: Mutex::new(()),
         })
     }
 
@@ -154,8 +173,12 @@ impl BlobStore {
 
     /// Stores new blobs zstd-compressed (level 3). Blobs already stored keep their form;
     /// readers take either.
-    pub fn set_compress(&mut self, on: bool) {
-        self.compress = on;
+    pub fn set_compress(&self, on: bool) {
+        self.compress.store(on, Ordering::Relaxed);
+    }
+
+    fn compressing(&self) -> bool {
+        self.compress.load(Ordering::Relaxed)
     }
 
     fn names(id: &str) -> SysResult<(CString, CString)> {
@@ -193,6 +216,11 @@ impl BlobStore {
         }
         if let Some(loc) = self.packs.as_ref().and_then(|p| p.get(id)) {
             return Some(loc.compressed);
+        }
+        if let Some(loose) = &self.loose
+            && !lock(loose).contains(id)
+        {
+            return None;
         }
         let shard = self.shard(id, false).ok()?;
         let (raw, zst) = Self::names(id).ok()?;
@@ -282,7 +310,13 @@ impl BlobStore {
             && hint < SMALL
         {
             let mut buf = vec![0u8; hint + 1];
-            let n = read_full(src, &mut buf, 0)?;
+            // One `pread` is the common case: exactly the size seen, one byte short of the
+            // buffer, is the end of the file (a second call would only confirm it).
+            let n = match sys::pread(src, &mut buf, 0) {
+                Ok(n) if n == hint => n,
+                Ok(_) | Err(Errno(libc::EINTR)) => read_full(src, &mut buf, 0)?,
+                Err(e) => return Err(e),
+            };
             if n <= hint {
                 return self.put_bytes(&buf[..n]);
             }
@@ -303,7 +337,7 @@ impl BlobStore {
         )?;
         let result = (|| {
             let mut h = Sha256::new();
-            let mut out = BlobWriter::new(tmp.as_fd(), self.compress)?;
+            let mut out = BlobWriter::new(tmp.as_fd(), self.compressing())?;
             h.update(&small);
             out.write(&small)?;
             let mut off = SMALL as u64;
@@ -331,8 +365,9 @@ impl BlobStore {
             }
             let shard = self.shard(&id, true)?;
             let (raw, zst) = Self::names(&id)?;
-            let final_name = if self.compress { zst } else { raw };
+            let final_name = if self.compressing() { zst } else { raw };
             sys::renameat2(self.dir.as_fd(), &tmp_name, shard.as_fd(), &final_name, 0)?;
+            self.note_loose(&id);
             if self.durable {
                 self.sync_dir(shard.as_fd())?;
             }
@@ -351,11 +386,20 @@ impl BlobStore {
 
     /// Stores bytes held in memory.
     pub fn put_bytes(&self, bytes: &[u8]) -> SysResult<Stored> {
-        let id = hex(&Sha256::digest(bytes));
+        self.put_hashed(&hex(&Sha256::digest(bytes)), bytes)
+    }
+
+    /// Stores bytes whose sha256 hex the caller computed (`id`; the caller's duty to be right).
+    pub fn put_hashed(&self, id: &str, bytes: &[u8]) -> SysResult<Stored> {
+        if !valid_id(id) {
+            return Err(Errno(libc::EINVAL));
+        }
+        let id = id.to_string();
         let size = bytes.len() as u64;
         if bytes.len() <= SMALL
             && let Some(packs) = &self.packs
         {
+            let _put = lock(&self.put_lock);
             if self.exists(&id) {
                 return Ok(Stored {
                     id,
@@ -363,7 +407,7 @@ impl BlobStore {
                     new: false,
                 });
             }
-            if self.compress {
+            if self.compressing() {
                 let packed = zstd::bulk::compress(bytes, ZSTD_LEVEL).map_err(Errno::from)?;
                 packs.put(&id, &packed, true)?;
             } else {
@@ -391,9 +435,9 @@ impl BlobStore {
             libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
             0o600,
         )?;
-        let final_name = if self.compress { zst } else { raw };
+        let final_name = if self.compressing() { zst } else { raw };
         let result = (|| {
-            if self.compress {
+            if self.compressing() {
                 let packed = zstd::bulk::compress(bytes, ZSTD_LEVEL).map_err(Errno::from)?;
                 write_all(tmp.as_fd(), &packed, 0)?;
             } else {
@@ -403,6 +447,7 @@ impl BlobStore {
                 sys::fsync(tmp.as_fd(), true)?;
             }
             sys::renameat2(shard.as_fd(), &tmp_name, shard.as_fd(), &final_name, 0)?;
+            self.note_loose(&id);
             if self.durable {
                 self.sync_dir(shard.as_fd())?;
             }
@@ -477,6 +522,9 @@ impl BlobStore {
         if self.packs.as_ref().is_some_and(|p| p.remove(id)) {
             return Ok(());
         }
+        if let Some(loose) = &self.loose {
+            lock(loose).remove(id);
+        }
         let shard = self.shard(id, false)?;
         let (raw, zst) = Self::names(id)?;
         match sys::unlinkat(shard.as_fd(), &raw, 0) {
@@ -487,17 +535,26 @@ impl BlobStore {
 
     /// Rewrites the packs without the blobs `remove` dropped from them.
     pub fn compact(&self) -> SysResult<()> {
+        let _put = lock(&self.put_lock);
         self.packs
             .as_ref()
             .map_or(Ok(()), super::pack::Packs::compact)
     }
 
-    fn remove_temps(&self) {
+    fn note_loose(&self, id: &str) {
+        if let Some(loose) = &self.loose {
+            lock(loose).insert(id.to_string());
+        }
+    }
+
+    /// Removes stale temp files and lists the loose blobs (one pass over the shards at open).
+    fn scan_shards(&self) -> HashSet<String> {
+        let mut loose = HashSet::new();
         let Ok(top) = sys::reopen(self.dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY) else {
-            return;
+            return loose;
         };
         let Ok(entries) = sys::read_dir_all(top.as_fd(), false) else {
-            return;
+            return loose;
         };
         for e in entries {
             if let Ok(name) = CString::new(e.name.clone()) {
@@ -508,15 +565,25 @@ impl BlobStore {
                         sys::openat(top.as_fd(), &name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
                 {
                     for t in sys::read_dir_all(sfd.as_fd(), false).unwrap_or_default() {
-                        if t.name.starts_with(b".tmp-")
-                            && let Ok(tn) = CString::new(t.name)
+                        if t.name.starts_with(b".tmp-") {
+                            if let Ok(tn) = CString::new(t.name) {
+                                let _ = sys::unlinkat(sfd.as_fd(), &tn, 0);
+                            }
+                            continue;
+                        }
+                        let rest = t.name.strip_suffix(ZST.as_bytes()).unwrap_or(&t.name);
+                        let mut id = e.name.clone();
+                        id.extend_from_slice(rest);
+                        if let Ok(id) = String::from_utf8(id)
+                            && valid_id(&id)
                         {
-                            let _ = sys::unlinkat(sfd.as_fd(), &tn, 0);
+                            loose.insert(id);
                         }
                     }
                 }
             }
         }
+        loose
     }
 }
 
@@ -629,8 +696,32 @@ mod tests {
     }
 
     #[test]
+    fn loose_blobs_are_known_after_reopening_and_stored_again_when_deleted_by_hand() {
+        let (dir, s) = store();
+        let big = vec![7u8; SMALL + 1];
+        let first = s.put_bytes(&big).expect("put");
+        assert!(first.new);
+        drop(s);
+        // Reopened: the loose blob is found by the scan at open, so it is not stored twice.
+        let d = std::fs::File::open(dir.path()).expect("open");
+        let s = BlobStore::open(d.as_fd(), false).expect("reopen");
+        assert!(!s.put_bytes(&big).expect("put again").new);
+        // Deleted by hand under a running store: found missing on disk, stored again.
+        let shard = dir.path().join("blobs").join(&first.id[..2]);
+        std::fs::remove_file(shard.join(&first.id[2..])).expect("delete blob");
+        assert!(!s.exists(&first.id));
+        assert!(s.put_bytes(&big).expect("put after delete").new);
+        assert!(s.verify(&first.id).expect("verify"));
+        // A new small blob does not look for loose names at all, and is packed once.
+        let small = s.put_bytes(b"small").expect("put small");
+        assert!(small.new);
+        assert!(!s.put_bytes(b"small").expect("put small again").new);
+        assert_eq!(s.list().expect("list").len(), 2);
+    }
+
+    #[test]
     fn compressed_blobs_read_back_verify_and_dedup_with_raw_ones() {
-        let (dir, mut s) = store();
+        let (dir, s) = store();
         let raw = s.put_bytes(b"stored raw first").expect("put");
         s.set_compress(true);
         assert!(

@@ -110,16 +110,52 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
     };
     let present: BTreeMap<String, u64> = blobs.list().unwrap_or_default().into_iter().collect();
     let mut referenced: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    let mut staged: BTreeMap<u64, String> = BTreeMap::new();
     for line in &lines {
-        if let Record::Capture {
-            pre: PreImage::File { blob, size, .. },
-            path,
-            ..
-        } = &line.rec
-        {
-            referenced
-                .entry(blob.clone())
-                .or_insert((*size, path.to_string()));
+        match &line.rec {
+            Record::Capture {
+                pre: PreImage::File { blob, size, .. },
+                path,
+                ..
+            } => {
+                referenced
+                    .entry(blob.clone())
+                    .or_insert((*size, path.to_string()));
+            }
+            Record::Capture {
+                pre: PreImage::Staged { .. },
+                path,
+                ..
+            } => {
+                staged.insert(line.seq, path.to_string());
+            }
+            Record::Staged { capture, pre } => {
+                if let (Some(path), PreImage::File { blob, size, .. }) =
+                    (staged.remove(capture), pre)
+                {
+                    referenced.entry(blob.clone()).or_insert((*size, path));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Staged pre-images not stored yet: their bytes must still be in staged/.
+    for (seq, path) in &staged {
+        let name = super::Store::staged_name(*seq);
+        let there = crate::sys::openat(
+            store_dir,
+            c"staged",
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )
+        .and_then(|d| crate::sys::lstatat(std::os::fd::AsFd::as_fd(&d), &name))
+        .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
+        if !there {
+            add(finding(
+                Severity::Error,
+                "staged-missing",
+                format!("{path}: its staged pre-image staged/{seq} is missing"),
+            ));
         }
     }
     for (id, (size, path)) in &referenced {
@@ -232,7 +268,7 @@ fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
                 Severity::Error,
                 "journal-corrupt",
                 format!(
-                    "line {n}: format version {found}; this ckpt-mount reads version {}",
+                    "line {n}: format version {found}; this ckpt-mount reads versions 1 to {}",
                     journal::JOURNAL_VERSION
                 ),
             )),

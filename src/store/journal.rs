@@ -1,4 +1,5 @@
-//! The journal: an append-only file of JSON lines, one record per line, `"v": 1` on each.
+//! The journal: an append-only file of JSON lines, one record per line, each with its format
+//! version `"v"`: 1, or 2 for the lines only version 2 has (staged pre-images).
 //!
 //! Invariants: records are only ever appended, each with one `write(2)` on an `O_APPEND`
 //! descriptor, so a killed daemon leaves at most one torn last line; a torn last line is cut
@@ -7,8 +8,10 @@
 use crate::relpath::RelPath;
 use serde::{Deserialize, Serialize};
 
-/// The journal format version written on every record.
-pub const JOURNAL_VERSION: u32 = 1;
+/// The newest journal format version: what this build reads (every version up to it) and
+/// writes on the lines that need it. Lines version 1 can hold are written as version 1, so a
+/// store that never staged a pre-image stays readable by version-1 builds.
+pub const JOURNAL_VERSION: u32 = 2;
 
 /// A symlink target: any bytes, stored like a path (string or `{"hex": ...}`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +98,24 @@ pub enum PreImage {
         /// Group.
         gid: u32,
     },
+    /// A regular file whose inode was moved into the store's `staged/` folder (named by the
+    /// seq of the capture record) instead of being read and copied, because the mutation was
+    /// its removal; a later `staged` record replaces this with `File` (or `Skipped`) once its
+    /// bytes are stored. Journal version 2.
+    Staged {
+        /// Size in bytes.
+        size: u64,
+        /// Full `st_mode` permission bits (`0o7777`).
+        mode: u32,
+        /// Owner.
+        uid: u32,
+        /// Group.
+        gid: u32,
+        /// Host inode number.
+        ino: u64,
+        /// Link count when captured (always 1: only a file's last name is staged).
+        nlink: u64,
+    },
     /// Something that was not stored; a rewind reports it instead of restoring it.
     Skipped {
         /// What the path was (`file`, `socket`, `device`).
@@ -115,6 +136,7 @@ impl PreImage {
             Self::Dir { .. } => "dir",
             Self::Symlink { .. } => "symlink",
             Self::Fifo { .. } => "fifo",
+            Self::Staged { .. } => "staged",
             Self::Skipped { .. } => "skipped",
         }
     }
@@ -167,12 +189,34 @@ pub enum Record {
         /// Seq of the `rewind_begin` that was undone.
         rewind: u64,
     },
+    /// The staged pre-image of capture `capture` is stored: `pre` (a `file`, or `skipped` when
+    /// its bytes could not be read) replaces it. Journal version 2.
+    Staged {
+        /// Seq of the capture whose pre-image was staged.
+        capture: u64,
+        /// What it resolved to.
+        pre: PreImage,
+    },
+}
+
+impl Record {
+    /// The oldest journal version that can hold this record.
+    pub fn version(&self) -> u32 {
+        match self {
+            Self::Capture {
+                pre: PreImage::Staged { .. },
+                ..
+            }
+            | Self::Staged { .. } => 2,
+            _ => 1,
+        }
+    }
 }
 
 /// A record with its envelope, as one line of the journal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Line {
-    /// Format version; anything but [`JOURNAL_VERSION`] is refused.
+    /// Format version; anything newer than [`JOURNAL_VERSION`] is refused.
     pub v: u32,
     /// Position in the journal, strictly increasing.
     pub seq: u64,
@@ -208,7 +252,7 @@ impl std::fmt::Display for ParseError {
             Self::Corrupt { line, reason } => write!(f, "journal line {line} is corrupt: {reason}"),
             Self::Version { line, found } => write!(
                 f,
-                "journal line {line} has format version {found}; this ckpt-mount reads version {JOURNAL_VERSION}"
+                "journal line {line} has format version {found}; this ckpt-mount reads versions 1 to {JOURNAL_VERSION}"
             ),
         }
     }
@@ -273,7 +317,7 @@ fn parse_line(text: &[u8], line: usize) -> Result<Line, ParseError> {
         .get("v")
         .and_then(serde_json::Value::as_u64)
         .unwrap_or(0);
-    if v != u64::from(JOURNAL_VERSION) {
+    if v == 0 || v > u64::from(JOURNAL_VERSION) {
         return Err(ParseError::Version {
             line,
             found: u32::try_from(v).unwrap_or(u32::MAX),

@@ -141,6 +141,8 @@ pub struct Index {
     pub unfinished_saved: Vec<Capture>,
     /// Highest seq seen.
     pub last_seq: u64,
+    /// Captures whose pre-image is still `Staged` (no `staged` record yet): seq -> host inode.
+    pub pending: std::collections::BTreeMap<u64, u64>,
 }
 
 impl Index {
@@ -180,6 +182,9 @@ impl Index {
                 if undo_of.is_some() {
                     self.unfinished_saved.push(cap);
                 } else {
+                    if let PreImage::Staged { ino, .. } = pre {
+                        self.pending.insert(line.seq, *ino);
+                    }
                     if *turn == self.current_turn() {
                         self.captured_now.insert(path.clone());
                     }
@@ -223,6 +228,20 @@ impl Index {
                     retired_turns,
                     retired,
                 });
+            }
+            Record::Staged { capture, pre } => {
+                // Only a pending capture is resolved, only once, and only to what a staged file
+                // can become (the journal is untrusted input).
+                if !matches!(pre, PreImage::File { .. } | PreImage::Skipped { .. })
+                    || self.pending.remove(capture).is_none()
+                {
+                    return;
+                }
+                if let Ok(i) = self.captures.binary_search_by_key(capture, |c| c.seq)
+                    && matches!(self.captures[i].pre, PreImage::Staged { .. })
+                {
+                    self.captures[i].pre = pre.clone();
+                }
             }
             Record::UndoDone { rewind } => {
                 let Some(last) = self.last_rewind.take() else {
@@ -296,10 +315,23 @@ pub struct Store {
     journal: OwnedFd,
     _lock: OwnedFd,
     /// Content-addressed blobs.
-    pub blobs: BlobStore,
+    pub blobs: std::sync::Arc<BlobStore>,
     /// State replayed from the journal.
     pub index: Index,
     durable: bool,
+    /// `staged/`: pre-images moved here by their removal, named by their capture's seq.
+    staged: OwnedFd,
+    /// The store's device: only a file on it can be staged (a rename cannot cross devices).
+    dev: u64,
+}
+
+/// What a staged pre-image resolves to when its bytes cannot be stored for good.
+fn staged_skip(size: u64, reason: String) -> PreImage {
+    PreImage::Skipped {
+        was: "file".into(),
+        size,
+        reason,
+    }
 }
 
 /// Opens the store directory of a folder, creating it when `create` is set.
@@ -379,7 +411,21 @@ impl Store {
         for line in &parsed.lines {
             index.apply(line);
         }
-        let blobs = BlobStore::open(d, durable).map_err(io("open blobs"))?;
+        let blobs = std::sync::Arc::new(BlobStore::open(d, durable).map_err(io("open blobs"))?);
+        match sys::mkdirat(d, c"staged", 0o700) {
+            Ok(()) | Err(Errno(libc::EEXIST)) => {}
+            Err(e) => return Err(io("create staged/")(e)),
+        }
+        let staged = sys::openat(
+            d,
+            c"staged",
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )
+        .map_err(io("open staged/"))?;
+        let dev = sys::fstat(staged.as_fd())
+            .map_err(io("stat staged/"))?
+            .st_dev;
         let mut store = Self {
             dir,
             journal,
@@ -387,6 +433,8 @@ impl Store {
             blobs,
             index,
             durable,
+            staged,
+            dev,
         };
         if store.index.turns.is_empty() {
             store.append(Record::Turn {
@@ -394,7 +442,282 @@ impl Store {
                 label: None,
             })?;
         }
+        // A daemon that stopped with pre-images still staged: store them now (one it never
+        // moved is still at its name: read from there), and drop staged files no capture waits
+        // for (their record was written, the unlink was not).
+        store.recover_unmoved(root);
+        store.settle();
+        store.remove_stray_stages();
         Ok(store)
+    }
+
+    /// The `staged/` directory.
+    pub fn staged_dir(&self) -> BorrowedFd<'_> {
+        self.staged.as_fd()
+    }
+
+    /// The device the store is on.
+    pub fn dev(&self) -> u64 {
+        self.dev
+    }
+
+    /// Whether every record and blob is synced before the change it guards (`--durable`).
+    pub fn durable(&self) -> bool {
+        self.durable
+    }
+
+    /// The name of capture `seq`'s staged file.
+    pub fn staged_name(seq: u64) -> CString {
+        CString::new(seq.to_string()).unwrap_or_default()
+    }
+
+    /// Stores the bytes of capture `seq`'s staged pre-image and records what it became. `Err`
+    /// leaves it pending with its staged file in place (the bytes are not lost; a later call
+    /// tries again).
+    pub fn resolve_stage(&mut self, seq: u64) -> Result<(), StoreError> {
+        self.resolve_stages(vec![seq])
+    }
+
+    /// [`Self::resolve_stage`] for many, with one journal append for all their records.
+    pub fn resolve_stages(&mut self, seqs: Vec<u64>) -> Result<(), StoreError> {
+        let mut records = Vec::new();
+        let mut first_err = None;
+        for seq in seqs {
+            match self.resolution(seq) {
+                Ok(Some(pre)) => records.push(Record::Staged { capture: seq, pre }),
+                Ok(None) => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        let done: Vec<u64> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Staged { capture, .. } => Some(*capture),
+                _ => None,
+            })
+            .collect();
+        if !records.is_empty() {
+            self.append_all(records)?;
+        }
+        for seq in done {
+            let _ = sys::unlinkat(self.staged.as_fd(), &Self::staged_name(seq), 0);
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// What capture `seq`'s staged pre-image becomes, its bytes stored; `None` when nothing
+    /// waits for it.
+    fn resolution(&mut self, seq: u64) -> Result<Option<PreImage>, StoreError> {
+        let Some(&ino) = self.index.pending.get(&seq) else {
+            return Ok(None);
+        };
+        let name = Self::staged_name(seq);
+        let meta = self
+            .index
+            .captures
+            .binary_search_by_key(&seq, |c| c.seq)
+            .ok()
+            .and_then(|i| match self.index.captures[i].pre {
+                PreImage::Staged {
+                    size,
+                    mode,
+                    uid,
+                    gid,
+                    ..
+                } => Some((size, mode, uid, gid)),
+                _ => None,
+            });
+        let Some((size, mode, uid, gid)) = meta else {
+            // Retired by a rewind (only an untrusted journal gets here): nothing waits for it.
+            self.index.pending.remove(&seq);
+            let _ = sys::unlinkat(self.staged.as_fd(), &name, 0);
+            return Ok(None);
+        };
+        let file = |blob: String, size: u64| PreImage::File {
+            blob,
+            size,
+            mode,
+            uid,
+            gid,
+            ino,
+            nlink: 1,
+        };
+        let pre = match sys::openat(
+            self.staged.as_fd(),
+            &name,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+            0,
+        ) {
+            Ok(fd) => {
+                let st = sys::fstat(fd.as_fd()).map_err(io("stat a staged pre-image"))?;
+                if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_ino != ino {
+                    staged_skip(size, "its staged copy in the store was replaced".into())
+                } else {
+                    let stored = self
+                        .blobs
+                        .put_fd_sized(fd.as_fd(), st.st_size as u64)
+                        .map_err(io("store a staged pre-image"))?;
+                    file(stored.id, stored.size)
+                }
+            }
+            Err(Errno(libc::ENOENT)) => staged_skip(
+                size,
+                "the daemon stopped while moving it into the store, and it is not there".into(),
+            ),
+            Err(e) => return Err(io("open a staged pre-image")(e)),
+        };
+        Ok(Some(pre))
+    }
+
+    /// Records what staged pre-images became when their bytes were stored by the caller, outside
+    /// the store lock: `(capture seq, inode of the staged file read, blob)`. One still pending
+    /// with that inode is resolved (one journal append for all); the rest are left as they are
+    /// (resolved meanwhile, or not this file). Returns the seqs resolved, whose staged files
+    /// the caller may now remove.
+    pub fn record_stored_stages(
+        &mut self,
+        stored: Vec<(u64, u64, blob::Stored)>,
+    ) -> Result<Vec<u64>, StoreError> {
+        let mut records = Vec::new();
+        let mut done = Vec::new();
+        for (seq, ino, blob) in stored {
+            if self.index.pending.get(&seq) != Some(&ino) {
+                continue;
+            }
+            let Ok(i) = self.index.captures.binary_search_by_key(&seq, |c| c.seq) else {
+                continue;
+            };
+            if let PreImage::Staged { mode, uid, gid, .. } = self.index.captures[i].pre {
+                records.push(Record::Staged {
+                    capture: seq,
+                    pre: PreImage::File {
+                        blob: blob.id,
+                        size: blob.size,
+                        mode,
+                        uid,
+                        gid,
+                        ino,
+                        nlink: 1,
+                    },
+                });
+                done.push(seq);
+            }
+        }
+        if !records.is_empty() {
+            self.append_all(records)?;
+        }
+        Ok(done)
+    }
+
+    /// Resolves every pending staged pre-image (before anything reads the index as a whole).
+    /// One that cannot be stored stays pending, its bytes in `staged/`, and is logged.
+    pub fn settle(&mut self) {
+        let pending: Vec<u64> = self.index.pending.keys().copied().collect();
+        for seq in pending {
+            if let Err(e) = self.resolve_stage(seq) {
+                log::warn!(target: "ckpt::store", "staged pre-image {seq} not stored yet: {e}");
+            }
+        }
+    }
+
+    /// Resolves the staged pre-image of host inode `ino`, if one is pending: before a
+    /// descriptor that could write that inode is handed out.
+    pub fn settle_inode(&mut self, ino: u64) -> Result<(), StoreError> {
+        if self.index.pending.is_empty() {
+            return Ok(());
+        }
+        let seqs: Vec<u64> = self
+            .index
+            .pending
+            .iter()
+            .filter(|(_, i)| **i == ino)
+            .map(|(s, _)| *s)
+            .collect();
+        for seq in seqs {
+            self.resolve_stage(seq)?;
+        }
+        Ok(())
+    }
+
+    /// Pending staged pre-images whose file never reached `staged/` (the daemon stopped between
+    /// the record and the rename): the file is still at its path, the same inode, and nothing
+    /// has written it since (no mount served the folder meanwhile), so it is read from there.
+    /// The path is resolved beneath `root` without following any symlink.
+    fn recover_unmoved(&mut self, root: BorrowedFd<'_>) {
+        let pending: Vec<(u64, u64)> = self.index.pending.iter().map(|(s, i)| (*s, *i)).collect();
+        let mut records = Vec::new();
+        for (seq, ino) in pending {
+            if sys::lstatat(self.staged.as_fd(), &Self::staged_name(seq)).is_ok() {
+                continue;
+            }
+            let Ok(i) = self.index.captures.binary_search_by_key(&seq, |c| c.seq) else {
+                continue;
+            };
+            let c = &self.index.captures[i];
+            let PreImage::Staged { mode, uid, gid, .. } = c.pre else {
+                continue;
+            };
+            let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+            let parent = match c.path.parent() {
+                None => sys::openat(root, c".", flags, 0),
+                Some(p) => sys::open_beneath(root, &p.to_cstring(), flags, 0),
+            };
+            let Ok(name) = CString::new(c.path.file_name().as_encoded_bytes()) else {
+                continue;
+            };
+            let read = parent.and_then(|dir| {
+                let fd = sys::openat(
+                    dir.as_fd(),
+                    &name,
+                    libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+                    0,
+                )?;
+                let st = sys::fstat(fd.as_fd())?;
+                if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_ino != ino {
+                    return Err(Errno(libc::ESTALE));
+                }
+                self.blobs.put_fd_sized(fd.as_fd(), st.st_size as u64)
+            });
+            if let Ok(stored) = read {
+                log::info!(target: "ckpt::store", "{}: its pre-image was never moved into the store; stored from the folder", c.path);
+                records.push(Record::Staged {
+                    capture: seq,
+                    pre: PreImage::File {
+                        blob: stored.id,
+                        size: stored.size,
+                        mode,
+                        uid,
+                        gid,
+                        ino,
+                        nlink: 1,
+                    },
+                });
+            }
+        }
+        if !records.is_empty()
+            && let Err(e) = self.append_all(records)
+        {
+            log::warn!(target: "ckpt::store", "recording recovered pre-images failed: {e}");
+        }
+    }
+
+    fn remove_stray_stages(&self) {
+        let Ok(list) = sys::reopen(self.staged.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY) else {
+            return;
+        };
+        for e in sys::read_dir_all(list.as_fd(), false).unwrap_or_default() {
+            let seq = std::str::from_utf8(&e.name)
+                .ok()
+                .and_then(|n| n.parse::<u64>().ok());
+            if seq.is_some_and(|s| self.index.pending.contains_key(&s)) {
+                continue;
+            }
+            if let Ok(name) = CString::new(e.name) {
+                let _ = sys::unlinkat(self.staged.as_fd(), &name, 0);
+            }
+        }
     }
 
     /// The store directory descriptor (for the daemon log and tests).
@@ -404,13 +727,25 @@ impl Store {
 
     /// Appends one record (one `write(2)`), applies it to the index and returns its seq.
     pub fn append(&mut self, rec: Record) -> Result<u64, StoreError> {
-        let line = Line {
-            v: journal::JOURNAL_VERSION,
-            seq: self.index.last_seq + 1,
-            time: now(),
-            rec,
-        };
-        let bytes = journal::encode(&line);
+        self.append_all(vec![rec])
+    }
+
+    /// Appends records in one `write(2)` (a torn write still leaves whole lines and at most one
+    /// torn last line), applies them and returns the last seq.
+    pub fn append_all(&mut self, recs: Vec<Record>) -> Result<u64, StoreError> {
+        let time = now();
+        let first = self.index.last_seq + 1;
+        let lines: Vec<Line> = recs
+            .into_iter()
+            .zip(first..)
+            .map(|(rec, seq)| Line {
+                v: rec.version(),
+                seq,
+                time,
+                rec,
+            })
+            .collect();
+        let bytes: Vec<u8> = lines.iter().flat_map(journal::encode).collect();
         let n = sys::write(self.journal.as_fd(), &bytes).map_err(io("append to journal"))?;
         if n != bytes.len() {
             // A short append (disk full) leaves a torn tail; cut it so the journal stays whole.
@@ -428,8 +763,10 @@ impl Store {
         if self.durable {
             sys::fsync(self.journal.as_fd(), true).map_err(io("sync journal"))?;
         }
-        self.index.apply(&line);
-        Ok(line.seq)
+        for line in &lines {
+            self.index.apply(line);
+        }
+        Ok(self.index.last_seq)
     }
 
     /// Total size of the journal in bytes.

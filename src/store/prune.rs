@@ -121,7 +121,7 @@ fn rewrite_journal(store: &mut Store, keep_from: u64) -> Result<(), StoreError> 
     let mut push = |time: u64, rec: Record| {
         seq += 1;
         lines.push(Line {
-            v: journal::JOURNAL_VERSION,
+            v: rec.version(),
             seq,
             time,
             rec,
