@@ -1271,10 +1271,7 @@ impl CkptFs {
                 (fd, st.st_mode & libc::S_IFMT == libc::S_IFREG)
             }
             // Renamed over while this request was on its way: the file the caller resolved.
-            Err(Errno(libc::ESTALE)) => match self.ghost_fd(node) {
-                Some(g) => (sys::reopen(g.as_fd(), clean | libc::O_NOFOLLOW)?, false),
-                None => return Err(Errno(libc::ESTALE)),
-            },
+            Err(Errno(libc::ESTALE)) => (self.reopen_ghost(node, clean)?, false),
             Err(e) => return Err(e),
         };
         Ok(self.add_handle(Handle {
@@ -1282,6 +1279,12 @@ impl CkptFs {
             fd: Some(fd),
             kind: HandleKind::File { writable, regular },
         }))
+    }
+
+    /// Opens, with `flags`, the file a node renamed over still stands for (`ESTALE` if none).
+    fn reopen_ghost(&self, node: u64, flags: i32) -> FsResult<OwnedFd> {
+        let ghost = self.ghost_fd(node).ok_or(Errno(libc::ESTALE))?;
+        sys::reopen(ghost.as_fd(), flags | libc::O_NOFOLLOW)
     }
 
     /// `open` for writing without truncation: the file is opened first, read-write, and its
@@ -1314,10 +1317,7 @@ impl CkptFs {
             }
             // Renamed over while this request was on its way: the file the caller resolved,
             // which no name reaches any more, so there is nothing to capture.
-            Err(Errno(libc::ESTALE)) => match self.ghost_fd(node) {
-                Some(g) => (sys::reopen(g.as_fd(), clean | libc::O_NOFOLLOW)?, false),
-                None => return Err(Errno(libc::ESTALE)),
-            },
+            Err(Errno(libc::ESTALE)) => (self.reopen_ghost(node, clean)?, false),
             Err(e) => return Err(e),
         };
         Ok(self.add_handle(Handle {
