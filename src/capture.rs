@@ -208,9 +208,16 @@ enum StageBy {
     Link,
 }
 
+/// A staged pre-image waiting for its bytes to be stored: its capture's seq in journal `epoch`.
+#[derive(Debug, Clone, Copy)]
+pub struct Staged {
+    epoch: u64,
+    seq: u64,
+}
+
 #[derive(Debug)]
 struct Stager {
-    queue: mpsc::Sender<u64>,
+    queue: mpsc::Sender<Staged>,
     thread: std::thread::JoinHandle<()>,
 }
 
@@ -231,44 +238,65 @@ fn run_stager(
     store: &Mutex<Store>,
     blobs: &BlobStore,
     staged: &OwnedFd,
-    queue: &mpsc::Receiver<u64>,
+    queue: &mpsc::Receiver<Staged>,
 ) {
     // Below the request threads: it works in their gaps, and the client's turn is not slowed.
     sys::lower_thread_priority(STAGER_NICE);
     while let Ok(first) = queue.recv() {
-        // Whatever has queued up meanwhile goes in the same batch.
-        let batch: Vec<u64> = std::iter::once(first)
-            .chain(queue.try_iter().take(STAGER_BATCH - 1))
-            .collect();
-        let stored: Vec<(u64, u64, crate::store::blob::Stored)> = batch
-            .into_iter()
-            .filter_map(|seq| {
-                let name = Store::staged_name(seq);
-                let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
-                let fd = sys::openat(staged.as_fd(), &name, flags, 0).ok()?;
-                let st = sys::fstat(fd.as_fd()).ok()?;
-                if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-                    return None; // left for `settle`, which records why
-                }
-                match blobs.put_fd_sized(fd.as_fd(), st.st_size as u64) {
-                    Ok(b) => Some((seq, st.st_ino, b)),
-                    Err(e) => {
-                        log::warn!(target: "ckpt::capture", "staged pre-image {seq} not stored yet: {e}");
-                        None
-                    }
-                }
-            })
-            .collect();
-        let done = match lock_store(store).record_stored_stages(stored) {
-            Ok(done) => done,
-            Err(e) => {
-                log::warn!(target: "ckpt::capture", "recording stored pre-images failed: {e}");
-                continue;
+        // Whatever has queued up meanwhile (in the same journal epoch) goes in the same batch.
+        let epoch = first.epoch;
+        let mut batch = vec![first.seq];
+        let mut next = None;
+        for s in queue.try_iter().take(STAGER_BATCH - 1) {
+            if s.epoch != epoch {
+                next = Some(s);
+                break;
             }
-        };
-        for seq in done {
-            let _ = sys::unlinkat(staged.as_fd(), &Store::staged_name(seq), 0);
+            batch.push(s.seq);
         }
+        store_staged_batch(store, blobs, staged, epoch, batch);
+        if let Some(s) = next {
+            store_staged_batch(store, blobs, staged, s.epoch, vec![s.seq]);
+        }
+    }
+}
+
+/// One batch of the stager: stores the bytes, then records and removes the staged files.
+fn store_staged_batch(
+    store: &Mutex<Store>,
+    blobs: &BlobStore,
+    staged: &OwnedFd,
+    epoch: u64,
+    batch: Vec<u64>,
+) {
+    let stored: Vec<(u64, u64, crate::store::blob::Stored)> = batch
+        .into_iter()
+        .filter_map(|seq| {
+            let name = Store::staged_name(seq);
+            let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+            let fd = sys::openat(staged.as_fd(), &name, flags, 0).ok()?;
+            let st = sys::fstat(fd.as_fd()).ok()?;
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                return None; // left for `settle`, which records why
+            }
+            match blobs.put_fd_sized(fd.as_fd(), st.st_size as u64) {
+                Ok(b) => Some((seq, st.st_ino, b)),
+                Err(e) => {
+                    log::warn!(target: "ckpt::capture", "staged pre-image {seq} not stored yet: {e}");
+                    None
+                }
+            }
+        })
+        .collect();
+    let done = match lock_store(store).record_stored_stages(epoch, stored) {
+        Ok(done) => done,
+        Err(e) => {
+            log::warn!(target: "ckpt::capture", "recording stored pre-images failed: {e}");
+            return;
+        }
+    };
+    for seq in done {
+        let _ = sys::unlinkat(staged.as_fd(), &Store::staged_name(seq), 0);
     }
 }
 
@@ -401,8 +429,8 @@ impl Capturer {
         who: Who,
     ) -> Result<bool, Errno> {
         match self.stage(parent, name, path, st, held_open, who, StageBy::Move)? {
-            Some(seq) => {
-                self.hand_to_stager(seq);
+            Some(staged) => {
+                self.hand_to_stager(staged);
                 Ok(true)
             }
             None => Ok(false),
@@ -410,8 +438,8 @@ impl Capturer {
     }
 
     /// Before `name` in `parent` (= `path`, `st` its `lstat`) is renamed over: captures it, by a
-    /// hard link in `staged/` when it may be staged (as [`Self::remove_into_store`]). `Some(seq)`:
-    /// linked; the caller must call [`Self::replaced`] with the rename's outcome.
+    /// hard link in `staged/` when it may be staged (as [`Self::remove_into_store`]). `Some(_)`:
+    /// linked; the caller must call [`Self::replaced`] with it and the rename's outcome.
     pub fn stage_replaced(
         &self,
         parent: BorrowedFd<'_>,
@@ -420,28 +448,38 @@ impl Capturer {
         st: &libc::stat,
         held_open: bool,
         who: Who,
-    ) -> Result<Option<u64>, Errno> {
+    ) -> Result<Option<Staged>, Errno> {
         self.stage(parent, name, path, st, held_open, who, StageBy::Link)
     }
 
     /// After the rename that [`Self::stage_replaced`] prepared: done, the staged link is the
     /// inode's last name and goes to the stager; failed, the file still has its name (and can be
     /// written through it), so its bytes are stored now.
-    pub fn replaced(&self, seq: u64, renamed: bool) {
+    pub fn replaced(&self, staged: Staged, renamed: bool) {
         if renamed {
-            self.hand_to_stager(seq);
-        } else if let Err(e) = self.lock_raw().resolve_stage(seq) {
-            log::warn!(target: "ckpt::capture", "staged pre-image {seq} not stored yet: {e}");
+            self.hand_to_stager(staged);
+        } else {
+            self.store_now(staged);
         }
     }
 
-    fn hand_to_stager(&self, seq: u64) {
+    fn hand_to_stager(&self, staged: Staged) {
         let queue = lock_ignoring_poison(&self.stager)
             .as_ref()
             .map(|s| s.queue.clone());
-        if queue.is_none_or(|q| q.send(seq).is_err()) {
+        if queue.is_none_or(|q| q.send(staged).is_err()) {
             // The stager stopped: store it here rather than leave it for the next settle.
-            let _ = self.lock_raw().resolve_stage(seq);
+            self.store_now(staged);
+        }
+    }
+
+    fn store_now(&self, staged: Staged) {
+        let mut store = self.lock_raw();
+        if store.epoch() != staged.epoch {
+            return; // a prune stored it before renumbering
+        }
+        if let Err(e) = store.resolve_stage(staged.seq) {
+            log::warn!(target: "ckpt::capture", "staged pre-image {} not stored yet: {e}", staged.seq);
         }
     }
 
@@ -457,7 +495,7 @@ impl Capturer {
         held_open: bool,
         who: Who,
         by: StageBy,
-    ) -> Result<Option<u64>, Errno> {
+    ) -> Result<Option<Staged>, Errno> {
         let mut store = self.lock_raw();
         if store.index.captured_now.contains(path) {
             return Ok(None);
@@ -512,7 +550,10 @@ impl Capturer {
                 .map_err(|e| Errno(e.errno()))?;
             return Ok(None);
         }
-        Ok(Some(seq))
+        Ok(Some(Staged {
+            epoch: store.epoch(),
+            seq,
+        }))
     }
 
     /// Before a descriptor that can write host inode `ino` is handed out: a pending staged
@@ -846,7 +887,7 @@ mod tests {
             .expect("stage")
             .expect("staged by a link");
         cap.replaced(seq, false);
-        let pending = cap.lock_raw().index.pending.contains_key(&seq);
+        let pending = cap.lock_raw().index.pending.contains_key(&seq.seq);
         assert!(!pending, "stored when the rename failed");
         assert_eq!(lstat(&root, c"kept").st_nlink, 1, "the staged link is gone");
         let store = cap.lock();
@@ -863,6 +904,69 @@ mod tests {
             std::fs::read(dir.path().join("saved")).expect("read"),
             b"new bytes"
         );
+    }
+
+    #[test]
+    fn a_stage_stored_after_a_prune_renumbered_the_journal_is_not_recorded_twice() {
+        let (dir, root, cap) = project();
+        drop(cap);
+        let mut store = Store::open(root.as_fd(), false, false).expect("store");
+        store
+            .append(Record::Turn {
+                turn: 2,
+                label: None,
+            })
+            .expect("turn 2");
+        std::fs::write(dir.path().join("f"), b"bytes").expect("write");
+        let st = lstat(&root, c"f");
+        let pre = PreImage::Staged {
+            size: 5,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            ino: st.st_ino,
+            nlink: 1,
+        };
+        Capturer::record(&mut store, &rp("f"), pre, Who::default(), None).expect("record");
+        let (seq, epoch) = (store.index.last_seq, store.epoch());
+        let name = Store::staged_name(seq);
+        sys::renameat2(root.as_fd(), c"f", store.staged_dir(), &name, 0).expect("move");
+        // What the stager stored outside the lock, for that (epoch, seq).
+        let fd = sys::openat(store.staged_dir(), &name, libc::O_RDONLY, 0).expect("open");
+        let blob = store.blobs.put_fd(fd.as_fd()).expect("put");
+        // A prune meanwhile: it stores every pending stage first, then renumbers every seq.
+        store.settle();
+        let policy = crate::store::prune::Policy {
+            keep_turns: Some(1),
+            max_size: None,
+        };
+        crate::store::prune::prune(&mut store, policy).expect("prune");
+        assert_eq!(store.epoch(), epoch + 1);
+        // A new stage after the prune gets the same seq (renumbered) and, by inode reuse, the
+        // same inode number: the late result must not become its pre-image.
+        let pre = PreImage::Staged {
+            size: 5,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            ino: st.st_ino,
+            nlink: 1,
+        };
+        Capturer::record(&mut store, &rp("g"), pre, Who::default(), None).expect("record g");
+        assert_eq!(
+            store.index.last_seq, seq,
+            "the collision this guards against"
+        );
+        let late = store
+            .record_stored_stages(epoch, vec![(seq, st.st_ino, blob)])
+            .expect("late record");
+        assert!(late.is_empty(), "a stale (epoch, seq) names nothing");
+        assert!(
+            store.index.pending.contains_key(&seq),
+            "g still waits for its own bytes"
+        );
+        let f = store.index.captures.iter().find(|c| c.path == rp("f"));
+        assert_eq!(content_of(&store, &f.expect("f").pre), b"bytes");
     }
 
     #[test]

@@ -323,6 +323,9 @@ pub struct Store {
     staged: OwnedFd,
     /// The store's device: only a file on it can be staged (a rename cannot cross devices).
     dev: u64,
+    /// Bumped whenever the journal is rewritten (prune renumbers every seq): a staged
+    /// pre-image handed to the stager names its capture by `(epoch, seq)`.
+    epoch: u64,
 }
 
 /// What a staged pre-image resolves to when its bytes cannot be stored for good.
@@ -435,6 +438,7 @@ impl Store {
             durable,
             staged,
             dev,
+            epoch: 0,
         };
         if store.index.turns.is_empty() {
             store.append(Record::Turn {
@@ -454,6 +458,11 @@ impl Store {
     /// The `staged/` directory.
     pub fn staged_dir(&self) -> BorrowedFd<'_> {
         self.staged.as_fd()
+    }
+
+    /// The journal's numbering: changes when the journal is rewritten.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The device the store is on.
@@ -572,14 +581,20 @@ impl Store {
     }
 
     /// Records what staged pre-images became when their bytes were stored by the caller, outside
-    /// the store lock: `(capture seq, inode of the staged file read, blob)`. One still pending
+    /// the store lock: `(capture seq, inode of the staged file read, blob)`, all staged in
+    /// journal `epoch`. One still pending
     /// with that inode is resolved (one journal append for all); the rest are left as they are
     /// (resolved meanwhile, or not this file). Returns the seqs resolved, whose staged files
     /// the caller may now remove.
     pub fn record_stored_stages(
         &mut self,
+        epoch: u64,
         stored: Vec<(u64, u64, blob::Stored)>,
     ) -> Result<Vec<u64>, StoreError> {
+        if epoch != self.epoch {
+            // Renumbered by a prune since they were staged, which stored them itself first.
+            return Ok(Vec::new());
+        }
         let mut records = Vec::new();
         let mut done = Vec::new();
         for (seq, ino, blob) in stored {

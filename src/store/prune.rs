@@ -178,6 +178,7 @@ fn rewrite_journal(store: &mut Store, keep_from: u64) -> Result<(), StoreError> 
     }
     store.journal = journal;
     store.index = index;
+    store.epoch += 1;
     Ok(())
 }
 
