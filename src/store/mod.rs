@@ -760,7 +760,10 @@ impl Store {
                 rec,
             })
             .collect();
-        let bytes: Vec<u8> = lines.iter().flat_map(journal::encode).collect();
+        let mut bytes = Vec::with_capacity(lines.len() * 256);
+        for line in &lines {
+            bytes.extend_from_slice(&journal::encode(line));
+        }
         let n = sys::write(self.journal.as_fd(), &bytes).map_err(io("append to journal"))?;
         if n != bytes.len() {
             // A short append (disk full) leaves a torn tail; cut it so the journal stays whole.
