@@ -200,8 +200,8 @@ pub struct Capturer {
 }
 
 /// How a file enters `staged/`.
-#[derive(Debug, Clone, Copy)]
-enum StageBy {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageBy {
     /// Renamed there: its removal.
     Move,
     /// Hard-linked there: it is about to be renamed over.
@@ -411,52 +411,11 @@ impl Capturer {
         )
     }
 
-    /// Removes `name` in `parent` (= `path`, `st` its `lstat`), capturing it first. The last name
-    /// of a regular file is captured by moving its inode into the store's `staged/` folder: one
-    /// `rename` is both the capture and the removal, and its bytes are read, hashed and stored
-    /// later by the stager thread, off the request path. The capture record is written first,
-    /// so a crash between the two leaves the file at its name, where the next open of the store
-    /// reads it. Files with other names, held open, on another device, over `--max-blob`, or in
-    /// a `--durable` store are captured the usual way.
-    /// `Ok(false)`: the caller removes `name` itself (its pre-image is recorded).
-    pub fn remove_into_store(
-        &self,
-        parent: BorrowedFd<'_>,
-        name: &CStr,
-        path: &RelPath,
-        st: &libc::stat,
-        held_open: bool,
-        who: Who,
-    ) -> Result<bool, Errno> {
-        match self.stage(parent, name, path, st, held_open, who, StageBy::Move)? {
-            Some(staged) => {
-                self.hand_to_stager(staged);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    /// Before `name` in `parent` (= `path`, `st` its `lstat`) is renamed over: captures it, by a
-    /// hard link in `staged/` when it may be staged (as [`Self::remove_into_store`]). `Some(_)`:
-    /// linked; the caller must call [`Self::replaced`] with it and the rename's outcome.
-    pub fn stage_replaced(
-        &self,
-        parent: BorrowedFd<'_>,
-        name: &CStr,
-        path: &RelPath,
-        st: &libc::stat,
-        held_open: bool,
-        who: Who,
-    ) -> Result<Option<Staged>, Errno> {
-        self.stage(parent, name, path, st, held_open, who, StageBy::Link)
-    }
-
-    /// After the rename that [`Self::stage_replaced`] prepared: done, the staged link is the
-    /// inode's last name and goes to the stager; failed, the file still has its name (and can be
-    /// written through it), so its bytes are stored now.
-    pub fn replaced(&self, staged: Staged, renamed: bool) {
-        if renamed {
+    /// After the removal or rename that [`Self::stage`] prepared: when `done`, the staged name
+    /// is the inode's last one and it goes to the stager; when the rename failed, the file
+    /// still has its name (and can be written through it), so its bytes are stored now.
+    pub fn staged_done(&self, staged: Staged, done: bool) {
+        if done {
             self.hand_to_stager(staged);
         } else {
             self.store_now(staged);
@@ -483,10 +442,19 @@ impl Capturer {
         }
     }
 
-    /// Records a staged pre-image of `name` and moves (or links) it into `staged/`; `None` when
-    /// it was captured the usual way instead, or this turn has it already.
+    /// Captures `name` in `parent` (= `path`, `st` its `lstat`) before its removal (`Move`) or
+    /// before it is renamed over (`Link`). The last name of a regular file is captured by
+    /// moving its inode into the store's `staged/` folder (`Move`: one `rename` is both the
+    /// capture and the removal) or by a hard link there (`Link`); its bytes are read, hashed
+    /// and stored later by the stager thread, off the request path. The capture record is
+    /// written first, so a crash between the two leaves the file at its name, where the next
+    /// open of the store reads it. Files with other names, held open, on another device, over
+    /// `--max-blob`, or in a `--durable` store are captured the usual way.
+    /// `Some(_)`: staged, and the caller must call [`Self::staged_done`] (a `Move` is done);
+    /// `None`: captured the usual way (or this turn has it already), the caller removes or
+    /// renames `name` itself.
     #[allow(clippy::too_many_arguments)]
-    fn stage(
+    pub fn stage(
         &self,
         parent: BorrowedFd<'_>,
         name: &CStr,
@@ -794,6 +762,29 @@ mod tests {
         sys::lstatat(root.as_fd(), name).expect("lstat")
     }
 
+    /// A removal as the filesystem does it: staged (and done), or left to the caller.
+    fn remove_into_store(
+        cap: &Capturer,
+        parent: BorrowedFd<'_>,
+        name: &CStr,
+        path: &RelPath,
+        st: &libc::stat,
+        held_open: bool,
+    ) -> bool {
+        let staged = cap
+            .stage(
+                parent,
+                name,
+                path,
+                st,
+                held_open,
+                Who::default(),
+                StageBy::Move,
+            )
+            .expect("stage");
+        staged.inspect(|s| cap.staged_done(*s, true)).is_some()
+    }
+
     fn content_of(store: &Store, pre: &PreImage) -> Vec<u8> {
         let PreImage::File { blob, .. } = pre else {
             panic!("not a stored file: {pre:?}");
@@ -820,16 +811,7 @@ mod tests {
         let (dir, root, cap) = project();
         std::fs::write(dir.path().join("a.txt"), b"turn-start bytes").expect("write");
         let st = lstat(&root, c"a.txt");
-        let moved = cap
-            .remove_into_store(
-                root.as_fd(),
-                c"a.txt",
-                &rp("a.txt"),
-                &st,
-                false,
-                Who::default(),
-            )
-            .expect("remove");
+        let moved = remove_into_store(&cap, root.as_fd(), c"a.txt", &rp("a.txt"), &st, false);
         assert!(moved, "one rename was the capture and the removal");
         assert!(!dir.path().join("a.txt").exists());
         let store = cap.lock(); // settles whatever the stager has not done yet
@@ -856,13 +838,14 @@ mod tests {
         // An editor's save: the new file renamed over the old.
         let st = lstat(&root, c"saved");
         let seq = cap
-            .stage_replaced(
+            .stage(
                 root.as_fd(),
                 c"saved",
                 &rp("saved"),
                 &st,
                 false,
                 Who::default(),
+                StageBy::Link,
             )
             .expect("stage")
             .expect("staged by a link");
@@ -872,21 +855,22 @@ mod tests {
             "linked, still at its name"
         );
         std::fs::rename(dir.path().join("new"), dir.path().join("saved")).expect("rename");
-        cap.replaced(seq, true);
+        cap.staged_done(seq, true);
         // A rename that failed: the file keeps its name and is stored at once.
         let st = lstat(&root, c"kept");
         let seq = cap
-            .stage_replaced(
+            .stage(
                 root.as_fd(),
                 c"kept",
                 &rp("kept"),
                 &st,
                 false,
                 Who::default(),
+                StageBy::Link,
             )
             .expect("stage")
             .expect("staged by a link");
-        cap.replaced(seq, false);
+        cap.staged_done(seq, false);
         let pending = cap.lock_raw().index.pending.contains_key(&seq.seq);
         assert!(!pending, "stored when the rename failed");
         assert_eq!(lstat(&root, c"kept").st_nlink, 1, "the staged link is gone");
@@ -977,9 +961,7 @@ mod tests {
         std::fs::write(dir.path().join("open"), b"held").expect("write");
         for (name, path, held) in [(c"linked", "linked", false), (c"open", "open", true)] {
             let st = lstat(&root, name);
-            let moved = cap
-                .remove_into_store(root.as_fd(), name, &rp(path), &st, held, Who::default())
-                .expect("capture");
+            let moved = remove_into_store(&cap, root.as_fd(), name, &rp(path), &st, held);
             assert!(!moved);
             assert!(dir.path().join(path).exists(), "the caller removes it");
         }

@@ -17,7 +17,7 @@ pub mod control;
 pub mod fuse;
 pub mod inode;
 
-use crate::capture::{Capturer, TurnError, Who};
+use crate::capture::{Capturer, StageBy, TurnError, Who};
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::rewind::{self, Report, RewindError};
 use crate::sys::{self, Errno};
@@ -995,7 +995,7 @@ impl CkptFs {
         let c = cname(name)?;
         let path = self.child_path(parent, name)?;
         let who = Who { pid: caller.pid };
-        // A file's removal may move it into the store (see `Capturer::remove_into_store`).
+        // A file's removal may move it into the store (see `Capturer::stage`).
         let file = if flags == 0 {
             sys::lstatat(dir.as_fd(), &c).ok()
         } else {
@@ -1008,12 +1008,16 @@ impl CkptFs {
         let removed = match &file {
             Some(st) => {
                 let held_open = self.held_open(parent, name);
+                let by = StageBy::Move;
                 match self
                     .capture
-                    .remove_into_store(dir.as_fd(), &c, &path, st, held_open, who)
+                    .stage(dir.as_fd(), &c, &path, st, held_open, who, by)
                 {
-                    Ok(true) => Ok(()),
-                    Ok(false) => sys::unlinkat(dir.as_fd(), &c, flags),
+                    Ok(Some(staged)) => {
+                        self.capture.staged_done(staged, true);
+                        Ok(())
+                    }
+                    Ok(None) => sys::unlinkat(dir.as_fd(), &c, flags),
                     Err(e) => Err(e),
                 }
             }
@@ -1112,7 +1116,7 @@ impl CkptFs {
             let dst_is_dir = dst.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
             match dst {
                 // A file renamed over (an editor's or `sed -i`'s save): staged by a hard link
-                // instead of read and copied (see `Capturer::stage_replaced`).
+                // instead of read and copied (see `Capturer::stage`).
                 Some(d)
                     if !exchange
                         && !same_inode
@@ -1120,14 +1124,10 @@ impl CkptFs {
                         && d.st_mode & libc::S_IFMT == libc::S_IFREG =>
                 {
                     let held_open = self.held_open(newparent, newname);
-                    staged = self.capture.stage_replaced(
-                        ddir.as_fd(),
-                        &dc,
-                        &dpath,
-                        &d,
-                        held_open,
-                        who,
-                    )?;
+                    let by = StageBy::Link;
+                    staged =
+                        self.capture
+                            .stage(ddir.as_fd(), &dc, &dpath, &d, held_open, who, by)?;
                 }
                 _ => {
                     let back =
@@ -1154,7 +1154,7 @@ impl CkptFs {
         }
         let renamed = sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags);
         if let Some(seq) = staged {
-            self.capture.replaced(seq, renamed.is_ok());
+            self.capture.staged_done(seq, renamed.is_ok());
         }
         if let Err(e) = renamed {
             if let Some((node, host)) = detached {
