@@ -167,10 +167,13 @@ impl<'de> Deserialize<'de> for RelPath {
 
 /// Lower-case hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
-    use fmt::Write;
+    // A table, not `write!` per byte: every capture names its blob with this (the formatting
+    // machinery cost about a microsecond per sha256).
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        let _ = write!(s, "{b:02x}");
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     s
 }
