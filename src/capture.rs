@@ -785,6 +785,23 @@ mod tests {
         staged.inspect(|s| cap.staged_done(*s, true)).is_some()
     }
 
+    /// Stages `name` (in the folder's top) by a link, as before a rename over it.
+    fn link_stage(cap: &Capturer, root: &std::fs::File, name: &CStr, path: &str) -> Staged {
+        let st = lstat(root, name);
+        let who = Who::default();
+        cap.stage(
+            root.as_fd(),
+            name,
+            &rp(path),
+            &st,
+            false,
+            who,
+            StageBy::Link,
+        )
+        .expect("stage")
+        .expect("staged by a link")
+    }
+
     fn content_of(store: &Store, pre: &PreImage) -> Vec<u8> {
         let PreImage::File { blob, .. } = pre else {
             panic!("not a stored file: {pre:?}");
@@ -836,19 +853,7 @@ mod tests {
         }
         std::fs::write(dir.path().join("new"), b"new bytes").expect("write");
         // An editor's save: the new file renamed over the old.
-        let st = lstat(&root, c"saved");
-        let seq = cap
-            .stage(
-                root.as_fd(),
-                c"saved",
-                &rp("saved"),
-                &st,
-                false,
-                Who::default(),
-                StageBy::Link,
-            )
-            .expect("stage")
-            .expect("staged by a link");
+        let seq = link_stage(&cap, &root, c"saved", "saved");
         assert_eq!(
             lstat(&root, c"saved").st_nlink,
             2,
@@ -857,19 +862,7 @@ mod tests {
         std::fs::rename(dir.path().join("new"), dir.path().join("saved")).expect("rename");
         cap.staged_done(seq, true);
         // A rename that failed: the file keeps its name and is stored at once.
-        let st = lstat(&root, c"kept");
-        let seq = cap
-            .stage(
-                root.as_fd(),
-                c"kept",
-                &rp("kept"),
-                &st,
-                false,
-                Who::default(),
-                StageBy::Link,
-            )
-            .expect("stage")
-            .expect("staged by a link");
+        let seq = link_stage(&cap, &root, c"kept", "kept");
         cap.staged_done(seq, false);
         let pending = cap.lock_raw().index.pending.contains_key(&seq.seq);
         assert!(!pending, "stored when the rename failed");

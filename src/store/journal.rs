@@ -128,6 +128,29 @@ pub enum PreImage {
 }
 
 impl PreImage {
+    /// What a `Staged` pre-image becomes once its bytes are the blob `blob` of `size` bytes
+    /// (`None` for any other kind).
+    pub fn stored_as(&self, blob: String, size: u64) -> Option<Self> {
+        match *self {
+            Self::Staged {
+                mode,
+                uid,
+                gid,
+                ino,
+                ..
+            } => Some(Self::File {
+                blob,
+                size,
+                mode,
+                uid,
+                gid,
+                ino,
+                nlink: 1,
+            }),
+            _ => None,
+        }
+    }
+
     /// Short kind name for reports.
     pub fn kind(&self) -> &'static str {
         match self {

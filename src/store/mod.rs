@@ -523,35 +523,15 @@ impl Store {
             return Ok(None);
         };
         let name = Self::staged_name(seq);
-        let meta = self
-            .index
-            .captures
-            .binary_search_by_key(&seq, |c| c.seq)
-            .ok()
-            .and_then(|i| match self.index.captures[i].pre {
-                PreImage::Staged {
-                    size,
-                    mode,
-                    uid,
-                    gid,
-                    ..
-                } => Some((size, mode, uid, gid)),
-                _ => None,
-            });
-        let Some((size, mode, uid, gid)) = meta else {
+        let Some(staged) = self.staged_pre(seq).cloned() else {
             // Retired by a rewind (only an untrusted journal gets here): nothing waits for it.
             self.index.pending.remove(&seq);
             let _ = sys::unlinkat(self.staged.as_fd(), &name, 0);
             return Ok(None);
         };
-        let file = |blob: String, size: u64| PreImage::File {
-            blob,
-            size,
-            mode,
-            uid,
-            gid,
-            ino,
-            nlink: 1,
+        let size = match staged {
+            PreImage::Staged { size, .. } => size,
+            _ => 0,
         };
         let pre = match sys::openat(
             self.staged.as_fd(),
@@ -568,7 +548,9 @@ impl Store {
                         .blobs
                         .put_fd_sized(fd.as_fd(), st.st_size as u64)
                         .map_err(io("store a staged pre-image"))?;
-                    file(stored.id, stored.size)
+                    staged
+                        .stored_as(stored.id, stored.size)
+                        .unwrap_or_else(|| staged_skip(size, "not a staged pre-image".into()))
                 }
             }
             Err(Errno(libc::ENOENT)) => staged_skip(
@@ -578,6 +560,17 @@ impl Store {
             Err(e) => return Err(io("open a staged pre-image")(e)),
         };
         Ok(Some(pre))
+    }
+
+    /// The pre-image of capture `seq` while it is still `Staged`.
+    fn staged_pre(&self, seq: u64) -> Option<&PreImage> {
+        let i = self
+            .index
+            .captures
+            .binary_search_by_key(&seq, |c| c.seq)
+            .ok()?;
+        let pre = &self.index.captures[i].pre;
+        matches!(pre, PreImage::Staged { .. }).then_some(pre)
     }
 
     /// Records what staged pre-images became when their bytes were stored by the caller, outside
@@ -601,22 +594,11 @@ impl Store {
             if self.index.pending.get(&seq) != Some(&ino) {
                 continue;
             }
-            let Ok(i) = self.index.captures.binary_search_by_key(&seq, |c| c.seq) else {
-                continue;
-            };
-            if let PreImage::Staged { mode, uid, gid, .. } = self.index.captures[i].pre {
-                records.push(Record::Staged {
-                    capture: seq,
-                    pre: PreImage::File {
-                        blob: blob.id,
-                        size: blob.size,
-                        mode,
-                        uid,
-                        gid,
-                        ino,
-                        nlink: 1,
-                    },
-                });
+            if let Some(pre) = self
+                .staged_pre(seq)
+                .and_then(|p| p.stored_as(blob.id, blob.size))
+            {
+                records.push(Record::Staged { capture: seq, pre });
                 done.push(seq);
             }
         }
@@ -671,9 +653,9 @@ impl Store {
                 continue;
             };
             let c = &self.index.captures[i];
-            let PreImage::Staged { mode, uid, gid, .. } = c.pre else {
+            if !matches!(c.pre, PreImage::Staged { .. }) {
                 continue;
-            };
+            }
             let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
             let parent = match c.path.parent() {
                 None => sys::openat(root, c".", flags, 0),
@@ -695,20 +677,9 @@ impl Store {
                 }
                 self.blobs.put_fd_sized(fd.as_fd(), st.st_size as u64)
             });
-            if let Ok(stored) = read {
+            if let Some(pre) = read.ok().and_then(|b| c.pre.stored_as(b.id, b.size)) {
                 log::info!(target: "ckpt::store", "{}: its pre-image was never moved into the store; stored from the folder", c.path);
-                records.push(Record::Staged {
-                    capture: seq,
-                    pre: PreImage::File {
-                        blob: stored.id,
-                        size: stored.size,
-                        mode,
-                        uid,
-                        gid,
-                        ino,
-                        nlink: 1,
-                    },
-                });
+                records.push(Record::Staged { capture: seq, pre });
             }
         }
         if !records.is_empty()
