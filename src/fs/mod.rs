@@ -15,6 +15,7 @@
 
 pub mod control;
 pub mod fuse;
+mod handles;
 pub mod inode;
 
 use crate::capture::{Capturer, StageBy, TurnError, Who};
@@ -23,6 +24,7 @@ use crate::rewind::{self, Report, RewindError};
 use crate::sys::{self, Errno};
 use control::{CTL_DIR, CTL_GITIGNORE, CTL_REWIND, CTL_TURN};
 use fuser::{FileAttr, FileType};
+use handles::{HandleTable, NodeHandle};
 use inode::{HostId, InodeTable, ROOT};
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
@@ -117,6 +119,12 @@ struct Handle {
     kind: HandleKind,
 }
 
+impl NodeHandle for Handle {
+    fn node(&self) -> u64 {
+        self.node
+    }
+}
+
 struct DirCache {
     map: HashMap<u64, (Arc<OwnedFd>, u64)>,
     tick: u64,
@@ -187,7 +195,7 @@ pub struct CkptFs {
     root_host: HostId,
     inodes: RwLock<InodeTable>,
     dirs: Mutex<DirCache>,
-    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    handles: Mutex<HandleTable<Handle>>,
     ghosts: Mutex<Ghosts>,
     next_fh: AtomicU64,
     gate: RwLock<()>,
@@ -394,7 +402,7 @@ impl CkptFs {
                 tick: 0,
                 cap: config.dir_cache.max(2),
             }),
-            handles: Mutex::new(HashMap::new()),
+            handles: Mutex::new(HandleTable::new()),
             ghosts: Mutex::new(Ghosts::default()),
             next_fh: AtomicU64::new(1),
             gate: RwLock::new(()),
@@ -451,7 +459,7 @@ impl CkptFs {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn lock_handles(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Handle>>> {
+    fn lock_handles(&self) -> std::sync::MutexGuard<'_, HandleTable<Handle>> {
         self.handles
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -583,9 +591,7 @@ impl CkptFs {
         }
         let h = self
             .lock_handles()
-            .values()
-            .find(|h| h.node == node && matches!(h.kind, HandleKind::File { .. }))
-            .cloned();
+            .find_on(node, |h| matches!(h.kind, HandleKind::File { .. }));
         match h {
             Some(h) => h.fd.as_ref().and_then(|fd| fd.try_clone().ok()),
             None => self.ghost_fd(node),
@@ -697,7 +703,7 @@ impl CkptFs {
         if control::is_control(node) {
             return Ok(self.control_attr(node));
         }
-        if let Some(h) = fh.and_then(|fh| self.lock_handles().get(&fh).cloned())
+        if let Some(h) = fh.and_then(|fh| self.lock_handles().get(fh))
             && let Some(fd) = &h.fd
         {
             return Ok(attr_of(&sys::fstat(fd.as_fd())?));
@@ -806,7 +812,7 @@ impl CkptFs {
             0
         };
         if let Some(size) = set.size {
-            let handle = fh.and_then(|fh| self.lock_handles().get(&fh).cloned());
+            let handle = fh.and_then(|fh| self.lock_handles().get(fh));
             match handle.as_ref().and_then(|h| h.fd.as_ref()) {
                 Some(hfd) if h_writable(handle.as_deref()) == Some(true) => {
                     sys::ftruncate(hfd.as_fd(), size)?
@@ -1067,7 +1073,7 @@ impl CkptFs {
         let Some(node) = self.read_inodes().child(parent, name) else {
             return false;
         };
-        self.lock_handles().values().any(|h| h.node == node)
+        self.lock_handles().is_open(node)
     }
 
     /// `unlink`.
@@ -1179,15 +1185,12 @@ impl CkptFs {
 
     fn add_handle(&self, h: Handle) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        self.lock_handles().insert(fh, Arc::new(h));
+        self.lock_handles().insert(fh, h);
         fh
     }
 
     fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
-        self.lock_handles()
-            .get(&fh)
-            .cloned()
-            .ok_or(Errno(libc::EBADF))
+        self.lock_handles().get(fh).ok_or(Errno(libc::EBADF))
     }
 
     fn handle_fd(&self, fh: u64) -> FsResult<Arc<Handle>> {
@@ -1436,7 +1439,9 @@ impl CkptFs {
 
     /// `release`.
     pub fn release(&self, fh: u64) {
-        self.lock_handles().remove(&fh);
+        // Closed after the lock is released: a close can take as long as a flush.
+        let handle = self.lock_handles().remove(fh);
+        drop(handle);
     }
 
     /// `fsync`.
