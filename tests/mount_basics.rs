@@ -113,6 +113,53 @@ fn listings_cached_by_the_kernel_follow_changes_and_rewinds() {
 }
 
 #[test]
+fn names_seen_missing_reappear_at_once_when_a_rewind_restores_them() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::create_dir_all(d.join("d/s")).expect("mkdir");
+        std::fs::write(d.join("f"), "f at the start\n").expect("write");
+        std::fs::write(d.join("d/s/x"), "x at the start\n").expect("write");
+        std::fs::write(d.join("a"), "a at the start\n").expect("write");
+    });
+    m.turn(2);
+    let before = tree(&m.dir, false);
+    m.sh("rm f; rm -rf d; mv a b");
+    // Each missing name is looked up twice: the second answer comes from the kernel's
+    // negative entry, which the rewind below must drop.
+    for name in ["f", "d", "d/s/x", "a", "new"] {
+        for _ in 0..2 {
+            assert!(
+                std::fs::symlink_metadata(m.path(name)).is_err(),
+                "{name} is missing"
+            );
+        }
+    }
+    // A name seen missing and then created through the mount.
+    m.sh("echo made > new");
+    assert_eq!(
+        std::fs::read_to_string(m.path("new")).expect("read new"),
+        "made\n"
+    );
+    m.rewind(2);
+    assert_eq!(
+        std::fs::read_to_string(m.path("f")).expect("f is back"),
+        "f at the start\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.path("d/s/x")).expect("d/s/x is back"),
+        "x at the start\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.path("a")).expect("a is back"),
+        "a at the start\n"
+    );
+    assert!(!m.path("b").exists() && !m.path("new").exists());
+    assert_same_tree(&before, &tree(&m.dir, false));
+}
+
+#[test]
 fn a_big_directory_lists_whole_and_comes_back_after_rm_rf() {
     if !require_fuse() {
         return;

@@ -5,10 +5,10 @@ use super::{Caller, CkptFs, Entry, Invalidator, SetAttr, SetTime, XattrReply};
 use crate::sys::Errno as SysErrno;
 use fuser::BackingId;
 use fuser::{
-    CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    IoctlFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    CopyFileRangeFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, IoctlFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -132,6 +132,27 @@ fn fix(e: Entry) -> fuser::FileAttr {
     a
 }
 
+/// Attributes the kernel does not keep: those of `.` and `..` in a listing, of a negative entry.
+fn placeholder_attr(ino: INodeNo, kind: FileType) -> fuser::FileAttr {
+    fuser::FileAttr {
+        ino,
+        size: 0,
+        blocks: 0,
+        atime: SystemTime::UNIX_EPOCH,
+        mtime: SystemTime::UNIX_EPOCH,
+        ctime: SystemTime::UNIX_EPOCH,
+        crtime: SystemTime::UNIX_EPOCH,
+        kind,
+        perm: 0o755,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 fn time(t: Option<TimeOrNow>) -> Option<SetTime> {
     t.map(|t| match t {
         TimeOrNow::Now => SetTime::Now,
@@ -185,7 +206,18 @@ impl Filesystem for FuseAdapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        reply_entry(reply, self.fs.lookup(parent.0, name), "lookup");
+        match self.fs.lookup(parent.0, name) {
+            // Node id 0 is a negative entry the kernel keeps for the TTL: the next lookup of
+            // a name that does not exist (compilers' search paths, git's .gitignore probes)
+            // costs no request. Safe as positive entries are: every creation passes through
+            // the kernel's own dentry, and a rewind invalidates each name it restores.
+            Err(SysErrno(libc::ENOENT)) => reply.entry(
+                &self.fs.negative_ttl(),
+                &placeholder_attr(INodeNo(0), FileType::RegularFile),
+                Generation(0),
+            ),
+            r => reply_entry(reply, r, "lookup"),
+        }
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -494,24 +526,7 @@ impl Filesystem for FuseAdapter {
                 ),
                 None => {
                     // `.` and `..`: the kernel takes no reference for them.
-                    let mut attr = fuser::FileAttr {
-                        ino: INodeNo(d.ino),
-                        size: 0,
-                        blocks: 0,
-                        atime: SystemTime::UNIX_EPOCH,
-                        mtime: SystemTime::UNIX_EPOCH,
-                        ctime: SystemTime::UNIX_EPOCH,
-                        crtime: SystemTime::UNIX_EPOCH,
-                        kind: d.kind,
-                        perm: 0o755,
-                        nlink: 2,
-                        uid: 0,
-                        gid: 0,
-                        rdev: 0,
-                        blksize: 4096,
-                        flags: 0,
-                    };
-                    attr.ino = INodeNo(d.ino);
+                    let attr = placeholder_attr(INodeNo(d.ino), d.kind);
                     reply.add(
                         INodeNo(d.ino),
                         d.offset,

@@ -664,6 +664,11 @@ impl CkptFs {
 
     // ---- lookups and attributes ----
 
+    /// How long the kernel may remember that a name does not exist: as long as one that does.
+    pub fn negative_ttl(&self) -> Duration {
+        self.config.ttl
+    }
+
     /// `lookup`.
     pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
         if parent == CTL_DIR {
