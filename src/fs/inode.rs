@@ -123,6 +123,22 @@ impl InodeTable {
         Some(out)
     }
 
+    /// Whether `ino` still has a path from the root: [`Self::names_of`] without building it
+    /// (asked on every lookup, so it allocates nothing).
+    pub fn is_reachable(&self, ino: u64) -> bool {
+        let mut cur = ino;
+        for _ in 0..=4096 {
+            if cur == ROOT {
+                return true;
+            }
+            match self.nodes.get(&cur).and_then(|n| n.aliases.first()) {
+                Some((parent, _)) => cur = *parent,
+                None => return false,
+            }
+        }
+        false // a cycle would be a bug; never loop forever on a FUSE thread
+    }
+
     /// Records that the kernel got an entry for `name` in `parent` referring to `host`.
     pub fn remember(&mut self, parent: u64, name: &OsStr, host: HostId) -> u64 {
         let key = (parent, name.to_os_string());
@@ -165,7 +181,7 @@ impl InodeTable {
             .nodes
             .get(&ino)
             .and_then(|n| n.aliases.first())
-            .is_some_and(|(p, _)| *p != ROOT && self.names_of(*p).is_none());
+            .is_some_and(|(p, _)| !self.is_reachable(*p));
         if let Some(node) = self.nodes.get_mut(&ino) {
             if stale_first {
                 node.aliases.retain(|(p, n)| !(*p == parent && n == name));
@@ -275,7 +291,7 @@ impl InodeTable {
         let dead: Vec<(u64, OsString)> = self
             .by_name
             .keys()
-            .filter(|(p, _)| self.names_of(*p).is_none())
+            .filter(|(p, _)| !self.is_reachable(*p))
             .cloned()
             .collect();
         for (p, n) in dead {
@@ -315,8 +331,12 @@ mod tests {
             t.names_of(a),
             Some(vec![OsString::from("e"), OsString::from("a")])
         );
+        assert!(t.is_reachable(a) && t.is_reachable(d) && t.is_reachable(ROOT));
         t.unlink(d, OsStr::new("a"));
         assert_eq!(t.names_of(a), Some(vec![OsString::from("b")]));
+        t.unlink(ROOT, OsStr::new("e"));
+        assert!(!t.is_reachable(d), "d lost its only name");
+        assert!(t.is_reachable(a), "a is still reachable as b");
         t.forget(a, 2);
         assert!(t.get(a).is_none());
         assert_eq!(t.child(ROOT, OsStr::new("b")), None);

@@ -586,7 +586,7 @@ impl CkptFs {
     /// `fchmod`, `fchown`, `ftruncate`, `futimens` and xattrs on the open file keep working as
     /// on a local filesystem. `None` while the node still has a name or nothing holds it open.
     fn orphan_fd(&self, node: u64) -> Option<OwnedFd> {
-        if node == ROOT || self.read_inodes().names_of(node).is_some() {
+        if node == ROOT || self.read_inodes().is_reachable(node) {
             return None;
         }
         let h = self
