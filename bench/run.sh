@@ -335,11 +335,14 @@ w_walk_setup() { untar_sub_into "$S"; }
 walk() { find . -printf '%s %m\n' > /dev/null; }
 w_walk_run() { timeit walk-cold walk; timeit walk-warm walk; }
 
-# git init && git add -A of the npm tree (7.4k files, 123 MB), then git status
+# git init && git add -A of the npm tree (7.4k files, 123 MB), then git status twice: the first
+# one after the add asks for every file's attributes again (FUSE drops a file's cached atime on
+# each read), the second is what an agent's repeated `git status` costs
 w_git_setup() { npm_into "$S"; }
 w_git_run() {
   timeit git-add sh -c 'git init -q && git add -A'
   timeit git-status sh -c 'git status --porcelain > /dev/null'
+  timeit git-status-again sh -c 'git status --porcelain > /dev/null'
 }
 
 # 10,000 new files of 100 bytes from one python3 process

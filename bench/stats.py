@@ -28,6 +28,7 @@ MAIN = [
     ("walk-warm", "sec", "stat every entry of the subset, warm (second walk)"),
     ("git-add", "sec", "`git init && git add -A` of the npm tree (7.4k files)"),
     ("git-status", "sec", "`git status` of the npm tree after add"),
+    ("git-status-again", "sec", "`git status` again"),
     ("create-10k", "sec", "create 10,000 files of 100 B (python3)"),
     ("rm-rf", "sec", "`rm -rf` of the untarred subset (every file captured)"),
     ("sed-i", "sec", "`sed -i` over 1,000 .js files of the npm tree"),
