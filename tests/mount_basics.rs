@@ -136,25 +136,14 @@ fn names_seen_missing_reappear_at_once_when_a_rewind_restores_them() {
             );
         }
     }
+    let read = |rel: &str| std::fs::read_to_string(m.path(rel)).expect(rel);
     // A name seen missing and then created through the mount.
     m.sh("echo made > new");
-    assert_eq!(
-        std::fs::read_to_string(m.path("new")).expect("read new"),
-        "made\n"
-    );
+    assert_eq!(read("new"), "made\n");
     m.rewind(2);
-    assert_eq!(
-        std::fs::read_to_string(m.path("f")).expect("f is back"),
-        "f at the start\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(m.path("d/s/x")).expect("d/s/x is back"),
-        "x at the start\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(m.path("a")).expect("a is back"),
-        "a at the start\n"
-    );
+    assert_eq!(read("f"), "f at the start\n");
+    assert_eq!(read("d/s/x"), "x at the start\n");
+    assert_eq!(read("a"), "a at the start\n");
     assert!(!m.path("b").exists() && !m.path("new").exists());
     assert_same_tree(&before, &tree(&m.dir, false));
 }

@@ -93,30 +93,16 @@ mod tests {
         }
     }
 
+    fn h(node: u64, writable: bool) -> H {
+        H { node, writable }
+    }
+
     #[test]
     fn a_node_stays_open_until_its_last_handle_is_released() {
         let mut t = HandleTable::new();
-        t.insert(
-            1,
-            H {
-                node: 7,
-                writable: false,
-            },
-        );
-        t.insert(
-            2,
-            H {
-                node: 7,
-                writable: true,
-            },
-        );
-        t.insert(
-            3,
-            H {
-                node: 8,
-                writable: false,
-            },
-        );
+        t.insert(1, h(7, false));
+        t.insert(2, h(7, true));
+        t.insert(3, h(8, false));
         assert!(t.is_open(7) && t.is_open(8) && !t.is_open(9));
         assert_eq!(t.find_on(7, |h| h.writable).map(|h| h.node), Some(7));
         assert!(t.find_on(8, |h| h.writable).is_none());
@@ -135,20 +121,8 @@ mod tests {
     #[test]
     fn reinserting_a_number_moves_it_to_the_new_node() {
         let mut t = HandleTable::new();
-        t.insert(
-            1,
-            H {
-                node: 7,
-                writable: false,
-            },
-        );
-        t.insert(
-            1,
-            H {
-                node: 8,
-                writable: false,
-            },
-        );
+        t.insert(1, h(7, false));
+        t.insert(1, h(8, false));
         assert!(!t.is_open(7));
         assert!(t.is_open(8));
         t.remove(1);
