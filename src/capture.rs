@@ -817,6 +817,16 @@ mod tests {
         out
     }
 
+    /// The stored bytes of every capture, in journal order.
+    fn captured_bytes(store: &Store) -> Vec<Vec<u8>> {
+        store
+            .index
+            .captures
+            .iter()
+            .map(|c| content_of(store, &c.pre))
+            .collect()
+    }
+
     fn staged_files(dir: &tempfile::TempDir) -> usize {
         std::fs::read_dir(dir.path().join(".ckpt/staged"))
             .expect("staged dir")
@@ -868,12 +878,7 @@ mod tests {
         assert!(!pending, "stored when the rename failed");
         assert_eq!(lstat(&root, c"kept").st_nlink, 1, "the staged link is gone");
         let store = cap.lock();
-        let bytes: Vec<Vec<u8>> = store
-            .index
-            .captures
-            .iter()
-            .map(|c| content_of(&store, &c.pre))
-            .collect();
+        let bytes = captured_bytes(&store);
         assert_eq!(bytes, vec![b"old bytes".to_vec(), b"kept bytes".to_vec()]);
         drop(store);
         assert_eq!(staged_files(&dir), 0);
@@ -959,12 +964,7 @@ mod tests {
             assert!(dir.path().join(path).exists(), "the caller removes it");
         }
         let store = cap.lock();
-        let bytes: Vec<Vec<u8>> = store
-            .index
-            .captures
-            .iter()
-            .map(|c| content_of(&store, &c.pre))
-            .collect();
+        let bytes = captured_bytes(&store);
         assert_eq!(bytes, vec![b"shared".to_vec(), b"held".to_vec()]);
     }
 
