@@ -2,8 +2,10 @@
 # Builds the benchmark's FUSE peers that Debian ships no binary of, from Debian source packages,
 # into a cache folder outside the repo. Nothing it fetches or builds belongs in the repo.
 #
-#   bench/peers.sh [passthrough-hp]   build it if it is not there yet; print the binary's path
-#                                      on stdout (progress and tool output go to stderr)
+#   bench/peers.sh [passthrough-hp]         build it if it is not there yet; print the binary's
+#                                            path on stdout (progress and tool output go to stderr)
+#   bench/peers.sh passthrough-hp-uring     the same example from a libfuse that speaks FUSE over
+#                                            io_uring (`-o io_uring`), for bench/uring.sh
 #
 # passthrough-hp: libfuse's example/passthrough_hp.cc, from Debian's fuse3 source package
 #   (FUSE3_VERSION of suite FUSE3_SUITE; if the suite no longer has that version, its current
@@ -11,11 +13,17 @@
 #   statically: the system's libfuse3 stays as it is. Makes $PEERS_DIR/passthrough_hp and
 #   passthrough_hp.info (one line: what was built, from what), and keeps the downloaded source
 #   package and its build in $PEERS_DIR/fuse3-VERSION/ to read.
+# passthrough-hp-uring: the same from FUSE3_URING_VERSION of FUSE3_URING_SUITE (libfuse >= 3.18
+#   has the io_uring transport), built against liburing and libnuma (installed with apt-get when
+#   missing; libfuse leaves io_uring out without them, so the build checks that it is in).
+#   Makes $PEERS_DIR/passthrough_hp_uring and .info.
 #
 # Environment:
 #   PEERS_DIR=/tmp/ckpt-bench-peers   the cache
 #   FUSE3_VERSION=3.17.2-3            Debian version of fuse3 to build ("" = the suite's current)
 #   FUSE3_SUITE=trixie                the Debian suite to take the source from
+#   FUSE3_URING_VERSION=3.18.3-1      the same for passthrough-hp-uring
+#   FUSE3_URING_SUITE=sid
 #   DEBIAN_ARCHIVE=URI                the archive to download from (default: the URI of the
 #                                     Debian archive in this machine's own apt sources)
 #
@@ -32,6 +40,8 @@ set -euo pipefail
 PEERS_DIR="${PEERS_DIR:-/tmp/ckpt-bench-peers}"
 FUSE3_VERSION="${FUSE3_VERSION-3.17.2-3}"
 FUSE3_SUITE="${FUSE3_SUITE:-trixie}"
+FUSE3_URING_VERSION="${FUSE3_URING_VERSION-3.18.3-1}"
+FUSE3_URING_SUITE="${FUSE3_URING_SUITE:-sid}"
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 say() { printf 'peers.sh: %s\n' "$*" >&2; }
@@ -46,13 +56,19 @@ debian_archive() {
     { uri = "" }'
 }
 
-# install the build tools that are missing (command, package)
+# install the build tools that are missing (command, package), and with URING=1 the libraries
+# libfuse's io_uring transport needs (pkg-config name, package)
 need_tools() {
-  local missing=() pair
+  local uring="$1" missing=() pair
   for pair in meson:meson ninja:ninja-build pkg-config:pkg-config g++:g++ dpkg-source:dpkg-dev \
               xz:xz-utils; do
     command -v "${pair%%:*}" > /dev/null || missing+=("${pair#*:}")
   done
+  if [ "$uring" = 1 ]; then
+    for pair in liburing:liburing-dev numa:libnuma-dev; do
+      pkg-config --exists "${pair%%:*}" 2> /dev/null || missing+=("${pair#*:}")
+    done
+  fi
   [ "${#missing[@]}" = 0 ] && return 0
   [ "$(id -u)" = 0 ] || die "missing ${missing[*]} (and not root, so not installing them)"
   say "installing ${missing[*]}"
@@ -61,8 +77,11 @@ need_tools() {
     die "apt-get install ${missing[*]} failed"
 }
 
+# build_passthrough_hp NAME VERSION SUITE URING: example/passthrough_hp of Debian's fuse3 VERSION
+# ("" = the suite's current) of SUITE as $PEERS_DIR/NAME; URING=1 requires the io_uring transport
 build_passthrough_hp() {
-  local bin="$PEERS_DIR/passthrough_hp" key="fuse3=${FUSE3_VERSION:-current} suite=$FUSE3_SUITE"
+  local name="$1" FUSE3_VERSION="$2" FUSE3_SUITE="$3" uring="$4"
+  local bin="$PEERS_DIR/$name" key="fuse3=${2:-current} suite=$3 uring=$4"
   mkdir -p "$PEERS_DIR"
   # one build at a time (two benchmark runs with different WORK folders may share the cache)
   exec 8> "$PEERS_DIR/.lock"
@@ -72,7 +91,7 @@ build_passthrough_hp() {
     return 0
   fi
   local t0="$EPOCHREALTIME"
-  need_tools
+  need_tools "$uring"
 
   local archive="${DEBIAN_ARCHIVE:-}"
   if [ -z "$archive" ]; then
@@ -133,26 +152,37 @@ EOF
   # inside the binary, so nothing is installed and the system's libfuse3 is not used
   local opts=(-Dexamples=true -Dutils=false -Dtests=false -Ddefault_library=static -Dbuildtype=release)
   local o
-  for o in examples utils tests; do
+  [ "$uring" = 1 ] && opts+=(-Denable-io-uring=true)
+  for o in examples utils tests $([ "$uring" = 1 ] && echo enable-io-uring); do
     grep -q "option('$o'" "$src/meson_options.txt" || die "fuse3 $ver's meson_options.txt has no option $o"
   done
   say "meson setup ${opts[*]}; ninja example/passthrough_hp"
-  (cd "$src" && meson setup build "${opts[@]}" >&2 && ninja -C build example/passthrough_hp >&2) ||
+  (cd "$src" && rm -rf build && meson setup build "${opts[@]}" >&2 && ninja -C build example/passthrough_hp >&2) ||
     die "the build of passthrough_hp failed"
+  # libfuse drops the transport silently when liburing or libnuma is missing or too old
+  if [ "$uring" = 1 ] && ! grep -qs '^#define HAVE_URING' "$src/build/fuse_config.h"; then
+    die "fuse3 $ver was built without io_uring (no HAVE_URING in build/fuse_config.h)"
+  fi
   local out="$src/build/example/passthrough_hp"
   "$out" --help > /dev/null || die "the built passthrough_hp does not run"
   if ldd "$out" 2>/dev/null | grep -q libfuse; then die "the built passthrough_hp links a shared libfuse"; fi
+  if [ "$uring" = 1 ] && ! "$out" --help 2>&1 | grep -q 'io_uring'; then
+    die "the built passthrough_hp has no -o io_uring option"
+  fi
 
   cp "$out" "$bin.tmp" && mv "$bin.tmp" "$bin"
-  printf 'libfuse %s example/passthrough_hp (Debian source package fuse3 %s, %s; libfuse linked statically; %s; built %s%s)\n' \
-    "$upstream" "$ver" "$FUSE3_SUITE" "$(c++ --version | head -1)" "$(date -u '+%Y-%m-%d')" "$note" > "$bin.info"
+  local with=""
+  [ "$uring" = 1 ] && with="; with the io_uring transport (liburing $(pkg-config --modversion liburing))"
+  printf 'libfuse %s example/passthrough_hp (Debian source package fuse3 %s, %s; libfuse linked statically%s; %s; built %s%s)\n' \
+    "$upstream" "$ver" "$FUSE3_SUITE" "$with" "$(c++ --version | head -1)" "$(date -u '+%Y-%m-%d')" "$note" > "$bin.info"
   echo "$key" > "$bin.key"
   say "built $bin ($(stat -c %s "$bin") bytes) in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s: $(cat "$bin.info")"
   echo "$bin"
 }
 
 case "${1:-passthrough-hp}" in
-  passthrough-hp) build_passthrough_hp ;;
+  passthrough-hp) build_passthrough_hp passthrough_hp "$FUSE3_VERSION" "$FUSE3_SUITE" 0 ;;
+  passthrough-hp-uring) build_passthrough_hp passthrough_hp_uring "$FUSE3_URING_VERSION" "$FUSE3_URING_SUITE" 1 ;;
   -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" ;;
-  *) die "unknown peer ${1}: the one this script builds is passthrough-hp" ;;
+  *) die "unknown peer ${1}: the ones this script builds are passthrough-hp and passthrough-hp-uring" ;;
 esac
