@@ -41,11 +41,10 @@ pub fn read_preimage(
                     ),
                 });
             }
-            let fd = sys::openat(
+            let fd = sys::openat_noatime(
                 parent,
                 name,
                 libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
-                0,
             )?;
             let now = sys::fstat(fd.as_fd())?;
             if now.st_ino != st.st_ino || now.st_dev != st.st_dev {
@@ -121,11 +120,10 @@ pub fn walk_tree(
     if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
         return Ok(());
     }
-    let dir = sys::openat(
+    let dir = sys::openat_noatime(
         parent,
         name,
         libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-        0,
     )?;
     for e in sys::read_dir_all(dir.as_fd(), false)? {
         let child_name = std::ffi::OsStr::from_bytes_compat(&e.name);
@@ -274,7 +272,7 @@ fn store_staged_batch(
         .filter_map(|seq| {
             let name = Store::staged_name(seq);
             let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
-            let fd = sys::openat(staged.as_fd(), &name, flags, 0).ok()?;
+            let fd = sys::openat_noatime(staged.as_fd(), &name, flags).ok()?;
             let st = sys::fstat(fd.as_fd()).ok()?;
             if st.st_mode & libc::S_IFMT != libc::S_IFREG {
                 return None; // left for `settle`, which records why
@@ -549,7 +547,7 @@ impl Capturer {
         if store.index.captured_now.contains(path) {
             return Ok(());
         }
-        let pre = read_open_file(&store.blobs, fd, st, self.max_blob)?;
+        let pre = sys::without_atime(fd, || read_open_file(&store.blobs, fd, st, self.max_blob))?;
         let comm = self.comm(who.pid);
         Self::record(&mut store, path, pre, who, comm)
     }
@@ -831,6 +829,77 @@ mod tests {
         std::fs::read_dir(dir.path().join(".ckpt/staged"))
             .expect("staged dir")
             .count()
+    }
+
+    /// Sets `name`'s atime well before its mtime, so a plain read would update it (relatime).
+    fn make_atime_stale(root: &std::fs::File, name: &CStr) -> i64 {
+        let at = |sec| libc::timespec {
+            tv_sec: sec,
+            tv_nsec: 0,
+        };
+        sys::utimensat(root.as_fd(), name, &[at(1_000_000_000), at(1_500_000_000)])
+            .expect("utimensat");
+        1_000_000_000
+    }
+
+    #[test]
+    fn captures_leave_the_atime_of_what_they_read_as_it_was() {
+        let (dir, root, cap) = project();
+        for name in ["control", "by-name", "open", "tree"] {
+            std::fs::create_dir_all(dir.path().join("tree")).expect("mkdir");
+            if name != "tree" {
+                std::fs::write(dir.path().join(name), b"bytes").expect("write");
+            }
+        }
+        std::fs::write(dir.path().join("tree/leaf"), b"leaf").expect("write");
+        let names = [c"control", c"by-name", c"open", c"tree", c"tree/leaf"];
+        let old = names.map(|n| make_atime_stale(&root, n))[0];
+        // The filesystem under the test updates atime on a read, so the checks below can fail.
+        std::fs::read(dir.path().join("control")).expect("read");
+        assert_ne!(
+            lstat(&root, c"control").st_atime,
+            old,
+            "this filesystem keeps no atime"
+        );
+
+        cap.ensure(root.as_fd(), c"by-name", &rp("by-name"), Who::default())
+            .expect("capture by name");
+        cap.ensure_tree(root.as_fd(), c"tree", &rp("tree"), None, Who::default())
+            .expect("capture a tree");
+        let open = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.path().join("open"))
+            .expect("open");
+        let st = sys::fstat(open.as_fd()).expect("fstat");
+        cap.ensure_open_file(open.as_fd(), &st, &rp("open"), Who::default())
+            .expect("capture through the open descriptor");
+        for (name, label) in [
+            (c"by-name", "a capture by name"),
+            (c"open", "a capture through the caller's descriptor"),
+            (c"tree", "a tree capture (its listing)"),
+            (c"tree/leaf", "a tree capture (a file in it)"),
+        ] {
+            assert_eq!(
+                lstat(&root, name).st_atime,
+                old,
+                "{label} changed the atime"
+            );
+        }
+        assert_eq!(
+            cap.lock().index.captured_now.len(),
+            4,
+            "four paths were captured"
+        );
+
+        // The caller's own reads through that descriptor still update the atime.
+        let mut buf = [0u8; 5];
+        sys::pread(open.as_fd(), &mut buf, 0).expect("pread");
+        assert_ne!(
+            lstat(&root, c"open").st_atime,
+            old,
+            "the caller's descriptor kept O_NOATIME"
+        );
     }
 
     #[test]

@@ -211,3 +211,43 @@ fn a_file_held_open_for_reading_is_written_through_a_second_open() {
         "0123456789"
     );
 }
+
+#[test]
+fn capturing_a_file_leaves_its_atime_as_it_was() {
+    if !require_fuse() {
+        return;
+    }
+    // atime well before mtime: any plain read of these files would update it (relatime).
+    // No attribute caching, so each `stat` below asks the daemon for the file's own atime.
+    let setup = |d: &std::path::Path| {
+        for f in ["chmodded", "appended", "dir/inside"] {
+            let p = d.join(f);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&p, "turn-start bytes\n").expect("write");
+        }
+    };
+    let m = Mounted::with_args(setup, &["--ttl", "0"]);
+    m.sh("touch -a -d @1000000000 chmodded appended dir dir/inside");
+    m.turn(2);
+    // chmod is captured by name, an append through the open's own descriptor, a rename of a
+    // directory by walking it
+    m.sh("chmod 600 chmodded; echo more >> appended; mv dir moved");
+    let atimes = m.sh("stat -c '%n %X' chmodded appended moved moved/inside");
+    assert_eq!(
+        atimes,
+        "chmodded 1000000000\nappended 1000000000\nmoved 1000000000\nmoved/inside 1000000000\n",
+        "a capture read a file or listing with an atime update"
+    );
+    m.rewind(2);
+    assert_eq!(
+        std::fs::read_to_string(m.path("appended")).expect("read"),
+        "turn-start bytes\n"
+    );
+    // and a plain read through the mount still updates it
+    m.sh("cat chmodded > /dev/null");
+    assert_ne!(
+        m.sh("stat -c %X chmodded"),
+        "1000000000\n",
+        "reads stopped updating atime"
+    );
+}

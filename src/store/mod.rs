@@ -533,11 +533,10 @@ impl Store {
             PreImage::Staged { size, .. } => size,
             _ => 0,
         };
-        let pre = match sys::openat(
+        let pre = match sys::openat_noatime(
             self.staged.as_fd(),
             &name,
             libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
-            0,
         ) {
             Ok(fd) => {
                 let st = sys::fstat(fd.as_fd()).map_err(io("stat a staged pre-image"))?;
@@ -665,11 +664,10 @@ impl Store {
                 continue;
             };
             let read = parent.and_then(|dir| {
-                let fd = sys::openat(
+                let fd = sys::openat_noatime(
                     dir.as_fd(),
                     &name,
                     libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
-                    0,
                 )?;
                 let st = sys::fstat(fd.as_fd())?;
                 if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_ino != ino {
