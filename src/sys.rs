@@ -589,6 +589,47 @@ pub fn removexattr(fd: BorrowedFd<'_>, name: &CStr) -> SysResult<()> {
     check(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) }).map(drop)
 }
 
+/// `fgetxattr(2)`, for a descriptor opened for I/O (the calls above take `O_PATH` ones, which
+/// `fgetxattr` refuses): no path walk through `/proc`. With an empty `buf`, the size only.
+pub fn fgetxattr(fd: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> SysResult<usize> {
+    // SAFETY: `buf` is writable for its length (0 allowed with a null-safe pointer).
+    check_size(unsafe {
+        libc::fgetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    })
+}
+
+/// `flistxattr(2)`, as [`fgetxattr`].
+pub fn flistxattr(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
+    // SAFETY: `buf` is writable for its length.
+    check_size(unsafe { libc::flistxattr(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+/// `fsetxattr(2)`, as [`fgetxattr`].
+pub fn fsetxattr(fd: BorrowedFd<'_>, name: &CStr, value: &[u8], flags: i32) -> SysResult<()> {
+    // SAFETY: `value` is readable for its length.
+    check(unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
+    })
+    .map(drop)
+}
+
+/// `fremovexattr(2)`, as [`fgetxattr`].
+pub fn fremovexattr(fd: BorrowedFd<'_>, name: &CStr) -> SysResult<()> {
+    // SAFETY: plain syscall on a valid string.
+    check(unsafe { libc::fremovexattr(fd.as_raw_fd(), name.as_ptr()) }).map(drop)
+}
+
 /// One directory entry as `getdents64` gives it.
 #[derive(Debug, Clone)]
 pub struct DirEntry {

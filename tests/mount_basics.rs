@@ -251,3 +251,46 @@ fn capturing_a_file_leaves_its_atime_as_it_was() {
         "reads stopped updating atime"
     );
 }
+
+#[test]
+fn attributes_set_through_an_open_file_reach_that_file_even_once_renamed_over() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::write(d.join("f"), "f at turn start\n").expect("write");
+        std::fs::write(d.join("g"), "g at turn start\n").expect("write");
+    });
+    m.turn(2);
+    // fchmod, fsetxattr, fgetxattr, flistxattr and fremovexattr through a descriptor held
+    // open (the daemon uses the open file itself), before and after another file is renamed
+    // over its name
+    let out = m.sh(
+        r#"python3 - <<'PY'
+import os
+fd = os.open("f", os.O_RDWR)
+os.fchmod(fd, 0o640)
+os.setxattr(fd, "user.one", b"1")
+os.setxattr(fd, "user.two", b"2")
+os.removexattr(fd, "user.two")
+print(os.getxattr(fd, "user.one"), sorted(os.listxattr(fd)))
+os.rename("g", "f")
+os.setxattr(fd, "user.after", b"3")
+os.fchmod(fd, 0o600)
+st = os.fstat(fd)
+print(oct(st.st_mode & 0o777), sorted(os.listxattr(fd)), sorted(os.listxattr("f")))
+print(oct(os.stat("f").st_mode & 0o777), open("f").read().strip())
+PY"#,
+    );
+    assert_eq!(
+        out,
+        "b'1' ['user.one']\n\
+         0o600 ['user.after', 'user.one'] []\n\
+         0o644 g at turn start\n"
+    );
+    m.rewind(2);
+    assert_eq!(
+        m.sh("cat f g; stat -c '%a' f g"),
+        "f at turn start\ng at turn start\n644\n644\n"
+    );
+}

@@ -119,6 +119,55 @@ struct Handle {
     kind: HandleKind,
 }
 
+/// What a node's attributes and xattrs are read and changed through.
+enum AttrFd {
+    /// One of the node's open handles: its descriptor is the node's inode itself, so it needs
+    /// no lookup by name, no verification and no close, and xattr calls need no `/proc` path.
+    /// (`chmod`, `chown`, xattr changes and writes' `security.capability` checks mostly come
+    /// for files the caller holds open: `sed -i`'s temporary file, an untarred file.)
+    Open(Arc<Handle>),
+    /// A verified `O_PATH` descriptor ([`CkptFs::node_fd`]).
+    Path(OwnedFd),
+}
+
+impl AttrFd {
+    fn fd(&self) -> FsResult<BorrowedFd<'_>> {
+        match self {
+            AttrFd::Path(fd) => Ok(fd.as_fd()),
+            // `attr_fd` only picks handles with a descriptor
+            AttrFd::Open(h) => h.fd.as_ref().map(AsFd::as_fd).ok_or(Errno(libc::EBADF)),
+        }
+    }
+
+    fn getxattr(&self, name: &CStr, buf: &mut [u8]) -> FsResult<usize> {
+        match self {
+            AttrFd::Path(fd) => sys::getxattr(fd.as_fd(), name, buf),
+            AttrFd::Open(_) => sys::fgetxattr(self.fd()?, name, buf),
+        }
+    }
+
+    fn listxattr(&self, buf: &mut [u8]) -> FsResult<usize> {
+        match self {
+            AttrFd::Path(fd) => sys::listxattr(fd.as_fd(), buf),
+            AttrFd::Open(_) => sys::flistxattr(self.fd()?, buf),
+        }
+    }
+
+    fn setxattr(&self, name: &CStr, value: &[u8], flags: i32) -> FsResult<()> {
+        match self {
+            AttrFd::Path(fd) => sys::setxattr(fd.as_fd(), name, value, flags),
+            AttrFd::Open(_) => sys::fsetxattr(self.fd()?, name, value, flags),
+        }
+    }
+
+    fn removexattr(&self, name: &CStr) -> FsResult<()> {
+        match self {
+            AttrFd::Path(fd) => sys::removexattr(fd.as_fd(), name),
+            AttrFd::Open(_) => sys::fremovexattr(self.fd()?, name),
+        }
+    }
+}
+
 impl NodeHandle for Handle {
     fn node(&self) -> u64 {
         self.node
@@ -581,6 +630,19 @@ impl CkptFs {
         }
     }
 
+    /// The descriptor to read or change `node`'s attributes through: an open file handle's
+    /// when the node has one, else [`Self::node_fd`]. A handle's descriptor is the inode the
+    /// node stands for whatever its names are now, which is what `node_fd` verifies by name.
+    fn attr_fd(&self, node: u64) -> FsResult<AttrFd> {
+        let open = self.lock_handles().find_on(node, |h| {
+            h.fd.is_some() && matches!(h.kind, HandleKind::File { .. })
+        });
+        match open {
+            Some(h) => Ok(AttrFd::Open(h)),
+            None => self.node_fd(node).map(AttrFd::Path),
+        }
+    }
+
     /// For a node that has lost every name (unlinked, or replaced by a rename or a rewind,
     /// while still open): a duplicate of one of its open handles' descriptors, so `fstat`,
     /// `fchmod`, `fchown`, `ftruncate`, `futimens` and xattrs on the open file keep working as
@@ -798,7 +860,8 @@ impl CkptFs {
         }
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
-        let fd = self.node_fd(node)?;
+        let attr_fd = self.attr_fd(node)?;
+        let fd = attr_fd.fd()?;
         // Set-id bits a local filesystem drops here that the kernel left (see `setid_to_drop`):
         // on truncation; on the empty setattr the kernel sends when a write must drop them;
         // on chown only S_ISGID (the host's chown drops the rest by itself).
@@ -1649,10 +1712,10 @@ impl CkptFs {
         if control::is_control(node) {
             return Err(Errno(libc::ENODATA));
         }
-        let fd = self.node_fd(node)?;
+        let fd = self.attr_fd(node)?;
         let c = cname(name)?;
         let mut buf = vec![0u8; size as usize];
-        let n = sys::getxattr(fd.as_fd(), &c, &mut buf)?;
+        let n = fd.getxattr(&c, &mut buf)?;
         if size == 0 {
             return Ok(XattrReply::Size(n as u32));
         }
@@ -1669,9 +1732,9 @@ impl CkptFs {
                 XattrReply::Data(Vec::new())
             });
         }
-        let fd = self.node_fd(node)?;
+        let fd = self.attr_fd(node)?;
         let mut buf = vec![0u8; size as usize];
-        let n = sys::listxattr(fd.as_fd(), &mut buf)?;
+        let n = fd.listxattr(&mut buf)?;
         if size == 0 {
             return Ok(XattrReply::Size(n as u32));
         }
@@ -1693,8 +1756,7 @@ impl CkptFs {
         }
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
-        let fd = self.node_fd(node)?;
-        sys::setxattr(fd.as_fd(), &cname(name)?, value, flags)
+        self.attr_fd(node)?.setxattr(&cname(name)?, value, flags)
     }
 
     /// `removexattr`.
@@ -1704,8 +1766,7 @@ impl CkptFs {
         }
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
-        let fd = self.node_fd(node)?;
-        sys::removexattr(fd.as_fd(), &cname(name)?)
+        self.attr_fd(node)?.removexattr(&cname(name)?)
     }
 
     // ---- turns and rewinds ----
