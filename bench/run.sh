@@ -668,7 +668,12 @@ for W in "${WORKLOADS[@]}"; do
   reps="$REPS"; [ "${WL_LONG[$W]}" = 1 ] && reps="$LONG_REPS"
   log "== $W ($reps x: ${WL_VARIANTS[$W]})"
   for REP in $(seq "$reps"); do
-    for V in ${WL_VARIANTS[$W]}; do
+    # the order rotates by one each repetition, so no variant always runs first or right after
+    # the same other one (a 1 GiB fdatasync, for one, is faster or slower by half depending on
+    # what the run before it left for the disk to flush)
+    read -r -a order <<< "${WL_VARIANTS[$W]}"
+    rot=$(( (REP - 1) % ${#order[@]} ))
+    for V in "${order[@]:rot}" "${order[@]:0:rot}"; do
       case " $VARIANTS_OK " in *" $V "*) ;; *) continue ;; esac
       if [ "$RESUME" = 1 ] && grep -qP "^\Q$W\E\t\Q$V\E\t$REP\tdone\t" "$RAW"; then continue; fi
       : > "$CASE_RAW"; : > "$CASE_PROBLEMS"
