@@ -265,8 +265,7 @@ fn attributes_set_through_an_open_file_reach_that_file_even_once_renamed_over() 
     // fchmod, fsetxattr, fgetxattr, flistxattr and fremovexattr through a descriptor held
     // open (the daemon uses the open file itself), before and after another file is renamed
     // over its name
-    let out = m.sh(
-        r#"python3 - <<'PY'
+    let out = m.sh(r#"python3 - <<'PY'
 import os
 fd = os.open("f", os.O_RDWR)
 os.fchmod(fd, 0o640)
@@ -280,8 +279,7 @@ os.fchmod(fd, 0o600)
 st = os.fstat(fd)
 print(oct(st.st_mode & 0o777), sorted(os.listxattr(fd)), sorted(os.listxattr("f")))
 print(oct(os.stat("f").st_mode & 0o777), open("f").read().strip())
-PY"#,
-    );
+PY"#);
     assert_eq!(
         out,
         "b'1' ['user.one']\n\
