@@ -80,8 +80,8 @@ need_tools() {
 # build_passthrough_hp NAME VERSION SUITE URING: example/passthrough_hp of Debian's fuse3 VERSION
 # ("" = the suite's current) of SUITE as $PEERS_DIR/NAME; URING=1 requires the io_uring transport
 build_passthrough_hp() {
-  local name="$1" FUSE3_VERSION="$2" FUSE3_SUITE="$3" uring="$4"
-  local bin="$PEERS_DIR/$name" key="fuse3=${2:-current} suite=$3 uring=$4"
+  local name="$1" version="$2" suite="$3" uring="$4"
+  local bin="$PEERS_DIR/$name" key="fuse3=${version:-current} suite=$suite uring=$uring"
   mkdir -p "$PEERS_DIR"
   # one build at a time (two benchmark runs with different WORK folders may share the cache)
   exec 8> "$PEERS_DIR/.lock"
@@ -111,28 +111,28 @@ build_passthrough_hp() {
   cat > "$tmp/sources/peers.sources" <<EOF
 Types: deb-src
 URIs: $archive
-Suites: $FUSE3_SUITE
+Suites: $suite
 Components: main
 Signed-By: $KEYRING
 EOF
   local apt=(apt-get -q -o Dir::Etc::sourcelist=/dev/null -o "Dir::Etc::sourceparts=$tmp/sources"
              -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache")
-  say "apt-get update of deb-src $archive $FUSE3_SUITE main (private lists in $tmp)"
+  say "apt-get update of deb-src $archive $suite main (private lists in $tmp)"
   "${apt[@]}" update >&2 || die "apt-get update of the deb-src list failed"
-  compgen -G "$tmp/lists/*_dists_${FUSE3_SUITE}_main_source_Sources*" > /dev/null ||
-    die "no signed Sources index of $FUSE3_SUITE after apt-get update (see above)"
+  compgen -G "$tmp/lists/*_dists_${suite}_main_source_Sources*" > /dev/null ||
+    die "no signed Sources index of $suite after apt-get update (see above)"
 
   # download into a folder of the sandbox user's, then keep it as fuse3-VERSION/
   local dl="$PEERS_DIR/download.tmp"
   rm -rf "$dl" && mkdir -p "$dl"
   chown _apt "$dl" 2>/dev/null || true
   local note=""
-  if ! (cd "$dl" && "${apt[@]}" source --download-only "fuse3${FUSE3_VERSION:+=$FUSE3_VERSION}" >&2); then
-    [ -n "$FUSE3_VERSION" ] || die "apt-get source fuse3 from $FUSE3_SUITE failed"
-    note="; fuse3=$FUSE3_VERSION is no longer in $FUSE3_SUITE, so its current fuse3 was built"
-    say "fuse3=$FUSE3_VERSION is not in $FUSE3_SUITE; taking the suite's current fuse3"
+  if ! (cd "$dl" && "${apt[@]}" source --download-only "fuse3${version:+=$version}" >&2); then
+    [ -n "$version" ] || die "apt-get source fuse3 from $suite failed"
+    note="; fuse3=$version is no longer in $suite, so its current fuse3 was built"
+    say "fuse3=$version is not in $suite; taking the suite's current fuse3"
     rm -rf "$dl" && mkdir -p "$dl" && { chown _apt "$dl" 2>/dev/null || true; }
-    (cd "$dl" && "${apt[@]}" source --download-only fuse3 >&2) || die "apt-get source fuse3 from $FUSE3_SUITE failed"
+    (cd "$dl" && "${apt[@]}" source --download-only fuse3 >&2) || die "apt-get source fuse3 from $suite failed"
   fi
   local dsc ver upstream
   dsc="$(cd "$dl" && compgen -G 'fuse3_*.dsc' | head -1)" || die "no fuse3 .dsc downloaded"
@@ -174,7 +174,7 @@ EOF
   local with=""
   [ "$uring" = 1 ] && with="; with the io_uring transport (liburing $(pkg-config --modversion liburing))"
   printf 'libfuse %s example/passthrough_hp (Debian source package fuse3 %s, %s; libfuse linked statically%s; %s; built %s%s)\n' \
-    "$upstream" "$ver" "$FUSE3_SUITE" "$with" "$(c++ --version | head -1)" "$(date -u '+%Y-%m-%d')" "$note" > "$bin.info"
+    "$upstream" "$ver" "$suite" "$with" "$(c++ --version | head -1)" "$(date -u '+%Y-%m-%d')" "$note" > "$bin.info"
   echo "$key" > "$bin.key"
   say "built $bin ($(stat -c %s "$bin") bytes) in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s: $(cat "$bin.info")"
   echo "$bin"

@@ -83,9 +83,9 @@ pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> SysRes
 }
 
 /// `openat(2)` for reading what the daemon only inspects (a pre-image, a listing, a diff),
-/// with `O_NOATIME`: a capture must leave no trace on the file it records, and an atime update
-/// is a journaled inode write (a sixth of a small capture's read in a profile). `O_NOATIME`
-/// needs the file's owner or `CAP_FOWNER`; without them this is a plain `openat`.
+/// with `O_NOATIME`: a capture must leave no trace on the file it records (a `chmod` through
+/// the mount would otherwise change its atime). `O_NOATIME` needs the file's owner or
+/// `CAP_FOWNER`; without them this is a plain `openat`.
 pub fn openat_noatime(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> SysResult<OwnedFd> {
     match openat(dir, name, flags | libc::O_NOATIME, 0) {
         Err(Errno(libc::EPERM)) => openat(dir, name, flags, 0),

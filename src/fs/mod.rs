@@ -634,13 +634,17 @@ impl CkptFs {
     /// when the node has one, else [`Self::node_fd`]. A handle's descriptor is the inode the
     /// node stands for whatever its names are now, which is what `node_fd` verifies by name.
     fn attr_fd(&self, node: u64) -> FsResult<AttrFd> {
-        let open = self.lock_handles().find_on(node, |h| {
-            h.fd.is_some() && matches!(h.kind, HandleKind::File { .. })
-        });
-        match open {
+        match self.open_file(node) {
             Some(h) => Ok(AttrFd::Open(h)),
             None => self.node_fd(node).map(AttrFd::Path),
         }
+    }
+
+    /// One of `node`'s open file handles (with its descriptor), if it has any.
+    fn open_file(&self, node: u64) -> Option<Arc<Handle>> {
+        self.lock_handles().find_on(node, |h| {
+            h.fd.is_some() && matches!(h.kind, HandleKind::File { .. })
+        })
     }
 
     /// For a node that has lost every name (unlinked, or replaced by a rename or a rewind,
@@ -651,10 +655,7 @@ impl CkptFs {
         if node == ROOT || self.read_inodes().is_reachable(node) {
             return None;
         }
-        let h = self
-            .lock_handles()
-            .find_on(node, |h| matches!(h.kind, HandleKind::File { .. }));
-        match h {
+        match self.open_file(node) {
             Some(h) => h.fd.as_ref().and_then(|fd| fd.try_clone().ok()),
             None => self.ghost_fd(node),
         }

@@ -523,15 +523,11 @@ impl Store {
             return Ok(None);
         };
         let name = Self::staged_name(seq);
-        let Some(staged) = self.staged_pre(seq).cloned() else {
+        let Some((staged, size)) = self.staged_pre(seq).map(|(p, size)| (p.clone(), size)) else {
             // Retired by a rewind (only an untrusted journal gets here): nothing waits for it.
             self.index.pending.remove(&seq);
             let _ = sys::unlinkat(self.staged.as_fd(), &name, 0);
             return Ok(None);
-        };
-        let size = match staged {
-            PreImage::Staged { size, .. } => size,
-            _ => 0,
         };
         let pre = match sys::openat_noatime(
             self.staged.as_fd(),
@@ -561,15 +557,17 @@ impl Store {
         Ok(Some(pre))
     }
 
-    /// The pre-image of capture `seq` while it is still `Staged`.
-    fn staged_pre(&self, seq: u64) -> Option<&PreImage> {
+    /// The pre-image of capture `seq` while it is still `Staged`, and its size.
+    fn staged_pre(&self, seq: u64) -> Option<(&PreImage, u64)> {
         let i = self
             .index
             .captures
             .binary_search_by_key(&seq, |c| c.seq)
             .ok()?;
-        let pre = &self.index.captures[i].pre;
-        matches!(pre, PreImage::Staged { .. }).then_some(pre)
+        match &self.index.captures[i].pre {
+            pre @ PreImage::Staged { size, .. } => Some((pre, *size)),
+            _ => None,
+        }
     }
 
     /// Records what staged pre-images became when their bytes were stored by the caller, outside
@@ -595,7 +593,7 @@ impl Store {
             }
             if let Some(pre) = self
                 .staged_pre(seq)
-                .and_then(|p| p.stored_as(blob.id, blob.size))
+                .and_then(|(p, _)| p.stored_as(blob.id, blob.size))
             {
                 records.push(Record::Staged { capture: seq, pre });
                 done.push(seq);
