@@ -5,11 +5,13 @@
 //! the mutation with the capture's errno. Nothing here follows a symlink, opens a FIFO for
 //! more than a non-blocking stat, or reads a device.
 
+use crate::identity::FileId;
 use crate::relpath::RelPath;
 use crate::store::blob::BlobStore;
-use crate::store::journal::{LinkTarget, PreImage, Record};
+use crate::store::journal::{LinkTarget, PreImage, Record, Xattr};
 use crate::store::{Store, StoreError};
 use crate::sys::{self, Errno, SysResult};
+use crate::xattrs::{self, Via};
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::os::fd::OwnedFd;
@@ -54,13 +56,31 @@ pub fn read_preimage(
             }
             read_open_file(blobs, fd.as_fd(), &now, max_blob)?
         }
-        libc::S_IFDIR => PreImage::Dir { mode, uid, gid },
-        libc::S_IFLNK => PreImage::Symlink {
-            target: LinkTarget(sys::readlinkat(parent, name)?),
+        libc::S_IFDIR => PreImage::Dir {
+            mode,
             uid,
             gid,
+            xattrs: Some(xattrs_by_name(parent, name)?),
         },
-        libc::S_IFIFO => PreImage::Fifo { mode, uid, gid },
+        libc::S_IFLNK => {
+            let id = FileId::read_at(parent, name, 0, st.st_ino);
+            PreImage::Symlink {
+                target: LinkTarget(sys::readlinkat(parent, name)?),
+                uid,
+                gid,
+                ino: Some(st.st_ino),
+                nlink: Some(st.st_nlink),
+                fh: id.fh,
+                btime: id.btime,
+                xattrs: Some(xattrs_by_name(parent, name)?),
+            }
+        }
+        libc::S_IFIFO => PreImage::Fifo {
+            mode,
+            uid,
+            gid,
+            xattrs: Some(xattrs_by_name(parent, name)?),
+        },
         libc::S_IFSOCK => PreImage::Skipped {
             was: "socket".into(),
             size: 0,
@@ -92,6 +112,7 @@ pub fn read_open_file(
         });
     }
     let stored = blobs.put_fd_sized(fd, size)?;
+    let id = FileId::of_fd(fd, st.st_ino);
     Ok(PreImage::File {
         blob: stored.id,
         size: stored.size,
@@ -100,7 +121,17 @@ pub fn read_open_file(
         gid: st.st_gid,
         ino: st.st_ino,
         nlink: st.st_nlink,
+        fh: id.fh,
+        btime: id.btime,
+        xattrs: Some(xattrs::read_all(Via::Open(fd))?),
     })
+}
+
+/// The extended attributes of `name` in `parent`, reached through an `O_PATH` descriptor
+/// (directories, symlinks and FIFOs are never opened for I/O by a capture).
+fn xattrs_by_name(parent: BorrowedFd<'_>, name: &CStr) -> SysResult<Vec<Xattr>> {
+    let fd = sys::openat(parent, name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+    xattrs::read_all(Via::Path(fd.as_fd()))
 }
 
 /// Calls `f(path, parent, name)` for `name` and, when it is a directory, everything below it
@@ -147,8 +178,12 @@ impl FromBytesCompat for std::ffi::OsStr {
     }
 }
 
-/// Visits every file held open for writing: `(parent dir, name, path)`.
-pub type OpenForWrite<'a> = dyn Fn(&mut dyn FnMut(BorrowedFd<'_>, &CStr, &RelPath)) + 'a;
+/// One name of a file held open for writing: `(parent dir, name, path)`, or the error that
+/// kept the name from being reached.
+pub type HeldName<'a> = Result<(BorrowedFd<'a>, &'a CStr, &'a RelPath), Errno>;
+
+/// Visits every name of every file held open for writing.
+pub type OpenForWrite<'a> = dyn Fn(&mut dyn FnMut(HeldName<'_>)) + 'a;
 
 /// The process behind a request, recorded with each capture.
 #[derive(Debug, Clone, Copy, Default)]
@@ -165,6 +200,8 @@ pub enum TurnError {
         /// The current turn.
         current: u64,
     },
+    /// A file held open for writing could not be captured for the new turn.
+    HeldOpen(Errno),
     /// The store failed.
     Store(StoreError),
 }
@@ -175,6 +212,10 @@ impl std::fmt::Display for TurnError {
             Self::NotAfter { current } => write!(
                 f,
                 "a new turn must be greater than the current turn {current}"
+            ),
+            Self::HeldOpen(e) => write!(
+                f,
+                "a file held open for writing cannot be captured for the new turn: {e}"
             ),
             Self::Store(e) => write!(f, "{e}"),
         }
@@ -267,7 +308,7 @@ fn store_staged_batch(
     epoch: u64,
     batch: Vec<u64>,
 ) {
-    let stored: Vec<(u64, u64, crate::store::blob::Stored)> = batch
+    let stored: Vec<crate::store::StoredStage> = batch
         .into_iter()
         .filter_map(|seq| {
             let name = Store::staged_name(seq);
@@ -277,8 +318,16 @@ fn store_staged_batch(
             if st.st_mode & libc::S_IFMT != libc::S_IFREG {
                 return None; // left for `settle`, which records why
             }
-            match blobs.put_fd_sized(fd.as_fd(), st.st_size as u64) {
-                Ok(b) => Some((seq, st.st_ino, b)),
+            let read = blobs
+                .put_fd_sized(fd.as_fd(), st.st_size as u64)
+                .and_then(|b| Ok((b, xattrs::read_all(Via::Open(fd.as_fd()))?)));
+            match read {
+                Ok((blob, xattrs)) => Some(crate::store::StoredStage {
+                    seq,
+                    ino: st.st_ino,
+                    blob,
+                    xattrs,
+                }),
                 Err(e) => {
                     log::warn!(target: "ckpt::capture", "staged pre-image {seq} not stored yet: {e}");
                     None
@@ -478,6 +527,7 @@ impl Capturer {
             Self::ensure_locked(&mut store, self.max_blob, parent, name, path, who, comm)?;
             return Ok(None);
         }
+        let id = FileId::read_at(parent, name, 0, st.st_ino);
         let pre = PreImage::Staged {
             size: st.st_size as u64,
             mode: st.st_mode & 0o7777,
@@ -485,9 +535,12 @@ impl Capturer {
             gid: st.st_gid,
             ino: st.st_ino,
             nlink: 1,
+            fh: id.fh,
+            btime: id.btime,
         };
         Self::record(&mut store, path, pre, who, comm)?;
         let seq = store.index.last_seq;
+        crate::failpoint::hit("stage-after-record");
         let staged_name = Store::staged_name(seq);
         let staged = match by {
             StageBy::Move => sys::renameat2(
@@ -642,22 +695,29 @@ impl Capturer {
     }
 
     /// Captures, for the current turn, the files held open for writing (after a rewind).
-    pub fn begin_turn_captures(&self, open_for_write: &OpenForWrite<'_>) -> Result<(), Errno> {
+    /// Returns the paths that could not be captured, with why (a name that could not be
+    /// reached is reported as `?`).
+    pub fn begin_turn_captures(&self, open_for_write: &OpenForWrite<'_>) -> Vec<(String, Errno)> {
         let mut store = self.lock_raw();
         let max_blob = self.max_blob;
-        let mut result = Ok(());
-        open_for_write(&mut |dir, name, path| {
-            if let Err(e) =
-                Self::ensure_locked(&mut store, max_blob, dir, name, path, Who::default(), None)
-            {
-                result = Err(e);
+        let mut failed = Vec::new();
+        open_for_write(&mut |named| match named {
+            Ok((dir, name, path)) => {
+                if let Err(e) =
+                    Self::ensure_locked(&mut store, max_blob, dir, name, path, Who::default(), None)
+                {
+                    failed.push((path.to_string(), e));
+                }
             }
+            Err(e) => failed.push(("?".into(), e)),
         });
-        result
+        failed
     }
 
     /// Begins turn `n`; `open_for_write` lists the files held open for writing, captured for
-    /// the new turn at once because their next writes need no `open`.
+    /// the new turn at once because their next writes need no `open`. Their pre-images are
+    /// read first: if one cannot be, the turn does not begin (nothing is written), because its
+    /// writes in the new turn could not be rewound.
     pub fn begin_turn(
         &self,
         n: u64,
@@ -672,22 +732,36 @@ impl Capturer {
         if n <= current {
             return Err(TurnError::NotAfter { current });
         }
-        store
-            .append(Record::Turn { turn: n, label })
-            .map_err(TurnError::Store)?;
-        log::info!(target: "ckpt::turn", "turn {n} begins");
         let max_blob = self.max_blob;
+        let mut records = vec![Record::Turn { turn: n, label }];
+        let mut seen = std::collections::HashSet::new();
         let mut failed = None;
-        open_for_write(&mut |dir, name, path| {
-            if let Err(e) =
-                Self::ensure_locked(&mut store, max_blob, dir, name, path, Who::default(), None)
-            {
-                failed = Some(e);
+        open_for_write(&mut |named| {
+            let read = named.and_then(|(dir, name, path)| {
+                if !seen.insert(path.clone()) {
+                    return Ok(());
+                }
+                let pre = read_preimage(&store.blobs, dir, name, max_blob)?;
+                records.push(Record::Capture {
+                    turn: n,
+                    path: path.clone(),
+                    pre,
+                    undo_of: None,
+                    pid: None,
+                    comm: None,
+                });
+                Ok(())
+            });
+            if let Err(e) = read {
+                failed.get_or_insert(e);
             }
         });
         if let Some(e) = failed {
-            log::warn!(target: "ckpt::turn", "capturing a file open for writing at turn {n} failed: {e}");
+            log::warn!(target: "ckpt::turn", "turn {n} not begun: a file open for writing cannot be captured: {e}");
+            return Err(TurnError::HeldOpen(e));
         }
+        store.append_all(records).map_err(TurnError::Store)?;
+        log::info!(target: "ckpt::turn", "turn {n} begins");
         Ok(true)
     }
 }
@@ -974,6 +1048,8 @@ mod tests {
             gid: 0,
             ino: st.st_ino,
             nlink: 1,
+            fh: None,
+            btime: None,
         };
         Capturer::record(&mut store, &rp("f"), pre, Who::default(), None).expect("record");
         let (seq, epoch) = (store.index.last_seq, store.epoch());
@@ -999,6 +1075,8 @@ mod tests {
             gid: 0,
             ino: st.st_ino,
             nlink: 1,
+            fh: None,
+            btime: None,
         };
         Capturer::record(&mut store, &rp("g"), pre, Who::default(), None).expect("record g");
         assert_eq!(
@@ -1006,7 +1084,15 @@ mod tests {
             "the collision this guards against"
         );
         let late = store
-            .record_stored_stages(epoch, vec![(seq, st.st_ino, blob)])
+            .record_stored_stages(
+                epoch,
+                vec![crate::store::StoredStage {
+                    seq,
+                    ino: st.st_ino,
+                    blob,
+                    xattrs: Vec::new(),
+                }],
+            )
             .expect("late record");
         assert!(late.is_empty(), "a stale (epoch, seq) names nothing");
         assert!(
@@ -1055,6 +1141,8 @@ mod tests {
                 gid: st.st_gid,
                 ino: st.st_ino,
                 nlink: 1,
+                fh: None,
+                btime: None,
             };
             Capturer::record(&mut store, &rp("f"), pre, Who::default(), None).expect("record");
             let name = Store::staged_name(store.index.last_seq);
@@ -1085,15 +1173,28 @@ mod tests {
         std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
         std::fs::write(dir.path().join("sub/kept"), b"still here").expect("write");
         let sub = std::fs::File::open(dir.path().join("sub")).expect("sub");
-        let kept = lstat(&sub, c"kept");
-        for (path, ino) in [("sub/kept", kept.st_ino), ("lost", 42)] {
+        // As the daemon records them: with the identity that proves the inode later.
+        let kept_id = FileId::of_name(sub.as_fd(), c"kept").expect("identity");
+        for (path, id) in [
+            ("sub/kept", kept_id),
+            (
+                "lost",
+                FileId {
+                    ino: 42,
+                    fh: None,
+                    btime: None,
+                },
+            ),
+        ] {
             let pre = PreImage::Staged {
                 size: 3,
                 mode: 0o644,
                 uid: 0,
                 gid: 0,
-                ino,
+                ino: id.ino,
                 nlink: 1,
+                fh: id.fh,
+                btime: id.btime,
             };
             Capturer::record(&mut store, &rp(path), pre, Who::default(), None).expect("rec");
         }

@@ -7,10 +7,12 @@
 //! A rewind saves what it overwrites or deletes (records with `undo_of`) before changing it.
 
 use crate::capture::{read_preimage, walk_tree};
+use crate::identity::{FileId, Same};
 use crate::relpath::RelPath;
-use crate::store::journal::{PreImage, Record};
+use crate::store::journal::{PreImage, Record, Xattr};
 use crate::store::{Store, StoreError};
 use crate::sys::{self, Errno};
+use crate::xattrs::{self, Via};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, CString};
@@ -41,44 +43,58 @@ impl Plan {
     }
 }
 
-/// Names whose pre-images carry one inode number, at least one of them hard-linked, were one
-/// inode when the target turn began (a path's inode only changes through a captured operation).
-/// Each gets the oldest of their pre-images (the first in `targets`), with the largest link
-/// count, so they are restored as one inode with its content from the start of the turn.
+/// The inode a hard-linked file or symlink target names: its number and, where recorded, its
+/// handle (two targets of one group were captured while they were one inode, so they agree).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct GroupKey {
+    symlink: bool,
+    ino: u64,
+    fh: Option<crate::store::journal::Handle>,
+}
+
+fn group_key(t: &PreImage) -> Option<GroupKey> {
+    let id = t.file_id()?;
+    let symlink = match t {
+        PreImage::File { .. } => false,
+        PreImage::Symlink { .. } => true,
+        _ => return None,
+    };
+    Some(GroupKey {
+        symlink,
+        ino: id.ino,
+        fh: id.fh,
+    })
+}
+
+/// Names whose pre-images carry one inode (number and handle), at least one of them
+/// hard-linked, were one inode when the target turn began: each target is the oldest
+/// pre-image of its path in the rewound turns, and a path's inode only changes through a
+/// captured operation, so all of them describe the folder at that one moment, when no two
+/// live files share a number. Each gets the oldest of their pre-images (the first in
+/// `targets`), with the largest link count, so they are restored as one inode with its content
+/// from the start of the turn.
 fn share_hard_links(mut targets: Vec<(RelPath, PreImage)>) -> Vec<(RelPath, PreImage)> {
-    let mut canon: HashMap<u64, PreImage> = HashMap::new();
-    let mut most: HashMap<u64, u64> = HashMap::new();
+    let mut canon: HashMap<GroupKey, PreImage> = HashMap::new();
+    let mut most: HashMap<GroupKey, u64> = HashMap::new();
     for (_, t) in &targets {
-        if let PreImage::File { ino, nlink, .. } = t {
-            canon.entry(*ino).or_insert_with(|| t.clone());
-            let m = most.entry(*ino).or_insert(0);
-            *m = (*m).max(*nlink);
+        if let Some(k) = group_key(t) {
+            let m = most.entry(k.clone()).or_insert(0);
+            *m = (*m).max(t.nlink());
+            canon.entry(k).or_insert_with(|| t.clone());
         }
     }
     for (_, t) in &mut targets {
-        if let PreImage::File { ino, .. } = t {
-            let n = most.get(ino).copied().unwrap_or(1);
-            if let (
-                true,
-                Some(PreImage::File {
-                    blob,
-                    size,
-                    mode,
-                    uid,
-                    gid,
-                    ..
-                }),
-            ) = (n > 1, canon.get(ino))
-            {
-                *t = PreImage::File {
-                    blob: blob.clone(),
-                    size: *size,
-                    mode: *mode,
-                    uid: *uid,
-                    gid: *gid,
-                    ino: *ino,
-                    nlink: n,
-                };
+        let Some(k) = group_key(t) else { continue };
+        let n = most.get(&k).copied().unwrap_or(1);
+        if n <= 1 {
+            continue;
+        }
+        if let Some(c) = canon.get(&k) {
+            *t = c.clone();
+            match t {
+                PreImage::File { nlink, .. } => *nlink = n,
+                PreImage::Symlink { nlink, .. } => *nlink = Some(n),
+                _ => {}
             }
         }
     }
@@ -166,6 +182,9 @@ pub struct Report {
     /// Paths whose state changed, for cache invalidation (not serialised).
     #[serde(skip)]
     pub changed: Vec<RelPath>,
+    /// Failed paths that no second run can restore (not serialised).
+    #[serde(skip)]
+    pub permanent: HashSet<String>,
 }
 
 impl Report {
@@ -323,6 +342,10 @@ pub fn rewind(
         report.plan = Some(plan);
         return Ok(report);
     }
+    if req.undo || resume.is_some() {
+        // Temp files a run of this rewind (or undo) cut off by a crash left behind.
+        sweep_temps(root, &plan);
+    }
     if req.undo {
         // An undo is not itself undoable: it saves nothing and is closed by one record. Cut
         // off midway, running it again completes it (the same targets apply again).
@@ -333,13 +356,29 @@ pub fn rewind(
             .map_err(RewindError::Store)?;
         return Ok(report);
     }
+    // What the rewind overwrites is read before the journal says it began: a failure here
+    // refuses the rewind with nothing changed and nothing left open.
+    let saves = saves_for_undo(root, store, &plan)?;
     let begin = match resume {
         Some(b) => b,
         None => store
             .append(Record::RewindBegin { to, from })
             .map_err(RewindError::Store)?,
     };
-    save_for_undo(root, store, &plan, begin, to).map_err(RewindError::Store)?;
+    if !saves.is_empty() {
+        let records = saves
+            .into_iter()
+            .map(|(path, pre)| Record::Capture {
+                turn: to,
+                path,
+                pre,
+                undo_of: Some(begin),
+                pid: None,
+                comm: None,
+            })
+            .collect();
+        store.append_all(records).map_err(RewindError::Store)?;
+    }
     apply(root, store, &plan, &mut report, progress);
     // A pre-image that was never stored fails every time; anything else (a parent swapped for
     // a symlink meanwhile, an I/O error) may succeed on a second run. Such a rewind stays open,
@@ -348,6 +387,7 @@ pub fn rewind(
         .steps()
         .filter(|s| matches!(s.target, PreImage::Skipped { .. }))
         .map(|s| s.path.to_string())
+        .chain(report.permanent.iter().cloned())
         .collect();
     if report.failed.iter().any(|f| !permanent.contains(&f.path)) {
         report.unfinished = true;
@@ -359,13 +399,17 @@ pub fn rewind(
     Ok(report)
 }
 
-fn open_parent(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, String> {
+/// The directory holding `path`, resolved beneath `root` without following any symlink.
+fn open_parent_raw(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, Errno> {
     let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-    let r = match path.parent() {
+    match path.parent() {
         None => sys::openat(root, c".", flags, 0),
         Some(p) => sys::open_beneath(root, &p.to_cstring(), flags, 0),
-    };
-    r.map_err(|e| match e.0 {
+    }
+}
+
+fn open_parent(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, String> {
+    open_parent_raw(root, path).map_err(|e| match e.0 {
         libc::ELOOP | libc::EXDEV => "a parent directory is a symlink: refused".to_string(),
         // The parent itself is a symlink (opened as the link, which is not a directory).
         libc::ENOTDIR
@@ -433,92 +477,129 @@ pub fn rewind_paths(
         report.plan = Some(plan);
         return Ok(report);
     }
-    let mut records = Vec::new();
-    for step in plan.steps() {
-        if matches!(step.target, PreImage::Skipped { .. }) {
-            continue; // never restored, so this rewind leaves it as it is
-        }
-        let Ok(parent) = open_parent(root, &step.path) else {
-            continue;
-        };
-        let name = cname(&step.path);
-        let blobs = &store.blobs;
-        let captured = &store.index.captured_now;
-        let _ = walk_tree(parent.as_fd(), &name, &step.path, &mut |p, dir, n| {
-            if !captured.contains(p) {
-                records.push((p.clone(), read_preimage(blobs, dir, n, max_blob)?));
-            }
-            Ok(())
-        });
-    }
-    for (path, pre) in records {
-        if !store.index.captured_now.contains(&path) {
-            store
-                .append(Record::Capture {
-                    turn: from,
-                    path,
-                    pre,
-                    undo_of: None,
-                    pid: None,
-                    comm: None,
-                })
-                .map_err(RewindError::Store)?;
-        }
+    let captured = &store.index.captured_now;
+    let records: Vec<Record> =
+        read_current(root, store, &plan, &|p| captured.contains(p), max_blob)?
+            .into_iter()
+            .map(|(path, pre)| Record::Capture {
+                turn: from,
+                path,
+                pre,
+                undo_of: None,
+                pid: None,
+                comm: None,
+            })
+            .collect();
+    if !records.is_empty() {
+        store.append_all(records).map_err(RewindError::Store)?;
     }
     apply(root, store, &plan, &mut report, progress);
     Ok(report)
 }
 
-fn save_for_undo(
+/// The state now of every path `plan` touches and of everything below them, except the paths
+/// `skip` names: what a rewind saves for its undo, or a partial rewind captures for the current
+/// turn, before it changes anything. A path whose parent is not there, not a directory or a
+/// symlink has nothing at it in the folder (a rewind never writes through such a parent) and
+/// is left out; any other failure refuses the rewind before anything changes.
+fn read_current(
     root: BorrowedFd<'_>,
-    store: &mut Store,
+    store: &Store,
     plan: &Plan,
-    begin: u64,
-    to: u64,
-) -> Result<(), StoreError> {
-    let already: HashSet<RelPath> = store
-        .index
-        .unfinished_saved
-        .iter()
-        .map(|c| c.path.clone())
-        .collect();
+    skip: &dyn Fn(&RelPath) -> bool,
+    max_blob: u64,
+) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
     let mut records = Vec::new();
+    let mut seen: HashSet<RelPath> = HashSet::new();
+    let mut problems = Vec::new();
     for step in plan.steps() {
         if matches!(step.target, PreImage::Skipped { .. }) {
             // Never restored, so never changed by this rewind: nothing to save (a file over
             // --max-blob would otherwise be stored whole here).
             continue;
         }
-        let Ok(parent) = open_parent(root, &step.path) else {
-            continue;
+        let parent = match open_parent_raw(root, &step.path) {
+            Ok(p) => p,
+            Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV)) => continue,
+            Err(e) => {
+                problems.push(Failure {
+                    path: step.path.to_string(),
+                    reason: format!("cannot open its parent to save what is there: {e}"),
+                });
+                continue;
+            }
         };
         let name = cname(&step.path);
         let blobs = &store.blobs;
-        // Saved whatever their size: an undo must be exact.
-        let max = u64::MAX;
-        let _ = walk_tree(parent.as_fd(), &name, &step.path, &mut |p, dir, n| {
-            if !already.contains(p) {
-                records.push((p.clone(), read_preimage(blobs, dir, n, max)?));
+        let mut at = None;
+        let walked = walk_tree(parent.as_fd(), &name, &step.path, &mut |p, dir, n| {
+            if !skip(p) && !seen.contains(p) {
+                at = Some(p.clone());
+                records.push((p.clone(), read_preimage(blobs, dir, n, max_blob)?));
+                seen.insert(p.clone());
             }
             Ok(())
         });
-    }
-    for (path, pre) in records {
-        if matches!(pre, PreImage::Absent)
-            && store.index.unfinished_saved.iter().any(|c| c.path == path)
-        {
-            continue;
+        if let Err(e) = walked {
+            problems.push(Failure {
+                path: at.unwrap_or_else(|| step.path.clone()).to_string(),
+                reason: format!("cannot save what is there before changing it: {e}"),
+            });
         }
-        store.append(Record::Capture {
-            turn: to,
-            path,
-            pre,
-            undo_of: Some(begin),
-            pid: None,
-            comm: None,
-        })?;
     }
-    Ok(())
+    if problems.is_empty() {
+        Ok(records)
+    } else {
+        Err(RewindError::Refused(problems))
+    }
+}
+
+/// What a rewind to `to` must save before it changes anything, whatever its size (an undo must
+/// be exact); paths a cut-off run of the same rewind saved already keep that first save.
+fn saves_for_undo(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    plan: &Plan,
+) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
+    let already: HashSet<&RelPath> = store
+        .index
+        .unfinished_saved
+        .iter()
+        .map(|c| &c.path)
+        .collect();
+    read_current(root, store, plan, &|p| already.contains(p), u64::MAX)
+}
+
+/// Removes what a rewind cut off by a crash left in the parents of its plan's paths: temp
+/// files named `.ckpt-rewind-*` (never directories: those are made at their final name).
+fn sweep_temps(root: BorrowedFd<'_>, plan: &Plan) {
+    let mut parents: HashSet<Option<RelPath>> = HashSet::new();
+    for step in plan.steps() {
+        parents.insert(step.path.parent());
+    }
+    for parent in parents {
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+        let dir = match &parent {
+            None => sys::openat(root, c".", flags, 0),
+            Some(p) => sys::open_beneath(root, &p.to_cstring(), flags, 0),
+        };
+        let Ok(dir) = dir else { continue };
+        for e in sys::read_dir_all(dir.as_fd(), false).unwrap_or_default() {
+            if !e.name.starts_with(TEMP_PREFIX.as_bytes()) || e.kind == libc::DT_DIR {
+                continue;
+            }
+            if let Ok(c) = CString::new(e.name) {
+                match sys::unlinkat(dir.as_fd(), &c, 0) {
+                    Ok(()) => {
+                        log::info!(target: "ckpt::rewind", "removed a temp file a cut-off rewind left: {}", c.to_string_lossy())
+                    }
+                    Err(e) => {
+                        log::warn!(target: "ckpt::rewind", "cannot remove the temp file {}: {e}", c.to_string_lossy())
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn apply(
@@ -531,6 +612,9 @@ fn apply(
     let total = plan.remove.len() + plan.restore.len();
     let mut done = 0;
     let tick = |done: &mut usize| {
+        if *done > 0 {
+            crate::failpoint::hit("rewind-step");
+        }
         *done += 1;
         progress(*done, total);
     };
@@ -549,19 +633,21 @@ fn apply(
         }
     }
     // Hard-link groups: the first path of a captured inode is restored, the others linked to it.
-    // Where the inode still stands (under a name in the plan or not), the first path is linked
-    // to it and rewritten in place, so names the plan does not touch share it again.
+    // Where the inode still stands, proven the same (under a name in the plan or not), the
+    // first path is linked to it and rewritten in place, so names the plan does not touch share
+    // it again.
     let anchors = link_anchors(root, plan);
-    let mut first_of_inode: HashMap<u64, RelPath> = HashMap::new();
+    let mut first_of_inode: HashMap<GroupKey, RelPath> = HashMap::new();
     let mut dir_modes: Vec<(RelPath, u32)> = Vec::new();
     for step in &plan.restore {
         tick(&mut done);
-        let result = match &step.target {
-            PreImage::File { ino, nlink, .. } if *nlink > 1 => match first_of_inode.get(ino) {
+        let group = group_key(&step.target).filter(|_| step.target.nlink() > 1);
+        let result = match group {
+            Some(key) => match first_of_inode.get(&key) {
                 Some(first) => link_step(root, first, &step.path),
                 None => {
-                    first_of_inode.insert(*ino, step.path.clone());
-                    let relinked = match anchors.get(ino) {
+                    first_of_inode.insert(key.clone(), step.path.clone());
+                    let relinked = match anchors.found.get(&key) {
                         Some(anchor) if *anchor != step.path => {
                             report.changed.push(anchor.clone());
                             link_step(root, anchor, &step.path).map(drop)
@@ -571,7 +657,7 @@ fn apply(
                     relinked.and_then(|()| restore_step(root, store, step, &mut dir_modes))
                 }
             },
-            _ => restore_step(root, store, step, &mut dir_modes),
+            None => restore_step(root, store, step, &mut dir_modes),
         };
         match result {
             Ok(true) => {
@@ -585,6 +671,32 @@ fn apply(
             }),
         }
     }
+    for (candidate, member) in anchors.unproven {
+        // Left as it is: writing into it could change a file no rewound turn touched.
+        report.permanent.insert(candidate.to_string());
+        report.failed.push(Failure {
+            path: candidate.to_string(),
+            reason: format!(
+                "not restored: it may be a hard link of {member} as it was when the turn began, \
+                 but its record (store version 1) cannot prove it is the same file"
+            ),
+        });
+    }
+    for first in anchors.unresolved {
+        report.permanent.insert(first.to_string());
+        report.failed.push(Failure {
+            path: first.to_string(),
+            reason: "restored, but it had hard links outside the rewound paths when the turn \
+                     began, and its record (store version 1) cannot find them: they keep what \
+                     they hold now"
+                .into(),
+        });
+    }
+    set_dir_modes(root, dir_modes, report);
+}
+
+/// Directory modes go last, deepest first, so a read-only directory never blocks its children.
+fn set_dir_modes(root: BorrowedFd<'_>, mut dir_modes: Vec<(RelPath, u32)>, report: &mut Report) {
     dir_modes.sort_by_key(|d| std::cmp::Reverse(d.0.depth()));
     for (path, mode) in dir_modes {
         let r = open_parent(root, &path).and_then(|parent| {
@@ -647,18 +759,57 @@ pub fn remove_tree(dir: BorrowedFd<'_>, name: &CStr) -> Result<bool, Errno> {
     Ok(true)
 }
 
+/// Names of a rewind's temp files, in the directory of the path they replace.
+const TEMP_PREFIX: &str = ".ckpt-rewind-";
+
 fn temp_name() -> CString {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
-    CString::new(format!(".ckpt-rewind-{}-{n}", std::process::id())).unwrap_or_default()
+    CString::new(format!("{TEMP_PREFIX}{}-{n}", std::process::id())).unwrap_or_default()
 }
 
-fn chown_entry(dir: BorrowedFd<'_>, name: &CStr, uid: u32, gid: u32) {
-    // Only root may give files away; as a user the files stay ours, which is what they were.
+/// Gives the inode behind `fd` its owner (as root: only root may give files away; as a user
+/// the files stay ours, which is what they were), then its extended attributes, then its mode:
+/// a chown clears set-id bits and capabilities, and an ACL sets the group bits, so the mode
+/// goes last. `xattrs: None` (a record that did not say) leaves the attributes as they are.
+fn set_attributes(
+    fd: BorrowedFd<'_>,
+    via: Via<'_>,
+    owner: (u32, u32),
+    xattrs: Option<&[Xattr]>,
+    mode: Option<u32>,
+) -> Result<(), String> {
     if sys::geteuid() == 0 {
-        let _ = sys::lchownat(dir, name, uid, gid);
+        sys::fchown(fd, owner.0, owner.1).map_err(|e| format!("cannot set owner: {e}"))?;
     }
+    if let Some(x) = xattrs {
+        xattrs::apply(via, x).map_err(|e| format!("cannot set extended attributes: {e}"))?;
+    }
+    if let Some(mode) = mode {
+        sys::fchmod_any(fd, mode).map_err(|e| format!("cannot set mode: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Whether what stands at `name` (its `lstat` is `st`) already has the owner, mode and extended
+/// attributes `target` records (`mode: None` for symlinks).
+fn attributes_match(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    st: &libc::stat,
+    owner: (u32, u32),
+    mode: Option<u32>,
+    xattrs: Option<&[Xattr]>,
+) -> bool {
+    let owner_ok = sys::geteuid() != 0 || (st.st_uid, st.st_gid) == owner;
+    let mode_ok = mode.is_none_or(|m| st.st_mode & 0o7777 == m);
+    let xattrs_ok = xattrs.is_none_or(|want| {
+        sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            .and_then(|fd| xattrs::read_all(Via::Path(fd.as_fd())))
+            .is_ok_and(|now| now == want)
+    });
+    owner_ok && mode_ok && xattrs_ok
 }
 
 /// Restores one path; `Ok(false)` when it already matched.
@@ -677,6 +828,14 @@ fn restore_step(
         Err(e) => return Err(format!("cannot stat: {e}")),
     };
     let cur_kind = current.map(|st| st.st_mode & libc::S_IFMT);
+    // Whether the inode at the path is proven to be the one the record names.
+    let proven_same = |kind: u32| {
+        let recorded = step.target.file_id();
+        current.is_some_and(|st| {
+            cur_kind == Some(kind)
+                && recorded.is_some_and(|id| id.is(&FileId::read_at(dir, &name, 0, st.st_ino)))
+        })
+    };
     let err = |what: &str| {
         let what = what.to_string();
         move |e: Errno| format!("{what}: {e}")
@@ -689,33 +848,68 @@ fn restore_step(
         PreImage::Staged { .. } => {
             Err("not restored: its staged pre-image was never stored".into())
         }
-        PreImage::Dir { mode, uid, gid } => {
-            if let Some(st) = current.filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR) {
-                dir_modes.push((step.path.clone(), *mode));
-                if st.st_uid != *uid || st.st_gid != *gid {
-                    chown_entry(dir, &name, *uid, *gid);
+        PreImage::Dir {
+            mode,
+            uid,
+            gid,
+            xattrs,
+        } => {
+            let exists = cur_kind == Some(libc::S_IFDIR);
+            let matched = exists
+                && current.is_some_and(|st| {
+                    attributes_match(
+                        dir,
+                        &name,
+                        &st,
+                        (*uid, *gid),
+                        Some(*mode),
+                        xattrs.as_deref(),
+                    )
+                });
+            if !exists {
+                if current.is_some() {
+                    remove_tree(dir, &name).map_err(err("cannot remove what is there"))?;
                 }
-                return Ok(st.st_mode & 0o7777 != *mode || st.st_uid != *uid || st.st_gid != *gid);
+                sys::mkdirat(dir, &name, 0o700).map_err(err("cannot create directory"))?;
             }
-            if current.is_some() {
-                remove_tree(dir, &name).map_err(err("cannot remove what is there"))?;
+            if !matched {
+                let fd = sys::openat(
+                    dir,
+                    &name,
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                    0,
+                )
+                .map_err(err("cannot open the directory"))?;
+                // The mode is set with the others, last (see `set_dir_modes`).
+                set_attributes(
+                    fd.as_fd(),
+                    Via::Path(fd.as_fd()),
+                    (*uid, *gid),
+                    xattrs.as_deref(),
+                    None,
+                )?;
             }
-            sys::mkdirat(dir, &name, 0o700).map_err(err("cannot create directory"))?;
-            chown_entry(dir, &name, *uid, *gid);
             dir_modes.push((step.path.clone(), *mode));
-            Ok(true)
+            Ok(!matched)
         }
         PreImage::File {
             blob,
             mode,
             uid,
             gid,
-            ino,
+            xattrs,
             ..
         } => {
-            let same_inode =
-                cur_kind == Some(libc::S_IFREG) && current.is_some_and(|st| st.st_ino == *ino);
-            if same_inode {
+            let attrs = |fd: BorrowedFd<'_>| {
+                set_attributes(
+                    fd,
+                    Via::Open(fd),
+                    (*uid, *gid),
+                    xattrs.as_deref(),
+                    Some(*mode),
+                )
+            };
+            if proven_same(libc::S_IFREG) {
                 // In place: the inode (and every hard link to it) keeps its identity.
                 let fd = sys::openat(
                     dir,
@@ -725,10 +919,11 @@ fn restore_step(
                 )
                 .map_err(err("cannot open for writing"))?;
                 copy_blob(store, blob, fd.as_fd()).map_err(err("cannot write"))?;
-                sys::fchmod_any(fd.as_fd(), *mode).map_err(err("cannot set mode"))?;
-                chown_entry(dir, &name, *uid, *gid);
+                attrs(fd.as_fd())?;
                 return Ok(true);
             }
+            // Anything else, a file whose identity cannot be proven included, is replaced by a
+            // fresh file: never a write into an inode that may be another file.
             let tmp = temp_name();
             let fd = sys::openat(
                 dir,
@@ -738,38 +933,102 @@ fn restore_step(
             )
             .map_err(err("cannot create"))?;
             let written = copy_blob(store, blob, fd.as_fd())
-                .and_then(|()| sys::fchmod_any(fd.as_fd(), *mode))
-                .map_err(err("cannot write"));
+                .map_err(err("cannot write"))
+                .and_then(|()| attrs(fd.as_fd()));
             if let Err(e) = written {
                 let _ = sys::unlinkat(dir, &tmp, 0);
                 return Err(e);
             }
-            chown_entry(dir, &tmp, *uid, *gid);
             replace_with(dir, &tmp, &name, cur_kind)
         }
-        PreImage::Symlink { target, uid, gid } => {
-            if cur_kind == Some(libc::S_IFLNK)
-                && sys::readlinkat(dir, &name).ok().as_deref() == Some(&target.0[..])
-            {
+        PreImage::Symlink {
+            target,
+            uid,
+            gid,
+            xattrs,
+            ..
+        } => {
+            let same_target = cur_kind == Some(libc::S_IFLNK)
+                && sys::readlinkat(dir, &name).ok().as_deref() == Some(&target.0[..]);
+            let matched = same_target
+                && current.is_some_and(|st| {
+                    attributes_match(dir, &name, &st, (*uid, *gid), None, xattrs.as_deref())
+                });
+            if matched {
                 return Ok(false);
+            }
+            if same_target && proven_same(libc::S_IFLNK) {
+                // The recorded inode (hard links included): its owner and attributes only.
+                let fd = sys::openat(dir, &name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+                    .map_err(err("cannot open the symlink"))?;
+                set_attributes(
+                    fd.as_fd(),
+                    Via::Path(fd.as_fd()),
+                    (*uid, *gid),
+                    xattrs.as_deref(),
+                    None,
+                )?;
+                return Ok(true);
             }
             let tmp = temp_name();
             let t = CString::new(target.0.clone())
                 .map_err(|_| "symlink target contains NUL".to_string())?;
             sys::symlinkat(&t, dir, &tmp).map_err(err("cannot create symlink"))?;
-            chown_entry(dir, &tmp, *uid, *gid);
+            let finished = sys::openat(dir, &tmp, libc::O_PATH | libc::O_NOFOLLOW, 0)
+                .map_err(err("cannot open the new symlink"))
+                .and_then(|fd| {
+                    set_attributes(
+                        fd.as_fd(),
+                        Via::Path(fd.as_fd()),
+                        (*uid, *gid),
+                        xattrs.as_deref(),
+                        None,
+                    )
+                });
+            if let Err(e) = finished {
+                let _ = sys::unlinkat(dir, &tmp, 0);
+                return Err(e);
+            }
             replace_with(dir, &tmp, &name, cur_kind)
         }
-        PreImage::Fifo { mode, uid, gid } => {
-            if cur_kind == Some(libc::S_IFIFO) {
+        PreImage::Fifo {
+            mode,
+            uid,
+            gid,
+            xattrs,
+        } => {
+            let matched = cur_kind == Some(libc::S_IFIFO)
+                && current.is_some_and(|st| {
+                    attributes_match(
+                        dir,
+                        &name,
+                        &st,
+                        (*uid, *gid),
+                        Some(*mode),
+                        xattrs.as_deref(),
+                    )
+                });
+            if matched {
                 return Ok(false);
             }
             let tmp = temp_name();
             sys::mknodat(dir, &tmp, libc::S_IFIFO | (*mode & 0o7777), 0)
                 .map_err(err("cannot create fifo"))?;
-            let _ = sys::openat(dir, &tmp, libc::O_PATH | libc::O_NOFOLLOW, 0)
-                .map(|fd| sys::fchmod_any(fd.as_fd(), *mode));
-            chown_entry(dir, &tmp, *uid, *gid);
+            let finished = sys::openat(dir, &tmp, libc::O_PATH | libc::O_NOFOLLOW, 0)
+                .map_err(err("cannot open the new fifo"))
+                .and_then(|fd| {
+                    set_attributes(
+                        fd.as_fd(),
+                        Via::Path(fd.as_fd()),
+                        (*uid, *gid),
+                        xattrs.as_deref(),
+                        Some(*mode),
+                    )
+                });
+            if let Err(e) = finished {
+                let _ = sys::unlinkat(dir, &tmp, 0);
+                return Err(e);
+            }
             replace_with(dir, &tmp, &name, cur_kind)
         }
     }
@@ -788,6 +1047,7 @@ fn replace_with(
         let _ = sys::unlinkat(dir, tmp, 0);
         return Err(format!("cannot remove the directory there: {e}"));
     }
+    crate::failpoint::hit("rewind-before-rename");
     sys::renameat2(dir, tmp, dir, name, 0).map_err(|e| {
         let _ = sys::unlinkat(dir, tmp, 0);
         format!("cannot move into place: {e}")
@@ -795,38 +1055,72 @@ fn replace_with(
     Ok(true)
 }
 
-/// For each hard-linked inode of the plan, a path that holds it now: a path of the plan when one
-/// does, else (when the plan has fewer names than the inode had links) the first name found by
-/// walking the folder. Called after the removals.
-fn link_anchors(root: BorrowedFd<'_>, plan: &Plan) -> HashMap<u64, RelPath> {
-    let mut anchors = HashMap::new();
+/// For each hard-linked inode of the plan, a path that holds that very inode now (proven by
+/// its identity): a path of the plan when one does, else (when the plan has fewer names than
+/// the inode had links) the first such name found by walking the folder; and the names found
+/// that carry the inode's number but whose record cannot prove they are it. Called after the
+/// removals.
+struct Anchors {
+    found: HashMap<GroupKey, RelPath>,
+    /// (name outside the plan, first name of the group in the plan).
+    unproven: Vec<(RelPath, RelPath)>,
+    /// First names of groups with names outside the plan that no record can find.
+    unresolved: Vec<RelPath>,
+}
+
+/// One group the walk looks for.
+struct Wanted {
+    key: GroupKey,
+    id: FileId,
+    first: RelPath,
+}
+
+fn link_anchors(root: BorrowedFd<'_>, plan: &Plan) -> Anchors {
+    let mut anchors = Anchors {
+        found: HashMap::new(),
+        unproven: Vec::new(),
+        unresolved: Vec::new(),
+    };
     let Ok(dev) = sys::fstat(root).map(|st| st.st_dev) else {
         return anchors;
     };
-    let mut groups: HashMap<u64, (Vec<&RelPath>, u64)> = HashMap::new();
+    let mut groups: HashMap<GroupKey, (Vec<&RelPath>, u64, FileId)> = HashMap::new();
     for step in &plan.restore {
-        if let PreImage::File { ino, nlink, .. } = &step.target
-            && *nlink > 1
+        if let (Some(key), Some(id)) = (group_key(&step.target), step.target.file_id())
+            && step.target.nlink() > 1
         {
-            let g = groups.entry(*ino).or_insert_with(|| (Vec::new(), 0));
+            let g = groups.entry(key).or_insert_with(|| (Vec::new(), 0, id));
             g.0.push(&step.path);
-            g.1 = g.1.max(*nlink);
+            g.1 = g.1.max(step.target.nlink());
         }
     }
-    let holds = |p: &RelPath, ino: u64| {
+    let holds = |p: &RelPath, key: &GroupKey, id: &FileId| {
         open_parent(root, p)
             .ok()
-            .and_then(|d| sys::lstatat(d.as_fd(), &cname(p)).ok())
-            .is_some_and(|st| {
-                st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_ino == ino && st.st_dev == dev
+            .and_then(|d| {
+                let st = sys::lstatat(d.as_fd(), &cname(p)).ok()?;
+                let kind = if key.symlink {
+                    libc::S_IFLNK
+                } else {
+                    libc::S_IFREG
+                };
+                (st.st_mode & libc::S_IFMT == kind && st.st_dev == dev)
+                    .then(|| FileId::read_at(d.as_fd(), &cname(p), 0, st.st_ino))
             })
+            .is_some_and(|now| id.is(&now))
     };
-    let mut wanted = HashSet::new();
-    for (ino, (members, nlink)) in &groups {
-        if let Some(p) = members.iter().find(|p| holds(p, *ino)) {
-            anchors.insert(*ino, (*p).clone());
-        } else if (members.len() as u64) < *nlink {
-            wanted.insert(*ino);
+    let mut wanted: HashMap<u64, Vec<Wanted>> = HashMap::new();
+    for (key, (members, nlink, id)) in &groups {
+        if let Some(p) = members.iter().find(|p| holds(p, key, id)) {
+            anchors.found.insert(key.clone(), (*p).clone());
+        } else if (members.len() as u64) < *nlink
+            && let Some(first) = members.first()
+        {
+            wanted.entry(id.ino).or_default().push(Wanted {
+                key: key.clone(),
+                id: id.clone(),
+                first: (*first).clone(),
+            });
         }
     }
     if !wanted.is_empty()
@@ -839,70 +1133,121 @@ fn link_anchors(root: BorrowedFd<'_>, plan: &Plan) -> HashMap<u64, RelPath> {
             .iter()
             .map(|s| (&s.path, matches!(s.target, PreImage::Dir { .. })))
             .collect();
-        find_inodes(top.as_fd(), None, dev, &restored, &mut wanted, &mut anchors);
+        let mut walk = InodeSearch {
+            dev,
+            restored: &restored,
+            wanted: &mut wanted,
+            anchors: &mut anchors,
+        };
+        walk.dir(top.as_fd(), None);
+    }
+    // Groups still wanted whose record proves nothing (store version 1): their other names
+    // are somewhere in the folder, under numbers the journal does not know.
+    for list in wanted.into_values() {
+        for w in list {
+            if w.id.fh.is_none() && w.id.btime.is_none() {
+                anchors.unresolved.push(w.first);
+            }
+        }
     }
     anchors
 }
 
-/// Walks the directory `dir` (at `path`, `None` for the root; never into the store, through a
-/// symlink or onto another device) for regular files whose inode is in `wanted`, skipping the
-/// paths in `restored` (the plan's restore paths, each with whether its target is a directory).
-fn find_inodes(
-    dir: BorrowedFd<'_>,
-    path: Option<&RelPath>,
+/// A walk of the folder for the inodes of hard-link groups whose names lie outside the plan.
+struct InodeSearch<'a> {
     dev: u64,
-    restored: &HashMap<&RelPath, bool>,
-    wanted: &mut HashSet<u64>,
-    found: &mut HashMap<u64, RelPath>,
-) {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(entries) = sys::read_dir_all(dir, false) else {
-        return;
-    };
-    for e in entries {
-        if wanted.is_empty() {
+    /// The plan's restore paths, each with whether its target is a directory.
+    restored: &'a HashMap<&'a RelPath, bool>,
+    /// Groups still looked for, by inode number.
+    wanted: &'a mut HashMap<u64, Vec<Wanted>>,
+    anchors: &'a mut Anchors,
+}
+
+impl InodeSearch<'_> {
+    /// Walks the directory `dir` (at `path`, `None` for the root; never into the store, through
+    /// a symlink or onto another device).
+    fn dir(&mut self, dir: BorrowedFd<'_>, path: Option<&RelPath>) {
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(entries) = sys::read_dir_all(dir, false) else {
             return;
-        }
-        // `.ckpt` at the top is not a valid path, so the store is never walked.
-        let Ok(child) = RelPath::join(path, std::ffi::OsStr::from_bytes(&e.name)) else {
-            continue;
         };
-        let Ok(name) = CString::new(e.name) else {
-            continue;
-        };
-        let kind = match e.kind {
-            libc::DT_UNKNOWN => {
-                match sys::lstatat(dir, &name).map(|st| st.st_mode & libc::S_IFMT) {
-                    Ok(libc::S_IFDIR) => libc::DT_DIR,
-                    Ok(libc::S_IFREG) => libc::DT_REG,
-                    _ => continue,
-                }
+        for e in entries {
+            if self.wanted.is_empty() {
+                return;
             }
-            k => k,
-        };
-        if kind == libc::DT_DIR {
-            let Ok(sub) = sys::openat(
-                dir,
-                &name,
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-                0,
-            ) else {
+            // `.ckpt` at the top is not a valid path, so the store is never walked.
+            let Ok(child) = RelPath::join(path, std::ffi::OsStr::from_bytes(&e.name)) else {
                 continue;
             };
-            if sys::fstat(sub.as_fd()).is_ok_and(|st| st.st_dev == dev)
-                && restored.get(&child) != Some(&false)
+            let Ok(name) = CString::new(e.name) else {
+                continue;
+            };
+            let kind = match e.kind {
+                libc::DT_UNKNOWN => {
+                    match sys::lstatat(dir, &name).map(|st| st.st_mode & libc::S_IFMT) {
+                        Ok(libc::S_IFDIR) => libc::DT_DIR,
+                        Ok(libc::S_IFREG) => libc::DT_REG,
+                        Ok(libc::S_IFLNK) => libc::DT_LNK,
+                        _ => continue,
+                    }
+                }
+                k => k,
+            };
+            if kind == libc::DT_DIR {
+                let Ok(sub) = sys::openat(
+                    dir,
+                    &name,
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                    0,
+                ) else {
+                    continue;
+                };
+                if sys::fstat(sub.as_fd()).is_ok_and(|st| st.st_dev == self.dev)
+                    && self.restored.get(&child) != Some(&false)
+                {
+                    self.dir(sub.as_fd(), Some(&child));
+                }
+            } else if (kind == libc::DT_REG || kind == libc::DT_LNK)
+                && self.wanted.contains_key(&e.ino)
+                && !self.restored.contains_key(&child)
             {
-                find_inodes(sub.as_fd(), Some(&child), dev, restored, wanted, found);
+                self.candidate(dir, &name, child, kind == libc::DT_LNK);
             }
-        } else if kind == libc::DT_REG
-            && wanted.contains(&e.ino)
-            && !restored.contains_key(&child)
-            && let Ok(st) = sys::lstatat(dir, &name)
-            && st.st_mode & libc::S_IFMT == libc::S_IFREG
-            && st.st_dev == dev
-            && wanted.remove(&st.st_ino)
-        {
-            found.insert(st.st_ino, child);
+        }
+    }
+
+    /// A file or symlink whose number one of the groups carries: an anchor when proven that
+    /// inode, a name left as it is (and reported) when it cannot be proven either way.
+    fn candidate(&mut self, dir: BorrowedFd<'_>, name: &CStr, child: RelPath, symlink: bool) {
+        let Ok(st) = sys::lstatat(dir, name) else {
+            return;
+        };
+        let kind = if symlink {
+            libc::S_IFLNK
+        } else {
+            libc::S_IFREG
+        };
+        if st.st_mode & libc::S_IFMT != kind || st.st_dev != self.dev {
+            return;
+        }
+        let now = FileId::read_at(dir, name, 0, st.st_ino);
+        let Some(list) = self.wanted.get_mut(&st.st_ino) else {
+            return;
+        };
+        let Some(i) = list
+            .iter()
+            .position(|w| w.key.symlink == symlink && w.id.same_as(&now) != Same::No)
+        else {
+            return;
+        };
+        let w = list.swap_remove(i);
+        if w.id.is(&now) {
+            self.anchors.found.insert(w.key, child);
+        } else {
+            self.anchors.unproven.push((child, w.first));
+        }
+        if list.is_empty() {
+            self.wanted.remove(&st.st_ino);
         }
     }
 }
@@ -914,6 +1259,7 @@ fn link_step(root: BorrowedFd<'_>, first: &RelPath, path: &RelPath) -> Result<bo
     let fst =
         sys::lstatat(fparent.as_fd(), &fname).map_err(|e| format!("cannot stat {first}: {e}"))?;
     let cur = sys::lstatat(parent.as_fd(), &name).ok();
+    // Two names that exist at once with one number and device are one inode.
     if cur.is_some_and(|st| st.st_ino == fst.st_ino && st.st_dev == fst.st_dev) {
         return Ok(true);
     }
@@ -951,6 +1297,7 @@ mod tests {
             mode: 0o755,
             uid: 0,
             gid: 0,
+            xattrs: None,
         }
     }
 
@@ -980,6 +1327,9 @@ mod tests {
             gid: 0,
             ino: 1,
             nlink: 1,
+            fh: None,
+            btime: None,
+            xattrs: None,
         };
         let p = plan(vec![
             (rp("a"), file),

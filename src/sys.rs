@@ -232,6 +232,65 @@ pub fn fstat(fd: BorrowedFd<'_>) -> SysResult<libc::stat> {
     Ok(unsafe { st.assume_init() })
 }
 
+/// Largest file handle the kernel gives (`MAX_HANDLE_SZ`).
+const MAX_HANDLE_SZ: usize = 128;
+
+/// `name_to_handle_at(2)` for `name` in `dir` (an empty name with `AT_EMPTY_PATH` in `flags`
+/// names `dir` itself), never following a final symlink: the handle's type (4 bytes, little
+/// endian) followed by its bytes. `EOPNOTSUPP` where the filesystem gives no handles.
+pub fn file_handle_at(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> SysResult<Vec<u8>> {
+    // The header (two 32-bit fields) followed by the largest handle, 8-byte aligned.
+    let mut buf = [0u64; 1 + MAX_HANDLE_SZ / 8];
+    let fh = buf.as_mut_ptr().cast::<libc::file_handle>();
+    let mut mount_id: libc::c_int = 0;
+    // SAFETY: `buf` is large and aligned enough for a `file_handle` header and
+    // MAX_HANDLE_SZ bytes after it; `handle_bytes` is set to that capacity before the call.
+    let ret = unsafe {
+        (*fh).handle_bytes = MAX_HANDLE_SZ as libc::c_uint;
+        libc::name_to_handle_at(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            fh,
+            &mut mount_id,
+            flags & !libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    check(ret)?;
+    // SAFETY: the call succeeded, so the header is filled and `handle_bytes` (at most the
+    // capacity we gave) bytes of handle follow it inside `buf`.
+    let (kind, bytes) = unsafe {
+        let n = ((*fh).handle_bytes as usize).min(MAX_HANDLE_SZ);
+        let data = fh.cast::<u8>().add(8);
+        ((*fh).handle_type, std::slice::from_raw_parts(data, n))
+    };
+    let mut out = kind.to_le_bytes().to_vec();
+    out.extend_from_slice(bytes);
+    Ok(out)
+}
+
+/// The birth time of `name` in `dir` (an empty name with `AT_EMPTY_PATH` in `flags` names
+/// `dir`), in nanoseconds, when the filesystem records one; never follows a final symlink.
+pub fn birth_time_at(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> Option<i64> {
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: `stx` is a valid out pointer of the right type; `name` is a valid C string.
+    let ret = unsafe {
+        libc::statx(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_BTIME,
+            stx.as_mut_ptr(),
+        )
+    };
+    if ret < 0 {
+        return None;
+    }
+    // SAFETY: statx succeeded; the struct was zeroed before, so every field is initialised.
+    let stx = unsafe { stx.assume_init() };
+    (stx.stx_mask & libc::STATX_BTIME != 0)
+        .then(|| stx.stx_btime.tv_sec * 1_000_000_000 + i64::from(stx.stx_btime.tv_nsec))
+}
+
 /// `fstatfs(2)`.
 pub fn fstatvfs(fd: BorrowedFd<'_>) -> SysResult<libc::statvfs> {
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
@@ -788,6 +847,15 @@ pub fn process_alive(pid: i32) -> bool {
 pub fn kill(pid: i32, sig: i32) -> SysResult<()> {
     // SAFETY: plain syscall.
     check(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// Ends this process at once with `SIGKILL`, as a crash would (the crash tests' failpoints).
+pub fn kill_self() -> ! {
+    // SAFETY: plain syscalls; SIGKILL cannot be caught, so `kill` does not return.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+        libc::_exit(137)
+    }
 }
 
 /// Opens `/proc/self/fd` or any absolute directory path for `O_PATH` use.

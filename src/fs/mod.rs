@@ -816,27 +816,34 @@ impl CkptFs {
     }
 
     /// Every name the kernel knows `node` by, each located from its own parent.
-    fn names(&self, node: u64) -> Vec<(Arc<OwnedFd>, CString, RelPath)> {
+    /// Every name of `node`, with its parent's descriptor. A name whose parent is gone
+    /// (`ENOENT`, `ESTALE`: nothing stands at that name any more) is left out; any other
+    /// failure to reach a parent is the caller's error, so no name goes uncaptured unseen.
+    fn names(&self, node: u64) -> FsResult<Vec<(Arc<OwnedFd>, CString, RelPath)>> {
         let aliases = self
             .read_inodes()
             .get(node)
             .map(|n| n.aliases.clone())
             .unwrap_or_default();
-        aliases
-            .iter()
-            .filter_map(|(parent, name)| {
-                let path = self.child_path(*parent, name).ok()?;
-                let dir = self.dir_fd(*parent).ok()?;
-                Some((dir, cname(name).ok()?, path))
-            })
-            .collect()
+        let mut out = Vec::with_capacity(aliases.len());
+        for (parent, name) in &aliases {
+            let found = self
+                .child_path(*parent, name)
+                .and_then(|path| Ok((self.dir_fd(*parent)?, cname(name)?, path)));
+            match found {
+                Ok(n) => out.push(n),
+                Err(Errno(libc::ENOENT | libc::ESTALE)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
     }
 
     /// Captures the names of `node` other than `done`: a change to a hard-linked inode
     /// changes it under each of its names, and the kernel does not say which name a request
     /// came through (names other than the first would otherwise go uncaptured).
     fn capture_other_names(&self, node: u64, done: &RelPath, who: Who) -> FsResult<()> {
-        for (dir, name, path) in self.names(node) {
+        for (dir, name, path) in self.names(node)? {
             if path != *done {
                 self.capture.ensure(dir.as_fd(), &name, &path, who)?;
             }
@@ -1050,11 +1057,15 @@ impl CkptFs {
         }
         let _gate = self.shared_gate();
         let (dir, c) = self.prepare_new(newparent, newname, caller)?;
-        let (sdir, sname, _) = self.locate(node)?;
+        let (sdir, sname, spath) = self.locate(node)?;
         let sst = sys::lstatat(sdir.as_fd(), &sname)?;
         if self.read_inodes().get(node).map(|n| n.host) != Some(HostId::of(&sst)) {
             return Err(Errno(libc::ESTALE));
         }
+        // The source changes too: its link count, and from now on its content can be written
+        // through the new name, which a rewind removes. So its pre-image comes first.
+        self.capture
+            .ensure(sdir.as_fd(), &sname, &spath, Who { pid: caller.pid })?;
         sys::linkat(sdir.as_fd(), &sname, dir.as_fd(), &c)?;
         let st = sys::lstatat(dir.as_fd(), &c)?;
         Ok(self.entry(newparent, newname, &st))
@@ -1794,6 +1805,7 @@ impl CkptFs {
                     .map(drop)
                     .map_err(|e| match e {
                         TurnError::NotAfter { .. } => Errno(libc::EINVAL),
+                        TurnError::HeldOpen(e) => e,
                         TurnError::Store(s) => Errno(s.errno()),
                     })
             }
@@ -1820,8 +1832,9 @@ impl CkptFs {
         }
     }
 
-    /// Calls `f` for every file held open for writing.
-    fn each_open_for_write(&self, f: &mut dyn FnMut(BorrowedFd<'_>, &CStr, &RelPath)) {
+    /// Calls `f` for every name of every file held open for writing; a name that cannot be
+    /// reached is passed as its error, so the capture that needs it fails loudly.
+    fn each_open_for_write(&self, f: &mut dyn FnMut(crate::capture::HeldName<'_>)) {
         let nodes: Vec<u64> = self
             .lock_handles()
             .values()
@@ -1829,8 +1842,13 @@ impl CkptFs {
             .map(|h| h.node)
             .collect();
         for node in nodes {
-            for (dir, name, path) in self.names(node) {
-                f(dir.as_fd(), &name, &path);
+            match self.names(node) {
+                Ok(names) => {
+                    for (dir, name, path) in names {
+                        f(Ok((dir.as_fd(), &name, &path)));
+                    }
+                }
+                Err(e) => f(Err(e)),
             }
         }
     }
@@ -1852,13 +1870,24 @@ impl CkptFs {
         let report = {
             let _gate = self.exclusive_gate();
             let mut store = self.capture.lock();
-            let report = rewind::rewind(self.root.as_fd(), &mut store, req, progress)?;
+            let mut report = rewind::rewind(self.root.as_fd(), &mut store, req, progress)?;
             drop(store);
             if !req.dry_run {
-                // Files still open for writing belong to the new current turn from now on.
-                let _ = self
+                // Files still open for writing belong to the new current turn from now on; one
+                // that cannot be captured is reported (its next writes could not be undone).
+                let failed = self
                     .capture
                     .begin_turn_captures(&|f| self.each_open_for_write(f));
+                for (path, e) in failed {
+                    log::warn!(target: "ckpt::rewind", "{path}: held open for writing, not captured for the current turn: {e}");
+                    report.permanent.insert(path.clone());
+                    report.failed.push(rewind::Failure {
+                        path,
+                        reason: format!(
+                            "held open for writing, and its state after the rewind could not be captured for the current turn ({e}): later writes through that descriptor cannot be rewound"
+                        ),
+                    });
+                }
                 self.lock_dirs().map.clear();
             }
             report

@@ -366,6 +366,7 @@ impl BlobStore {
             let shard = self.shard(&id, true)?;
             let (raw, zst) = Self::names(&id)?;
             let final_name = if self.compressing() { zst } else { raw };
+            crate::failpoint::hit("blob-before-rename");
             sys::renameat2(self.dir.as_fd(), &tmp_name, shard.as_fd(), &final_name, 0)?;
             self.note_loose(&id);
             if self.durable {
@@ -446,6 +447,7 @@ impl BlobStore {
             if self.durable {
                 sys::fsync(tmp.as_fd(), true)?;
             }
+            crate::failpoint::hit("blob-before-rename");
             sys::renameat2(shard.as_fd(), &tmp_name, shard.as_fd(), &final_name, 0)?;
             self.note_loose(&id);
             if self.durable {

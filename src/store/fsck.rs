@@ -110,7 +110,7 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
     };
     let present: BTreeMap<String, u64> = blobs.list().unwrap_or_default().into_iter().collect();
     let mut referenced: BTreeMap<String, (u64, String)> = BTreeMap::new();
-    let mut staged: BTreeMap<u64, String> = BTreeMap::new();
+    let mut staged: BTreeMap<u64, (RelPath, PreImage)> = BTreeMap::new();
     for line in &lines {
         match &line.rec {
             Record::Capture {
@@ -123,24 +123,26 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
                     .or_insert((*size, path.to_string()));
             }
             Record::Capture {
-                pre: PreImage::Staged { .. },
+                pre: pre @ PreImage::Staged { .. },
                 path,
                 ..
             } => {
-                staged.insert(line.seq, path.to_string());
+                staged.insert(line.seq, (path.clone(), pre.clone()));
             }
             Record::Staged { capture, pre } => {
-                if let (Some(path), PreImage::File { blob, size, .. }) =
+                if let (Some((path, _)), PreImage::File { blob, size, .. }) =
                     (staged.remove(capture), pre)
                 {
-                    referenced.entry(blob.clone()).or_insert((*size, path));
+                    referenced
+                        .entry(blob.clone())
+                        .or_insert((*size, path.to_string()));
                 }
             }
             _ => {}
         }
     }
     // Staged pre-images not stored yet: their bytes must still be in staged/.
-    for (seq, path) in &staged {
+    for (seq, (path, pre)) in &staged {
         let name = super::Store::staged_name(*seq);
         let there = crate::sys::openat(
             store_dir,
@@ -150,7 +152,20 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
         )
         .and_then(|d| crate::sys::lstatat(std::os::fd::AsFd::as_fd(&d), &name))
         .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
-        if !there {
+        if there {
+            continue;
+        }
+        if still_at_its_path(store_dir, path, pre) {
+            // The daemon stopped between the record and the move: the next open of the store
+            // stores it from the folder (see `Store::recover_unmoved`).
+            add(finding(
+                Severity::Warn,
+                "staged-unmoved",
+                format!(
+                    "{path}: the daemon stopped before moving it into the store; it is still at its path and is stored when the store next opens"
+                ),
+            ));
+        } else {
             add(finding(
                 Severity::Error,
                 "staged-missing",
@@ -207,6 +222,38 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
 }
 
 /// Parses line by line, reporting each bad line instead of stopping at the first.
+/// Whether the file a pending staged capture names is still at its path, proven the same
+/// inode (the folder is the store directory's parent; nothing is followed on the way).
+fn still_at_its_path(store_dir: BorrowedFd<'_>, path: &RelPath, pre: &PreImage) -> bool {
+    use crate::sys;
+    use std::os::fd::AsFd;
+    let Some(id) = pre.file_id() else {
+        return false;
+    };
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+    let Ok(root) = sys::openat(store_dir, c"..", flags, 0) else {
+        return false;
+    };
+    let parent = match path.parent() {
+        None => sys::openat(root.as_fd(), c".", flags, 0),
+        Some(p) => sys::open_beneath(root.as_fd(), &p.to_cstring(), flags, 0),
+    };
+    let Ok(name) = std::ffi::CString::new(path.file_name().as_encoded_bytes()) else {
+        return false;
+    };
+    parent.is_ok_and(|dir| {
+        sys::lstatat(dir.as_fd(), &name).is_ok_and(|st| {
+            st.st_mode & libc::S_IFMT == libc::S_IFREG
+                && id.is(&crate::identity::FileId::read_at(
+                    dir.as_fd(),
+                    &name,
+                    0,
+                    st.st_ino,
+                ))
+        })
+    })
+}
+
 fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
     let mut last_seq = 0;
@@ -340,6 +387,9 @@ mod tests {
                 gid: 0,
                 ino: 1,
                 nlink: 1,
+                fh: None,
+                btime: None,
+                xattrs: None,
             },
             undo_of: None,
             pid: None,

@@ -9,9 +9,86 @@ use crate::relpath::RelPath;
 use serde::{Deserialize, Serialize};
 
 /// The newest journal format version: what this build reads (every version up to it) and
-/// writes on the lines that need it. Lines version 1 can hold are written as version 1, so a
-/// store that never staged a pre-image stays readable by version-1 builds.
-pub const JOURNAL_VERSION: u32 = 2;
+/// writes. Version 3 lines carry each pre-image's inode identity (file handle or birth time),
+/// its extended attributes and, for symlinks, the inode; a line of version 1 or 2 says nothing
+/// of extended attributes (read as "unknown": a rewind leaves them as they are) and identifies
+/// inodes by number only (never trusted as proof that a file is the same; see SEMANTICS.md).
+pub const JOURNAL_VERSION: u32 = 3;
+
+/// Bytes stored like a path: a JSON string when UTF-8, else `{"hex": ...}`.
+mod bytes_enc {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(b) {
+            Ok(t) => s.serialize_str(t),
+            Err(_) => {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("hex", &crate::relpath::hex(b))?;
+                m.end()
+            }
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Hex { hex: String },
+        }
+        match Raw::deserialize(d)? {
+            Raw::Text(t) => Ok(t.into_bytes()),
+            Raw::Hex { hex } => {
+                crate::relpath::unhex(&hex).ok_or_else(|| serde::de::Error::custom("bad hex bytes"))
+            }
+        }
+    }
+}
+
+/// One extended attribute: its full name (`user.x`, `trusted.x`, `security.x`,
+/// `system.posix_acl_access`, ...) and its value, both any bytes.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Xattr {
+    /// The attribute's name.
+    #[serde(with = "bytes_enc")]
+    pub name: Vec<u8>,
+    /// Its value.
+    #[serde(with = "bytes_enc")]
+    pub value: Vec<u8>,
+}
+
+/// The extended attributes of a pre-image, sorted by name. `None` on lines older than journal
+/// version 3, which did not record them: a rewind then leaves a path's attributes as it finds
+/// them.
+pub type Xattrs = Option<Vec<Xattr>>;
+
+/// An empty list is not written: on a version 3 line a missing list means "none".
+fn no_xattrs(x: &Xattrs) -> bool {
+    x.as_ref().is_none_or(Vec::is_empty)
+}
+
+/// A file handle as `name_to_handle_at(2)` gives it (handle type, then the handle's bytes),
+/// in hex: on ext4, xfs, btrfs and tmpfs it holds the inode's generation, which changes when
+/// the inode number is handed to a new file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Handle(pub Vec<u8>);
+
+impl Serialize for Handle {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&crate::relpath::hex(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Handle {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let t = String::deserialize(d)?;
+        crate::relpath::unhex(&t)
+            .map(Self)
+            .ok_or_else(|| serde::de::Error::custom("bad hex handle"))
+    }
+}
 
 /// A symlink target: any bytes, stored like a path (string or `{"hex": ...}`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +147,15 @@ pub enum PreImage {
         ino: u64,
         /// Link count when captured.
         nlink: u64,
+        /// The inode's file handle (journal version 3), which with `ino` identifies it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fh: Option<Handle>,
+        /// Birth time in nanoseconds, recorded where the filesystem gives no file handle.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        btime: Option<i64>,
+        /// Extended attributes (journal version 3).
+        #[serde(default, skip_serializing_if = "no_xattrs")]
+        xattrs: Xattrs,
     },
     /// A directory.
     Dir {
@@ -79,6 +165,9 @@ pub enum PreImage {
         uid: u32,
         /// Group.
         gid: u32,
+        /// Extended attributes, default ACLs included (journal version 3).
+        #[serde(default, skip_serializing_if = "no_xattrs")]
+        xattrs: Xattrs,
     },
     /// A symbolic link.
     Symlink {
@@ -88,6 +177,21 @@ pub enum PreImage {
         uid: u32,
         /// Group.
         gid: u32,
+        /// Host inode number (journal version 3): symlinks can be hard-linked too.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ino: Option<u64>,
+        /// Link count when captured (journal version 3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nlink: Option<u64>,
+        /// The inode's file handle (journal version 3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fh: Option<Handle>,
+        /// Birth time in nanoseconds, where the filesystem gives no file handle.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        btime: Option<i64>,
+        /// Extended attributes (journal version 3).
+        #[serde(default, skip_serializing_if = "no_xattrs")]
+        xattrs: Xattrs,
     },
     /// A named pipe.
     Fifo {
@@ -97,6 +201,9 @@ pub enum PreImage {
         uid: u32,
         /// Group.
         gid: u32,
+        /// Extended attributes (journal version 3).
+        #[serde(default, skip_serializing_if = "no_xattrs")]
+        xattrs: Xattrs,
     },
     /// A regular file whose inode was moved into the store's `staged/` folder (named by the
     /// seq of the capture record) instead of being read and copied, because the mutation was
@@ -115,6 +222,12 @@ pub enum PreImage {
         ino: u64,
         /// Link count when captured (always 1: only a file's last name is staged).
         nlink: u64,
+        /// The inode's file handle (journal version 3).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fh: Option<Handle>,
+        /// Birth time in nanoseconds, where the filesystem gives no file handle.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        btime: Option<i64>,
     },
     /// Something that was not stored; a rewind reports it instead of restoring it.
     Skipped {
@@ -128,26 +241,101 @@ pub enum PreImage {
 }
 
 impl PreImage {
-    /// What a `Staged` pre-image becomes once its bytes are the blob `blob` of `size` bytes
-    /// (`None` for any other kind).
-    pub fn stored_as(&self, blob: String, size: u64) -> Option<Self> {
-        match *self {
+    /// What a `Staged` pre-image becomes once its bytes are the blob `blob` of `size` bytes,
+    /// with the extended attributes read from the staged file (`None` for any other kind).
+    pub fn stored_as(&self, blob: String, size: u64, xattrs: Xattrs) -> Option<Self> {
+        match self {
             Self::Staged {
                 mode,
                 uid,
                 gid,
                 ino,
+                fh,
+                btime,
                 ..
             } => Some(Self::File {
                 blob,
                 size,
-                mode,
-                uid,
-                gid,
-                ino,
+                mode: *mode,
+                uid: *uid,
+                gid: *gid,
+                ino: *ino,
                 nlink: 1,
+                fh: fh.clone(),
+                btime: *btime,
+                xattrs,
             }),
             _ => None,
+        }
+    }
+
+    /// Whether only a version 3 line can hold this pre-image.
+    fn needs_v3(&self) -> bool {
+        match self {
+            Self::File {
+                fh, btime, xattrs, ..
+            } => fh.is_some() || btime.is_some() || xattrs.is_some(),
+            Self::Staged { fh, btime, .. } => fh.is_some() || btime.is_some(),
+            Self::Symlink {
+                ino,
+                nlink,
+                fh,
+                btime,
+                xattrs,
+                ..
+            } => {
+                ino.is_some()
+                    || nlink.is_some()
+                    || fh.is_some()
+                    || btime.is_some()
+                    || xattrs.is_some()
+            }
+            Self::Dir { xattrs, .. } | Self::Fifo { xattrs, .. } => xattrs.is_some(),
+            Self::Absent | Self::Skipped { .. } => false,
+        }
+    }
+
+    /// The extended attributes recorded, when the line said.
+    pub fn xattrs(&self) -> Option<&[Xattr]> {
+        match self {
+            Self::File { xattrs, .. }
+            | Self::Dir { xattrs, .. }
+            | Self::Symlink { xattrs, .. }
+            | Self::Fifo { xattrs, .. } => xattrs.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The recorded identity of the inode: for files and symlinks (and staged files).
+    pub fn file_id(&self) -> Option<crate::identity::FileId> {
+        match self {
+            Self::File { ino, fh, btime, .. } | Self::Staged { ino, fh, btime, .. } => {
+                Some(crate::identity::FileId {
+                    ino: *ino,
+                    fh: fh.clone(),
+                    btime: *btime,
+                })
+            }
+            Self::Symlink {
+                ino: Some(ino),
+                fh,
+                btime,
+                ..
+            } => Some(crate::identity::FileId {
+                ino: *ino,
+                fh: fh.clone(),
+                btime: *btime,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The link count recorded (files and, from version 3, symlinks).
+    pub fn nlink(&self) -> u64 {
+        match self {
+            Self::File { nlink, .. } | Self::Staged { nlink, .. } => *nlink,
+            Self::Symlink { nlink, .. } => nlink.unwrap_or(1),
+            _ => 1,
         }
     }
 
@@ -223,15 +411,37 @@ pub enum Record {
 }
 
 impl Record {
-    /// The oldest journal version that can hold this record.
+    /// The oldest journal version that can hold this record: a record is written with the
+    /// version its content needs, so a pre-image read from an old line (attributes unknown)
+    /// is written back by a prune as an old line and stays "unknown".
     pub fn version(&self) -> u32 {
-        match self {
-            Self::Capture {
-                pre: PreImage::Staged { .. },
-                ..
-            }
-            | Self::Staged { .. } => 2,
-            _ => 1,
+        let pre = match self {
+            Self::Capture { pre, .. } | Self::Staged { pre, .. } => pre,
+            _ => return 1,
+        };
+        if pre.needs_v3() {
+            3
+        } else if matches!(self, Self::Staged { .. }) || matches!(pre, PreImage::Staged { .. }) {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// After reading a line of version `v`: from version 3 on, a pre-image whose list of
+    /// extended attributes is missing has none (the list is only written when not empty).
+    fn read_as_version(&mut self, v: u32) {
+        if v < 3 {
+            return;
+        }
+        if let Self::Capture { pre, .. } | Self::Staged { pre, .. } = self
+            && let PreImage::File { xattrs, .. }
+            | PreImage::Dir { xattrs, .. }
+            | PreImage::Symlink { xattrs, .. }
+            | PreImage::Fifo { xattrs, .. } = pre
+            && xattrs.is_none()
+        {
+            *xattrs = Some(Vec::new());
         }
     }
 }
@@ -346,10 +556,12 @@ fn parse_line(text: &[u8], line: usize) -> Result<Line, ParseError> {
             found: u32::try_from(v).unwrap_or(u32::MAX),
         });
     }
-    serde_json::from_value(value).map_err(|e| ParseError::Corrupt {
+    let mut parsed: Line = serde_json::from_value(value).map_err(|e| ParseError::Corrupt {
         line,
         reason: e.to_string(),
-    })
+    })?;
+    parsed.rec.read_as_version(parsed.v);
+    Ok(parsed)
 }
 
 /// Serialises one line, newline included.

@@ -10,8 +10,10 @@ pub mod journal;
 pub mod pack;
 pub mod prune;
 
+use crate::identity::FileId;
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::sys::{self, Errno};
+use crate::xattrs::{self, Via};
 use blob::BlobStore;
 use journal::{Line, ParseError, PreImage, Record};
 use std::collections::{HashMap, HashSet};
@@ -19,8 +21,15 @@ use std::ffi::CString;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-/// Contents of the `VERSION` file of a store this build reads and writes.
-pub const STORE_VERSION: &str = "ckpt-mount store 1\n";
+/// Contents of the `VERSION` file of a store this build reads and writes. Version 2 is the
+/// layout of docs/FORMAT.md: packs, `.zst` blobs, staged pre-images and journal lines up to
+/// version 3 (inode identities and extended attributes).
+pub const STORE_VERSION: &str = "ckpt-mount store 2\n";
+
+/// A store this build migrates once, when it first opens it: version 1 had the same files,
+/// and every line it wrote reads the same here (a version 1 build then refuses the store,
+/// whose new lines it would misread).
+const STORE_VERSION_1: &str = "ckpt-mount store 1\n";
 
 /// Why the store could not be used.
 #[derive(Debug)]
@@ -308,6 +317,20 @@ impl Index {
     }
 }
 
+/// A staged pre-image whose bytes the stager stored outside the store lock: its capture's
+/// seq, the inode number of the staged file it read, the blob and the file's attributes.
+#[derive(Debug)]
+pub struct StoredStage {
+    /// Seq of the capture.
+    pub seq: u64,
+    /// Inode number of the staged file that was read.
+    pub ino: u64,
+    /// The stored bytes.
+    pub blob: blob::Stored,
+    /// Its extended attributes.
+    pub xattrs: Vec<crate::store::journal::Xattr>,
+}
+
 /// An open store.
 #[derive(Debug)]
 pub struct Store {
@@ -384,6 +407,11 @@ impl Store {
         }
         match read_small(d, c"VERSION") {
             Ok(v) if v == STORE_VERSION.as_bytes() => {}
+            Ok(v) if v == STORE_VERSION_1.as_bytes() => {
+                replace_small(d, c"VERSION", STORE_VERSION.as_bytes())
+                    .map_err(io("migrate VERSION"))?;
+                log::info!(target: "ckpt::store", "store migrated from format 1 to 2 (same files; new journal lines)");
+            }
             Ok(v) => {
                 return Err(StoreError::Version(
                     String::from_utf8_lossy(&v).into_owned(),
@@ -543,8 +571,10 @@ impl Store {
                         .blobs
                         .put_fd_sized(fd.as_fd(), st.st_size as u64)
                         .map_err(io("store a staged pre-image"))?;
+                    let xattrs = xattrs::read_all(Via::Open(fd.as_fd()))
+                        .map_err(io("read the attributes of a staged pre-image"))?;
                     staged
-                        .stored_as(stored.id, stored.size)
+                        .stored_as(stored.id, stored.size, Some(xattrs))
                         .unwrap_or_else(|| staged_skip(size, "not a staged pre-image".into()))
                 }
             }
@@ -579,7 +609,7 @@ impl Store {
     pub fn record_stored_stages(
         &mut self,
         epoch: u64,
-        stored: Vec<(u64, u64, blob::Stored)>,
+        stored: Vec<StoredStage>,
     ) -> Result<Vec<u64>, StoreError> {
         if epoch != self.epoch {
             // Renumbered by a prune since they were staged, which stored them itself first.
@@ -587,13 +617,19 @@ impl Store {
         }
         let mut records = Vec::new();
         let mut done = Vec::new();
-        for (seq, ino, blob) in stored {
+        for StoredStage {
+            seq,
+            ino,
+            blob,
+            xattrs,
+        } in stored
+        {
             if self.index.pending.get(&seq) != Some(&ino) {
                 continue;
             }
             if let Some(pre) = self
                 .staged_pre(seq)
-                .and_then(|(p, _)| p.stored_as(blob.id, blob.size))
+                .and_then(|(p, _)| p.stored_as(blob.id, blob.size, Some(xattrs)))
             {
                 records.push(Record::Staged { capture: seq, pre });
                 done.push(seq);
@@ -668,12 +704,21 @@ impl Store {
                     libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
                 )?;
                 let st = sys::fstat(fd.as_fd())?;
-                if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_ino != ino {
+                // The same inode, proven (a number alone could be a file made since).
+                let same = c
+                    .pre
+                    .file_id()
+                    .is_some_and(|id| id.is(&FileId::of_fd(fd.as_fd(), st.st_ino)));
+                if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_ino != ino || !same {
                     return Err(Errno(libc::ESTALE));
                 }
-                self.blobs.put_fd_sized(fd.as_fd(), st.st_size as u64)
+                let blob = self.blobs.put_fd_sized(fd.as_fd(), st.st_size as u64)?;
+                Ok((blob, xattrs::read_all(Via::Open(fd.as_fd()))?))
             });
-            if let Some(pre) = read.ok().and_then(|b| c.pre.stored_as(b.id, b.size)) {
+            if let Some(pre) = read
+                .ok()
+                .and_then(|(b, x)| c.pre.stored_as(b.id, b.size, Some(x)))
+            {
                 log::info!(target: "ckpt::store", "{}: its pre-image was never moved into the store; stored from the folder", c.path);
                 records.push(Record::Staged { capture: seq, pre });
             }
@@ -786,6 +831,27 @@ fn read_small(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Result<Vec<u8>, Err
     Ok(buf)
 }
 
+/// Replaces a small file atomically: a synced temp file renamed over it, then the directory
+/// synced, so a crash leaves the old content or the new, never a mix or nothing.
+fn replace_small(dir: BorrowedFd<'_>, name: &std::ffi::CStr, bytes: &[u8]) -> Result<(), Errno> {
+    let tmp = CString::new(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        name.to_string_lossy()
+    ))
+    .map_err(|_| Errno(libc::EINVAL))?;
+    write_new(dir, &tmp, bytes)?;
+    let synced = sys::openat(dir, &tmp, libc::O_RDONLY | libc::O_NOFOLLOW, 0)
+        .and_then(|fd| sys::fsync(fd.as_fd(), false))
+        .and_then(|()| sys::renameat2(dir, &tmp, dir, name, 0));
+    if let Err(e) = synced {
+        let _ = sys::unlinkat(dir, &tmp, 0);
+        return Err(e);
+    }
+    let d = sys::reopen(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    sys::fsync(d.as_fd(), false)
+}
+
 fn write_new(dir: BorrowedFd<'_>, name: &std::ffi::CStr, bytes: &[u8]) -> Result<(), Errno> {
     let fd = sys::openat(
         dir,
@@ -813,6 +879,9 @@ mod tests {
             gid: 0,
             ino: 1,
             nlink: 1,
+            fh: None,
+            btime: None,
+            xattrs: None,
         }
     }
 

@@ -45,6 +45,8 @@ pub struct Packs {
     writer: Mutex<Option<Writer>>,
     dead: Mutex<HashSet<String>>,
     durable: bool,
+    /// Size past which `put` starts the next pack ([`PACK_LIMIT`]; smaller in tests).
+    limit: u64,
 }
 
 impl std::fmt::Debug for Packs {
@@ -134,6 +136,7 @@ impl Packs {
             writer: Mutex::new(None),
             dead: Mutex::new(HashSet::new()),
             durable,
+            limit: PACK_LIMIT,
         };
         if writable {
             let last = packs_last(&packs)?;
@@ -146,6 +149,10 @@ impl Packs {
         let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_APPEND | libc::O_NOFOLLOW;
         let data = sys::openat(self.dir.as_fd(), &name(pack, "dat"), flags, 0o600)?;
         let idx = sys::openat(self.dir.as_fd(), &name(pack, "idx"), flags, 0o600)?;
+        if self.durable {
+            // A new pack's names must survive a power loss with the records that point into it.
+            self.sync_dir()?;
+        }
         let size = sys::fstat(data.as_fd())?.st_size as u64;
         Ok(Writer {
             pack,
@@ -153,6 +160,12 @@ impl Packs {
             idx,
             size,
         })
+    }
+
+    /// Makes the entries of `packs/` (new pack files, removed ones) durable.
+    fn sync_dir(&self) -> SysResult<()> {
+        let d = sys::reopen(self.dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
+        sys::fsync(d.as_fd(), false)
     }
 
     /// Where a blob is, if packed.
@@ -167,7 +180,7 @@ impl Packs {
         let Some(w) = guard.as_mut() else {
             return Err(Errno(libc::EROFS));
         };
-        if w.size >= PACK_LIMIT {
+        if w.size >= self.limit {
             let next = self.open_writer(w.pack + 1)?;
             *w = next;
         }
@@ -179,6 +192,7 @@ impl Packs {
             return Err(Errno(libc::ENOSPC));
         }
         w.size += n as u64;
+        crate::failpoint::hit("pack-after-data");
         let line = format!("{id} {off} {len} {}\n", if compressed { "z" } else { "r" });
         if self.durable {
             sys::fsync(w.data.as_fd(), true)?;
@@ -272,17 +286,28 @@ impl Packs {
             fresh.insert(id.clone(), *loc);
             self.put(id, &bytes, loc.compressed)?;
         }
-        if let Some(w) = lock(&self.writer).as_ref() {
-            sys::fsync(w.data.as_fd(), false)?;
-            sys::fsync(w.idx.as_fd(), false)?;
+        // `put` rolls over to a further pack past PACK_LIMIT: every pack from `next` on is new,
+        // and each is synced (with the directory naming it) before the old ones go.
+        let last = lock(&self.writer).as_ref().map_or(next, |w| w.pack);
+        for p in next..=last {
+            for ext in ["dat", "idx"] {
+                let fd = sys::openat(
+                    self.dir.as_fd(),
+                    &name(p, ext),
+                    libc::O_RDONLY | libc::O_NOFOLLOW,
+                    0,
+                )?;
+                sys::fsync(fd.as_fd(), false)?;
+            }
         }
+        self.sync_dir()?;
         lock(&self.readers).retain(|p, _| !old_packs.contains(p));
         for p in old_packs {
             let _ = sys::unlinkat(self.dir.as_fd(), &name(p, "idx"), 0);
             let _ = sys::unlinkat(self.dir.as_fd(), &name(p, "dat"), 0);
         }
-        lock(&self.index).retain(|id, l| fresh.contains_key(id) && l.pack == next);
-        Ok(())
+        lock(&self.index).retain(|id, l| fresh.contains_key(id) && l.pack >= next);
+        self.sync_dir()
     }
 }
 
@@ -324,5 +349,36 @@ mod tests {
         assert!(!dir.path().join("packs/pack-0.dat").exists());
         let p = Packs::open(d.as_fd(), false, false).expect("reopen read-only");
         assert_eq!(p.entries(), vec![(b.clone(), 5)]);
+    }
+
+    #[test]
+    fn a_compaction_that_rolls_over_to_several_new_packs_keeps_every_live_blob() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = std::fs::File::open(dir.path()).expect("open");
+        let ids: Vec<String> = (0..12).map(|i| format!("{i:064x}")).collect();
+        let mut p = Packs::open(d.as_fd(), true, false).expect("packs");
+        p.limit = 40; // a new pack every few blobs
+        for (i, id) in ids.iter().enumerate() {
+            p.put(id, format!("blob number {i:02}").as_bytes(), false)
+                .expect("put");
+        }
+        assert!(p.remove(&ids[0]));
+        p.compact().expect("compact");
+        let live = &ids[1..];
+        let check = |p: &Packs| {
+            for (i, id) in live.iter().enumerate() {
+                let loc = p.get(id).unwrap_or_else(|| panic!("blob {} lost", i + 1));
+                let want = format!("blob number {:02}", i + 1);
+                assert_eq!(p.read(loc).expect("read"), want.as_bytes());
+            }
+            assert!(p.get(&ids[0]).is_none());
+        };
+        check(&p);
+        let packs = std::fs::read_dir(dir.path().join("packs"))
+            .expect("ls")
+            .count();
+        assert!(packs > 2, "the compaction rolled over ({packs} pack files)");
+        drop(p);
+        check(&Packs::open(d.as_fd(), false, false).expect("reopen"));
     }
 }

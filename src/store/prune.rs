@@ -165,6 +165,10 @@ fn rewrite_journal(store: &mut Store, keep_from: u64) -> Result<(), StoreError> 
     super::blob::write_all(fd.as_fd(), &bytes, 0).map_err(io("write new journal"))?;
     sys::fsync(fd.as_fd(), false).map_err(io("sync new journal"))?;
     sys::renameat2(d, tmp, d, c"journal.jsonl", 0).map_err(io("replace journal"))?;
+    // The rename itself is durable only once the directory is synced.
+    sys::reopen(d, libc::O_RDONLY | libc::O_DIRECTORY)
+        .and_then(|dir| sys::fsync(dir.as_fd(), false))
+        .map_err(io("sync the store directory"))?;
     let journal = sys::openat(
         d,
         c"journal.jsonl",
@@ -200,6 +204,9 @@ mod tests {
                 gid: 0,
                 ino: 1,
                 nlink: 1,
+                fh: None,
+                btime: None,
+                xattrs: None,
             },
             undo_of: None,
             pid: None,

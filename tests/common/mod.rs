@@ -70,6 +70,27 @@ impl Mounted {
         }
     }
 
+    /// Takes over a folder the caller has mounted itself (the guard unmounts it, and leaves
+    /// the folder).
+    pub fn attach(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            tmp: None,
+            mounted: true,
+        }
+    }
+
+    /// Mounts an existing folder the caller owns (the guard unmounts it, and leaves it).
+    pub fn adopt(dir: &Path) -> Self {
+        let mut m = Self {
+            dir: dir.to_path_buf(),
+            tmp: None,
+            mounted: false,
+        };
+        m.remount();
+        m
+    }
+
     /// A path inside the mount.
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)

@@ -1,0 +1,357 @@
+//! Exactness through a real mount: the cases where a rewind used to finish with exit code 0
+//! after writing another file's bytes into a file no rewound turn touched (an inode number
+//! recycled by ext4 taken for "the same file"), and the attributes a rewind used to leave
+//! behind (extended attributes, ACLs, hard-linked symlinks, the source of a `link`).
+//!
+//! The first three are `../shared/repro/{anchor_clobber,held_victim,orig_head_victim}.sh`,
+//! each ending in the check the script prints as `EXACT`.
+
+mod common;
+use common::{Mounted, bin, require_fuse};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+
+fn sh(m: &Mounted, script: &str) -> String {
+    m.sh(&format!("CK={}\n{script}", bin()))
+}
+
+fn ino(p: &Path) -> u64 {
+    std::fs::symlink_metadata(p).expect("lstat").ino()
+}
+
+#[test]
+fn a_recycled_inode_number_is_never_taken_for_a_surviving_hard_link() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::write(d.join("a.txt"), "a at turn start\n").expect("write");
+        std::fs::write(
+            d.join("victim.txt"),
+            "victim, never touched in turns >= 2\n",
+        )
+        .expect("write");
+    });
+    m.turn(2);
+    sh(
+        &m,
+        "ln a.txt a.hard; echo edit >> a.txt; sed -i s/a/b/ a.txt; rm a.hard",
+    );
+    m.turn(3);
+    std::fs::remove_file(m.path("victim.txt")).expect("rm victim");
+    m.rewind(3);
+    let victim_ino = ino(&m.path("victim.txt"));
+    m.rewind(2);
+    assert_eq!(
+        std::fs::read_to_string(m.path("victim.txt")).expect("read"),
+        "victim, never touched in turns >= 2\n",
+        "victim.txt clobbered"
+    );
+    assert_eq!(
+        ino(&m.path("victim.txt")),
+        victim_ino,
+        "victim.txt rewritten"
+    );
+    let md = std::fs::metadata(m.path("victim.txt")).expect("stat");
+    assert_eq!(md.nlink(), 1, "victim.txt made a hard link of a.txt");
+    assert_eq!(
+        std::fs::read_to_string(m.path("a.txt")).expect("read"),
+        "a at turn start\n"
+    );
+    assert!(!m.path("a.hard").exists());
+}
+
+#[test]
+fn a_file_held_open_across_turns_while_git_replaces_it_rewinds_exactly() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        let git = |args: &[&str]| {
+            let st = Command::new("git")
+                .args(args)
+                .current_dir(d)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", "/tmp")
+                .status()
+                .expect("git");
+            assert!(st.success(), "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["config", "user.email", "t@t"]);
+        git(&["config", "user.name", "t"]);
+        std::fs::write(d.join("a.txt"), "a at turn start\n").expect("write");
+        git(&["add", "a.txt"]);
+        git(&["commit", "-qm", "init"]);
+    });
+    let out = sh(
+        &m,
+        r#"exec 3>>held.log
+echo "turn 1 op 0" >&3
+git add -A && git commit -qm turn
+echo "turn 1 op 5" >&3
+git checkout -q -- .
+echo 2 > .ckpt/turn
+cp held.log /dev/stdout
+ln a.txt a.hard; echo edit >> a.txt
+sed -i s/a/b/ a.txt; rm a.hard
+echo "turn 2 op 0" >&3
+echo 3 > .ckpt/turn
+echo "turn 3 op 0" >&3
+rm held.log
+exec 3>&-
+$CK rewind 3 --dir . >/dev/null
+$CK rewind 2 --dir . >/dev/null"#,
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.path("held.log")).expect("read"),
+        out,
+        "held.log is what it was when turn 2 began"
+    );
+    assert_eq!(
+        std::fs::metadata(m.path("held.log")).expect("stat").nlink(),
+        1
+    );
+}
+
+/// A small ext4 image where freed inode numbers come back at once (`-N 2048`), loop-mounted
+/// for the test and unmounted by its guard.
+struct SmallExt4 {
+    dir: tempfile::TempDir,
+    mounted: bool,
+}
+
+impl SmallExt4 {
+    fn new() -> Option<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("ckpt-ext4-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let img = dir.path().join("img");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).expect("mkdir");
+        let ok = Command::new("truncate")
+            .args(["-s", "64M"])
+            .arg(&img)
+            .status()
+            .is_ok_and(|s| s.success())
+            && Command::new("mkfs.ext4")
+                .args(["-q", "-N", "2048"])
+                .arg(&img)
+                .status()
+                .is_ok_and(|s| s.success())
+            && Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&img)
+                .arg(&mnt)
+                .status()
+                .is_ok_and(|s| s.success());
+        if !ok {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "cannot loop-mount an ext4 image (needs root and mkfs.ext4)"
+            );
+            eprintln!("skipping: cannot loop-mount an ext4 image");
+            return None;
+        }
+        Some(Self { dir, mounted: true })
+    }
+
+    fn path(&self) -> std::path::PathBuf {
+        self.dir.path().join("mnt")
+    }
+}
+
+impl Drop for SmallExt4 {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(self.path()).status();
+        }
+    }
+}
+
+#[test]
+fn orig_head_recreated_with_a_recycled_number_is_not_taken_for_a_lost_hard_link() {
+    if !require_fuse() {
+        return;
+    }
+    let Some(img) = SmallExt4::new() else {
+        return;
+    };
+    let d = img.path().join("project");
+    std::fs::create_dir(&d).expect("mkdir");
+    let setup = Command::new("sh")
+        .arg("-ec")
+        .arg(
+            "git init -q && git config user.email t@t && git config user.name t
+mkdir src; printf '#!/bin/sh\\necho hi\\n' > src/run.sh; chmod 755 src/run.sh
+git add -A && git commit -qm c1 && git commit -q --allow-empty -m c2
+git reset -q --soft HEAD~1 && git commit -q --allow-empty -m c3",
+        )
+        .current_dir(&d)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", "/tmp")
+        .status()
+        .expect("sh");
+    assert!(setup.success());
+    let mut m = Mounted::adopt(&d);
+    let expected = std::fs::read(d.join(".git/ORIG_HEAD")).expect("ORIG_HEAD");
+    m.turn(2);
+    sh(
+        &m,
+        "ln -f src/run.sh src/x.hard; chmod 700 src/run.sh; sed -i s/hi/ho/ src/run.sh",
+    );
+    m.turn(3);
+    sh(&m, "git reset -q --soft HEAD~1; rm src/x.hard");
+    m.rewind(3);
+    m.rewind(2);
+    assert_eq!(
+        std::fs::read(d.join(".git/ORIG_HEAD")).expect("ORIG_HEAD"),
+        expected,
+        "ORIG_HEAD got another file's bytes"
+    );
+    let md = std::fs::metadata(d.join(".git/ORIG_HEAD")).expect("stat");
+    assert_eq!((md.nlink(), md.mode() & 0o777), (1, 0o644));
+    assert_eq!(
+        std::fs::read_to_string(d.join("src/run.sh")).expect("read"),
+        "#!/bin/sh\necho hi\n"
+    );
+    m.unmount();
+}
+
+/// `getfattr -d -m -` of a path (no symlink followed), as "name=value" lines.
+fn xattrs(p: &Path) -> String {
+    let o = Command::new("getfattr")
+        .args(["-h", "-d", "-m", "-", "-e", "hex", "--absolute-names"])
+        .arg(p)
+        .output()
+        .expect("getfattr (package attr)");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn setfattr(args: &[&str], p: &Path) {
+    let st = Command::new("setfattr")
+        .args(args)
+        .arg(p)
+        .status()
+        .expect("setfattr (package attr)");
+    assert!(st.success(), "setfattr {args:?} {}", p.display());
+}
+
+fn setfacl(args: &[&str], p: &Path) {
+    let st = Command::new("setfacl")
+        .args(args)
+        .arg(p)
+        .status()
+        .expect("setfacl (package acl)");
+    assert!(st.success(), "setfacl {args:?} {}", p.display());
+}
+
+#[test]
+fn extended_attributes_and_acls_of_files_dirs_and_symlinks_come_back_exactly() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::write(d.join("f"), "file\n").expect("write");
+        std::fs::create_dir(d.join("dir")).expect("mkdir");
+        std::os::unix::fs::symlink("f", d.join("sl")).expect("symlink");
+        std::fs::write(d.join("untouched"), "u\n").expect("write");
+    });
+    let (f, dir, sl) = (m.path("f"), m.path("dir"), m.path("sl"));
+    setfattr(&["-n", "user.origin", "-v", "human"], &f);
+    setfattr(&["-n", "user.gone", "-v", "0x00ff01"], &f);
+    setfattr(&["-n", "trusted.mark", "-v", "t1"], &f);
+    setfattr(&["-n", "user.d", "-v", "dir attr"], &dir);
+    setfattr(&["-h", "-n", "trusted.l", "-v", "on the link"], &sl);
+    setfacl(&["-m", "u:nobody:r--"], &f);
+    setfacl(&["-d", "-m", "g::r-x"], &dir);
+    let before: Vec<String> = [&f, &dir, &sl].iter().map(|p| xattrs(p)).collect();
+    let modes: Vec<u32> = [&f, &dir]
+        .iter()
+        .map(|p| std::fs::metadata(p).expect("stat").mode())
+        .collect();
+    let untouched = ino(&m.path("untouched"));
+    m.turn(2);
+    setfattr(&["-n", "user.origin", "-v", "agent"], &f);
+    setfattr(&["-x", "user.gone"], &f);
+    setfattr(&["-n", "user.added", "-v", "new"], &f);
+    setfacl(&["-b"], &f);
+    setfattr(&["-x", "user.d"], &dir);
+    setfacl(&["-k"], &dir);
+    setfattr(&["-h", "-n", "trusted.l", "-v", "changed"], &sl);
+    m.rewind(2);
+    let after: Vec<String> = [&f, &dir, &sl].iter().map(|p| xattrs(p)).collect();
+    assert_eq!(
+        after, before,
+        "attributes are what they were when turn 2 began"
+    );
+    let modes_after: Vec<u32> = [&f, &dir]
+        .iter()
+        .map(|p| std::fs::metadata(p).expect("stat").mode())
+        .collect();
+    assert_eq!(modes_after, modes, "modes (and ACL masks) as before");
+    assert_eq!(ino(&m.path("untouched")), untouched);
+
+    // A file removed and a directory removed come back with their attributes too.
+    m.turn(3);
+    std::fs::remove_file(&f).expect("rm");
+    std::fs::remove_dir(&dir).expect("rmdir");
+    m.rewind(3);
+    let again: Vec<String> = [&f, &dir, &sl].iter().map(|p| xattrs(p)).collect();
+    assert_eq!(again, before);
+}
+
+#[test]
+fn a_hard_linked_symlink_comes_back_as_one_inode() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::new();
+    sh(&m, "ln -s target sl; ln sl sl2");
+    assert_eq!(
+        std::fs::symlink_metadata(m.path("sl"))
+            .expect("lstat")
+            .nlink(),
+        2
+    );
+    m.turn(2);
+    sh(&m, "rm sl sl2");
+    m.rewind(2);
+    let (a, b) = (m.path("sl"), m.path("sl2"));
+    assert_eq!(
+        std::fs::read_link(&a).expect("readlink"),
+        Path::new("target")
+    );
+    assert_eq!(ino(&a), ino(&b), "one inode again");
+    assert_eq!(std::fs::symlink_metadata(&a).expect("lstat").nlink(), 2);
+}
+
+#[test]
+fn a_write_through_a_new_hard_link_is_undone_in_its_source() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| std::fs::write(d.join("a"), "original\n").expect("write"));
+    let a_ino = ino(&m.path("a"));
+    m.turn(2);
+    // `a` itself is never named after the link: only the new name is written.
+    sh(&m, "ln a b; echo appended >> b");
+    m.rewind(2);
+    assert_eq!(
+        std::fs::read_to_string(m.path("a")).expect("read"),
+        "original\n"
+    );
+    let md = std::fs::metadata(m.path("a")).expect("stat");
+    assert_eq!(
+        (md.nlink(), md.ino()),
+        (1, a_ino),
+        "in place, one link again"
+    );
+    assert!(!m.path("b").exists());
+}
