@@ -57,6 +57,48 @@ fn a_capture_that_cannot_be_stored_fails_the_mutation_with_enospc() {
     assert_same_tree(&before, &tree(&m.dir, false));
 }
 
+#[test]
+fn a_turn_does_not_begin_while_a_file_held_open_for_writing_cannot_be_captured() {
+    if !require_fuse() {
+        return;
+    }
+    let mut fs_guard = None;
+    let pattern = |salt: u32| -> Vec<u8> {
+        (0..3u32 << 20)
+            .map(|i| (i.wrapping_add(salt).wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect()
+    };
+    let m = Mounted::with(|d| {
+        fs_guard = Some(Tmpfs::mount(d, "size=16m"));
+        std::fs::write(d.join("held"), pattern(1)).expect("write held");
+    });
+    assert!(fs_guard.is_some());
+    m.turn(2);
+    // Held open for writing across the turn switch, with bytes no blob has yet.
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("held"))
+        .expect("open held");
+    std::os::unix::fs::FileExt::write_all_at(&held, &pattern(2), 0).expect("rewrite held");
+    let _ = m.sh_output("dd if=/dev/zero of=filler bs=64k 2>/dev/null");
+    let o = m.sh_output("echo 3 > .ckpt/turn");
+    assert!(
+        !o.status.success(),
+        "the new turn could not capture the held file, so it must not begin"
+    );
+    let turn = std::fs::read_to_string(m.path(".ckpt/turn")).expect("turn");
+    assert_eq!(turn.trim(), "2", "the turn did not change");
+    m.sh("rm filler");
+    m.turn(3);
+    let turn = std::fs::read_to_string(m.path(".ckpt/turn")).expect("turn");
+    assert_eq!(turn.trim(), "3");
+    // What the held file was when turn 3 began comes back after more writes through it.
+    std::os::unix::fs::FileExt::write_all_at(&held, b"later", 0).expect("write");
+    drop(held);
+    m.rewind(3);
+    assert_eq!(std::fs::read(m.path("held")).expect("read"), pattern(2));
+}
+
 /// A tiny deterministic generator, so a failing iteration can be replayed.
 struct Lcg(u64);
 

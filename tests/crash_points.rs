@@ -1,0 +1,218 @@
+//! Crashes at named points, not at random moments: the daemon is built with the feature
+//! `failpoints` and started with `CKPT_FAILPOINT=NAME[:N]`, so it kills itself (`SIGKILL`)
+//! exactly there (see `src/failpoint.rs`). After each crash: `fsck` is clean, a remount
+//! completes what was cut off (a rewind) and a rewind to the start of the turn is exact, with
+//! nothing left behind in the folder or the store.
+
+mod common;
+use common::{Mounted, Node, assert_same_tree, bin, require_fuse, tree};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A folder mounted by a daemon that dies at `point`.
+struct Crashable {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl Crashable {
+    fn new(point: &str, setup: impl FnOnce(&Path)) -> (Self, Mounted) {
+        let tmp = tempfile::Builder::new()
+            .prefix("ckpt-crash-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let dir = tmp.path().join("project");
+        std::fs::create_dir(&dir).expect("mkdir");
+        setup(&dir);
+        let o = Command::new(bin())
+            .arg("mount")
+            .arg(&dir)
+            .env("CKPT_FAILPOINT", point)
+            .output()
+            .expect("mount");
+        assert!(
+            o.status.success(),
+            "mount: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let m = Mounted::attach(&dir);
+        (Self { _tmp: tmp, dir }, m)
+    }
+
+    fn daemon_pid(&self) -> i32 {
+        let o = Command::new(bin())
+            .args(["status", "--json", "--dir"])
+            .arg(&self.dir)
+            .output()
+            .expect("status");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("status json");
+        i32::try_from(v["pid"].as_i64().expect("pid")).expect("pid fits")
+    }
+
+    /// Waits for the daemon to have died at its failpoint, then detaches the dead mount.
+    fn wait_dead(&self, pid: i32, point: &str) {
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        for _ in 0..2000 {
+            if !proc_dir.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            !proc_dir.exists(),
+            "the daemon never reached failpoint {point}"
+        );
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+
+    fn fsck_clean(&self, point: &str) {
+        let o = Command::new(bin())
+            .args(["fsck", "--dir"])
+            .arg(&self.dir)
+            .output()
+            .expect("fsck");
+        assert!(
+            o.status.success(),
+            "after {point}: fsck: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+fn no_temp_files(dir: &Path) {
+    let found = tree(dir, true)
+        .keys()
+        .filter(|k| {
+            k.rsplit('/')
+                .next()
+                .is_some_and(|n| n.starts_with(".ckpt-rewind-"))
+        })
+        .cloned()
+        .collect::<Vec<_>>();
+    assert!(found.is_empty(), "temp files left in the folder: {found:?}");
+}
+
+/// The store's `staged/` and temp files: nothing may be left once the store has opened.
+fn store_leftovers(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for sub in ["staged", "blobs"] {
+        let p = dir.join(".ckpt").join(sub);
+        for e in std::fs::read_dir(&p).expect("read store dir").flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if sub == "staged" || n.starts_with(".tmp-") {
+                out.push(format!("{sub}/{n}"));
+            }
+        }
+    }
+    out
+}
+
+/// A crash during a mutation's capture: the mutation either happened after its capture or
+/// not at all, and the rewind to the turn's start gives back the snapshot.
+fn crash_in_capture(point: &str, setup: impl FnOnce(&Path), act: &str) {
+    let (c, m) = Crashable::new(point, setup);
+    m.turn(2);
+    let at2: BTreeMap<String, Node> = tree(&c.dir, false);
+    let pid = c.daemon_pid();
+    let _ = m.sh_output(act); // fails: the daemon dies under it
+    c.wait_dead(pid, point);
+    drop(m); // its guard finds the mount gone
+    c.fsck_clean(point);
+    let mut m = Mounted::adopt(&c.dir);
+    m.rewind(2);
+    assert_same_tree(&at2, &tree(&c.dir, false));
+    m.unmount();
+    c.fsck_clean(point);
+    // Opening the store stored or dropped whatever the crash left in it.
+    let left = store_leftovers(&c.dir);
+    assert!(
+        left.is_empty(),
+        "after {point}, left in the store: {left:?}"
+    );
+}
+
+#[test]
+fn killed_after_a_removal_was_recorded_and_before_the_file_moved_into_the_store() {
+    if !require_fuse() {
+        return;
+    }
+    crash_in_capture(
+        "stage-after-record",
+        |d| std::fs::write(d.join("victim"), "bytes at the start of turn 2\n").expect("write"),
+        "rm victim",
+    );
+}
+
+#[test]
+fn killed_between_a_loose_blob_and_its_rename() {
+    if !require_fuse() {
+        return;
+    }
+    crash_in_capture(
+        "blob-before-rename",
+        |d| std::fs::write(d.join("big.bin"), vec![7u8; 300_000]).expect("write"),
+        "echo more >> big.bin",
+    );
+}
+
+#[test]
+fn killed_between_pack_data_and_its_index_line() {
+    if !require_fuse() {
+        return;
+    }
+    crash_in_capture(
+        "pack-after-data",
+        |d| std::fs::write(d.join("small"), "small file\n").expect("write"),
+        "echo more >> small",
+    );
+}
+
+/// A crash in the middle of a rewind: the remount completes it before anything else.
+fn crash_in_rewind(point: &str) {
+    let (c, m) = Crashable::new(point, |d| {
+        for i in 0..6 {
+            std::fs::write(d.join(format!("f{i}")), format!("file {i} at turn 2\n")).expect("w");
+        }
+        std::fs::create_dir(d.join("sub")).expect("mkdir");
+        std::fs::write(d.join("sub/inner"), "inner\n").expect("write");
+    });
+    m.turn(2);
+    let at2 = tree(&c.dir, false);
+    m.sh("rm f0 f1; echo changed > f2; echo more >> f3; mkdir new; echo n > new/x; rm -r sub");
+    let pid = c.daemon_pid();
+    let o = m.cli(&["rewind", "2"]);
+    assert!(!o.status.success(), "the rewind was cut off");
+    c.wait_dead(pid, point);
+    drop(m); // its guard finds the mount gone
+    c.fsck_clean(point);
+    let mut m = Mounted::adopt(&c.dir);
+    // The remount completed the rewind that was cut off.
+    no_temp_files(&c.dir);
+    assert_same_tree(&at2, &tree(&c.dir, false));
+    let turn = std::fs::read_to_string(c.dir.join(".ckpt/turn")).expect("turn");
+    assert_eq!(turn.trim(), "2");
+    // And it stays undoable: the undo gives back the state before the rewind.
+    m.turn(3);
+    m.rewind(3);
+    assert_same_tree(&at2, &tree(&c.dir, false));
+    m.unmount();
+    c.fsck_clean(point);
+}
+
+#[test]
+fn killed_after_three_steps_of_a_rewind() {
+    if !require_fuse() {
+        return;
+    }
+    crash_in_rewind("rewind-step:3");
+}
+
+#[test]
+fn killed_between_a_rewind_temp_file_and_its_rename() {
+    if !require_fuse() {
+        return;
+    }
+    crash_in_rewind("rewind-before-rename");
+}
