@@ -173,9 +173,42 @@ pub fn target(dir: Option<PathBuf>) -> Result<Target, CliError> {
         }
     };
     if crate::mounts::is_ckpt_mount(&folder) {
+        warn_if_under_the_mount(&folder);
         Ok(Target::Mounted(folder))
     } else {
         Ok(Target::Offline(folder))
+    }
+}
+
+/// Whether this process's working directory is inside `folder` but on the filesystem *under*
+/// its mount (a shell that stood there before the mount): what it changes there is not
+/// captured.
+pub fn cwd_under_the_mount(folder: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(cwd) = std::env::current_dir() else {
+        return false;
+    };
+    if !cwd.starts_with(folder) {
+        return false;
+    }
+    // Through the path, the mount; through ".", whatever the shell stands in.
+    match (std::fs::metadata(folder), std::fs::metadata(".")) {
+        (Ok(m), Ok(here)) => m.dev() != here.dev(),
+        _ => false,
+    }
+}
+
+/// The one line a command prints when its caller stands under the mount.
+pub fn under_the_mount_line(folder: &std::path::Path) -> String {
+    format!(
+        "ckpt-mount: warning: this shell's working directory is the folder under the mount of {}, where changes are not captured; run: cd \"$PWD\"",
+        folder.display()
+    )
+}
+
+fn warn_if_under_the_mount(folder: &std::path::Path) {
+    if cwd_under_the_mount(folder) {
+        eprintln!("{}", under_the_mount_line(folder));
     }
 }
 

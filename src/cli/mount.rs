@@ -84,6 +84,10 @@ pub fn mount(a: MountArgs) -> CliResult {
         Err(_) => 0,
     };
     println!("mounted {} (turn {turn}, daemon pid {pid})", dir.display());
+    // The shell that ran this still stands in the folder under the new mount.
+    if super::cwd_under_the_mount(&dir) {
+        eprintln!("{}", super::under_the_mount_line(&dir));
+    }
     Ok(())
 }
 

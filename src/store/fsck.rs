@@ -63,7 +63,9 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
     let mut report = FsckReport::default();
     let mut add = |f: Finding| report.findings.push(f);
     match read_file(store_dir, c"VERSION") {
-        Ok(v) if v == super::STORE_VERSION.as_bytes() => {}
+        // Format 1 has the same files; the next open migrates it.
+        Ok(v) if v == super::STORE_VERSION.as_bytes() || v == super::STORE_VERSION_1.as_bytes() => {
+        }
         Ok(v) => {
             // A store of another format is not read any further: its records and blobs may
             // mean something else.
@@ -84,6 +86,7 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
             format!("VERSION unreadable: {e}"),
         )),
     }
+    stray_entries(store_dir, &mut add);
     let bytes = match read_file(store_dir, c"journal.jsonl") {
         Ok(b) => b,
         Err(e) => {
@@ -222,6 +225,44 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
 }
 
 /// Parses line by line, reporting each bad line instead of stopping at the first.
+/// Entries of the store directory that are not the store's own: most often a control file
+/// written from a shell standing in the folder under the mount (`echo N > .ckpt/turn`), which
+/// wrote into the real store while nothing was captured.
+fn stray_entries(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) {
+    use std::os::fd::AsFd;
+    const KNOWN: [&str; 8] = [
+        "VERSION",
+        "journal.jsonl",
+        "blobs",
+        "staged",
+        "lock",
+        "daemon.log",
+        ".gitignore",
+        "journal.jsonl.new",
+    ];
+    let Ok(list) = crate::sys::reopen(store_dir, libc::O_RDONLY | libc::O_DIRECTORY) else {
+        return;
+    };
+    for e in crate::sys::read_dir_all(list.as_fd(), false).unwrap_or_default() {
+        let name = String::from_utf8_lossy(&e.name).into_owned();
+        let guard = super::CONTROL_GUARDS.contains(&name.as_str());
+        if KNOWN.contains(&name.as_str())
+            || name.starts_with(".tmp-")
+            || (guard && e.kind == libc::DT_DIR)
+        {
+            continue;
+        }
+        let detail = if guard {
+            format!(
+                "{name}: a file written into the store, most likely by `echo … > .ckpt/{name}` from a shell standing in the folder under the mount (nothing it did there was captured); remove it, and `cd \"$PWD\"` in that shell"
+            )
+        } else {
+            format!("{name}: not part of the store")
+        };
+        add(finding(Severity::Warn, "stray", detail));
+    }
+}
+
 /// Whether the file a pending staged capture names is still at its path, proven the same
 /// inode (the folder is the store directory's parent; nothing is followed on the way).
 fn still_at_its_path(store_dir: BorrowedFd<'_>, path: &RelPath, pre: &PreImage) -> bool {

@@ -29,7 +29,13 @@ pub const STORE_VERSION: &str = "ckpt-mount store 2\n";
 /// A store this build migrates once, when it first opens it: version 1 had the same files,
 /// and every line it wrote reads the same here (a version 1 build then refuses the store,
 /// whose new lines it would misread).
-const STORE_VERSION_1: &str = "ckpt-mount store 1\n";
+pub(crate) const STORE_VERSION_1: &str = "ckpt-mount store 1\n";
+
+/// Names of the mounted view's control files, kept in the real store as read-only empty
+/// directories: a shell standing in the folder *under* the mount that runs
+/// `echo N > .ckpt/turn` gets "Is a directory" instead of writing a stray file into the store
+/// while nothing is captured.
+pub const CONTROL_GUARDS: [&str; 2] = ["turn", "rewind"];
 
 /// Why the store could not be used.
 #[derive(Debug)]
@@ -423,6 +429,14 @@ impl Store {
             }
             Err(Errno(libc::ENOENT)) => return Err(StoreError::Missing),
             Err(e) => return Err(io("read VERSION")(e)),
+        }
+        for guard in CONTROL_GUARDS {
+            let c = CString::new(guard).map_err(|_| io("guard name")(Errno(libc::EINVAL)))?;
+            match sys::mkdirat(d, &c, 0o500) {
+                // A regular file there is a stray write from under the mount: fsck names it.
+                Ok(()) | Err(Errno(libc::EEXIST)) => {}
+                Err(e) => return Err(io("create the control-file guards")(e)),
+            }
         }
         let journal = sys::openat(
             d,
