@@ -1,0 +1,2731 @@
+//! Model test of the filesystem core without a FUSE mount: the tier below `tests/model.rs`, as
+//! mountpoint-s3's reference tests are. Random operation sequences drive `CkptFs` directly, the
+//! way the fuser adapter does (node ids from `lookup`, file handles from `open`/`create`,
+//! `forget` of what was looked up), on a temporary folder, next to a pure in-memory model.
+//!
+//! The model holds the tree as paths over model inodes (so hard links share bytes, mode and
+//! xattrs), the handles held open, and, per turn, the expected tree at its start (path -> kind,
+//! bytes, mode, symlink target, user xattrs; hard-link groups as sets of paths), the host inode
+//! of each path then (number and birth time), and the step at which the turn began. Checks:
+//! - after every operation, the host tree equals the model's (the passthrough did what it was
+//!   asked, user xattrs included);
+//! - after a rewind to N, the host tree equals the expected tree at the start of N, and every
+//!   path that nothing touched since N began (no operation, rewind or undo changed its state or
+//!   inode since) is still on its inode from then (same number, same birth time);
+//! - after a partial rewind (`rewind_paths`), the paths below the given one and the directories
+//!   above it are as at the start of the target turn, every other path is unchanged (same state,
+//!   same inode number), except files sharing an inode with a rewound path, now or at the target
+//!   turn, which may hold either their own state or the rewound one;
+//! - after an undo, the host tree equals the tree just before the rewind it undoes, and paths the
+//!   rewind left on their inode and nothing touched since keep it.
+//!
+//! After each rewind or undo the model takes its inode identities from the host (which inode a
+//! handle held across a rewind now reaches is the core's choice: restored in place or not); the
+//! expectations it checked were computed before, from the model alone.
+//!
+//! Rewinds do not restore user xattrs (documented): the model keeps them and the per-operation
+//! check compares them, but rewind checks leave them out unless `CKPT_CORE_XATTRS=1`
+//! (`XATTRS_RESTORED`). Run as root, rewinds also clear set-uid/set-gid bits of files
+//! (`regression_setid_bits_survive_a_rewind`): generated modes carry none unless
+//! `CKPT_CORE_SETID=1` (`SETID_RESTORED`).
+//!
+//! Two fixtures: a folder under /tmp, and a folder on a small loop-mounted ext4 image (2048
+//! inodes) where a freed inode number comes back at once, which is where identity by inode
+//! number goes wrong. The loop image needs root and `mount -o loop`: without them the test is
+//! skipped with a message, unless `CI=true`, where that is a failure.
+//!
+//! Each fixture runs the property twice: without hard links (green on current main, so it runs
+//! by default) and with them (`#[ignore]`d until the identity fix lands: every failure found on
+//! current main involves a hard link; the `regression_*` tests are those failures shrunk).
+//!
+//! Environment: `CKPT_CORE_CASES` (cases per property, default 256), `CKPT_CORE_SEED` (a
+//! number; the runner's seed, fixed by default), `CKPT_CORE_XATTRS=1`, `CKPT_CORE_SETID=1`
+//! (above), `CKPT_CORE_FORGET=0` (no `Forget` steps). `cargo test --release --test core_model
+//! -- --ignored survey --nocapture` runs cases without stopping at a failure and prints the
+//! failure rate per kind of check, with the first failure of each kind shrunk
+//! (`CKPT_CORE_FIXTURE=tmp|loop` picks one fixture, `CKPT_CORE_LINKS=0` leaves hard links out).
+//!
+//! On a failure the message ends with the resolved operation list, ready to paste into a
+//! `regression_*` test.
+
+use ckpt_mount::capture::{Capturer, DEFAULT_MAX_BLOB};
+use ckpt_mount::fs::inode::ROOT;
+use ckpt_mount::fs::{Caller, CkptFs, FsConfig, SetAttr};
+use ckpt_mount::relpath::RelPath;
+use ckpt_mount::rewind::{self, RewindError};
+use ckpt_mount::store::Store;
+use ckpt_mount::sys::{self, Errno};
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::ffi::{CString, OsStr};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Instant;
+
+// ---- settings ----
+
+/// Whether rewinds are expected to restore user xattrs. They are documented as not restored;
+/// `CKPT_CORE_XATTRS=1` checks them anyway.
+const XATTRS_RESTORED: bool = false;
+/// Names in every directory; paths go at most this deep when made.
+const NAMES: [&str; 3] = ["a", "b", "c"];
+const MAX_DEPTH: usize = 3;
+/// Whether rewinds are expected to keep set-uid/set-gid bits of files. Run as root they do
+/// not: the rewind's `lchown` after its `fchmod` clears them (`regression_setid_bits_*`);
+/// `CKPT_CORE_SETID=1` generates such modes anyway.
+const SETID_RESTORED: bool = false;
+/// Modes for chmod and mkdir; the last two only with set-id modes on (the caller is root, so
+/// nothing in the core drops them).
+const MODES: [u32; 8] = [0o644, 0o600, 0o755, 0o700, 0o500, 0o444, 0o4755, 0o2750];
+/// Symlink targets; never followed by the test (dangling ones included).
+const TARGETS: [&str; 6] = ["a", "b", "c/a", "../a", ".", "x"];
+/// User xattr names.
+const XNAMES: [&str; 3] = ["user.a", "user.b", "user.c"];
+/// The temporary name `Replace` writes before its rename (never one of `NAMES`).
+const REPLACE_TMP: &str = "t~";
+/// Handles held open at once, at most.
+const MAX_HELD: usize = 3;
+/// The caller of every request: root, pid 0 (so the core reads nothing from /proc).
+const WHO: Caller = Caller {
+    uid: 0,
+    gid: 0,
+    pid: 0,
+};
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|s| s.trim().parse().ok())
+}
+
+/// The modes generated cases use.
+fn modes() -> &'static [u32] {
+    if SETID_RESTORED || std::env::var("CKPT_CORE_SETID").as_deref() == Ok("1") {
+        &MODES
+    } else {
+        &MODES[..6]
+    }
+}
+
+/// Whether generated cases include `Forget` (the kernel dropping its nodes, as under memory
+/// pressure). Off, names are still dropped by rewinds.
+fn forgets() -> bool {
+    std::env::var("CKPT_CORE_FORGET").as_deref() != Ok("0")
+}
+
+fn check_xattrs() -> bool {
+    XATTRS_RESTORED || std::env::var("CKPT_CORE_XATTRS").as_deref() == Ok("1")
+}
+
+/// Deterministic content: 0 to 12 bytes.
+fn content(seed: u8) -> Vec<u8> {
+    let len = usize::from(seed % 13);
+    (0..len)
+        .map(|i| b'a' + ((usize::from(seed / 13) + i) % 26) as u8)
+        .collect()
+}
+
+/// Leaks each distinct path once, so resolved operations can hold `&'static str`.
+fn intern(s: &str) -> &'static str {
+    static SEEN: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(p) = seen.get(s) {
+        return p;
+    }
+    let p: &'static str = Box::leak(s.to_string().into_boxed_str());
+    seen.insert(p);
+    p
+}
+
+fn parent(p: &str) -> &str {
+    p.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
+fn file_name(p: &str) -> &str {
+    p.rsplit_once('/').map_or(p, |(_, n)| n)
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// `p` is `o` or below it.
+fn under(p: &str, o: &str) -> bool {
+    p == o || (p.len() > o.len() && p.starts_with(o) && p.as_bytes()[o.len()] == b'/')
+}
+
+fn depth(p: &str) -> usize {
+    if p.is_empty() {
+        0
+    } else {
+        p.split('/').count()
+    }
+}
+
+/// The proper ancestors of `p`, shallowest first (`"a"`, `"a/b"` for `"a/b/c"`).
+fn ancestors(p: &str) -> Vec<&str> {
+    p.match_indices('/').map(|(i, _)| &p[..i]).collect()
+}
+
+// ---- trees: what the model expects and what the host holds ----
+
+type Xattrs = BTreeMap<String, Vec<u8>>;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    File { data: Vec<u8>, mode: u32 },
+    Dir { mode: u32 },
+    Symlink { target: String },
+}
+
+/// One path's state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Snap {
+    kind: Kind,
+    xattrs: Xattrs,
+}
+
+impl std::fmt::Display for Snap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            Kind::File { data, mode } => {
+                write!(f, "file 0o{mode:o} {:?}", String::from_utf8_lossy(data))?
+            }
+            Kind::Dir { mode } => write!(f, "dir 0o{mode:o}")?,
+            Kind::Symlink { target } => write!(f, "symlink -> {target:?}")?,
+        }
+        if !self.xattrs.is_empty() {
+            let x: Vec<String> = self
+                .xattrs
+                .iter()
+                .map(|(k, v)| format!("{k}={:?}", String::from_utf8_lossy(v)))
+                .collect();
+            write!(f, " xattrs {{{}}}", x.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// A whole tree: every path's state, and the hard-link groups (paths sharing one inode, two or
+/// more).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Tree {
+    entries: BTreeMap<String, Snap>,
+    groups: BTreeSet<BTreeSet<String>>,
+}
+
+impl Tree {
+    fn without_xattrs(&self) -> Tree {
+        let mut t = self.clone();
+        for s in t.entries.values_mut() {
+            s.xattrs.clear();
+        }
+        t
+    }
+
+    fn group_of(&self, p: &str) -> Option<&BTreeSet<String>> {
+        self.groups.iter().find(|g| g.contains(p))
+    }
+}
+
+fn show(s: Option<&Snap>) -> String {
+    s.map_or_else(|| "absent".to_string(), ToString::to_string)
+}
+
+/// `None` when equal, else the differences, one per line.
+fn tree_diff(expected: &Tree, actual: &Tree, xattrs: bool) -> Option<String> {
+    let (e, a) = if xattrs {
+        (expected.clone(), actual.clone())
+    } else {
+        (expected.without_xattrs(), actual.without_xattrs())
+    };
+    if e == a {
+        return None;
+    }
+    let keys: BTreeSet<&String> = e.entries.keys().chain(a.entries.keys()).collect();
+    let mut lines: Vec<String> = keys
+        .into_iter()
+        .filter(|k| e.entries.get(*k) != a.entries.get(*k))
+        .map(|k| {
+            format!(
+                "  {k}: expected {} / actual {}",
+                show(e.entries.get(k)),
+                show(a.entries.get(k))
+            )
+        })
+        .collect();
+    if e.groups != a.groups {
+        lines.push(format!(
+            "  hard-link groups: expected {:?} / actual {:?}",
+            e.groups, a.groups
+        ));
+    }
+    Some(lines.join("\n"))
+}
+
+/// A host inode's identity: its number and its birth time (nanoseconds; 0 where the
+/// filesystem keeps none), so that a number freed and given to a new file is another inode.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct HKey(u64, u128);
+
+impl std::fmt::Debug for HKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ino {} born {}.{:09}",
+            self.0,
+            self.1 / 1_000_000_000,
+            self.1 % 1_000_000_000
+        )
+    }
+}
+
+/// The host tree and each path's inode.
+struct Observed {
+    tree: Tree,
+    inos: BTreeMap<String, HKey>,
+}
+
+fn user_xattrs(path: &Path) -> Xattrs {
+    let mut out = Xattrs::new();
+    let Ok(names) = xattr::list(path) else {
+        return out;
+    };
+    for n in names {
+        let Some(name) = n.to_str().filter(|n| n.starts_with("user.")) else {
+            continue;
+        };
+        if let Ok(Some(v)) = xattr::get(path, name) {
+            out.insert(name.to_string(), v);
+        }
+    }
+    out
+}
+
+/// Walks the host folder (all but the store `.ckpt`), never following a symlink.
+fn observe(root: &Path) -> Observed {
+    let mut entries = BTreeMap::new();
+    let mut inos = BTreeMap::new();
+    let mut by_ino: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = root.join(&rel);
+        let listing =
+            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()));
+        for e in listing {
+            let e = e.expect("directory entry");
+            let name = e.file_name().into_string().expect("UTF-8 name");
+            if rel.is_empty() && name == ".ckpt" {
+                continue;
+            }
+            let path = join(&rel, &name);
+            let full = root.join(&path);
+            let md = std::fs::symlink_metadata(&full).expect("lstat");
+            let mode = md.permissions().mode() & 0o7777;
+            let ft = md.file_type();
+            let snap = if ft.is_dir() {
+                stack.push(path.clone());
+                Snap {
+                    kind: Kind::Dir { mode },
+                    xattrs: user_xattrs(&full),
+                }
+            } else if ft.is_symlink() {
+                let target = std::fs::read_link(&full).expect("readlink");
+                Snap {
+                    kind: Kind::Symlink {
+                        target: target.to_string_lossy().into_owned(),
+                    },
+                    xattrs: Xattrs::new(),
+                }
+            } else if ft.is_file() {
+                by_ino.entry(md.ino()).or_default().insert(path.clone());
+                Snap {
+                    kind: Kind::File {
+                        data: std::fs::read(&full).expect("read"),
+                        mode,
+                    },
+                    xattrs: user_xattrs(&full),
+                }
+            } else {
+                panic!("{path}: a file type the test never makes");
+            };
+            let born = md
+                .created()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            inos.insert(path.clone(), HKey(md.ino(), born));
+            entries.insert(path, snap);
+        }
+    }
+    let groups = by_ino.into_values().filter(|g| g.len() > 1).collect();
+    Observed {
+        tree: Tree { entries, groups },
+        inos,
+    }
+}
+
+// ---- the model ----
+
+#[derive(Clone, Debug)]
+enum MEntry {
+    File(u64),
+    Dir { mode: u32, xattrs: Xattrs },
+    Symlink(String),
+}
+
+#[derive(Clone, Debug)]
+struct MInode {
+    data: Vec<u8>,
+    mode: u32,
+    xattrs: Xattrs,
+}
+
+/// The tree now: paths over model inodes.
+#[derive(Default)]
+struct Model {
+    tree: BTreeMap<String, MEntry>,
+    inodes: HashMap<u64, MInode>,
+    next: u64,
+    /// The host inode each live model inode is (learnt after each step), so that a model
+    /// inode keeps its identity across the rebuild after a rewind when the host kept it.
+    host_of: HashMap<u64, HKey>,
+    /// The folder root's mode (for the set-gid bit a new directory inherits).
+    root_mode: u32,
+}
+
+impl Model {
+    fn new_inode(&mut self, data: Vec<u8>, mode: u32, xattrs: Xattrs) -> u64 {
+        self.next += 1;
+        self.inodes.insert(self.next, MInode { data, mode, xattrs });
+        self.next
+    }
+
+    fn snapshot(&self) -> Tree {
+        let mut entries = BTreeMap::new();
+        let mut by: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+        for (p, e) in &self.tree {
+            let snap = match e {
+                MEntry::File(id) => {
+                    by.entry(*id).or_default().insert(p.clone());
+                    let i = &self.inodes[id];
+                    Snap {
+                        kind: Kind::File {
+                            data: i.data.clone(),
+                            mode: i.mode,
+                        },
+                        xattrs: i.xattrs.clone(),
+                    }
+                }
+                MEntry::Dir { mode, xattrs } => Snap {
+                    kind: Kind::Dir { mode: *mode },
+                    xattrs: xattrs.clone(),
+                },
+                MEntry::Symlink(t) => Snap {
+                    kind: Kind::Symlink { target: t.clone() },
+                    xattrs: Xattrs::new(),
+                },
+            };
+            entries.insert(p.clone(), snap);
+        }
+        Tree {
+            entries,
+            groups: by.into_values().filter(|g| g.len() > 1).collect(),
+        }
+    }
+
+    fn file_ids(&self) -> BTreeMap<String, u64> {
+        self.tree
+            .iter()
+            .filter_map(|(p, e)| match e {
+                MEntry::File(id) => Some((p.clone(), *id)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn is_dir(&self, p: &str) -> bool {
+        p.is_empty() || matches!(self.tree.get(p), Some(MEntry::Dir { .. }))
+    }
+
+    fn file(&self, p: &str) -> Option<u64> {
+        match self.tree.get(p) {
+            Some(MEntry::File(id)) => Some(*id),
+            _ => None,
+        }
+    }
+
+    fn dir_mode(&self, p: &str) -> u32 {
+        match self.tree.get(p) {
+            Some(MEntry::Dir { mode, .. }) => *mode,
+            _ => self.root_mode,
+        }
+    }
+
+    fn same_inode(&self, a: &str, b: &str) -> bool {
+        matches!((self.file(a), self.file(b)), (Some(x), Some(y)) if x == y)
+    }
+
+    fn names_of(&self, id: u64) -> Vec<String> {
+        self.tree
+            .iter()
+            .filter(|(_, e)| matches!(e, MEntry::File(i) if *i == id))
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    fn subtree(&self, p: &str) -> Vec<String> {
+        self.tree.keys().filter(|k| under(k, p)).cloned().collect()
+    }
+
+    fn has_children(&self, p: &str) -> bool {
+        self.tree.keys().any(|k| k != p && under(k, p))
+    }
+
+    fn take_subtree(&mut self, p: &str) -> Vec<(String, MEntry)> {
+        let keys = self.subtree(p);
+        keys.into_iter()
+            .map(|k| {
+                let v = self.tree.remove(&k).expect("listed");
+                (k[p.len()..].to_string(), v)
+            })
+            .collect()
+    }
+
+    fn put_subtree(&mut self, p: &str, items: Vec<(String, MEntry)>) {
+        for (suffix, v) in items {
+            self.tree.insert(format!("{p}{suffix}"), v);
+        }
+    }
+
+    fn rename(&mut self, a: &str, b: &str) {
+        self.tree.remove(b);
+        let moved = self.take_subtree(a);
+        self.put_subtree(b, moved);
+    }
+
+    fn exchange(&mut self, a: &str, b: &str) {
+        let ta = self.take_subtree(a);
+        let tb = self.take_subtree(b);
+        self.put_subtree(b, ta);
+        self.put_subtree(a, tb);
+    }
+
+    fn xattrs_mut(&mut self, p: &str) -> Option<&mut Xattrs> {
+        match self.tree.get_mut(p)? {
+            MEntry::File(id) => self.inodes.get_mut(id).map(|i| &mut i.xattrs),
+            MEntry::Dir { xattrs, .. } => Some(xattrs),
+            MEntry::Symlink(_) => None,
+        }
+    }
+
+    fn xattrs(&self, p: &str) -> Option<&Xattrs> {
+        match self.tree.get(p)? {
+            MEntry::File(id) => self.inodes.get(id).map(|i| &i.xattrs),
+            MEntry::Dir { xattrs, .. } => Some(xattrs),
+            MEntry::Symlink(_) => None,
+        }
+    }
+
+    // Validity of operations (a resolved operation replayed from a list is skipped when the
+    // tree it meets makes it invalid).
+
+    fn can_make(&self, p: &str) -> bool {
+        !p.is_empty() && !self.tree.contains_key(p) && self.is_dir(parent(p))
+    }
+
+    fn rename_ok(&self, a: &str, b: &str) -> bool {
+        let Some(src) = self.tree.get(a) else {
+            return false;
+        };
+        if b.is_empty() || a == b || under(b, a) || !self.is_dir(parent(b)) {
+            return false;
+        }
+        let src_dir = matches!(src, MEntry::Dir { .. });
+        match self.tree.get(b) {
+            None => true,
+            Some(MEntry::Dir { .. }) => src_dir && !self.has_children(b),
+            Some(_) => !src_dir && !self.same_inode(a, b),
+        }
+    }
+
+    fn exchange_ok(&self, a: &str, b: &str) -> bool {
+        self.tree.contains_key(a)
+            && self.tree.contains_key(b)
+            && a != b
+            && !under(a, b)
+            && !under(b, a)
+            && !self.same_inode(a, b)
+    }
+
+    /// Learns which host inode each model inode is, and drops the model inodes nothing
+    /// reaches (no name, no held handle).
+    /// Fails when a model inode is another host inode than before (an operation other than a
+    /// rewind never replaces an inode).
+    fn sync(&mut self, host: &Observed, held: &[Held]) -> Result<(), String> {
+        for (p, e) in &self.tree {
+            if let (MEntry::File(id), Some(k)) = (e, host.inos.get(p))
+                && let Some(was) = self.host_of.insert(*id, *k)
+                && was != *k
+            {
+                return Err(format!(
+                    "{p} is on another inode ({k:?}) than before ({was:?})"
+                ));
+            }
+        }
+        let mut live: HashSet<u64> = held.iter().map(|h| h.ino).collect();
+        live.extend(self.tree.values().filter_map(|e| match e {
+            MEntry::File(id) => Some(*id),
+            _ => None,
+        }));
+        self.inodes.retain(|id, _| live.contains(id));
+        self.host_of.retain(|id, _| live.contains(id));
+        Ok(())
+    }
+
+    /// Rebuilds the model from the host: one model inode per host inode, the same one as before
+    /// where the host inode is the same. Returns the model inode of each host inode number.
+    fn adopt(&mut self, host: &Observed) -> HashMap<u64, u64> {
+        let was: HashMap<HKey, u64> = self.host_of.iter().map(|(id, k)| (*k, *id)).collect();
+        let mut old = std::mem::take(&mut self.inodes);
+        self.tree.clear();
+        self.host_of.clear();
+        let mut ids: HashMap<u64, u64> = HashMap::new();
+        for (p, s) in &host.tree.entries {
+            let e = match &s.kind {
+                Kind::Dir { mode } => MEntry::Dir {
+                    mode: *mode,
+                    xattrs: s.xattrs.clone(),
+                },
+                Kind::Symlink { target } => MEntry::Symlink(target.clone()),
+                Kind::File { data, mode } => {
+                    let key = host.inos[p];
+                    let id = match ids.get(&key.0) {
+                        Some(id) => *id,
+                        None => {
+                            let inode = MInode {
+                                data: data.clone(),
+                                mode: *mode,
+                                xattrs: s.xattrs.clone(),
+                            };
+                            let id = match was.get(&key) {
+                                Some(id) => *id,
+                                None => {
+                                    self.next += 1;
+                                    self.next
+                                }
+                            };
+                            old.remove(&id);
+                            self.inodes.insert(id, inode);
+                            self.host_of.insert(id, key);
+                            ids.insert(key.0, id);
+                            id
+                        }
+                    };
+                    MEntry::File(id)
+                }
+            };
+            self.tree.insert(p.clone(), e);
+        }
+        // Inodes no name reaches any more stay for the handles that hold them.
+        self.inodes.extend(old);
+        ids
+    }
+}
+
+// ---- operations ----
+
+/// One resolved step: concrete paths and turn numbers. A list of these replays a case exactly
+/// (the regression tests); each is skipped when invalid for the tree it meets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    /// `create` a new file with `content(seed)`, then close it.
+    Create(&'static str, u8),
+    /// `create` a new file with `content(seed)` and hold it open (read-write).
+    CreateHeld(&'static str, u8),
+    /// Open for writing, truncate (the kernel's `O_TRUNC`: a setattr with the handle), write.
+    Write(&'static str, u8),
+    /// Open with `O_APPEND` and write at the end.
+    Append(&'static str, u8),
+    /// Replace a file as `sed -i`, editors and git do: `create` a temporary file beside it
+    /// with `content(seed)`, then `rename` it over the file (a new inode; the old one lives on
+    /// only under its other names).
+    Replace(&'static str, u8),
+    /// `truncate(2)`: a setattr of the size without a handle.
+    Truncate(&'static str, u8),
+    Mkdir(&'static str, u32),
+    /// `symlink(target, path)`.
+    Symlink(&'static str, &'static str),
+    /// `link(existing, new)`.
+    Link(&'static str, &'static str),
+    Unlink(&'static str),
+    Rmdir(&'static str),
+    Rename(&'static str, &'static str),
+    /// `renameat2(RENAME_EXCHANGE)`.
+    Exchange(&'static str, &'static str),
+    /// A setattr of the mode.
+    Chmod(&'static str, u32),
+    /// `setxattr(XNAMES[n], content(seed))`.
+    SetXattr(&'static str, u8, u8),
+    /// `removexattr(XNAMES[n])`.
+    RemoveXattr(&'static str, u8),
+    /// Open read-write and hold the handle (the oldest is closed past `MAX_HELD`).
+    Open(&'static str),
+    /// `pwrite(content(seed))` at an offset through held handle `n` (modulo those held).
+    WriteHeld(u8, u8, u8),
+    /// `ftruncate` through held handle `n`.
+    TruncHeld(u8, u8),
+    /// Close held handle `n`.
+    CloseHeld(u8),
+    /// The kernel forgets every node it does not hold open.
+    Forget,
+    /// Begin the turn numbered `gap` above the highest used so far.
+    NextTurn(u8),
+    /// Rewind to this turn.
+    Rewind(u64),
+    /// Rewind only this path (and the directories above it) to the start of this turn.
+    RewindPaths(u64, &'static str),
+    /// Undo the last rewind.
+    Undo,
+}
+use Op::*;
+
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Create(p, s) => write!(f, "Create({p:?}, {s})"),
+            CreateHeld(p, s) => write!(f, "CreateHeld({p:?}, {s})"),
+            Write(p, s) => write!(f, "Write({p:?}, {s})"),
+            Append(p, s) => write!(f, "Append({p:?}, {s})"),
+            Replace(p, s) => write!(f, "Replace({p:?}, {s})"),
+            Truncate(p, n) => write!(f, "Truncate({p:?}, {n})"),
+            Mkdir(p, m) => write!(f, "Mkdir({p:?}, 0o{m:o})"),
+            Symlink(t, p) => write!(f, "Symlink({t:?}, {p:?})"),
+            Link(a, b) => write!(f, "Link({a:?}, {b:?})"),
+            Unlink(p) => write!(f, "Unlink({p:?})"),
+            Rmdir(p) => write!(f, "Rmdir({p:?})"),
+            Rename(a, b) => write!(f, "Rename({a:?}, {b:?})"),
+            Exchange(a, b) => write!(f, "Exchange({a:?}, {b:?})"),
+            Chmod(p, m) => write!(f, "Chmod({p:?}, 0o{m:o})"),
+            SetXattr(p, n, s) => write!(f, "SetXattr({p:?}, {n}, {s})"),
+            RemoveXattr(p, n) => write!(f, "RemoveXattr({p:?}, {n})"),
+            Open(p) => write!(f, "Open({p:?})"),
+            WriteHeld(n, o, s) => write!(f, "WriteHeld({n}, {o}, {s})"),
+            TruncHeld(n, l) => write!(f, "TruncHeld({n}, {l})"),
+            CloseHeld(n) => write!(f, "CloseHeld({n})"),
+            Forget => write!(f, "Forget"),
+            NextTurn(g) => write!(f, "NextTurn({g})"),
+            Rewind(t) => write!(f, "Rewind({t})"),
+            RewindPaths(t, p) => write!(f, "RewindPaths({t}, {p:?})"),
+            Undo => write!(f, "Undo"),
+        }
+    }
+}
+
+impl Op {
+    fn kind(&self) -> &'static str {
+        match self {
+            Create(..) => "Create",
+            CreateHeld(..) => "CreateHeld",
+            Write(..) => "Write",
+            Append(..) => "Append",
+            Replace(..) => "Replace",
+            Truncate(..) => "Truncate",
+            Mkdir(..) => "Mkdir",
+            Symlink(..) => "Symlink",
+            Link(..) => "Link",
+            Unlink(..) => "Unlink",
+            Rmdir(..) => "Rmdir",
+            Rename(..) => "Rename",
+            Exchange(..) => "Exchange",
+            Chmod(..) => "Chmod",
+            SetXattr(..) => "SetXattr",
+            RemoveXattr(..) => "RemoveXattr",
+            Open(..) => "Open",
+            WriteHeld(..) => "WriteHeld",
+            TruncHeld(..) => "TruncHeld",
+            CloseHeld(..) => "CloseHeld",
+            Forget => "Forget",
+            NextTurn(..) => "NextTurn",
+            Rewind(..) => "Rewind",
+            RewindPaths(..) => "RewindPaths",
+            Undo => "Undo",
+        }
+    }
+}
+
+/// A generated step: selectors, resolved against the model just before it runs so that most
+/// steps meet something that exists (and every shrunk list stays meaningful).
+#[derive(Clone, Debug)]
+enum G {
+    Create {
+        dir: u8,
+        name: u8,
+        seed: u8,
+        hold: bool,
+    },
+    Write {
+        file: u8,
+        seed: u8,
+    },
+    Append {
+        file: u8,
+        seed: u8,
+    },
+    Replace {
+        file: u8,
+        seed: u8,
+    },
+    Truncate {
+        file: u8,
+        len: u8,
+    },
+    Mkdir {
+        dir: u8,
+        name: u8,
+        mode: u8,
+    },
+    Symlink {
+        target: u8,
+        dir: u8,
+        name: u8,
+    },
+    Link {
+        file: u8,
+        dir: u8,
+        name: u8,
+    },
+    Unlink {
+        entry: u8,
+    },
+    UnlinkHeld {
+        n: u8,
+    },
+    Rmdir {
+        entry: u8,
+    },
+    /// Onto an existing entry (`new: None`) or a new name in a directory.
+    Rename {
+        src: u8,
+        dst: u8,
+        new: Option<(u8, u8)>,
+    },
+    Exchange {
+        a: u8,
+        b: u8,
+    },
+    Chmod {
+        entry: u8,
+        mode: u8,
+    },
+    SetXattr {
+        entry: u8,
+        name: u8,
+        seed: u8,
+    },
+    RemoveXattr {
+        entry: u8,
+    },
+    Open {
+        file: u8,
+    },
+    WriteHeld {
+        n: u8,
+        off: u8,
+        seed: u8,
+    },
+    TruncHeld {
+        n: u8,
+        len: u8,
+    },
+    CloseHeld {
+        n: u8,
+    },
+    Forget,
+    NextTurn {
+        gap: u8,
+    },
+    Rewind {
+        turn: u8,
+    },
+    RewindPaths {
+        turn: u8,
+        entry: u8,
+    },
+    Undo,
+}
+
+fn g_op() -> impl Strategy<Value = G> {
+    let b = any::<u8>;
+    prop_oneof![
+        6 => (b(), 0u8..3, b(), any::<bool>())
+            .prop_map(|(dir, name, seed, hold)| G::Create { dir, name, seed, hold }),
+        4 => (b(), b()).prop_map(|(file, seed)| G::Write { file, seed }),
+        2 => (b(), b()).prop_map(|(file, seed)| G::Append { file, seed }),
+        4 => (b(), b()).prop_map(|(file, seed)| G::Replace { file, seed }),
+        2 => (b(), 0u8..16).prop_map(|(file, len)| G::Truncate { file, len }),
+        3 => (b(), 0u8..3, b()).prop_map(|(dir, name, mode)| G::Mkdir { dir, name, mode }),
+        2 => (b(), b(), 0u8..3)
+            .prop_map(|(target, dir, name)| G::Symlink { target, dir, name }),
+        5 => (b(), b(), 0u8..3).prop_map(|(file, dir, name)| G::Link { file, dir, name }),
+        3 => b().prop_map(|entry| G::Unlink { entry }),
+        2 => b().prop_map(|n| G::UnlinkHeld { n }),
+        1 => b().prop_map(|entry| G::Rmdir { entry }),
+        6 => (b(), b(), prop::option::of((b(), 0u8..3)))
+            .prop_map(|(src, dst, new)| G::Rename { src, dst, new }),
+        2 => (b(), b()).prop_map(|(a, b)| G::Exchange { a, b }),
+        2 => (b(), b()).prop_map(|(entry, mode)| G::Chmod { entry, mode }),
+        2 => (b(), 0u8..3, b()).prop_map(|(entry, name, seed)| G::SetXattr { entry, name, seed }),
+        1 => b().prop_map(|entry| G::RemoveXattr { entry }),
+        3 => b().prop_map(|file| G::Open { file }),
+        3 => (b(), 0u8..16, b()).prop_map(|(n, off, seed)| G::WriteHeld { n, off, seed }),
+        1 => (b(), 0u8..16).prop_map(|(n, len)| G::TruncHeld { n, len }),
+        1 => b().prop_map(|n| G::CloseHeld { n }),
+        1 => Just(G::Forget),
+        5 => (1u8..=3).prop_map(|gap| G::NextTurn { gap }),
+        3 => b().prop_map(|turn| G::Rewind { turn }),
+        2 => (b(), b()).prop_map(|(turn, entry)| G::RewindPaths { turn, entry }),
+        1 => Just(G::Undo),
+    ]
+}
+
+fn pick<T: Clone>(sel: u8, from: &[T]) -> Option<T> {
+    if from.is_empty() {
+        None
+    } else {
+        Some(from[usize::from(sel) % from.len()].clone())
+    }
+}
+
+// ---- the core on a folder, and the kernel's side of it ----
+
+/// Where the cases' folders are made, and the folders of finished cases, kept for the next
+/// ones: a new store makes and scans 256 blob shard directories, which costs more than a case.
+struct Fixture {
+    kind: FixtureKind,
+    pool: Pool,
+}
+
+enum FixtureKind {
+    /// Below /tmp.
+    Tmp,
+    /// On a loop-mounted ext4 image with few inodes.
+    Loop(LoopImage),
+}
+
+/// Folders (each with its store's blob directory) ready for another case, with their use count.
+type Pool = std::sync::Arc<Mutex<Vec<(tempfile::TempDir, u32)>>>;
+
+/// A folder serves this many cases, then a fresh one is made (its blobs are not pruned).
+const FOLDER_USES: u32 = 100;
+
+impl Fixture {
+    fn tmp() -> Self {
+        Self {
+            kind: FixtureKind::Tmp,
+            pool: Pool::default(),
+        }
+    }
+
+    fn base(&self) -> &Path {
+        match &self.kind {
+            FixtureKind::Tmp => Path::new("/tmp"),
+            FixtureKind::Loop(l) => &l.mnt,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self.kind {
+            FixtureKind::Tmp => "tmp",
+            FixtureKind::Loop(_) => "loop-ext4",
+        }
+    }
+
+    /// A folder for a case: the project tree empty, the store without journal (a new store
+    /// opened there begins at turn 1), its blobs kept (content-addressed, so harmless).
+    fn folder(&self) -> (tempfile::TempDir, u32) {
+        let reused = self
+            .pool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        if let Some((dir, uses)) = reused.filter(|(_, uses)| *uses < FOLDER_USES) {
+            clear(dir.path(), &[".ckpt"]);
+            let store = dir.path().join(".ckpt");
+            clear(&store, &["blobs", "VERSION", ".gitignore", "staged"]);
+            clear(&store.join("staged"), &[]);
+            return (dir, uses + 1);
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("ckpt-core-")
+            .tempdir_in(self.base())
+            .expect("tempdir");
+        (dir, 1)
+    }
+}
+
+/// Removes everything in `dir` but the names in `keep`.
+fn clear(dir: &Path, keep: &[&str]) {
+    for e in std::fs::read_dir(dir).expect("read_dir") {
+        let e = e.expect("entry");
+        if keep.iter().any(|k| e.file_name() == *k) {
+            continue;
+        }
+        let p = e.path();
+        if e.file_type().expect("file type").is_dir() {
+            // Writable first, for a caller that is not root.
+            let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700));
+            clear(&p, &[]);
+            std::fs::remove_dir(&p).expect("rmdir");
+        } else {
+            std::fs::remove_file(&p).expect("unlink");
+        }
+    }
+}
+
+/// A 64 MiB ext4 image with 2048 inodes, loop-mounted; unmounted on drop.
+struct LoopImage {
+    mnt: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+fn run(cmd: &str, args: &[&OsStr]) -> Result<(), String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cmd} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl LoopImage {
+    fn fixture() -> Result<Fixture, String> {
+        Ok(Fixture {
+            kind: FixtureKind::Loop(Self::mount()?),
+            pool: Pool::default(),
+        })
+    }
+
+    fn mount() -> Result<Self, String> {
+        if sys::geteuid() != 0 {
+            return Err("not root".into());
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix("ckpt-core-loop-")
+            .tempdir_in("/tmp")
+            .map_err(|e| format!("tempdir: {e}"))?;
+        let img = tmp.path().join("img");
+        let mnt = tmp.path().join("mnt");
+        std::fs::create_dir(&mnt).map_err(|e| format!("mkdir: {e}"))?;
+        run(
+            "truncate",
+            &["-s".as_ref(), "64M".as_ref(), img.as_os_str()],
+        )?;
+        run(
+            "mkfs.ext4",
+            &[
+                "-q".as_ref(),
+                "-N".as_ref(),
+                "2048".as_ref(),
+                img.as_os_str(),
+            ],
+        )?;
+        run(
+            "mount",
+            &[
+                "-o".as_ref(),
+                "loop".as_ref(),
+                img.as_os_str(),
+                mnt.as_os_str(),
+            ],
+        )?;
+        Ok(Self { mnt, _tmp: tmp })
+    }
+}
+
+impl Drop for LoopImage {
+    fn drop(&mut self) {
+        if run("umount", &[self.mnt.as_os_str()]).is_err() {
+            let _ = run("umount", &["-l".as_ref(), self.mnt.as_os_str()]);
+        }
+    }
+}
+
+/// The loop fixture, or `None` (with a message) where it cannot be made; under `CI=true` that is
+/// a failure.
+fn loop_fixture() -> Option<Fixture> {
+    match LoopImage::fixture() {
+        Ok(f) => Some(f),
+        Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!(
+                "the loop-mounted ext4 fixture cannot be made ({e}); under CI=true that is a failure"
+            )
+        }
+        Err(e) => {
+            eprintln!(
+                "skipping: the loop-mounted ext4 fixture cannot be made ({e}); needs root and mount -o loop (set CI=true to make this a failure)"
+            );
+            None
+        }
+    }
+}
+
+/// New files and directories get exactly the mode asked for (the daemon runs with umask 0 too).
+fn zero_umask() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        sys::set_umask(0);
+    });
+}
+
+/// The core over a fresh folder, built as the daemon builds it.
+struct Core {
+    fs: Option<CkptFs>,
+    root: PathBuf,
+    dir: Option<(tempfile::TempDir, u32)>,
+    pool: Pool,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // The capturer's stager is joined and the store unlocked before the folder is reused.
+        drop(self.fs.take());
+        if let Some(d) = self.dir.take() {
+            self.pool
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(d);
+        }
+    }
+}
+
+impl Core {
+    fn fs(&self) -> &CkptFs {
+        self.fs.as_ref().expect("the core")
+    }
+
+    fn new(fx: &Fixture) -> Self {
+        let (dir, uses) = fx.folder();
+        let root = dir.path().to_path_buf();
+        let c = CString::new(root.as_os_str().as_bytes()).expect("no NUL in the folder path");
+        let fd = sys::open_path(&c, libc::O_PATH | libc::O_DIRECTORY).expect("open the folder");
+        let store = Store::open(fd.as_fd(), true, false).expect("open the store");
+        let capturer = Capturer::new(store, DEFAULT_MAX_BLOB);
+        let fs = CkptFs::new(fd, capturer, FsConfig::default()).expect("the core");
+        Self {
+            fs: Some(fs),
+            root,
+            dir: Some((dir, uses)),
+            pool: fx.pool.clone(),
+        }
+    }
+}
+
+/// The kernel's side: lookups it holds per node (each entry reply adds one; `forget` returns
+/// them), and path walks by `lookup` from the root.
+#[derive(Default)]
+struct Vfs {
+    lookups: HashMap<u64, u64>,
+}
+
+impl Vfs {
+    fn got(&mut self, node: u64) {
+        if node != ROOT {
+            *self.lookups.entry(node).or_default() += 1;
+        }
+    }
+
+    fn lookup(&mut self, fs: &CkptFs, parent: u64, name: &str) -> Result<u64, Errno> {
+        let e = fs.lookup(parent, OsStr::new(name))?;
+        self.got(e.node);
+        Ok(e.node)
+    }
+
+    fn node(&mut self, fs: &CkptFs, path: &str) -> Result<u64, String> {
+        let mut n = ROOT;
+        if path.is_empty() {
+            return Ok(n);
+        }
+        for c in path.split('/') {
+            n = self
+                .lookup(fs, n, c)
+                .map_err(|e| format!("lookup of {c:?} on the way to {path:?}: {e}"))?;
+        }
+        Ok(n)
+    }
+
+    /// Forgets every lookup but one of each node a handle holds.
+    fn forget_all(&mut self, fs: &CkptFs, pinned: &HashSet<u64>) {
+        for (node, n) in std::mem::take(&mut self.lookups) {
+            let keep = u64::from(pinned.contains(&node));
+            if n > keep {
+                fs.forget(node, n - keep);
+            }
+            if keep > 0 {
+                self.lookups.insert(node, keep);
+            }
+        }
+    }
+}
+
+/// A handle held open: the core's handle and node, and the model inode it writes.
+struct Held {
+    fh: u64,
+    node: u64,
+    ino: u64,
+}
+
+/// What the model knows of a turn's start.
+#[derive(Clone)]
+struct TurnRec {
+    tree: Tree,
+    inos: BTreeMap<String, HKey>,
+    /// The model inode of each file path.
+    ids: BTreeMap<String, u64>,
+    /// The step at which the turn began (or began afresh, after a rewind to it).
+    start: u64,
+}
+
+/// What an undo must give back: the state just before the last rewind.
+struct UndoRec {
+    tree: Tree,
+    turns: BTreeMap<u64, TurnRec>,
+    current: u64,
+    /// The rewind's step.
+    at: u64,
+    /// Paths the rewind left on their inode, with that inode.
+    kept: BTreeMap<String, HKey>,
+}
+
+/// A check that failed.
+#[derive(Debug)]
+struct Failure {
+    /// What kind of check (for the survey's counts).
+    kind: &'static str,
+    detail: String,
+}
+
+fn fail<T>(kind: &'static str, detail: impl Into<String>) -> Result<T, Failure> {
+    Err(Failure {
+        kind,
+        detail: detail.into(),
+    })
+}
+
+/// A failed core call on an operation the model holds valid.
+fn core<T>(what: &str, r: Result<T, Errno>) -> Result<T, Failure> {
+    r.or_else(|e| fail("core-error", format!("{what}: {e}")))
+}
+
+fn vfs<T>(r: Result<T, String>) -> Result<T, Failure> {
+    r.or_else(|e| fail("core-error", e))
+}
+
+/// Per operation kind: (ran, skipped as invalid).
+type OpCounts = BTreeMap<&'static str, (u64, u64)>;
+
+thread_local! {
+    /// The operation counts on this test's thread, and the cases run.
+    static STATS: std::cell::RefCell<(OpCounts, u64)> = std::cell::RefCell::default();
+}
+
+fn count(kind: &'static str, ran: bool) {
+    STATS.with_borrow_mut(|(s, _)| {
+        let e = s.entry(kind).or_default();
+        if ran {
+            e.0 += 1;
+        } else {
+            e.1 += 1;
+        }
+    });
+}
+
+fn cases_run() -> u64 {
+    STATS.with_borrow(|(_, n)| *n)
+}
+
+fn stats_line() -> String {
+    STATS.with_borrow(|(s, _)| {
+        s.iter()
+            .map(|(k, (ran, skipped))| format!("{k} {ran}/{skipped}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// One case: the core on its folder, the kernel's side, the model and the turns.
+struct Case {
+    core: Core,
+    vfs: Vfs,
+    model: Model,
+    held: Vec<Held>,
+    turns: BTreeMap<u64, TurnRec>,
+    current: u64,
+    max_used: u64,
+    last_rewind: Option<UndoRec>,
+    step: u64,
+    /// The last step that changed each path's state or inode.
+    touched: HashMap<String, u64>,
+    /// The resolved operations so far, pasteable into a regression test.
+    trace: Vec<String>,
+    xattrs: bool,
+    /// Whether generated steps make hard links.
+    links: bool,
+}
+
+impl Case {
+    fn new(fx: &Fixture) -> Self {
+        zero_umask();
+        let core = Core::new(fx);
+        let host = observe(&core.root);
+        let root_mode = std::fs::metadata(&core.root)
+            .expect("stat folder")
+            .permissions()
+            .mode()
+            & 0o7777;
+        let turns = BTreeMap::from([(
+            1,
+            TurnRec {
+                tree: host.tree,
+                inos: host.inos,
+                ids: BTreeMap::new(),
+                start: 0,
+            },
+        )]);
+        Self {
+            core,
+            vfs: Vfs::default(),
+            model: Model {
+                root_mode,
+                ..Model::default()
+            },
+            held: Vec::new(),
+            turns,
+            current: 1,
+            max_used: 1,
+            last_rewind: None,
+            step: 0,
+            touched: HashMap::new(),
+            trace: Vec::new(),
+            xattrs: check_xattrs(),
+            links: true,
+        }
+    }
+
+    fn fs(&self) -> &CkptFs {
+        self.core.fs()
+    }
+
+    fn replay(&self) -> String {
+        format!(
+            "replay (fixture ops, current turn {}):\n    {}",
+            self.current,
+            self.trace.join("\n    ")
+        )
+    }
+
+    fn touch(&mut self, p: &str) {
+        self.touched.insert(p.to_string(), self.step);
+    }
+
+    fn touch_inode(&mut self, id: u64) {
+        for p in self.model.names_of(id) {
+            self.touch(&p);
+        }
+    }
+
+    /// Marks every path whose state, inode or hard-link group differs between two observations.
+    fn touch_changes(&mut self, before: &Observed, after: &Observed) {
+        let keys: BTreeSet<&String> = before
+            .tree
+            .entries
+            .keys()
+            .chain(after.tree.entries.keys())
+            .collect();
+        for k in keys {
+            if before.tree.entries.get(k) != after.tree.entries.get(k)
+                || before.inos.get(k) != after.inos.get(k)
+                || before.tree.group_of(k) != after.tree.group_of(k)
+            {
+                self.touched.insert(k.clone(), self.step);
+            }
+        }
+    }
+
+    // ---- resolution ----
+
+    fn entries(&self) -> Vec<&'static str> {
+        self.model.tree.keys().map(|k| intern(k)).collect()
+    }
+
+    fn files(&self) -> Vec<&'static str> {
+        self.model
+            .tree
+            .iter()
+            .filter(|(_, e)| matches!(e, MEntry::File(_)))
+            .map(|(k, _)| intern(k))
+            .collect()
+    }
+
+    /// A new name in the directory `dir` picks (among those not too deep and `ok`), trying the
+    /// names in order from `name`.
+    fn new_name(&self, dir: u8, name: u8, ok: impl Fn(&str) -> bool) -> Option<&'static str> {
+        let mut dirs: Vec<&str> = vec![""];
+        dirs.extend(
+            self.model
+                .tree
+                .iter()
+                .filter(|(_, e)| matches!(e, MEntry::Dir { .. }))
+                .map(|(k, _)| k.as_str()),
+        );
+        dirs.retain(|d| depth(d) < MAX_DEPTH && ok(d));
+        let d = pick(dir, &dirs)?;
+        (0..NAMES.len())
+            .map(|i| join(d, NAMES[(usize::from(name) + i) % NAMES.len()]))
+            .find(|p| !self.model.tree.contains_key(p))
+            .map(|p| intern(&p))
+    }
+
+    /// Locality, as an agent has it: an even selector picks among the (up to) three candidates
+    /// touched last, an odd one among all.
+    fn local(&self, sel: u8, cands: Vec<&'static str>) -> Option<&'static str> {
+        if sel % 2 == 1 {
+            return pick(sel / 2, &cands);
+        }
+        let mut recent = cands;
+        recent.sort_by_key(|p| std::cmp::Reverse(self.touched.get(*p).copied().unwrap_or(0)));
+        recent.truncate(3);
+        pick(sel / 2, &recent)
+    }
+
+    /// An even selector picks one of the last two turns, an odd one any turn.
+    fn turn_sel(&self, sel: u8) -> u64 {
+        let turns: Vec<u64> = self.turns.keys().copied().collect();
+        let from = if sel.is_multiple_of(2) {
+            &turns[turns.len().saturating_sub(2)..]
+        } else {
+            &turns[..]
+        };
+        from[usize::from(sel / 2) % from.len()]
+    }
+
+    fn resolve(&self, g: &G) -> Option<Op> {
+        let m = &self.model;
+        Some(match *g {
+            G::Create {
+                dir,
+                name,
+                seed,
+                hold,
+            } => {
+                let p = self.new_name(dir, name, |_| true)?;
+                if hold {
+                    CreateHeld(p, seed)
+                } else {
+                    Create(p, seed)
+                }
+            }
+            G::Write { file, seed } => Write(self.local(file, self.files())?, seed),
+            G::Append { file, seed } => Append(self.local(file, self.files())?, seed),
+            G::Replace { file, seed } => Replace(self.local(file, self.files())?, seed),
+            G::Truncate { file, len } => Truncate(self.local(file, self.files())?, len),
+            G::Mkdir { dir, name, mode } => Mkdir(
+                self.new_name(dir, name, |_| true)?,
+                modes()[usize::from(mode) % modes().len()],
+            ),
+            G::Symlink { target, dir, name } => Symlink(
+                TARGETS[usize::from(target) % TARGETS.len()],
+                self.new_name(dir, name, |_| true)?,
+            ),
+            G::Link { .. } if !self.links => return None,
+            G::Link { file, dir, name } => Link(
+                self.local(file, self.files())?,
+                self.new_name(dir, name, |_| true)?,
+            ),
+            G::Unlink { entry } => {
+                let c: Vec<&'static str> = self
+                    .entries()
+                    .into_iter()
+                    .filter(|p| !m.is_dir(p))
+                    .collect();
+                Unlink(self.local(entry, c)?)
+            }
+            G::UnlinkHeld { n } => {
+                let h = pick(n, &self.held.iter().map(|h| h.ino).collect::<Vec<_>>())?;
+                Unlink(intern(m.names_of(h).first()?))
+            }
+            G::Rmdir { entry } => {
+                let c: Vec<&'static str> = self
+                    .entries()
+                    .into_iter()
+                    .filter(|p| m.is_dir(p) && !m.has_children(p))
+                    .collect();
+                Rmdir(pick(entry, &c)?)
+            }
+            G::Rename { src, dst, new } => {
+                let a = self.local(src, self.entries())?;
+                let a_dir = m.is_dir(a);
+                let onto: Vec<&'static str> = self
+                    .entries()
+                    .into_iter()
+                    .filter(|b| m.rename_ok(a, b))
+                    .collect();
+                let b = match (new, pick(dst, &onto)) {
+                    (None, Some(b)) => b,
+                    _ => {
+                        let (dir, name) = new.unwrap_or((dst, 0));
+                        self.new_name(dir, name, |d| !(a_dir && under(d, a)))?
+                    }
+                };
+                Rename(a, b)
+            }
+            G::Exchange { a, b } => {
+                let a = pick(a, &self.entries())?;
+                let with: Vec<&'static str> = self
+                    .entries()
+                    .into_iter()
+                    .filter(|b| m.exchange_ok(a, b))
+                    .collect();
+                Exchange(a, pick(b, &with)?)
+            }
+            G::Chmod { entry, mode } => {
+                let c: Vec<&'static str> = self
+                    .entries()
+                    .into_iter()
+                    .filter(|p| !matches!(m.tree.get(*p), Some(MEntry::Symlink(_))))
+                    .collect();
+                Chmod(pick(entry, &c)?, modes()[usize::from(mode) % modes().len()])
+            }
+            G::SetXattr { entry, name, seed } => {
+                let c: Vec<&'static str> = self
+                    .entries()
+                    .into_iter()
+                    .filter(|p| m.xattrs(p).is_some())
+                    .collect();
+                SetXattr(pick(entry, &c)?, name, seed)
+            }
+            G::RemoveXattr { entry } => {
+                let c: Vec<(&'static str, u8)> = self
+                    .entries()
+                    .into_iter()
+                    .flat_map(|p| {
+                        (0..XNAMES.len() as u8)
+                            .filter(move |n| {
+                                m.xattrs(p)
+                                    .is_some_and(|x| x.contains_key(XNAMES[usize::from(*n)]))
+                            })
+                            .map(move |n| (p, n))
+                    })
+                    .collect();
+                let (p, n) = pick(entry, &c)?;
+                RemoveXattr(p, n)
+            }
+            G::Open { file } => Open(self.local(file, self.files())?),
+            G::WriteHeld { n, off, seed } => {
+                if self.held.is_empty() {
+                    return None;
+                }
+                WriteHeld(n, off, seed)
+            }
+            G::TruncHeld { n, len } => {
+                if self.held.is_empty() {
+                    return None;
+                }
+                TruncHeld(n, len)
+            }
+            G::CloseHeld { n } => {
+                if self.held.is_empty() {
+                    return None;
+                }
+                CloseHeld(n)
+            }
+            G::Forget if !forgets() => return None,
+            G::Forget => Forget,
+            G::NextTurn { gap } => NextTurn(gap.max(1)),
+            G::Rewind { turn } => Rewind(self.turn_sel(turn)),
+            G::RewindPaths { turn, entry } => {
+                let to = self.turn_sel(turn);
+                let mut c: BTreeSet<&'static str> = self.entries().into_iter().collect();
+                c.extend(self.turns[&to].tree.entries.keys().map(|k| intern(k)));
+                RewindPaths(to, self.local(entry, c.into_iter().collect())?)
+            }
+            G::Undo => Undo,
+        })
+    }
+
+    /// Whether a resolved operation is valid for the tree it meets now.
+    fn valid(&self, op: &Op) -> bool {
+        let m = &self.model;
+        match *op {
+            Create(p, _) | CreateHeld(p, _) | Mkdir(p, _) | Symlink(_, p) => m.can_make(p),
+            Write(p, _) | Append(p, _) | Replace(p, _) | Truncate(p, _) | Open(p) => {
+                m.file(p).is_some()
+            }
+            Link(a, b) => m.file(a).is_some() && m.can_make(b),
+            Unlink(p) => m.tree.contains_key(p) && !m.is_dir(p),
+            Rmdir(p) => !p.is_empty() && m.is_dir(p) && !m.has_children(p),
+            Rename(a, b) => m.rename_ok(a, b),
+            Exchange(a, b) => m.exchange_ok(a, b),
+            Chmod(p, _) => {
+                m.tree.contains_key(p) && !matches!(m.tree.get(p), Some(MEntry::Symlink(_)))
+            }
+            SetXattr(p, n, _) => usize::from(n) < XNAMES.len() && m.xattrs(p).is_some(),
+            RemoveXattr(p, n) => m
+                .xattrs(p)
+                .is_some_and(|x| x.contains_key(XNAMES[usize::from(n) % XNAMES.len()])),
+            WriteHeld(..) | TruncHeld(..) | CloseHeld(..) => !self.held.is_empty(),
+            NextTurn(g) => g > 0,
+            Rewind(t) | RewindPaths(t, _) => self.turns.contains_key(&t),
+            Forget | Undo => true,
+        }
+    }
+
+    // ---- steps ----
+
+    fn step(&mut self, op: Op) -> Result<(), Failure> {
+        if !self.valid(&op) {
+            self.trace.push(format!("{op:?}, // skipped: invalid here"));
+            count(op.kind(), false);
+            return Ok(());
+        }
+        self.step += 1;
+        count(op.kind(), true);
+        let note = match op {
+            NextTurn(g) => format!(" // turn {}", self.max_used + u64::from(g)),
+            _ => String::new(),
+        };
+        self.trace.push(format!("{op:?},{note}"));
+        match op {
+            Rewind(k) => return self.rewind(k),
+            RewindPaths(k, p) => return self.rewind_paths(k, p),
+            Undo => return self.undo(),
+            NextTurn(g) => return self.next_turn(self.max_used + u64::from(g)),
+            _ => self.mutate(op)?,
+        }
+        // The stager stores staged pre-images at its own pace; settle them now so that the
+        // inode numbers they free are free at the same point of every run.
+        drop(self.fs().capturer().lock());
+        let host = observe(&self.core.root);
+        if let Some(d) = tree_diff(&self.model.snapshot(), &host.tree, true) {
+            return fail(
+                "passthrough",
+                format!("after {op:?} the folder differs from the model:\n{d}"),
+            );
+        }
+        self.model
+            .sync(&host, &self.held)
+            .or_else(|e| fail("passthrough", format!("after {op:?}: {e}")))
+    }
+
+    fn expect_absent(&mut self, parent: u64, name: &str) -> Result<(), Failure> {
+        match self.fs().lookup(parent, OsStr::new(name)) {
+            Err(Errno(libc::ENOENT)) => Ok(()),
+            Err(e) => fail("core-error", format!("lookup of new name {name:?}: {e}")),
+            Ok(e) => {
+                self.vfs.got(e.node);
+                fail(
+                    "passthrough",
+                    format!("{name:?} exists on the host but not in the model"),
+                )
+            }
+        }
+    }
+
+    /// The parent's node of `p` (walked) and `p`'s name.
+    fn parent_node(&mut self, p: &'static str) -> Result<(u64, &'static str), Failure> {
+        let parent = vfs(self.vfs.node(self.core.fs(), parent(p)))?;
+        Ok((parent, file_name(p)))
+    }
+
+    fn node(&mut self, p: &str) -> Result<u64, Failure> {
+        vfs(self.vfs.node(self.core.fs(), p))
+    }
+
+    fn held_at(&self, n: u8) -> usize {
+        usize::from(n) % self.held.len()
+    }
+
+    fn write_model(&mut self, id: u64, off: usize, data: &[u8]) {
+        if data.is_empty() {
+            return; // a write of nothing changes nothing, not even the size
+        }
+        let i = self.model.inodes.get_mut(&id).expect("model inode");
+        if i.data.len() < off + data.len() {
+            i.data.resize(off + data.len(), 0);
+        }
+        i.data[off..off + data.len()].copy_from_slice(data);
+        self.touch_inode(id);
+    }
+
+    fn resize_model(&mut self, id: u64, len: usize) {
+        self.model
+            .inodes
+            .get_mut(&id)
+            .expect("model inode")
+            .data
+            .resize(len, 0);
+        self.touch_inode(id);
+    }
+
+    fn close_held(&mut self, i: usize) {
+        let h = self.held.remove(i);
+        self.fs().release(h.fh);
+    }
+
+    fn hold(&mut self, h: Held) {
+        if self.held.len() >= MAX_HELD {
+            self.close_held(0);
+        }
+        self.held.push(h);
+    }
+
+    /// An operation that changes the tree (or holds a handle): the core's calls as the kernel
+    /// makes them, then the model's change.
+    fn mutate(&mut self, op: Op) -> Result<(), Failure> {
+        match op {
+            Create(p, seed) | CreateHeld(p, seed) => {
+                let (parent, name) = self.parent_node(p)?;
+                self.expect_absent(parent, name)?;
+                let (e, fh) = core(
+                    "create",
+                    self.fs()
+                        .create(parent, OsStr::new(name), 0o644, 0, libc::O_RDWR, WHO),
+                )?;
+                self.vfs.got(e.node);
+                let data = content(seed);
+                core("write", self.fs().write(fh, 0, &data))?;
+                let id = self.model.new_inode(data, 0o644, Xattrs::new());
+                self.model.tree.insert(p.to_string(), MEntry::File(id));
+                self.touch(p);
+                if matches!(op, CreateHeld(..)) {
+                    self.hold(Held {
+                        fh,
+                        node: e.node,
+                        ino: id,
+                    });
+                } else {
+                    self.fs().release(fh);
+                }
+            }
+            Replace(p, seed) => {
+                let (parent, name) = self.parent_node(p)?;
+                core("lookup", self.vfs.lookup(self.core.fs(), parent, name))?;
+                let tmp = OsStr::new(REPLACE_TMP);
+                self.expect_absent(parent, REPLACE_TMP)?;
+                let (e, fh) = core(
+                    "create (temporary)",
+                    self.fs().create(parent, tmp, 0o644, 0, libc::O_RDWR, WHO),
+                )?;
+                self.vfs.got(e.node);
+                let data = content(seed);
+                core("write", self.fs().write(fh, 0, &data))?;
+                self.fs().release(fh);
+                core(
+                    "rename (over the file)",
+                    self.fs()
+                        .rename(parent, tmp, parent, OsStr::new(name), 0, WHO),
+                )?;
+                let old = self.model.file(p).expect("valid");
+                self.touch_inode(old);
+                let id = self.model.new_inode(data, 0o644, Xattrs::new());
+                self.model.tree.insert(p.to_string(), MEntry::File(id));
+            }
+            Write(p, seed) => {
+                let node = self.node(p)?;
+                let fh = core("open", self.fs().open(node, libc::O_WRONLY, WHO))?;
+                let set = SetAttr {
+                    size: Some(0),
+                    ..SetAttr::default()
+                };
+                core(
+                    "setattr (O_TRUNC)",
+                    self.fs().setattr(node, Some(fh), set, WHO),
+                )?;
+                let data = content(seed);
+                core("write", self.fs().write(fh, 0, &data))?;
+                self.fs().release(fh);
+                let id = self.model.file(p).expect("valid");
+                self.resize_model(id, 0);
+                self.write_model(id, 0, &data);
+            }
+            Append(p, seed) => {
+                let node = self.node(p)?;
+                let id = self.model.file(p).expect("valid");
+                let fh = core(
+                    "open",
+                    self.fs().open(node, libc::O_WRONLY | libc::O_APPEND, WHO),
+                )?;
+                let off = self.model.inodes[&id].data.len();
+                let data = content(seed);
+                core("write", self.fs().write(fh, off as u64, &data))?;
+                self.fs().release(fh);
+                self.write_model(id, off, &data);
+            }
+            Truncate(p, len) => {
+                let node = self.node(p)?;
+                let set = SetAttr {
+                    size: Some(u64::from(len)),
+                    ..SetAttr::default()
+                };
+                core(
+                    "setattr (truncate)",
+                    self.fs().setattr(node, None, set, WHO),
+                )?;
+                let id = self.model.file(p).expect("valid");
+                self.resize_model(id, usize::from(len));
+            }
+            Mkdir(p, mode) => {
+                let (parent, name) = self.parent_node(p)?;
+                self.expect_absent(parent, name)?;
+                let e = core(
+                    "mkdir",
+                    self.fs().mkdir(parent, OsStr::new(name), mode, 0, WHO),
+                )?;
+                self.vfs.got(e.node);
+                // mkdir keeps no set-uid/set-gid bit of its own; the set-gid bit comes from the
+                // parent.
+                let mode = (mode & 0o1777) | (self.model.dir_mode(parent_path(p)) & 0o2000);
+                self.model.tree.insert(
+                    p.to_string(),
+                    MEntry::Dir {
+                        mode,
+                        xattrs: Xattrs::new(),
+                    },
+                );
+                self.touch(p);
+            }
+            Symlink(target, p) => {
+                let (parent, name) = self.parent_node(p)?;
+                self.expect_absent(parent, name)?;
+                let e = core(
+                    "symlink",
+                    self.fs()
+                        .symlink(parent, OsStr::new(name), OsStr::new(target), WHO),
+                )?;
+                self.vfs.got(e.node);
+                self.model
+                    .tree
+                    .insert(p.to_string(), MEntry::Symlink(target.to_string()));
+                self.touch(p);
+            }
+            Link(a, b) => {
+                let node = self.node(a)?;
+                let (parent, name) = self.parent_node(b)?;
+                self.expect_absent(parent, name)?;
+                let e = core("link", self.fs().link(node, parent, OsStr::new(name), WHO))?;
+                self.vfs.got(e.node);
+                let id = self.model.file(a).expect("valid");
+                self.model.tree.insert(b.to_string(), MEntry::File(id));
+                self.touch(b);
+            }
+            Unlink(p) | Rmdir(p) => {
+                let (parent, name) = self.parent_node(p)?;
+                core("lookup", self.vfs.lookup(self.core.fs(), parent, name))?;
+                if matches!(op, Unlink(_)) {
+                    core("unlink", self.fs().unlink(parent, OsStr::new(name), WHO))?;
+                } else {
+                    core("rmdir", self.fs().rmdir(parent, OsStr::new(name), WHO))?;
+                }
+                self.model.tree.remove(p);
+                self.touch(p);
+            }
+            Rename(a, b) | Exchange(a, b) => {
+                let (sp, sn) = self.parent_node(a)?;
+                core("lookup", self.vfs.lookup(self.core.fs(), sp, sn))?;
+                let (dp, dn) = self.parent_node(b)?;
+                if self.model.tree.contains_key(b) {
+                    core("lookup", self.vfs.lookup(self.core.fs(), dp, dn))?;
+                } else {
+                    self.expect_absent(dp, dn)?;
+                }
+                let flags = if matches!(op, Exchange(..)) {
+                    libc::RENAME_EXCHANGE
+                } else {
+                    0
+                };
+                core(
+                    "rename",
+                    self.fs()
+                        .rename(sp, OsStr::new(sn), dp, OsStr::new(dn), flags, WHO),
+                )?;
+                let mut paths = self.model.subtree(a);
+                paths.extend(self.model.subtree(b));
+                if matches!(op, Exchange(..)) {
+                    self.model.exchange(a, b);
+                } else {
+                    self.model.rename(a, b);
+                }
+                paths.extend(self.model.subtree(a));
+                paths.extend(self.model.subtree(b));
+                for p in paths {
+                    self.touch(&p);
+                }
+            }
+            Chmod(p, mode) => {
+                let node = self.node(p)?;
+                let set = SetAttr {
+                    mode: Some(mode),
+                    ..SetAttr::default()
+                };
+                core("setattr (mode)", self.fs().setattr(node, None, set, WHO))?;
+                match self.model.tree.get_mut(p) {
+                    Some(MEntry::Dir { mode: m, .. }) => {
+                        *m = mode;
+                        self.touch(p);
+                    }
+                    Some(MEntry::File(id)) => {
+                        let id = *id;
+                        self.model.inodes.get_mut(&id).expect("inode").mode = mode;
+                        self.touch_inode(id);
+                    }
+                    _ => unreachable!("valid"),
+                }
+            }
+            SetXattr(p, n, _) | RemoveXattr(p, n) => {
+                let node = self.node(p)?;
+                let name = XNAMES[usize::from(n) % XNAMES.len()];
+                if let SetXattr(_, _, seed) = op {
+                    let v = content(seed);
+                    core(
+                        "setxattr",
+                        self.fs().setxattr(node, OsStr::new(name), &v, 0, WHO),
+                    )?;
+                    self.model
+                        .xattrs_mut(p)
+                        .expect("valid")
+                        .insert(name.to_string(), v);
+                } else {
+                    core(
+                        "removexattr",
+                        self.fs().removexattr(node, OsStr::new(name), WHO),
+                    )?;
+                    self.model.xattrs_mut(p).expect("valid").remove(name);
+                }
+                match self.model.file(p) {
+                    Some(id) => self.touch_inode(id),
+                    None => self.touch(p),
+                }
+            }
+            Open(p) => {
+                let node = self.node(p)?;
+                let fh = core("open", self.fs().open(node, libc::O_RDWR, WHO))?;
+                let ino = self.model.file(p).expect("valid");
+                self.hold(Held { fh, node, ino });
+            }
+            WriteHeld(n, off, seed) => {
+                let h = &self.held[self.held_at(n)];
+                let (fh, id) = (h.fh, h.ino);
+                let data = content(seed);
+                core("write", self.fs().write(fh, u64::from(off), &data))?;
+                self.write_model(id, usize::from(off), &data);
+            }
+            TruncHeld(n, len) => {
+                let h = &self.held[self.held_at(n)];
+                let (fh, node, id) = (h.fh, h.node, h.ino);
+                let set = SetAttr {
+                    size: Some(u64::from(len)),
+                    ..SetAttr::default()
+                };
+                core(
+                    "setattr (ftruncate)",
+                    self.fs().setattr(node, Some(fh), set, WHO),
+                )?;
+                self.resize_model(id, usize::from(len));
+            }
+            CloseHeld(n) => {
+                let i = self.held_at(n);
+                self.close_held(i);
+            }
+            Forget => {
+                let pinned: HashSet<u64> = self.held.iter().map(|h| h.node).collect();
+                self.vfs.forget_all(self.core.fs(), &pinned);
+            }
+            NextTurn(_) | Rewind(_) | RewindPaths(..) | Undo => unreachable!("not a mutation"),
+        }
+        Ok(())
+    }
+
+    fn next_turn(&mut self, n: u64) -> Result<(), Failure> {
+        match self.fs().begin_turn(n, None) {
+            Ok(true) => {}
+            Ok(false) => return fail("core-error", format!("begin_turn({n}) changed nothing")),
+            Err(e) => return fail("core-error", format!("begin_turn({n}): {e}")),
+        }
+        let host = observe(&self.core.root);
+        if let Some(d) = tree_diff(&self.model.snapshot(), &host.tree, true) {
+            return fail(
+                "passthrough",
+                format!("beginning turn {n} changed the folder:\n{d}"),
+            );
+        }
+        self.turns.insert(
+            n,
+            TurnRec {
+                tree: host.tree,
+                inos: host.inos,
+                ids: self.model.file_ids(),
+                start: self.step,
+            },
+        );
+        self.current = n;
+        self.max_used = n;
+        Ok(())
+    }
+
+    /// After a rewind or undo: the model's inodes from the host, and each held handle's inode
+    /// from its descriptor.
+    fn adopt(&mut self, host: &Observed) -> Result<(), Failure> {
+        let ids = self.model.adopt(host);
+        for i in 0..self.held.len() {
+            let (fh, node) = (self.held[i].fh, self.held[i].node);
+            let attr = core("getattr (held)", self.fs().getattr(node, Some(fh)))?;
+            // A held inode cannot be freed, so its number alone names it. With no name left it
+            // is the model inode it was (a file outside the tree).
+            if let Some(id) = ids.get(&attr.ino.0) {
+                self.held[i].ino = *id;
+            }
+        }
+        Ok(())
+    }
+
+    fn report_ok(what: &str, r: &rewind::Report) -> Result<(), Failure> {
+        if r.ok() && !r.unfinished {
+            return Ok(());
+        }
+        let f: Vec<String> = r
+            .failed
+            .iter()
+            .map(|f| format!("{}: {}", f.path, f.reason))
+            .collect();
+        fail(
+            "rewind-report",
+            format!(
+                "{what} reported failures (unfinished {}): {}",
+                r.unfinished,
+                f.join("; ")
+            ),
+        )
+    }
+
+    fn rewind(&mut self, k: u64) -> Result<(), Failure> {
+        let before = observe(&self.core.root);
+        let req = rewind::Request {
+            to: k,
+            dry_run: false,
+            undo: false,
+        };
+        let r = match self.fs().rewind(req, &|_, _| {}) {
+            Ok(r) => r,
+            Err(e) => return fail("core-error", format!("rewind to {k}: {e}")),
+        };
+        Self::report_ok(&format!("rewind to {k}"), &r)?;
+        let after = observe(&self.core.root);
+        let t = &self.turns[&k];
+        if let Some(d) = tree_diff(&t.tree, &after.tree, self.xattrs) {
+            return fail(
+                "rewind-content",
+                format!("rewind to {k}: the folder is not as at the start of turn {k}:\n{d}"),
+            );
+        }
+        let moved: Vec<String> = t
+            .inos
+            .iter()
+            .filter(|(p, _)| self.touched.get(*p).is_none_or(|s| *s <= t.start))
+            .filter(|(p, ino)| after.inos.get(*p) != Some(ino))
+            .map(|(p, ino)| format!("  {p}: {ino:?} then, {:?} now", after.inos.get(p)))
+            .collect();
+        if !moved.is_empty() {
+            return fail(
+                "rewind-inode",
+                format!(
+                    "rewind to {k}: paths nothing touched since turn {k} began are on other inodes:\n{}",
+                    moved.join("\n")
+                ),
+            );
+        }
+        let kept = before
+            .inos
+            .iter()
+            .filter(|(p, ino)| after.inos.get(*p) == Some(ino))
+            .map(|(p, ino)| (p.clone(), *ino))
+            .collect();
+        self.touch_changes(&before, &after);
+        self.last_rewind = Some(UndoRec {
+            tree: before.tree,
+            turns: self.turns.clone(),
+            current: self.current,
+            at: self.step,
+            kept,
+        });
+        self.adopt(&after)?;
+        self.turns.retain(|t, _| *t <= k);
+        self.turns.insert(
+            k,
+            TurnRec {
+                tree: after.tree,
+                inos: after.inos,
+                ids: self.model.file_ids(),
+                start: self.step,
+            },
+        );
+        self.current = k;
+        Ok(())
+    }
+
+    fn undo(&mut self) -> Result<(), Failure> {
+        let before = observe(&self.core.root);
+        let req = rewind::Request {
+            to: 0,
+            dry_run: false,
+            undo: true,
+        };
+        let r = self.fs().rewind(req, &|_, _| {});
+        let Some(u) = self.last_rewind.take() else {
+            return match r {
+                Err(RewindError::NothingToUndo) => {
+                    let after = observe(&self.core.root);
+                    match tree_diff(&before.tree, &after.tree, true) {
+                        None => Ok(()),
+                        Some(d) => fail(
+                            "undo-content",
+                            format!("a refused undo changed the folder:\n{d}"),
+                        ),
+                    }
+                }
+                Err(e) => fail("core-error", format!("undo with nothing to undo: {e}")),
+                Ok(_) => fail("core-error", "undo succeeded with no rewind to undo"),
+            };
+        };
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => return fail("core-error", format!("undo: {e}")),
+        };
+        Self::report_ok("undo", &r)?;
+        let after = observe(&self.core.root);
+        if let Some(d) = tree_diff(&u.tree, &after.tree, self.xattrs) {
+            return fail(
+                "undo-content",
+                format!("undo: the folder is not as just before the rewind it undoes:\n{d}"),
+            );
+        }
+        let moved: Vec<String> = u
+            .kept
+            .iter()
+            .filter(|(p, _)| self.touched.get(*p).is_none_or(|s| *s <= u.at))
+            .filter(|(p, ino)| after.inos.get(*p) != Some(ino))
+            .map(|(p, ino)| format!("  {p}: {ino:?} before, {:?} now", after.inos.get(p)))
+            .collect();
+        if !moved.is_empty() {
+            return fail(
+                "undo-inode",
+                format!(
+                    "undo: paths the rewind left on their inode, untouched since, are on other inodes:\n{}",
+                    moved.join("\n")
+                ),
+            );
+        }
+        self.touch_changes(&before, &after);
+        self.turns = u.turns;
+        self.current = u.current;
+        self.adopt(&after)
+    }
+
+    fn rewind_paths(&mut self, k: u64, o: &'static str) -> Result<(), Failure> {
+        let before = observe(&self.core.root);
+        let rel = RelPath::new(o.as_bytes()).expect("a valid path");
+        let r = match self.fs().rewind_paths(k, &[rel], false, &|_, _| {}) {
+            Ok(r) => r,
+            Err(e) => return fail("core-error", format!("rewind_paths({k}, {o:?}): {e}")),
+        };
+        Self::report_ok(&format!("rewind_paths({k}, {o:?})"), &r)?;
+        let after = observe(&self.core.root);
+        let what = format!("rewind_paths({k}, {o:?})");
+        let x = expect_partial(&before, &self.model.file_ids(), &self.turns[&k], o);
+        let strip = |s: &Snap| Snap {
+            kind: s.kind.clone(),
+            xattrs: if self.xattrs {
+                s.xattrs.clone()
+            } else {
+                Xattrs::new()
+            },
+        };
+        let mut lines = Vec::new();
+        let keys: BTreeSet<&String> = x
+            .exact
+            .keys()
+            .chain(x.either.keys())
+            .chain(after.tree.entries.keys())
+            .collect();
+        for p in keys {
+            let got = after.tree.entries.get(p);
+            if let Some(allowed) = x.either.get(p) {
+                if !got.is_some_and(|g| allowed.iter().any(|a| a.kind == g.kind)) {
+                    let a: Vec<String> = allowed.iter().map(ToString::to_string).collect();
+                    lines.push(format!(
+                        "  {p} (shares an inode with a rewound path): expected one of [{}] / actual {}",
+                        a.join(", "),
+                        show(got)
+                    ));
+                }
+                continue;
+            }
+            let want = x.exact.get(p);
+            if want.map(strip) != got.map(strip) {
+                lines.push(format!(
+                    "  {p}: expected {} / actual {}",
+                    show(want),
+                    show(got)
+                ));
+            }
+        }
+        let checked: BTreeSet<&String> = x.exact.keys().collect();
+        let got_groups: BTreeSet<BTreeSet<String>> = after
+            .tree
+            .groups
+            .iter()
+            .map(|g| g.iter().filter(|p| checked.contains(p)).cloned().collect())
+            .filter(|g: &BTreeSet<String>| g.len() > 1)
+            .collect();
+        if got_groups != x.groups {
+            lines.push(format!(
+                "  hard-link groups (of the paths checked exactly): expected {:?} / actual {got_groups:?}",
+                x.groups
+            ));
+        }
+        if !lines.is_empty() {
+            return fail(
+                "partial-content",
+                format!(
+                    "{what}: not (only) that path as at the start of turn {k}:\n{}",
+                    lines.join("\n")
+                ),
+            );
+        }
+        let moved: Vec<String> = x
+            .same_inode
+            .iter()
+            .filter(|p| after.inos.get(*p) != before.inos.get(*p))
+            .map(|p| {
+                format!(
+                    "  {p}: inode {:?} before, {:?} now",
+                    before.inos.get(p),
+                    after.inos.get(p)
+                )
+            })
+            .collect();
+        if !moved.is_empty() {
+            return fail(
+                "partial-inode",
+                format!(
+                    "{what}: paths outside it are on other inodes:\n{}",
+                    moved.join("\n")
+                ),
+            );
+        }
+        self.touch_changes(&before, &after);
+        self.adopt(&after)
+    }
+
+    /// The end of every case: a rewind to the turn `end` picks, its undo, then a rewind to 1.
+    fn finish(&mut self, end: u8) -> Result<(), Failure> {
+        self.trace.push("// end".into());
+        self.step(Rewind(self.turn_sel(end)))?;
+        self.step(Undo)?;
+        self.step(Rewind(1))
+    }
+}
+
+fn parent_path(p: &str) -> &str {
+    parent(p)
+}
+
+/// What a partial rewind of `o` to a turn whose start was `t` must leave, from the tree before
+/// it (`c`).
+struct PartialExpect {
+    /// Paths whose state is known exactly (xattrs aside, unless checked).
+    exact: BTreeMap<String, Snap>,
+    /// Files sharing an inode with a rewound path, now or at the target turn: either state.
+    either: BTreeMap<String, Vec<Snap>>,
+    /// Hard-link groups among the `exact` paths.
+    groups: BTreeSet<BTreeSet<String>>,
+    /// Paths that must keep their inode.
+    same_inode: BTreeSet<String>,
+}
+
+fn expect_partial(
+    c: &Observed,
+    c_ids: &BTreeMap<String, u64>,
+    turn: &TurnRec,
+    o: &str,
+) -> PartialExpect {
+    let cur = &c.tree;
+    let t = &turn.tree;
+    let closure: BTreeSet<String> = cur
+        .entries
+        .keys()
+        .chain(t.entries.keys())
+        .filter(|p| under(p, o))
+        .cloned()
+        .collect();
+    let mut exact: BTreeMap<String, Snap> = cur
+        .entries
+        .iter()
+        .filter(|(p, _)| !closure.contains(*p))
+        .map(|(p, s)| (p.clone(), s.clone()))
+        .collect();
+    for p in &closure {
+        if let Some(s) = t.entries.get(p) {
+            exact.insert(p.clone(), s.clone());
+        }
+    }
+    // The directories above `o` that were directories then are directories again, with their
+    // mode of then (a directory there now keeps its entries).
+    let mut above: BTreeSet<String> = BTreeSet::new();
+    let mut above_kept: BTreeSet<String> = BTreeSet::new();
+    for a in ancestors(o) {
+        let Some(Kind::Dir { mode }) = t.entries.get(a).map(|s| &s.kind) else {
+            break;
+        };
+        above.insert(a.to_string());
+        match exact.get_mut(a) {
+            Some(Snap {
+                kind: Kind::Dir { mode: m },
+                ..
+            }) => {
+                *m = *mode;
+                above_kept.insert(a.to_string());
+            }
+            _ => {
+                exact.insert(
+                    a.to_string(),
+                    Snap {
+                        kind: Kind::Dir { mode: *mode },
+                        xattrs: Xattrs::new(),
+                    },
+                );
+            }
+        }
+    }
+    // Files that are, now, the inode a rewound path is now or was then: either state.
+    let rewound: HashSet<u64> = closure
+        .iter()
+        .flat_map(|p| [c_ids.get(p), turn.ids.get(p)])
+        .flatten()
+        .copied()
+        .collect();
+    let mut either: BTreeMap<String, Vec<Snap>> = BTreeMap::new();
+    for (q, id) in c_ids {
+        if closure.contains(q) || above.contains(q) || !rewound.contains(id) {
+            continue;
+        }
+        let mut allowed = vec![cur.entries[q].clone()];
+        allowed.extend(
+            closure
+                .iter()
+                .filter(|p| c_ids.get(*p) == Some(id) || turn.ids.get(*p) == Some(id))
+                .filter_map(|p| t.entries.get(p).cloned()),
+        );
+        either.insert(q.clone(), allowed);
+        exact.remove(q);
+    }
+    let outside: BTreeSet<String> = exact
+        .keys()
+        .filter(|p| !closure.contains(*p) && !above.contains(*p))
+        .cloned()
+        .collect();
+    let restrict = |g: &BTreeSet<String>, to: &BTreeSet<String>| -> BTreeSet<String> {
+        g.iter().filter(|p| to.contains(*p)).cloned().collect()
+    };
+    let groups = t
+        .groups
+        .iter()
+        .map(|g| restrict(g, &closure))
+        .chain(cur.groups.iter().map(|g| restrict(g, &outside)))
+        .filter(|g| g.len() > 1)
+        .collect();
+    let mut same_inode = outside;
+    same_inode.extend(above_kept);
+    PartialExpect {
+        exact,
+        either,
+        groups,
+        same_inode,
+    }
+}
+
+// ---- running cases ----
+
+/// Replays a resolved operation list on a fresh folder of `fx`.
+fn run_ops(fx: &Fixture, ops: &[Op]) -> Result<(), String> {
+    let mut c = Case::new(fx);
+    for op in ops {
+        if let Err(f) = c.step(*op) {
+            return Err(format!("[{}] {}\n{}", f.kind, f.detail, c.replay()));
+        }
+    }
+    Ok(())
+}
+
+/// Runs a generated case: each step resolved against the model just before it, then `finish`.
+fn run_generated(fx: &Fixture, links: bool, ops: &[G], end: u8) -> Result<(), (Failure, String)> {
+    STATS.with_borrow_mut(|(_, n)| *n += 1);
+    let mut c = Case::new(fx);
+    c.links = links;
+    for g in ops {
+        match c.resolve(g) {
+            Some(op) => c.step(op),
+            None => {
+                c.trace.push(format!("// {g:?}: nothing to apply it to"));
+                Ok(())
+            }
+        }
+        .map_err(|f| {
+            let r = c.replay();
+            (f, r)
+        })?;
+    }
+    c.finish(end).map_err(|f| {
+        let r = c.replay();
+        (f, r)
+    })
+}
+
+fn strategy() -> impl Strategy<Value = (Vec<G>, u8)> {
+    (prop::collection::vec(g_op(), 5..60), any::<u8>())
+}
+
+fn seed() -> [u8; 32] {
+    let n = env_u64("CKPT_CORE_SEED").unwrap_or(0x636b_7074_636f_7265); // "ckptcore"
+    let mut s = [0u8; 32];
+    for (i, chunk) in s.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&(n.rotate_left(13 * i as u32) ^ i as u64).to_le_bytes());
+    }
+    s
+}
+
+fn runner(cases: u32) -> TestRunner {
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed()))
+}
+
+fn cases() -> u32 {
+    env_u64("CKPT_CORE_CASES").map_or(256, |n| n as u32)
+}
+
+/// The property on one fixture: every generated case passes; a failure is shrunk.
+fn property(fx: &Fixture, links: bool) {
+    let cases = cases();
+    let mut runner = runner(cases);
+    let started = Instant::now();
+    let ran0 = cases_run();
+    let result = runner.run(&strategy(), |(ops, end)| {
+        run_generated(fx, links, &ops, end).map_err(|(f, replay)| {
+            TestCaseError::fail(format!("[{}] {}\n{replay}", f.kind, f.detail))
+        })
+    });
+    let secs = started.elapsed().as_secs_f64();
+    let ran = cases_run() - ran0;
+    eprintln!(
+        "core model ({}, hard links {}): {ran} cases run in {secs:.1} s ({:.0} cases/s; {cases} asked, shrinking included); ran/skipped per operation: {}",
+        fx.name(),
+        if links { "on" } else { "off" },
+        ran as f64 / secs,
+        stats_line()
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+/// Runs cases without shrinking and counts failures per kind.
+fn survey(fx: &Fixture, links: bool) {
+    let cases = cases();
+    let mut runner = runner(cases);
+    let strategy = strategy();
+    let started = Instant::now();
+    let mut failed: BTreeMap<&'static str, (u32, String)> = BTreeMap::new();
+    let mut first: Vec<(&'static str, _)> = Vec::new();
+    for _ in 0..cases {
+        let tree = strategy.new_tree(&mut runner).expect("generate a case");
+        let (ops, end) = tree.current();
+        if let Err((f, replay)) = run_generated(fx, links, &ops, end) {
+            let e = failed.entry(f.kind).or_insert_with(|| {
+                first.push((f.kind, tree));
+                (0, format!("{}\n{replay}", f.detail))
+            });
+            e.0 += 1;
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    // The first failure of each kind, shrunk while it fails the same way.
+    for (kind, mut tree) in first {
+        let mut last = None;
+        let mut fails = true;
+        loop {
+            let more = if fails {
+                tree.simplify()
+            } else {
+                tree.complicate()
+            };
+            if !more {
+                break;
+            }
+            let (ops, end) = tree.current();
+            fails = match run_generated(fx, links, &ops, end) {
+                Err((f, replay)) if f.kind == kind => {
+                    last = Some(format!("{}\n{replay}", f.detail));
+                    true
+                }
+                _ => false,
+            };
+        }
+        if let (Some(l), Some(e)) = (last, failed.get_mut(kind)) {
+            e.1 = format!("(shrunk) {l}");
+        }
+    }
+    let total: u32 = failed.values().map(|v| v.0).sum();
+    eprintln!(
+        "survey ({}, hard links {}): {cases} cases in {secs:.1} s ({:.0} cases/s): {total} failed ({:.1}%)",
+        fx.name(),
+        if links { "on" } else { "off" },
+        f64::from(cases) / secs,
+        100.0 * f64::from(total) / f64::from(cases)
+    );
+    for (kind, (n, first)) in &failed {
+        eprintln!("  [{kind}] {n} cases; the first:\n{first}\n");
+    }
+    eprintln!("  ran/skipped per operation so far: {}", stats_line());
+}
+
+/// Every operation but hard links: green on current main.
+#[test]
+fn rewinds_match_the_model_on_tmp() {
+    property(&Fixture::tmp(), false);
+}
+
+/// As above, on an ext4 image where freed inode numbers come back at once.
+#[test]
+fn rewinds_match_the_model_on_a_small_ext4_image() {
+    if let Some(fx) = loop_fixture() {
+        property(&fx, false);
+    }
+}
+
+/// Every operation, hard links included.
+#[test]
+#[ignore = "fails until the identity fix lands (see the regression_* tests)"]
+fn rewinds_match_the_model_with_hard_links_on_tmp() {
+    property(&Fixture::tmp(), true);
+}
+
+#[test]
+#[ignore = "fails until the identity fix lands (see the regression_* tests)"]
+fn rewinds_match_the_model_with_hard_links_on_a_small_ext4_image() {
+    if let Some(fx) = loop_fixture() {
+        property(&fx, true);
+    }
+}
+
+#[test]
+#[ignore = "a survey, not a check: prints the failure rate per kind (CKPT_CORE_CASES)"]
+fn survey_failure_rate() {
+    let only = std::env::var("CKPT_CORE_FIXTURE").unwrap_or_default();
+    let links = std::env::var("CKPT_CORE_LINKS").as_deref() != Ok("0");
+    if only != "loop" {
+        survey(&Fixture::tmp(), links);
+    }
+    if only != "tmp"
+        && let Some(fx) = loop_fixture()
+    {
+        survey(&fx, links);
+    }
+}
+
+// ---- the harness itself ----
+
+#[test]
+fn the_model_follows_a_plain_sequence() {
+    let ops = [
+        Mkdir("a", 0o755),
+        Create("a/b", 3),
+        Link("a/b", "c"),
+        Symlink("x", "s"),
+        SetXattr("c", 0, 5),
+        NextTurn(1), // turn 2
+        Write("c", 40),
+        Rename("a", "b"),
+        Chmod("b/b", 0o600),
+        NextTurn(2), // turn 4
+        Unlink("c"),
+        RewindPaths(2, "c"),
+        Rewind(2),
+        Undo,
+        Rewind(1),
+    ];
+    run_ops(&Fixture::tmp(), &ops).unwrap_or_else(|e| panic!("{e}"));
+}
+
+// ---- regressions: shrunk failures, replayed exactly ----
+
+/// Runs a regression list on the loop fixture (skipped where it cannot be made).
+fn on_loop(ops: &[Op]) {
+    if let Some(fx) = loop_fixture() {
+        run_ops(&fx, ops).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+fn on_tmp(ops: &[Op]) {
+    run_ops(&Fixture::tmp(), ops).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// `anchor_clobber.sh` as core calls. `link` does not capture its source, so `a`'s first
+/// capture in turn 2 records the link count the link gave it ({ino I, nlink 2}); `a` is then
+/// replaced and `h` removed, freeing I. The rewind to 3 restores `v` from a temporary file,
+/// which gets the freed number I; the rewind to 2 then takes `v`, which no rewound turn
+/// touched, for `a`'s lost hard link: it links `a` to it and writes `a`'s bytes into it.
+#[test]
+#[ignore = "fails until the identity fix lands"]
+fn regression_a_rewind_never_links_a_file_to_a_recycled_inode_number() {
+    on_loop(&[
+        Create("a", 20),
+        Create("v", 30),
+        NextTurn(1), // turn 2
+        Link("a", "h"),
+        Append("a", 40),
+        Replace("a", 50),
+        Unlink("h"),
+        NextTurn(1), // turn 3
+        Unlink("v"),
+        Rewind(3),
+        Rewind(2), // v: expected "cdef" alone; actual a's bytes, linked with a
+    ]);
+}
+
+/// The same through a partial rewind, which needs no second rewind: `x`'s capture in turn 2
+/// records the link count `link` gave it ({ino I, nlink 2}); with `x` and `y` removed, I is
+/// free and the next file made, `z`, gets it; `rewind_paths` searches the whole folder for
+/// `x`'s lost hard link, finds `z`, links `x` to it and overwrites it.
+#[test]
+#[ignore = "fails until the identity fix lands"]
+fn regression_rewind_paths_never_links_a_file_to_a_recycled_inode_number() {
+    on_loop(&[
+        Create("x", 20),
+        NextTurn(1), // turn 2
+        Link("x", "y"),
+        Unlink("x"),
+        Unlink("y"),
+        Create("z", 30),
+        RewindPaths(2, "x"), // z: expected its own bytes, actual x's, linked with x
+    ]);
+}
+
+/// A write through one name of a hard-linked file captures the other names only when the
+/// kernel has looked them up (the inode table's aliases). After the kernel forgot them (or
+/// before it ever looked them up: links made before the mount), `c` goes uncaptured when `b`
+/// is written, and a partial rewind of `c` leaves it with the new bytes.
+#[test]
+#[ignore = "fails until the identity fix lands (names of an inode are found by inode)"]
+fn regression_a_write_captures_hard_links_the_kernel_has_not_looked_up() {
+    on_tmp(&[
+        Create("c", 0),
+        Link("c", "b"),
+        Forget,
+        NextTurn(1), // turn 2
+        Write("b", 1),
+        RewindPaths(2, "c"), // c: expected "" (turn 2), actual "a"
+    ]);
+}
+
+/// A rewind that restores a hard-linked file by linking it to a name outside its plan (the
+/// anchor `b`) and rewriting that inode in place changes `b` without saving it for the undo:
+/// the undo leaves `b` as the rewind made it. (`b` is outside the plan because, after the
+/// first rewind and its undo, the kernel has not looked it up again: see the test above.)
+#[test]
+#[ignore = "fails until the identity fix lands (the undo saves what a rewind rewrites through a hard link)"]
+fn regression_undo_restores_a_hard_link_the_rewind_rewrote_in_place() {
+    on_tmp(&[
+        Create("a", 0),
+        Link("a", "b"),
+        Rewind(1),
+        Undo,
+        NextTurn(1), // turn 2
+        NextTurn(1), // turn 3
+        Chmod("a", 0o600),
+        Unlink("a"),
+        Rewind(3),
+        Undo, // b: expected 0o600 (as before the rewind), actual 0o644
+    ]);
+}
+
+/// `rewind_paths` restores `c` by linking it to `a` (the inode `c` had) and rewriting that
+/// inode in place, but captures only what lies at `c` for the current turn: `a` was changed
+/// without a capture, so rewinding the current turn cannot give `a` back.
+#[test]
+#[ignore = "fails until the identity fix lands (rewind_paths captures the hard links it rewrites)"]
+fn regression_rewind_paths_captures_the_hard_link_it_rewrites() {
+    on_tmp(&[
+        Create("c", 0),
+        NextTurn(1), // turn 2
+        Link("c", "a"),
+        Unlink("c"),
+        Write("a", 1),
+        NextTurn(1), // turn 3
+        RewindPaths(2, "c"),
+        Rewind(3), // a: expected "a" (turn 3), actual ""
+    ]);
+}
+
+/// After a rewind and its undo, `b` is a new inode (the undo recreated it), but `a`'s capture
+/// still names the inode number `a` and `b` shared at the start of turn 2: the rewind to 2
+/// finds no file with that number and restores `a` alone, so `a` and `b` are no longer one
+/// inode (on an image where the number comes back, `b` itself might be found, or another
+/// file).
+#[test]
+#[ignore = "fails until the identity fix lands"]
+fn regression_a_hard_link_group_survives_a_rewind_and_its_undo() {
+    on_tmp(&[
+        Create("a", 0),
+        Link("a", "b"),
+        NextTurn(1), // turn 2
+        Replace("a", 0),
+        Rewind(1),
+        Undo,
+        Create("c", 0),
+        Rewind(2), // expected a and b linked, actual two inodes
+    ]);
+}
+
+/// Run as root, a rewind restores a file's mode with `fchmod` and then `lchown`s it, which
+/// clears set-uid and set-gid bits (even root's chown does, for a non-directory).
+#[test]
+#[ignore = "fails until rewinds set the mode after the owner (set-id bits are cleared by lchown)"]
+fn regression_setid_bits_survive_a_rewind() {
+    on_tmp(&[
+        Create("a", 0),
+        Chmod("a", 0o4755),
+        NextTurn(1), // turn 2
+        NextTurn(1), // turn 3
+        Rename("a", "b"),
+        Rewind(2), // a: expected 0o4755, actual 0o755
+    ]);
+}
