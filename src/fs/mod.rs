@@ -1291,7 +1291,7 @@ impl CkptFs {
             }));
         }
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-        let clean = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
+        let clean = host_open_flags(flags);
         let (dir, name, path) = match self.locate(node) {
             Ok(l) => l,
             Err(e) => {
@@ -1417,7 +1417,7 @@ impl CkptFs {
         let fd = sys::openat(
             dir.as_fd(),
             &c,
-            flags | libc::O_CREAT | libc::O_NOFOLLOW,
+            host_open_flags(flags) | libc::O_CREAT | libc::O_NOFOLLOW,
             mode & !umask & 0o7777,
         )?;
         self.own_new(dir.as_fd(), &c, caller);
@@ -1949,6 +1949,22 @@ impl CkptFs {
         // Names below what the rewind removed or replaced are gone with it.
         self.write_inodes().prune_unreachable();
     }
+}
+
+/// The flags the daemon opens a handle's host file with, from the caller's open flags: without
+/// `O_CREAT`, `O_EXCL` and `O_NOCTTY` (the kernel already resolved them), and without
+/// `O_DIRECT`. The daemon's descriptor serves more than the caller's reads and writes: the
+/// pre-image is read through it at open, the kernel writes back mmap'd pages and sends
+/// `copy_file_range` through whichever handle it picks, and none of them is aligned as direct
+/// I/O on the host requires (a write-open of an existing file with `O_DIRECT` failed with
+/// `EINVAL` at the capture read; with `--no-passthrough` every read and write did). The
+/// caller's direct I/O stays direct where it matters: the kernel bypasses its own page cache
+/// for it, and with passthrough it opens its backing file with the caller's own flags,
+/// `O_DIRECT` included, so reads and writes go to the disk as on the host. Only with
+/// `--no-passthrough` does the data pass through the host's page cache (coherent with every
+/// other access, durable on `fsync` as direct I/O is).
+fn host_open_flags(flags: i32) -> i32 {
+    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_DIRECT)
 }
 
 fn h_writable(h: Option<&Handle>) -> Option<bool> {

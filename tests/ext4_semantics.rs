@@ -1,0 +1,196 @@
+//! Behaviours where the mount must give what ext4 gives (found by xfstests generic). Each test
+//! runs the same operations on a plain directory of the filesystem under `/tmp` (ext4 on the
+//! test machines; the mounted folders live there too, so it is also the mount's host) and
+//! through a mount, and compares the two exactly.
+
+mod common;
+use common::{Mounted, require_fuse};
+use std::fs::OpenOptions;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::process::Command;
+
+/// A plain directory on the filesystem under `/tmp`, to run the same operations on.
+fn plain_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("ckpt-ext4-")
+        .tempdir_in("/tmp")
+        .expect("tempdir")
+}
+
+/// Runs `script` with `sh -e` in `dir`; panics with its output unless it succeeds.
+fn sh_in(dir: &Path, script: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "script failed in {}: {script}\nstdout: {}\nstderr: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+// ---- 5. O_DIRECT, with and without kernel passthrough ----
+
+const BLOCK: usize = 4096;
+
+/// A buffer of `len` bytes whose start is aligned for direct I/O.
+struct Aligned {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Self {
+        let buf = vec![0u8; len + BLOCK];
+        let start = (BLOCK - buf.as_ptr() as usize % BLOCK) % BLOCK;
+        Self { buf, start, len }
+    }
+    fn bytes(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+}
+
+/// An fsx-style run with `O_DIRECT` (fsx's odirect mode: every offset and length a multiple
+/// of the block size, every buffer aligned): random writes, reads, truncations and fsyncs on
+/// one file, each read checked against a model; then the file read whole through a buffered
+/// descriptor. Returns what went differently, if anything.
+fn direct_io_exercise(path: &Path, ops: usize, seed: u64) -> Result<(), String> {
+    let mut rng = seed;
+    let mut next = move || {
+        rng = rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(|e| format!("open O_DIRECT: {e}"))?;
+    let mut model: Vec<u8> = Vec::new();
+    let max_blocks = 64u64;
+    for i in 0..ops {
+        let op = next() % 10;
+        let off = (next() % max_blocks) as usize * BLOCK;
+        let len = (1 + next() % 8) as usize * BLOCK;
+        match op {
+            0..=4 => {
+                let mut b = Aligned::new(len);
+                for (j, x) in b.bytes().iter_mut().enumerate() {
+                    *x = (i as u8).wrapping_mul(31).wrapping_add(j as u8);
+                }
+                f.write_all_at(b.bytes(), off as u64)
+                    .map_err(|e| format!("op {i}: pwrite {off}+{len}: {e}"))?;
+                if model.len() < off + len {
+                    model.resize(off + len, 0);
+                }
+                model[off..off + len].copy_from_slice(b.bytes());
+            }
+            5..=7 => {
+                let mut b = Aligned::new(len);
+                let n = f
+                    .read_at(b.bytes(), off as u64)
+                    .map_err(|e| format!("op {i}: pread {off}+{len}: {e}"))?;
+                let want = model.len().saturating_sub(off).min(len);
+                let same = n == 0 || model.get(off..off + n) == Some(&b.bytes()[..n]);
+                if n != want || !same {
+                    return Err(format!(
+                        "op {i}: pread {off}+{len} gave {n} bytes, model {want}"
+                    ));
+                }
+            }
+            8 => {
+                let size = (next() % max_blocks) as usize * BLOCK;
+                f.set_len(size as u64)
+                    .map_err(|e| format!("op {i}: ftruncate {size}: {e}"))?;
+                model.resize(size, 0);
+            }
+            _ => f
+                .sync_data()
+                .map_err(|e| format!("op {i}: fdatasync: {e}"))?,
+        }
+    }
+    drop(f);
+    let whole = std::fs::read(path).map_err(|e| format!("buffered read: {e}"))?;
+    if whole != model {
+        return Err(format!(
+            "buffered read: {} bytes, model {}",
+            whole.len(),
+            model.len()
+        ));
+    }
+    Ok(())
+}
+
+/// `dd` with direct I/O: a new file, an existing file rewritten in place (opened for writing
+/// without truncation, so its pre-image is read through the daemon's descriptor), read back;
+/// then one write that is not block-aligned. Returns each command's status and the bytes.
+fn dd_direct(dir: &Path) -> (String, Vec<u8>) {
+    let out = sh_in(
+        dir,
+        "dd if=/dev/zero of=new bs=4096 count=4 oflag=direct status=none && echo new ok
+        dd if=pre of=copy bs=4096 iflag=direct status=none && echo read ok
+        head -c 4096 /dev/zero | tr '\\0' x | dd of=pre bs=4096 seek=1 conv=notrunc iflag=fullblock oflag=direct status=none && echo in place ok
+        cmp -s new /dev/zero -n 16384 && echo zeros
+        dd if=pre bs=4096 iflag=direct status=none | cmp -s - pre && echo same through both
+        if printf abc | dd of=pre bs=3 seek=1 conv=notrunc oflag=direct status=none 2>/dev/null; then echo unaligned ok; else echo unaligned refused; fi",
+    );
+    (out, std::fs::read(dir.join("pre")).expect("read pre"))
+}
+
+fn pre_image() -> Vec<u8> {
+    (0..4 * BLOCK).map(|i| (i % 251) as u8).collect()
+}
+
+#[test]
+fn direct_io_works_with_and_without_passthrough() {
+    if !require_fuse() {
+        return;
+    }
+    let plain = plain_dir();
+    std::fs::write(plain.path().join("pre"), pre_image()).expect("write");
+    let (ext4, ext4_pre) = dd_direct(plain.path());
+    assert!(ext4.contains("unaligned refused"), "ext4: {ext4}");
+    direct_io_exercise(&plain.path().join("fsx"), 2000, 7).expect("fsx odirect on ext4");
+    for args in [&[][..], &["--no-passthrough"][..]] {
+        let m = Mounted::with_args(
+            |d| std::fs::write(d.join("pre"), pre_image()).expect("write"),
+            args,
+        );
+        m.turn(2);
+        let (out, got_pre) = dd_direct(&m.dir);
+        if args.is_empty() {
+            // The kernel does the caller's direct I/O on the host file: ext4's own rules.
+            assert_eq!(out, ext4, "mount {args:?}");
+            assert_eq!(got_pre, ext4_pre, "mount {args:?}");
+        } else {
+            // The daemon does the I/O, without O_DIRECT on the host: an unaligned write that
+            // ext4 refuses goes through (the kernel checks no alignment for FUSE).
+            assert_eq!(
+                out.replace("unaligned ok", "unaligned refused"),
+                ext4,
+                "mount {args:?}"
+            );
+            assert_eq!(got_pre[BLOCK..], ext4_pre[BLOCK..], "mount {args:?}");
+            assert_eq!(&got_pre[3..6], b"abc", "mount {args:?}");
+        }
+        direct_io_exercise(&m.path("fsx"), 2000, 7)
+            .unwrap_or_else(|e| panic!("fsx odirect on the mount {args:?}: {e}"));
+        // Captured before the direct writes: the rewind gives the file back.
+        m.rewind(2);
+        assert_eq!(std::fs::read(m.path("pre")).expect("read"), pre_image());
+        assert!(!m.path("new").exists() && !m.path("fsx").exists());
+    }
+}
