@@ -5,8 +5,8 @@
 
 mod common;
 use common::{Mounted, require_fuse};
-use std::fs::OpenOptions;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
 
@@ -34,6 +34,66 @@ fn sh_in(dir: &Path, script: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+// ---- 1. generic/035: an open directory after rmdir or a rename over it ----
+
+/// What `fstat` of an open directory gives after it lost its name: `Ok((nlink, mode, is_dir))`
+/// or the errno.
+type DirStat = Result<(u64, u32, bool), i32>;
+
+fn fstat_dir(f: &File) -> DirStat {
+    f.metadata()
+        .map(|m| (m.nlink(), m.permissions().mode(), m.is_dir()))
+        .map_err(|e| e.raw_os_error().unwrap_or(0))
+}
+
+/// Opens directories, removes them (rmdir, a rename over each), then `fstat`s the open
+/// descriptors; also `stat .` in a shell whose working directory was removed.
+fn open_directories_after_removal(root: &Path) -> (Vec<(&'static str, DirStat)>, String) {
+    for d in ["r1", "r2", "r3", "r4", "r5/sub"] {
+        std::fs::create_dir_all(root.join(d)).expect("mkdir");
+    }
+    std::fs::set_permissions(root.join("r2"), std::fs::Permissions::from_mode(0o750))
+        .expect("chmod");
+    let r2 = File::open(root.join("r2")).expect("open r2");
+    let r3 = File::open(root.join("r3")).expect("open r3");
+    let sub = File::open(root.join("r5/sub")).expect("open r5/sub");
+    // Stat once before, so that the mount's kernel has the attributes cached.
+    let before = fstat_dir(&r2);
+    std::fs::rename(root.join("r1"), root.join("r2")).expect("rename r1 over r2");
+    std::fs::remove_dir(root.join("r3")).expect("rmdir r3");
+    std::fs::rename(root.join("r4"), root.join("r5/sub")).expect("rename r4 over r5/sub");
+    let results = vec![
+        ("r2 before", before),
+        ("r2 renamed over", fstat_dir(&r2)),
+        ("r3 removed", fstat_dir(&r3)),
+        ("r5/sub renamed over", fstat_dir(&sub)),
+        // Asked twice: the second answer may come from the kernel's cache.
+        ("r3 removed, again", fstat_dir(&r3)),
+    ];
+    let cwd = sh_in(
+        root,
+        "mkdir gone; cd gone; rmdir ../gone; stat -c '%h %F' .",
+    );
+    (results, cwd)
+}
+
+#[test]
+fn an_open_directory_answers_fstat_with_nlink_0_after_rmdir_or_a_rename_over_it() {
+    if !require_fuse() {
+        return;
+    }
+    let plain = plain_dir();
+    let expect = open_directories_after_removal(plain.path());
+    assert_eq!(
+        expect.0[1].1.map(|s| s.0),
+        Ok(0),
+        "ext4 gives nlink 0: {expect:?}"
+    );
+    let m = Mounted::new();
+    let got = open_directories_after_removal(&m.dir);
+    assert_eq!(got, expect, "the mount differs from the plain directory");
 }
 
 // ---- 5. O_DIRECT, with and without kernel passthrough ----

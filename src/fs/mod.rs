@@ -206,20 +206,30 @@ impl DirCache {
 /// At most this many replaced files are kept reachable (see [`Ghosts`]).
 const GHOSTS: usize = 256;
 
-/// `O_PATH` descriptors of regular files that a rename replaced while the kernel may still
-/// hold their node: a process that resolved the path just before the rename can still open or
+/// `O_PATH` descriptors of what lost its last name while the kernel may still hold its node:
+/// regular files that a rename replaced, and directories removed or renamed over.
+///
+/// A process that resolved a replaced file's path just before the rename can still open or
 /// stat the file it resolved, as on a local filesystem. Without them it gets `ESTALE`, and the
 /// kernel's one retry fails too when the name is replaced again meanwhile (`make -j` renaming
-/// over a header that others read). Dropped when the kernel forgets the node; the oldest goes
-/// first past [`GHOSTS`].
+/// over a header that others read).
+///
+/// A directory held open (a shell's working directory, an `opendir` stream) answers `fstat`
+/// after `rmdir` or a rename over it, with `st_nlink` 0, as on ext4 (xfstests generic/035).
+/// The mount keeps no directory handles (`FuseAdapter::opendir`), so the daemon cannot tell
+/// an open directory from one merely cached: it keeps the descriptor of every directory it
+/// removes while the kernel holds the node (usually the one the directory cache already had,
+/// so `rm -rf` opens nothing more).
+///
+/// Dropped when the kernel forgets the node; the oldest goes first past [`GHOSTS`].
 #[derive(Default)]
 struct Ghosts {
-    map: HashMap<u64, OwnedFd>,
+    map: HashMap<u64, Arc<OwnedFd>>,
     order: std::collections::VecDeque<u64>,
 }
 
 impl Ghosts {
-    fn insert(&mut self, node: u64, fd: OwnedFd) {
+    fn insert(&mut self, node: u64, fd: Arc<OwnedFd>) {
         if self.map.insert(node, fd).is_none() {
             self.order.push_back(node);
         }
@@ -528,8 +538,10 @@ impl CkptFs {
             .get(&node)
             .and_then(|fd| fd.try_clone().ok())?;
         // A file renamed over may be a staged pre-image: stored before anything can write it.
-        let ino = sys::fstat(fd.as_fd()).ok()?.st_ino;
-        self.capture.settle_inode(ino).ok()?;
+        let st = sys::fstat(fd.as_fd()).ok()?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            self.capture.settle_inode(st.st_ino).ok()?;
+        }
         Some(fd)
     }
 
@@ -1080,6 +1092,12 @@ impl CkptFs {
             self.capture.ensure(dir.as_fd(), &c, &path, who)?;
         }
         let detached = self.detach_if_last(parent, name, dir.as_fd(), &c, file.as_ref());
+        let removed_dir = match detached {
+            Some((node, host)) if flags & libc::AT_REMOVEDIR != 0 => {
+                self.removed_dir_fd(node, host, dir.as_fd(), &c)
+            }
+            _ => None,
+        };
         let removed = match &file {
             Some(st) => {
                 let held_open = self.held_open(parent, name);
@@ -1108,7 +1126,34 @@ impl CkptFs {
         if let (Some(node), true) = (gone, flags & libc::AT_REMOVEDIR != 0) {
             self.lock_dirs().map.remove(&node);
         }
+        if let Some((node, fd)) = removed_dir {
+            self.lock_ghosts().insert(node, fd);
+        }
         Ok(())
+    }
+
+    /// Before `rmdir` of `name` in `dir`, the node it stands for being `node` (host inode
+    /// `host`): a descriptor of the directory to keep as a ghost once it is gone (see
+    /// [`Ghosts`]), the directory cache's when it has one.
+    fn removed_dir_fd(
+        &self,
+        node: u64,
+        host: HostId,
+        dir: BorrowedFd<'_>,
+        name: &CStr,
+    ) -> Option<(u64, Arc<OwnedFd>)> {
+        if let Some(fd) = self.lock_dirs().get(node) {
+            return Some((node, fd));
+        }
+        let fd = sys::openat(
+            dir,
+            name,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )
+        .ok()?;
+        let st = sys::fstat(fd.as_fd()).ok()?;
+        (HostId::of(&st) == host).then(|| (node, Arc::new(fd)))
     }
 
     /// Before removing or replacing `name` in `parent`: when it is the last name of its host
@@ -1219,13 +1264,15 @@ impl CkptFs {
         } else {
             self.detach_if_last(newparent, newname, ddir.as_fd(), &dc, dst.as_ref())
         };
+        // The replaced file or directory stays reachable while the kernel holds its node.
         if let Some((node, host)) = detached
             && let Ok(fd) = sys::openat(ddir.as_fd(), &dc, libc::O_PATH | libc::O_NOFOLLOW, 0)
             && sys::fstat(fd.as_fd()).is_ok_and(|st| {
-                st.st_mode & libc::S_IFMT == libc::S_IFREG && HostId::of(&st) == host
+                matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR)
+                    && HostId::of(&st) == host
             })
         {
-            self.lock_ghosts().insert(node, fd);
+            self.lock_ghosts().insert(node, Arc::new(fd));
         }
         let renamed = sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags);
         if let Some(seq) = staged {
