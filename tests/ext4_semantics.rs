@@ -1,13 +1,16 @@
 //! Behaviours where the mount must give what ext4 gives (found by xfstests generic). Each test
 //! runs the same operations on a plain directory of the filesystem under `/tmp` (ext4 on the
 //! test machines; the mounted folders live there too, so it is also the mount's host) and
-//! through a mount, and compares the two exactly.
+//! through a mount, and compares the two exactly. Where a value is a timestamp, the mount's is
+//! also compared with the host file's own, read through a descriptor of the folder opened
+//! before the mount covered it.
 
 mod common;
 use common::{Mounted, require_fuse};
 use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A plain directory on the filesystem under `/tmp`, to run the same operations on.
@@ -16,6 +19,24 @@ fn plain_dir() -> tempfile::TempDir {
         .prefix("ckpt-ext4-")
         .tempdir_in("/tmp")
         .expect("tempdir")
+}
+
+/// Whether `tool` is installed; under `CI=true` (which installs it, see `.ci/run`) a missing
+/// one is a failure.
+fn have(tool: &str) -> bool {
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{tool} is missing (.ci/run installs it)"
+        );
+        eprintln!("skipping: {tool} is missing");
+    }
+    found
 }
 
 /// Runs `script` with `sh -e` in `dir`; panics with its output unless it succeeds.
@@ -34,6 +55,34 @@ fn sh_in(dir: &Path, script: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A mount whose host folder stays reachable: `host(rel)` is the path of `rel` on the host
+/// filesystem itself (through a descriptor of the folder opened before the mount covered it),
+/// for processes started by this test.
+struct HostView {
+    m: Mounted,
+    folder: File,
+}
+
+impl HostView {
+    fn new(args: &[&str]) -> Self {
+        let mut folder = None;
+        let m = Mounted::with_args(
+            |d| folder = Some(File::open(d).expect("open the folder before the mount")),
+            args,
+        );
+        let folder = folder.expect("set up");
+        Self { m, folder }
+    }
+
+    fn host(&self, rel: &str) -> PathBuf {
+        PathBuf::from(format!(
+            "/proc/{}/fd/{}/{rel}",
+            std::process::id(),
+            self.folder.as_raw_fd()
+        ))
+    }
 }
 
 // ---- 1. generic/035: an open directory after rmdir or a rename over it ----
@@ -94,6 +143,63 @@ fn an_open_directory_answers_fstat_with_nlink_0_after_rmdir_or_a_rename_over_it(
     let m = Mounted::new();
     let got = open_directories_after_removal(&m.dir);
     assert_eq!(got, expect, "the mount differs from the plain directory");
+}
+
+// ---- 4. generic/375: the mode and ctime after setfacl and other xattr changes ----
+
+const ACL_MODE_SCRIPT: &str = "
+    touch a; chmod 0600 a; mkdir d; chmod 0700 d
+    stat -c '%n %A' a d
+    setfacl -m g::rwx a; setfacl -m g::r-x d
+    stat -c '%n %A' a d
+    setfacl -m u:nobody:r a; stat -c '%n %A' a
+    setfacl -m m::r a; stat -c '%n %A' a
+    setfacl -x u:nobody a; stat -c '%n %A' a
+    setfacl -b a d; stat -c '%n %A' a d
+    getfacl -cp a d
+";
+
+#[test]
+fn a_mode_changed_by_setfacl_shows_at_once() {
+    if !require_fuse() || !have("setfacl") {
+        return;
+    }
+    let plain = plain_dir();
+    let expect = sh_in(plain.path(), ACL_MODE_SCRIPT);
+    assert!(expect.contains("a -rw-rwx---"), "what ext4 gives: {expect}");
+    let m = Mounted::new();
+    assert_eq!(m.sh(ACL_MODE_SCRIPT), expect);
+}
+
+#[test]
+fn the_ctime_after_an_xattr_change_is_the_hosts() {
+    if !require_fuse() || !have("setfattr") {
+        return;
+    }
+    let v = HostView::new(&[]);
+    let times = |rel: &str| {
+        let mount = std::fs::metadata(v.m.path(rel)).expect("stat");
+        let host = std::fs::metadata(v.host(rel)).expect("host stat");
+        (
+            (mount.ctime(), mount.ctime_nsec()),
+            (host.ctime(), host.ctime_nsec()),
+        )
+    };
+    v.m.sh("touch f; mkdir d");
+    for rel in ["f", "d"] {
+        let (m0, h0) = times(rel);
+        assert_eq!(m0, h0);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        v.m.sh(&format!("setfattr -n user.k -v 1 {rel}"));
+        let (m1, h1) = times(rel);
+        assert!(h1 > h0, "the host's ctime moved");
+        assert_eq!(m1, h1, "{rel}: after setxattr");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        v.m.sh(&format!("setfattr -x user.k {rel}"));
+        let (m2, h2) = times(rel);
+        assert!(h2 > h1, "the host's ctime moved");
+        assert_eq!(m2, h2, "{rel}: after removexattr");
+    }
 }
 
 // ---- 5. O_DIRECT, with and without kernel passthrough ----

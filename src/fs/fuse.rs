@@ -170,6 +170,10 @@ impl Invalidator for KernelInvalidator {
     fn inval_inode(&self, node: u64) {
         let _ = self.0.inval_inode(INodeNo(node), 0, 0);
     }
+    fn inval_attr(&self, node: u64) {
+        // A negative offset: attributes only, no page of the file is dropped.
+        let _ = self.0.inval_inode(INodeNo(node), -1, 0);
+    }
 }
 
 impl Filesystem for FuseAdapter {

@@ -78,6 +78,8 @@ pub trait Invalidator: Send + Sync {
     fn inval_entry(&self, parent: u64, name: &OsStr);
     /// Drop cached attributes and pages of `node`.
     fn inval_inode(&self, node: u64);
+    /// Drop only the cached attributes (and ACLs) of `node`, keeping its pages.
+    fn inval_attr(&self, node: u64);
 }
 
 /// Settings of the core.
@@ -1804,7 +1806,9 @@ impl CkptFs {
         }
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
-        self.attr_fd(node)?.setxattr(&cname(name)?, value, flags)
+        self.attr_fd(node)?.setxattr(&cname(name)?, value, flags)?;
+        self.attributes_changed(node);
+        Ok(())
     }
 
     /// `removexattr`.
@@ -1814,7 +1818,22 @@ impl CkptFs {
         }
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
-        self.attr_fd(node)?.removexattr(&cname(name)?)
+        self.attr_fd(node)?.removexattr(&cname(name)?)?;
+        self.attributes_changed(node);
+        Ok(())
+    }
+
+    /// After a change that no reply carries attributes for (an xattr set or removed): the
+    /// kernel's cached attributes of `node` are dropped, so the next `stat` asks the host.
+    /// Setting `system.posix_acl_access` changes the mode (`setfacl -m g::rwx` is a chmod to
+    /// the host), and every xattr change the ctime; without FUSE_POSIX_ACL the kernel marks
+    /// only the ctime stale, so a `stat` asking for the mode alone kept the old one for the
+    /// whole TTL (xfstests generic/375). Sent before the reply, while the kernel holds the
+    /// inode for the request.
+    fn attributes_changed(&self, node: u64) {
+        if let Some(inv) = self.invalidator.get() {
+            inv.inval_attr(node);
+        }
     }
 
     // ---- turns and rewinds ----
