@@ -145,6 +145,38 @@ fn an_open_directory_answers_fstat_with_nlink_0_after_rmdir_or_a_rename_over_it(
     assert_eq!(got, expect, "the mount differs from the plain directory");
 }
 
+// ---- 3. generic/099, 319, 444, 697: the umask and a default ACL ----
+
+const UMASK_SCRIPT: &str = "
+    mkdir acl plain named
+    setfacl -d -m u::r-x,g::r--,o::--- acl
+    setfacl -d -m u::rwx,g::r-x,o::---,u:nobody:rwx,m::rwx named
+    for d in acl plain named; do
+        (umask 722; touch $d/f; mkdir $d/d; mkfifo $d/p; python3 -c 'import os; os.close(os.open(\"'$d'/o\", os.O_CREAT | os.O_RDWR, 0o640))')
+        (umask 077; touch $d/g; mkdir $d/e)
+        (umask 000; mkdir $d/z)
+    done
+    for d in acl plain named; do
+        stat -c '%n %A' $d/f $d/d $d/p $d/o $d/g $d/e $d/z
+    done
+    getfacl -cp acl/f acl/d named/f named/d named/e named/z
+";
+
+#[test]
+fn the_umask_applies_only_where_the_parent_has_no_default_acl() {
+    if !require_fuse() || !have("setfacl") || !have("python3") {
+        return;
+    }
+    let plain = plain_dir();
+    let expect = sh_in(plain.path(), UMASK_SCRIPT);
+    assert!(
+        expect.contains("acl/f -r--r-----") && expect.contains("plain/f ----r--r--"),
+        "what ext4 gives: {expect}"
+    );
+    let m = Mounted::new();
+    assert_eq!(m.sh(UMASK_SCRIPT), expect);
+}
+
 // ---- 4. generic/375: the mode and ctime after setfacl and other xattr changes ----
 
 const ACL_MODE_SCRIPT: &str = "

@@ -189,11 +189,17 @@ impl Filesystem for FuseAdapter {
         // setattr a write by a caller without CAP_FSETID still sends), so the kernel stops
         // refreshing attributes before each chown and marks inodes S_NOSEC: a file written
         // in many `write` calls costs one `security.capability` GETXATTR, not one per call.
+        //
+        // FUSE_DONT_MASK: the kernel sends the mode of a create, mkdir and mknod unmasked,
+        // with the caller's umask beside it, and the daemon applies the umask only where the
+        // parent has no default ACL (`CallerUmask`). fuser asks for none of these by itself
+        // (only FUSE_ASYNC_READ, FUSE_BIG_WRITES and FUSE_MAX_PAGES).
         let want = InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_EXPORT_SUPPORT
-            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2
+            | InitFlags::FUSE_DONT_MASK;
         let _ = config.add_capabilities(want & config.capabilities());
         let _ = config.set_max_write(1 << 20);
         // Passthrough is correct here because capture happens at open and at turn boundaries,

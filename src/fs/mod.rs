@@ -449,6 +449,64 @@ fn setid_to_drop(st: &libc::stat, caller: Caller) -> u32 {
     drop
 }
 
+thread_local! {
+    /// Whether this thread has a umask of its own (`unshare(CLONE_FS)`); `None` until asked.
+    static OWN_UMASK: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether the calling thread's umask is its own, making it so on the first call.
+fn own_umask() -> bool {
+    OWN_UMASK.with(|own| {
+        if let Some(v) = own.get() {
+            return v;
+        }
+        let ok = match sys::unshare_fs() {
+            Ok(()) => true,
+            Err(e) => {
+                log::warn!(target: "ckpt::fuse", "no umask of its own for this thread ({e}): creations check the parent's default ACL instead");
+                false
+            }
+        };
+        own.set(Some(ok));
+        ok
+    })
+}
+
+/// The caller's umask in force for one creating system call, restored when dropped.
+struct CallerUmask(Option<u32>);
+
+impl CallerUmask {
+    /// The mode to create an entry with in `dir`, requested as `mode` by a caller whose umask
+    /// is `umask`, and the umask to create it under.
+    ///
+    /// POSIX: the umask applies unless the parent directory has a default ACL, which then
+    /// gives the permissions instead. The mount asks for `FUSE_DONT_MASK`, so the kernel sends
+    /// the mode unmasked and leaves that to the daemon (without it, it masked the mode first
+    /// and a default ACL could not undo that: xfstests generic/099, 319, 444, 697). The host
+    /// knows whether the parent has a default ACL, so the daemon creates with the caller's
+    /// umask as its own: this thread's, made its own by `unshare(CLONE_FS)`, the way virtiofsd
+    /// does it (two `umask` calls, no lookup). Where a thread cannot have its own, the daemon
+    /// reads the parent's default ACL and masks the mode itself when it has none.
+    fn apply(dir: BorrowedFd<'_>, mode: u32, umask: u32) -> (u32, Self) {
+        let mode = mode & 0o7777;
+        let umask = umask & 0o777;
+        if own_umask() {
+            return (mode, Self(Some(sys::set_umask(umask))));
+        }
+        let inherits =
+            sys::getxattr(dir, c"system.posix_acl_default", &mut []).is_ok_and(|n| n > 0);
+        (if inherits { mode } else { mode & !umask }, Self(None))
+    }
+}
+
+impl Drop for CallerUmask {
+    fn drop(&mut self) {
+        if let Some(old) = self.0 {
+            sys::set_umask(old);
+        }
+    }
+}
+
 impl CkptFs {
     /// A core over the folder behind `root` (an `O_PATH` directory descriptor) and its store.
     pub fn new(root: OwnedFd, capture: Capturer, config: FsConfig) -> FsResult<Self> {
@@ -1007,12 +1065,15 @@ impl CkptFs {
     ) -> FsResult<Entry> {
         let _gate = self.shared_gate();
         let (dir, c) = self.prepare_new(parent, name, caller)?;
-        sys::mknodat(
-            dir.as_fd(),
-            &c,
-            (mode & libc::S_IFMT) | (mode & !umask & 0o7777),
-            u64::from(rdev),
-        )?;
+        {
+            let (perm, _umask) = CallerUmask::apply(dir.as_fd(), mode, umask);
+            sys::mknodat(
+                dir.as_fd(),
+                &c,
+                (mode & libc::S_IFMT) | perm,
+                u64::from(rdev),
+            )?;
+        }
         self.own_new(dir.as_fd(), &c, caller);
         let st = sys::lstatat(dir.as_fd(), &c)?;
         Ok(self.entry(parent, name, &st))
@@ -1029,7 +1090,10 @@ impl CkptFs {
     ) -> FsResult<Entry> {
         let _gate = self.shared_gate();
         let (dir, c) = self.prepare_new(parent, name, caller)?;
-        sys::mkdirat(dir.as_fd(), &c, mode & !umask & 0o7777)?;
+        {
+            let (perm, _umask) = CallerUmask::apply(dir.as_fd(), mode, umask);
+            sys::mkdirat(dir.as_fd(), &c, perm)?;
+        }
         self.own_new(dir.as_fd(), &c, caller);
         let st = sys::lstatat(dir.as_fd(), &c)?;
         Ok(self.entry(parent, name, &st))
@@ -1463,12 +1527,15 @@ impl CkptFs {
     ) -> FsResult<(Entry, u64)> {
         let _gate = self.shared_gate();
         let (dir, c) = self.prepare_new(parent, name, caller)?;
-        let fd = sys::openat(
-            dir.as_fd(),
-            &c,
-            host_open_flags(flags) | libc::O_CREAT | libc::O_NOFOLLOW,
-            mode & !umask & 0o7777,
-        )?;
+        let fd = {
+            let (perm, _umask) = CallerUmask::apply(dir.as_fd(), mode, umask);
+            sys::openat(
+                dir.as_fd(),
+                &c,
+                host_open_flags(flags) | libc::O_CREAT | libc::O_NOFOLLOW,
+                perm,
+            )?
+        };
         self.own_new(dir.as_fd(), &c, caller);
         let st = sys::fstat(fd.as_fd())?;
         let entry = self.entry(parent, name, &st);
