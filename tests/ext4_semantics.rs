@@ -145,6 +145,155 @@ fn an_open_directory_answers_fstat_with_nlink_0_after_rmdir_or_a_rename_over_it(
     assert_eq!(got, expect, "the mount differs from the plain directory");
 }
 
+// ---- 2. generic/080, 215: timestamps after a write through a shared mapping ----
+
+/// The timestamps of `m.dat` (created here) before, during and after a write through a
+/// shared mapping, as `[mtime_ns, ctime_ns]` seen at `path` and, when given, at `host` right
+/// after.
+const MMAP_SCRIPT: &str = r#"
+import mmap, os, sys, time
+path, host = sys.argv[1], sys.argv[2]
+def times(p):
+    st = os.stat(p)
+    return [st.st_mtime_ns, st.st_ctime_ns]
+def both():
+    return [times(path), times(host)]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"\0" * 8192)
+os.fsync(fd)
+os.close(fd)
+os.utime(path, (1000000000, 1000000000))
+before = both()
+time.sleep(0.05)
+fd = os.open(path, os.O_RDWR)
+m = mmap.mmap(fd, 8192)
+# Mapping marks the atime stale, and a stat asking for it would refresh everything: stat
+# now, so that what follows shows what the write itself leaves.
+os.stat(path)
+m[0:5] = b"hello"
+during = both()
+m.flush()
+m.close()
+os.close(fd)
+after = both()
+# Once more with attributes cached after the last close: a read-write open must drop them.
+time.sleep(0.05)
+fd = os.open(path, os.O_RDWR)
+m = mmap.mmap(fd, 8192)
+m.close()
+os.close(fd)
+os.stat(path)
+time.sleep(0.05)
+fd = os.open(path, os.O_RDWR)
+m = mmap.mmap(fd, 8192)
+os.stat(path)
+m[4096:4101] = b"again"
+m.flush()
+m.close()
+os.close(fd)
+again = both()
+print(before, during, after, again)
+"#;
+
+type Times = [[i64; 2]; 2];
+
+fn mmap_times(path: &Path, host: &Path) -> [Times; 4] {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(MMAP_SCRIPT)
+        .arg(path)
+        .arg(host)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let nums: Vec<i64> = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("number"))
+        .collect();
+    assert_eq!(nums.len(), 16, "{text}");
+    let t = |i: usize| [[nums[i], nums[i + 1]], [nums[i + 2], nums[i + 3]]];
+    [t(0), t(4), t(8), t(12)]
+}
+
+/// What ext4 gives: a mapped write moves mtime and ctime on at once (at the page fault), while
+/// the file is still mapped; `msync` and the close change neither.
+///
+/// With `at_writeback` (the mount without kernel passthrough) the times move when the daemon
+/// writes the mapped pages to the host (here at `msync`), not at the fault: the kernel keeps
+/// no times of its own for FUSE files without its writeback cache, and the host's have not
+/// moved before the pages reach it.
+fn assert_ext4_shape(t: &[Times; 4], what: &str, at_writeback: bool) {
+    let [before, during, after, again] = t;
+    assert_eq!(before[0][0], 1_000_000_000_000_000_000, "{what}: {t:?}");
+    let moved = if at_writeback { after } else { during };
+    assert!(moved[0][0] > before[0][0], "{what}: mtime moved: {t:?}");
+    assert!(moved[0][1] > before[0][1], "{what}: ctime moved: {t:?}");
+    assert_eq!(
+        after[0], moved[0],
+        "{what}: unchanged by msync and close: {t:?}"
+    );
+    assert!(
+        again[0][0] > after[0][0],
+        "{what}: mtime moved again: {t:?}"
+    );
+}
+
+#[test]
+fn a_write_through_a_shared_mapping_moves_mtime_and_ctime_at_once() {
+    if !require_fuse() || !have("python3") {
+        return;
+    }
+    let plain = plain_dir();
+    let p = plain.path().join("m.dat");
+    assert_ext4_shape(&mmap_times(&p, &p), "ext4", false);
+    for args in [&[][..], &["--no-passthrough"][..]] {
+        let v = HostView::new(args);
+        let t = mmap_times(&v.m.path("m.dat"), &v.host("m.dat"));
+        assert_ext4_shape(&t, &format!("mount {args:?}"), !args.is_empty());
+        for (i, pair) in t.iter().enumerate() {
+            assert_eq!(
+                pair[0], pair[1],
+                "mount {args:?} vs host at step {i}: {t:?}"
+            );
+        }
+    }
+}
+
+/// generic/080 as xfstests runs it: xfs_io maps, writes and syncs, exits, then `stat`.
+#[test]
+fn xfs_io_mapped_write_then_stat_shows_the_new_mtime() {
+    if !require_fuse() || !have("xfs_io") {
+        return;
+    }
+    let script = "xfs_io -f -c 'pwrite 0 4k' -c fsync m.dat >/dev/null
+        touch -d @1000000000 m.dat
+        stat -c '%Y' m.dat
+        xfs_io -c 'mmap 0 4k' -c 'mread 0 4k' -c 'mwrite 0 4k' -c 'msync -s 0 4k' m.dat >/dev/null
+        stat -c '%Y' m.dat";
+    let plain = plain_dir();
+    let ext4 = sh_in(plain.path(), script);
+    let v = HostView::new(&[]);
+    let got = v.m.sh(script);
+    let host = std::fs::metadata(v.host("m.dat"))
+        .expect("host stat")
+        .mtime();
+    let lines = |s: &str| s.lines().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(lines(&ext4)[0], "1000000000");
+    assert_ne!(lines(&ext4)[1], "1000000000", "ext4 moved the mtime");
+    assert_eq!(lines(&got)[0], "1000000000");
+    assert_eq!(
+        lines(&got)[1],
+        host.to_string(),
+        "the mount shows the host's mtime"
+    );
+}
+
 // ---- 3. generic/099, 319, 444, 697: the umask and a default ACL ----
 
 const UMASK_SCRIPT: &str = "

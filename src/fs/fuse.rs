@@ -118,7 +118,7 @@ fn errno(op: &str, e: SysErrno) -> Errno {
 
 fn reply_entry(reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str) {
     match r {
-        Ok(e) => reply.entry(&e.ttl, &fix(e), Generation(0)),
+        Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.ttl, &fix(e), Generation(0)),
         Err(e) => reply.error(errno(op, e)),
     }
 }
@@ -210,6 +210,7 @@ impl Filesystem for FuseAdapter {
             && config.set_max_stack_depth(2).is_ok()
         {
             self.passthrough.store(true, Ordering::Relaxed);
+            self.fs.set_passthrough(true);
             log::info!(target: "ckpt::fuse", "kernel passthrough for file I/O is on");
         }
         Ok(())
@@ -238,12 +239,7 @@ impl Filesystem for FuseAdapter {
         match self.fs.getattr(ino.0, fh.map(|f| f.0)) {
             Ok(mut a) => {
                 a.ino = ino;
-                let ttl = if super::control::is_control(ino.0) {
-                    Duration::ZERO
-                } else {
-                    self.fs.config.ttl
-                };
-                reply.attr(&ttl, &a);
+                reply.attr(&self.fs.attr_ttl(ino.0), &a);
             }
             Err(e) => reply.error(errno("getattr", e)),
         }
@@ -278,7 +274,7 @@ impl Filesystem for FuseAdapter {
         match self.fs.setattr(ino.0, fh.map(|f| f.0), set, caller(req)) {
             Ok(mut a) => {
                 a.ino = ino;
-                reply.attr(&self.fs.config.ttl, &a);
+                reply.attr(&self.fs.attr_ttl(ino.0), &a);
             }
             Err(e) => reply.error(errno("setattr", e)),
         }
@@ -526,11 +522,13 @@ impl Filesystem for FuseAdapter {
         let r = self
             .fs
             .readdirplus(ino.0, offset, &mut |d, entry| match entry {
+                // One TTL for both here: a node whose attributes may not be cached (rare: open
+                // read-write) gets its name looked up again too.
                 Some(e) => reply.add(
                     INodeNo(e.node),
                     d.offset,
                     &d.name,
-                    &e.ttl,
+                    &e.ttl.min(e.attr_ttl),
                     &fix(*e),
                     Generation(0),
                 ),

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -55,8 +55,10 @@ pub struct Entry {
     pub attr: FileAttr,
     /// The node id the kernel will use.
     pub node: u64,
-    /// How long the kernel may cache it.
+    /// How long the kernel may cache the name.
     pub ttl: Duration,
+    /// How long the kernel may cache the attributes ([`CkptFs::attr_ttl`]).
+    pub attr_ttl: Duration,
 }
 
 /// One directory entry for readdir.
@@ -106,6 +108,9 @@ enum HandleKind {
         /// Seen by `fstat` to be a regular file when opened (so passthrough may back it
         /// without another `fstat`).
         regular: bool,
+        /// Opened read-write: a shared writable mapping of it can be made (see
+        /// [`CkptFs::attr_ttl`]).
+        mappable: bool,
     },
     Control {
         node: u64,
@@ -173,6 +178,12 @@ impl AttrFd {
 impl NodeHandle for Handle {
     fn node(&self) -> u64 {
         self.node
+    }
+}
+
+impl Handle {
+    fn mappable(&self) -> bool {
+        matches!(self.kind, HandleKind::File { mappable: true, .. })
     }
 }
 
@@ -264,6 +275,10 @@ pub struct CkptFs {
     config: FsConfig,
     last_report: Mutex<String>,
     invalidator: OnceLock<Arc<dyn Invalidator>>,
+    /// The kernel passes file I/O through to the host (set by the adapter at init).
+    passthrough: AtomicBool,
+    /// Open handles that are [`Handle::mappable`].
+    mappable_open: AtomicUsize,
     uid: u32,
     gid: u32,
 }
@@ -529,6 +544,8 @@ impl CkptFs {
             config,
             last_report: Mutex::new("{}\n".into()),
             invalidator: OnceLock::new(),
+            passthrough: AtomicBool::new(false),
+            mappable_open: AtomicUsize::new(0),
             uid: st.st_uid,
             gid: st.st_gid,
         })
@@ -537,6 +554,42 @@ impl CkptFs {
     /// Connects the kernel-cache invalidator (after the session exists).
     pub fn set_invalidator(&self, inv: Arc<dyn Invalidator>) {
         let _ = self.invalidator.set(inv);
+    }
+
+    /// Tells the core that the kernel passes file reads, writes and mmap through to the host.
+    pub fn set_passthrough(&self, on: bool) {
+        self.passthrough.store(on, Ordering::Relaxed);
+    }
+
+    /// How long the kernel may cache `node`'s attributes: the TTL, but none (each `stat` asks)
+    /// while the node is open read-write with kernel passthrough.
+    ///
+    /// With passthrough a shared mapping is the host file's own: a write to it updates the
+    /// host's mtime and ctime at the page fault, as on ext4, and no FUSE request follows (not
+    /// even for `msync`, which syncs the host file). Writes and truncations through the mount
+    /// mark or refresh the kernel's attributes; a mapped write does not, so `stat` kept the
+    /// mtime from before for the whole TTL (xfstests generic/080, 215). Only a read-write
+    /// descriptor can map a file shared and writable; while one is open the attributes are
+    /// not cached, and opening one drops those cached before ([`Self::open`]). Open
+    /// write-only or read-only files keep the TTL, and so do files open read-write without
+    /// passthrough: there mapped pages reach the host only through the daemon's writes, after
+    /// which the kernel marks the attributes stale itself. The one case left: a mapping kept
+    /// after its descriptor is closed, written after a `stat` that followed the close (the
+    /// kernel tells the daemon nothing of either).
+    pub fn attr_ttl(&self, node: u64) -> Duration {
+        if control::is_control(node) {
+            return Duration::ZERO;
+        }
+        if self.passthrough.load(Ordering::Relaxed)
+            && self.mappable_open.load(Ordering::Relaxed) > 0
+            && self
+                .lock_handles()
+                .find_on(node, Handle::mappable)
+                .is_some()
+        {
+            return Duration::ZERO;
+        }
+        self.config.ttl
     }
 
     /// The capture engine (for the control socket).
@@ -748,6 +801,7 @@ impl CkptFs {
             attr: attr_of(st),
             node,
             ttl: self.config.ttl,
+            attr_ttl: self.attr_ttl(node),
         }
     }
 
@@ -794,6 +848,7 @@ impl CkptFs {
             attr: self.control_attr(node),
             node,
             ttl: Duration::ZERO,
+            attr_ttl: Duration::ZERO,
         }
     }
 
@@ -1367,6 +1422,9 @@ impl CkptFs {
 
     fn add_handle(&self, h: Handle) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if h.mappable() {
+            self.mappable_open.fetch_add(1, Ordering::Relaxed);
+        }
         self.lock_handles().insert(fh, h);
         fh
     }
@@ -1385,6 +1443,19 @@ impl CkptFs {
 
     /// `open`.
     pub fn open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
+        let fh = self.open_handle(node, flags, caller)?;
+        if flags & libc::O_ACCMODE == libc::O_RDWR
+            && self.passthrough.load(Ordering::Relaxed)
+            && !control::is_control(node)
+        {
+            // Attributes cached before (from the lookup that led here) would outlive a write
+            // through a shared mapping of this descriptor (see `attr_ttl`).
+            self.attributes_changed(node);
+        }
+        Ok(fh)
+    }
+
+    fn open_handle(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
         if control::is_control(node) {
             if node == CTL_DIR {
                 return Err(Errno(libc::EISDIR));
@@ -1404,6 +1475,7 @@ impl CkptFs {
             }));
         }
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let mappable = flags & libc::O_ACCMODE == libc::O_RDWR;
         let clean = host_open_flags(flags);
         let (dir, name, path) = match self.locate(node) {
             Ok(l) => l,
@@ -1417,6 +1489,7 @@ impl CkptFs {
                     kind: HandleKind::File {
                         writable,
                         regular: false,
+                        mappable,
                     },
                 }));
             }
@@ -1462,7 +1535,11 @@ impl CkptFs {
         Ok(self.add_handle(Handle {
             node,
             fd: Some(fd),
-            kind: HandleKind::File { writable, regular },
+            kind: HandleKind::File {
+                writable,
+                regular,
+                mappable,
+            },
         }))
     }
 
@@ -1511,6 +1588,7 @@ impl CkptFs {
             kind: HandleKind::File {
                 writable: true,
                 regular,
+                mappable: clean & libc::O_ACCMODE == libc::O_RDWR,
             },
         }))
     }
@@ -1545,6 +1623,9 @@ impl CkptFs {
             kind: HandleKind::File {
                 writable: true,
                 regular: st.st_mode & libc::S_IFMT == libc::S_IFREG,
+                // No attributes of the new file were cached before it could be mapped, and it
+                // is empty: it grows by a write or a truncation first, and both refresh them.
+                mappable: flags & libc::O_ACCMODE == libc::O_RDWR,
             },
         });
         Ok((entry, fh))
@@ -1626,6 +1707,9 @@ impl CkptFs {
     pub fn release(&self, fh: u64) {
         // Closed after the lock is released: a close can take as long as a flush.
         let handle = self.lock_handles().remove(fh);
+        if handle.as_ref().is_some_and(|h| h.mappable()) {
+            self.mappable_open.fetch_sub(1, Ordering::Relaxed);
+        }
         drop(handle);
     }
 
