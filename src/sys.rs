@@ -786,10 +786,18 @@ pub fn umount(path: &CStr, flags: i32) -> SysResult<()> {
     check(unsafe { libc::umount2(path.as_ptr(), flags) }).map(drop)
 }
 
-/// Sets the process umask and returns the old one.
+/// Sets the umask (the process's, or only this thread's after [`unshare_fs`]) and returns the
+/// old one.
 pub fn set_umask(mask: u32) -> u32 {
     // SAFETY: umask cannot fail.
     unsafe { libc::umask(mask as libc::mode_t) as u32 }
+}
+
+/// Gives the calling thread its own umask, working directory and root (`unshare(CLONE_FS)`),
+/// so that [`set_umask`] on it changes no other thread's.
+pub fn unshare_fs() -> SysResult<()> {
+    // SAFETY: plain syscall on an integer flag; it only copies this thread's fs_struct.
+    check(unsafe { libc::unshare(libc::CLONE_FS) }).map(drop)
 }
 
 /// Starts a new session (detach from the controlling terminal).

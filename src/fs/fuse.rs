@@ -118,7 +118,7 @@ fn errno(op: &str, e: SysErrno) -> Errno {
 
 fn reply_entry(reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str) {
     match r {
-        Ok(e) => reply.entry(&e.ttl, &fix(e), Generation(0)),
+        Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.ttl, &fix(e), Generation(0)),
         Err(e) => reply.error(errno(op, e)),
     }
 }
@@ -170,6 +170,10 @@ impl Invalidator for KernelInvalidator {
     fn inval_inode(&self, node: u64) {
         let _ = self.0.inval_inode(INodeNo(node), 0, 0);
     }
+    fn inval_attr(&self, node: u64) {
+        // A negative offset: attributes only, no page of the file is dropped.
+        let _ = self.0.inval_inode(INodeNo(node), -1, 0);
+    }
 }
 
 impl Filesystem for FuseAdapter {
@@ -185,11 +189,17 @@ impl Filesystem for FuseAdapter {
         // setattr a write by a caller without CAP_FSETID still sends), so the kernel stops
         // refreshing attributes before each chown and marks inodes S_NOSEC: a file written
         // in many `write` calls costs one `security.capability` GETXATTR, not one per call.
+        //
+        // FUSE_DONT_MASK: the kernel sends the mode of a create, mkdir and mknod unmasked,
+        // with the caller's umask beside it, and the daemon applies the umask only where the
+        // parent has no default ACL (`CallerUmask`). fuser asks for none of these by itself
+        // (only FUSE_ASYNC_READ, FUSE_BIG_WRITES and FUSE_MAX_PAGES).
         let want = InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_EXPORT_SUPPORT
-            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2
+            | InitFlags::FUSE_DONT_MASK;
         let _ = config.add_capabilities(want & config.capabilities());
         let _ = config.set_max_write(1 << 20);
         // Passthrough is correct here because capture happens at open and at turn boundaries,
@@ -200,6 +210,7 @@ impl Filesystem for FuseAdapter {
             && config.set_max_stack_depth(2).is_ok()
         {
             self.passthrough.store(true, Ordering::Relaxed);
+            self.fs.set_passthrough(true);
             log::info!(target: "ckpt::fuse", "kernel passthrough for file I/O is on");
         }
         Ok(())
@@ -228,12 +239,7 @@ impl Filesystem for FuseAdapter {
         match self.fs.getattr(ino.0, fh.map(|f| f.0)) {
             Ok(mut a) => {
                 a.ino = ino;
-                let ttl = if super::control::is_control(ino.0) {
-                    Duration::ZERO
-                } else {
-                    self.fs.config.ttl
-                };
-                reply.attr(&ttl, &a);
+                reply.attr(&self.fs.attr_ttl(ino.0), &a);
             }
             Err(e) => reply.error(errno("getattr", e)),
         }
@@ -268,7 +274,7 @@ impl Filesystem for FuseAdapter {
         match self.fs.setattr(ino.0, fh.map(|f| f.0), set, caller(req)) {
             Ok(mut a) => {
                 a.ino = ino;
-                reply.attr(&self.fs.config.ttl, &a);
+                reply.attr(&self.fs.attr_ttl(ino.0), &a);
             }
             Err(e) => reply.error(errno("setattr", e)),
         }
@@ -516,11 +522,13 @@ impl Filesystem for FuseAdapter {
         let r = self
             .fs
             .readdirplus(ino.0, offset, &mut |d, entry| match entry {
+                // One TTL for both here: a node whose attributes may not be cached (rare: open
+                // read-write) gets its name looked up again too.
                 Some(e) => reply.add(
                     INodeNo(e.node),
                     d.offset,
                     &d.name,
-                    &e.ttl,
+                    &e.ttl.min(e.attr_ttl),
                     &fix(*e),
                     Generation(0),
                 ),

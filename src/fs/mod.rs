@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -55,8 +55,10 @@ pub struct Entry {
     pub attr: FileAttr,
     /// The node id the kernel will use.
     pub node: u64,
-    /// How long the kernel may cache it.
+    /// How long the kernel may cache the name.
     pub ttl: Duration,
+    /// How long the kernel may cache the attributes ([`CkptFs::attr_ttl`]).
+    pub attr_ttl: Duration,
 }
 
 /// One directory entry for readdir.
@@ -78,6 +80,8 @@ pub trait Invalidator: Send + Sync {
     fn inval_entry(&self, parent: u64, name: &OsStr);
     /// Drop cached attributes and pages of `node`.
     fn inval_inode(&self, node: u64);
+    /// Drop only the cached attributes (and ACLs) of `node`, keeping its pages.
+    fn inval_attr(&self, node: u64);
 }
 
 /// Settings of the core.
@@ -104,6 +108,9 @@ enum HandleKind {
         /// Seen by `fstat` to be a regular file when opened (so passthrough may back it
         /// without another `fstat`).
         regular: bool,
+        /// Opened read-write: a shared writable mapping of it can be made (see
+        /// [`CkptFs::attr_ttl`]).
+        mappable: bool,
     },
     Control {
         node: u64,
@@ -174,6 +181,12 @@ impl NodeHandle for Handle {
     }
 }
 
+impl Handle {
+    fn mappable(&self) -> bool {
+        matches!(self.kind, HandleKind::File { mappable: true, .. })
+    }
+}
+
 struct DirCache {
     map: HashMap<u64, (Arc<OwnedFd>, u64)>,
     tick: u64,
@@ -206,20 +219,30 @@ impl DirCache {
 /// At most this many replaced files are kept reachable (see [`Ghosts`]).
 const GHOSTS: usize = 256;
 
-/// `O_PATH` descriptors of regular files that a rename replaced while the kernel may still
-/// hold their node: a process that resolved the path just before the rename can still open or
+/// `O_PATH` descriptors of what lost its last name while the kernel may still hold its node:
+/// regular files that a rename replaced, and directories removed or renamed over.
+///
+/// A process that resolved a replaced file's path just before the rename can still open or
 /// stat the file it resolved, as on a local filesystem. Without them it gets `ESTALE`, and the
 /// kernel's one retry fails too when the name is replaced again meanwhile (`make -j` renaming
-/// over a header that others read). Dropped when the kernel forgets the node; the oldest goes
-/// first past [`GHOSTS`].
+/// over a header that others read).
+///
+/// A directory held open (a shell's working directory, an `opendir` stream) answers `fstat`
+/// after `rmdir` or a rename over it, with `st_nlink` 0, as on ext4 (xfstests generic/035).
+/// The mount keeps no directory handles (`FuseAdapter::opendir`), so the daemon cannot tell
+/// an open directory from one merely cached: it keeps the descriptor of every directory it
+/// removes while the kernel holds the node (usually the one the directory cache already had,
+/// so `rm -rf` opens nothing more).
+///
+/// Dropped when the kernel forgets the node; the oldest goes first past [`GHOSTS`].
 #[derive(Default)]
 struct Ghosts {
-    map: HashMap<u64, OwnedFd>,
+    map: HashMap<u64, Arc<OwnedFd>>,
     order: std::collections::VecDeque<u64>,
 }
 
 impl Ghosts {
-    fn insert(&mut self, node: u64, fd: OwnedFd) {
+    fn insert(&mut self, node: u64, fd: Arc<OwnedFd>) {
         if self.map.insert(node, fd).is_none() {
             self.order.push_back(node);
         }
@@ -252,6 +275,10 @@ pub struct CkptFs {
     config: FsConfig,
     last_report: Mutex<String>,
     invalidator: OnceLock<Arc<dyn Invalidator>>,
+    /// The kernel passes file I/O through to the host (set by the adapter at init).
+    passthrough: AtomicBool,
+    /// Open handles that are [`Handle::mappable`].
+    mappable_open: AtomicUsize,
     uid: u32,
     gid: u32,
 }
@@ -437,6 +464,64 @@ fn setid_to_drop(st: &libc::stat, caller: Caller) -> u32 {
     drop
 }
 
+thread_local! {
+    /// Whether this thread has a umask of its own (`unshare(CLONE_FS)`); `None` until asked.
+    static OWN_UMASK: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether the calling thread's umask is its own, making it so on the first call.
+fn own_umask() -> bool {
+    OWN_UMASK.with(|own| {
+        if let Some(v) = own.get() {
+            return v;
+        }
+        let ok = match sys::unshare_fs() {
+            Ok(()) => true,
+            Err(e) => {
+                log::warn!(target: "ckpt::fuse", "no umask of its own for this thread ({e}): creations check the parent's default ACL instead");
+                false
+            }
+        };
+        own.set(Some(ok));
+        ok
+    })
+}
+
+/// The caller's umask in force for one creating system call, restored when dropped.
+struct CallerUmask(Option<u32>);
+
+impl CallerUmask {
+    /// The mode to create an entry with in `dir`, requested as `mode` by a caller whose umask
+    /// is `umask`, and the umask to create it under.
+    ///
+    /// POSIX: the umask applies unless the parent directory has a default ACL, which then
+    /// gives the permissions instead. The mount asks for `FUSE_DONT_MASK`, so the kernel sends
+    /// the mode unmasked and leaves that to the daemon (without it, it masked the mode first
+    /// and a default ACL could not undo that: xfstests generic/099, 319, 444, 697). The host
+    /// knows whether the parent has a default ACL, so the daemon creates with the caller's
+    /// umask as its own: this thread's, made its own by `unshare(CLONE_FS)`, the way virtiofsd
+    /// does it (two `umask` calls, no lookup). Where a thread cannot have its own, the daemon
+    /// reads the parent's default ACL and masks the mode itself when it has none.
+    fn apply(dir: BorrowedFd<'_>, mode: u32, umask: u32) -> (u32, Self) {
+        let mode = mode & 0o7777;
+        let umask = umask & 0o777;
+        if own_umask() {
+            return (mode, Self(Some(sys::set_umask(umask))));
+        }
+        let inherits =
+            sys::getxattr(dir, c"system.posix_acl_default", &mut []).is_ok_and(|n| n > 0);
+        (if inherits { mode } else { mode & !umask }, Self(None))
+    }
+}
+
+impl Drop for CallerUmask {
+    fn drop(&mut self) {
+        if let Some(old) = self.0 {
+            sys::set_umask(old);
+        }
+    }
+}
+
 impl CkptFs {
     /// A core over the folder behind `root` (an `O_PATH` directory descriptor) and its store.
     pub fn new(root: OwnedFd, capture: Capturer, config: FsConfig) -> FsResult<Self> {
@@ -459,6 +544,8 @@ impl CkptFs {
             config,
             last_report: Mutex::new("{}\n".into()),
             invalidator: OnceLock::new(),
+            passthrough: AtomicBool::new(false),
+            mappable_open: AtomicUsize::new(0),
             uid: st.st_uid,
             gid: st.st_gid,
         })
@@ -467,6 +554,42 @@ impl CkptFs {
     /// Connects the kernel-cache invalidator (after the session exists).
     pub fn set_invalidator(&self, inv: Arc<dyn Invalidator>) {
         let _ = self.invalidator.set(inv);
+    }
+
+    /// Tells the core that the kernel passes file reads, writes and mmap through to the host.
+    pub fn set_passthrough(&self, on: bool) {
+        self.passthrough.store(on, Ordering::Relaxed);
+    }
+
+    /// How long the kernel may cache `node`'s attributes: the TTL, but none (each `stat` asks)
+    /// while the node is open read-write with kernel passthrough.
+    ///
+    /// With passthrough a shared mapping is the host file's own: a write to it updates the
+    /// host's mtime and ctime at the page fault, as on ext4, and no FUSE request follows (not
+    /// even for `msync`, which syncs the host file). Writes and truncations through the mount
+    /// mark or refresh the kernel's attributes; a mapped write does not, so `stat` kept the
+    /// mtime from before for the whole TTL (xfstests generic/080, 215). Only a read-write
+    /// descriptor can map a file shared and writable; while one is open the attributes are
+    /// not cached, and opening one drops those cached before ([`Self::open`]). Open
+    /// write-only or read-only files keep the TTL, and so do files open read-write without
+    /// passthrough: there mapped pages reach the host only through the daemon's writes, after
+    /// which the kernel marks the attributes stale itself. The one case left: a mapping kept
+    /// after its descriptor is closed, written after a `stat` that followed the close (the
+    /// kernel tells the daemon nothing of either).
+    pub fn attr_ttl(&self, node: u64) -> Duration {
+        if control::is_control(node) {
+            return Duration::ZERO;
+        }
+        if self.passthrough.load(Ordering::Relaxed)
+            && self.mappable_open.load(Ordering::Relaxed) > 0
+            && self
+                .lock_handles()
+                .find_on(node, Handle::mappable)
+                .is_some()
+        {
+            return Duration::ZERO;
+        }
+        self.config.ttl
     }
 
     /// The capture engine (for the control socket).
@@ -528,8 +651,10 @@ impl CkptFs {
             .get(&node)
             .and_then(|fd| fd.try_clone().ok())?;
         // A file renamed over may be a staged pre-image: stored before anything can write it.
-        let ino = sys::fstat(fd.as_fd()).ok()?.st_ino;
-        self.capture.settle_inode(ino).ok()?;
+        let st = sys::fstat(fd.as_fd()).ok()?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            self.capture.settle_inode(st.st_ino).ok()?;
+        }
         Some(fd)
     }
 
@@ -676,6 +801,7 @@ impl CkptFs {
             attr: attr_of(st),
             node,
             ttl: self.config.ttl,
+            attr_ttl: self.attr_ttl(node),
         }
     }
 
@@ -722,6 +848,7 @@ impl CkptFs {
             attr: self.control_attr(node),
             node,
             ttl: Duration::ZERO,
+            attr_ttl: Duration::ZERO,
         }
     }
 
@@ -1000,12 +1127,15 @@ impl CkptFs {
     ) -> FsResult<Entry> {
         let _gate = self.shared_gate();
         let (dir, c) = self.prepare_new(parent, name, caller)?;
-        sys::mknodat(
-            dir.as_fd(),
-            &c,
-            (mode & libc::S_IFMT) | (mode & !umask & 0o7777),
-            u64::from(rdev),
-        )?;
+        {
+            let (perm, _umask) = CallerUmask::apply(dir.as_fd(), mode, umask);
+            sys::mknodat(
+                dir.as_fd(),
+                &c,
+                (mode & libc::S_IFMT) | perm,
+                u64::from(rdev),
+            )?;
+        }
         self.own_new(dir.as_fd(), &c, caller);
         let st = sys::lstatat(dir.as_fd(), &c)?;
         Ok(self.entry(parent, name, &st))
@@ -1022,7 +1152,10 @@ impl CkptFs {
     ) -> FsResult<Entry> {
         let _gate = self.shared_gate();
         let (dir, c) = self.prepare_new(parent, name, caller)?;
-        sys::mkdirat(dir.as_fd(), &c, mode & !umask & 0o7777)?;
+        {
+            let (perm, _umask) = CallerUmask::apply(dir.as_fd(), mode, umask);
+            sys::mkdirat(dir.as_fd(), &c, perm)?;
+        }
         self.own_new(dir.as_fd(), &c, caller);
         let st = sys::lstatat(dir.as_fd(), &c)?;
         Ok(self.entry(parent, name, &st))
@@ -1091,6 +1224,12 @@ impl CkptFs {
             self.capture.ensure(dir.as_fd(), &c, &path, who)?;
         }
         let detached = self.detach_if_last(parent, name, dir.as_fd(), &c, file.as_ref());
+        let removed_dir = match detached {
+            Some((node, host)) if flags & libc::AT_REMOVEDIR != 0 => {
+                self.removed_dir_fd(node, host, dir.as_fd(), &c)
+            }
+            _ => None,
+        };
         let removed = match &file {
             Some(st) => {
                 let held_open = self.held_open(parent, name);
@@ -1119,7 +1258,34 @@ impl CkptFs {
         if let (Some(node), true) = (gone, flags & libc::AT_REMOVEDIR != 0) {
             self.lock_dirs().map.remove(&node);
         }
+        if let Some((node, fd)) = removed_dir {
+            self.lock_ghosts().insert(node, fd);
+        }
         Ok(())
+    }
+
+    /// Before `rmdir` of `name` in `dir`, the node it stands for being `node` (host inode
+    /// `host`): a descriptor of the directory to keep as a ghost once it is gone (see
+    /// [`Ghosts`]), the directory cache's when it has one.
+    fn removed_dir_fd(
+        &self,
+        node: u64,
+        host: HostId,
+        dir: BorrowedFd<'_>,
+        name: &CStr,
+    ) -> Option<(u64, Arc<OwnedFd>)> {
+        if let Some(fd) = self.lock_dirs().get(node) {
+            return Some((node, fd));
+        }
+        let fd = sys::openat(
+            dir,
+            name,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )
+        .ok()?;
+        let st = sys::fstat(fd.as_fd()).ok()?;
+        (HostId::of(&st) == host).then(|| (node, Arc::new(fd)))
     }
 
     /// Before removing or replacing `name` in `parent`: when it is the last name of its host
@@ -1230,13 +1396,15 @@ impl CkptFs {
         } else {
             self.detach_if_last(newparent, newname, ddir.as_fd(), &dc, dst.as_ref())
         };
+        // The replaced file or directory stays reachable while the kernel holds its node.
         if let Some((node, host)) = detached
             && let Ok(fd) = sys::openat(ddir.as_fd(), &dc, libc::O_PATH | libc::O_NOFOLLOW, 0)
             && sys::fstat(fd.as_fd()).is_ok_and(|st| {
-                st.st_mode & libc::S_IFMT == libc::S_IFREG && HostId::of(&st) == host
+                matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR)
+                    && HostId::of(&st) == host
             })
         {
-            self.lock_ghosts().insert(node, fd);
+            self.lock_ghosts().insert(node, Arc::new(fd));
         }
         let renamed = sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags);
         if let Some(seq) = staged {
@@ -1265,6 +1433,9 @@ impl CkptFs {
 
     fn add_handle(&self, h: Handle) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if h.mappable() {
+            self.mappable_open.fetch_add(1, Ordering::Relaxed);
+        }
         self.lock_handles().insert(fh, h);
         fh
     }
@@ -1283,6 +1454,19 @@ impl CkptFs {
 
     /// `open`.
     pub fn open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
+        let fh = self.open_handle(node, flags, caller)?;
+        if flags & libc::O_ACCMODE == libc::O_RDWR
+            && self.passthrough.load(Ordering::Relaxed)
+            && !control::is_control(node)
+        {
+            // Attributes cached before (from the lookup that led here) would outlive a write
+            // through a shared mapping of this descriptor (see `attr_ttl`).
+            self.attributes_changed(node);
+        }
+        Ok(fh)
+    }
+
+    fn open_handle(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
         if control::is_control(node) {
             if node == CTL_DIR {
                 return Err(Errno(libc::EISDIR));
@@ -1302,7 +1486,8 @@ impl CkptFs {
             }));
         }
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-        let clean = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
+        let mappable = flags & libc::O_ACCMODE == libc::O_RDWR;
+        let clean = host_open_flags(flags);
         let (dir, name, path) = match self.locate(node) {
             Ok(l) => l,
             Err(e) => {
@@ -1315,6 +1500,7 @@ impl CkptFs {
                     kind: HandleKind::File {
                         writable,
                         regular: false,
+                        mappable,
                     },
                 }));
             }
@@ -1360,7 +1546,11 @@ impl CkptFs {
         Ok(self.add_handle(Handle {
             node,
             fd: Some(fd),
-            kind: HandleKind::File { writable, regular },
+            kind: HandleKind::File {
+                writable,
+                regular,
+                mappable,
+            },
         }))
     }
 
@@ -1409,6 +1599,7 @@ impl CkptFs {
             kind: HandleKind::File {
                 writable: true,
                 regular,
+                mappable: clean & libc::O_ACCMODE == libc::O_RDWR,
             },
         }))
     }
@@ -1425,12 +1616,15 @@ impl CkptFs {
     ) -> FsResult<(Entry, u64)> {
         let _gate = self.shared_gate();
         let (dir, c) = self.prepare_new(parent, name, caller)?;
-        let fd = sys::openat(
-            dir.as_fd(),
-            &c,
-            flags | libc::O_CREAT | libc::O_NOFOLLOW,
-            mode & !umask & 0o7777,
-        )?;
+        let fd = {
+            let (perm, _umask) = CallerUmask::apply(dir.as_fd(), mode, umask);
+            sys::openat(
+                dir.as_fd(),
+                &c,
+                host_open_flags(flags) | libc::O_CREAT | libc::O_NOFOLLOW,
+                perm,
+            )?
+        };
         self.own_new(dir.as_fd(), &c, caller);
         let st = sys::fstat(fd.as_fd())?;
         let entry = self.entry(parent, name, &st);
@@ -1440,6 +1634,9 @@ impl CkptFs {
             kind: HandleKind::File {
                 writable: true,
                 regular: st.st_mode & libc::S_IFMT == libc::S_IFREG,
+                // No attributes of the new file were cached before it could be mapped, and it
+                // is empty: it grows by a write or a truncation first, and both refresh them.
+                mappable: flags & libc::O_ACCMODE == libc::O_RDWR,
             },
         });
         Ok((entry, fh))
@@ -1521,6 +1718,9 @@ impl CkptFs {
     pub fn release(&self, fh: u64) {
         // Closed after the lock is released: a close can take as long as a flush.
         let handle = self.lock_handles().remove(fh);
+        if handle.as_ref().is_some_and(|h| h.mappable()) {
+            self.mappable_open.fetch_sub(1, Ordering::Relaxed);
+        }
         drop(handle);
     }
 
@@ -1768,7 +1968,9 @@ impl CkptFs {
         }
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
-        self.attr_fd(node)?.setxattr(&cname(name)?, value, flags)
+        self.attr_fd(node)?.setxattr(&cname(name)?, value, flags)?;
+        self.attributes_changed(node);
+        Ok(())
     }
 
     /// `removexattr`.
@@ -1778,7 +1980,22 @@ impl CkptFs {
         }
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
-        self.attr_fd(node)?.removexattr(&cname(name)?)
+        self.attr_fd(node)?.removexattr(&cname(name)?)?;
+        self.attributes_changed(node);
+        Ok(())
+    }
+
+    /// After a change that no reply carries attributes for (an xattr set or removed): the
+    /// kernel's cached attributes of `node` are dropped, so the next `stat` asks the host.
+    /// Setting `system.posix_acl_access` changes the mode (`setfacl -m g::rwx` is a chmod to
+    /// the host), and every xattr change the ctime; without FUSE_POSIX_ACL the kernel marks
+    /// only the ctime stale, so a `stat` asking for the mode alone kept the old one for the
+    /// whole TTL (xfstests generic/375). Sent before the reply, while the kernel holds the
+    /// inode for the request.
+    fn attributes_changed(&self, node: u64) {
+        if let Some(inv) = self.invalidator.get() {
+            inv.inval_attr(node);
+        }
     }
 
     // ---- turns and rewinds ----
@@ -1978,6 +2195,22 @@ impl CkptFs {
         // Names below what the rewind removed or replaced are gone with it.
         self.write_inodes().prune_unreachable();
     }
+}
+
+/// The flags the daemon opens a handle's host file with, from the caller's open flags: without
+/// `O_CREAT`, `O_EXCL` and `O_NOCTTY` (the kernel already resolved them), and without
+/// `O_DIRECT`. The daemon's descriptor serves more than the caller's reads and writes: the
+/// pre-image is read through it at open, the kernel writes back mmap'd pages and sends
+/// `copy_file_range` through whichever handle it picks, and none of them is aligned as direct
+/// I/O on the host requires (a write-open of an existing file with `O_DIRECT` failed with
+/// `EINVAL` at the capture read; with `--no-passthrough` every read and write did). The
+/// caller's direct I/O stays direct where it matters: the kernel bypasses its own page cache
+/// for it, and with passthrough it opens its backing file with the caller's own flags,
+/// `O_DIRECT` included, so reads and writes go to the disk as on the host. Only with
+/// `--no-passthrough` does the data pass through the host's page cache (coherent with every
+/// other access, durable on `fsync` as direct I/O is).
+fn host_open_flags(flags: i32) -> i32 {
+    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_DIRECT)
 }
 
 fn h_writable(h: Option<&Handle>) -> Option<bool> {
