@@ -70,16 +70,15 @@ use std::time::Instant;
 
 // ---- settings ----
 
-/// Whether rewinds are expected to restore user xattrs. They are documented as not restored;
-/// `CKPT_CORE_XATTRS=1` checks them anyway.
-const XATTRS_RESTORED: bool = false;
+/// Whether rewinds are expected to restore user xattrs (they are, from journal version 3 on);
+/// `CKPT_CORE_XATTRS=0` leaves them out of the comparisons.
+const XATTRS_RESTORED: bool = true;
 /// Names in every directory; paths go at most this deep when made.
 const NAMES: [&str; 3] = ["a", "b", "c"];
 const MAX_DEPTH: usize = 3;
-/// Whether rewinds are expected to keep set-uid/set-gid bits of files. Run as root they do
-/// not: the rewind's `lchown` after its `fchmod` clears them (`regression_setid_bits_*`);
-/// `CKPT_CORE_SETID=1` generates such modes anyway.
-const SETID_RESTORED: bool = false;
+/// Whether rewinds are expected to keep set-uid/set-gid bits of files (they are: the owner is
+/// set before the mode, `regression_setid_bits_*`); `CKPT_CORE_SETID=0` leaves such modes out.
+const SETID_RESTORED: bool = true;
 /// Modes for chmod and mkdir; the last two only with set-id modes on (the caller is root, so
 /// nothing in the core drops them).
 const MODES: [u32; 8] = [0o644, 0o600, 0o755, 0o700, 0o500, 0o444, 0o4755, 0o2750];
@@ -104,7 +103,7 @@ fn env_u64(name: &str) -> Option<u64> {
 
 /// The modes generated cases use.
 fn modes() -> &'static [u32] {
-    if SETID_RESTORED || std::env::var("CKPT_CORE_SETID").as_deref() == Ok("1") {
+    if SETID_RESTORED && std::env::var("CKPT_CORE_SETID").as_deref() != Ok("0") {
         &MODES
     } else {
         &MODES[..6]
@@ -118,7 +117,7 @@ fn forgets() -> bool {
 }
 
 fn check_xattrs() -> bool {
-    XATTRS_RESTORED || std::env::var("CKPT_CORE_XATTRS").as_deref() == Ok("1")
+    XATTRS_RESTORED && std::env::var("CKPT_CORE_XATTRS").as_deref() != Ok("0")
 }
 
 /// Deterministic content: 0 to 12 bytes.
@@ -2299,16 +2298,22 @@ fn expect_partial(
     let mut above: BTreeSet<String> = BTreeSet::new();
     let mut above_kept: BTreeSet<String> = BTreeSet::new();
     for a in ancestors(o) {
-        let Some(Kind::Dir { mode }) = t.entries.get(a).map(|s| &s.kind) else {
+        let Some(then) = t.entries.get(a) else {
+            break;
+        };
+        let Kind::Dir { mode } = &then.kind else {
             break;
         };
         above.insert(a.to_string());
+        // Restored as a directory with its mode and extended attributes of then (a directory
+        // there now keeps its entries).
         match exact.get_mut(a) {
             Some(Snap {
                 kind: Kind::Dir { mode: m },
-                ..
+                xattrs,
             }) => {
                 *m = *mode;
+                xattrs.clone_from(&then.xattrs);
                 above_kept.insert(a.to_string());
             }
             _ => {
@@ -2316,7 +2321,7 @@ fn expect_partial(
                     a.to_string(),
                     Snap {
                         kind: Kind::Dir { mode: *mode },
-                        xattrs: Xattrs::new(),
+                        xattrs: then.xattrs.clone(),
                     },
                 );
             }
