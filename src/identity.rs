@@ -14,18 +14,32 @@
 
 use crate::store::journal::Handle;
 use crate::sys::{self, SysResult};
+use serde::{Deserialize, Serialize};
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
 
 /// What identifies one inode across time on one filesystem.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FileId {
     /// Inode number.
     pub ino: u64,
     /// File handle, where the filesystem gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fh: Option<Handle>,
     /// Birth time in nanoseconds, recorded only where there is no handle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub btime: Option<i64>,
+}
+
+/// A rewind (or undo) that gave a path back its recorded state as a fresh file: records that
+/// name the inode `was` (other names of the same hard-link group, captured in turns the rewind
+/// left in the index or brought back) now mean the inode `now`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Renewal {
+    /// The identity the records carry.
+    pub was: FileId,
+    /// The file that now stands for it.
+    pub now: FileId,
 }
 
 /// The answer to "is this the same file?".
@@ -76,6 +90,25 @@ impl FileId {
                 fh: None,
                 btime: sys::birth_time_at(dir, name, flags),
             },
+        }
+    }
+
+    /// Whether the inode this identity names is proven to have no name left on the
+    /// filesystem of `mount_fd` (freed, or only held open): its handle no longer opens, or opens
+    /// an inode with no links. Unproven (no handle, or not root, which `open_by_handle_at`
+    /// needs) is `false`.
+    pub fn is_gone(&self, mount_fd: BorrowedFd<'_>) -> bool {
+        let Some(fh) = &self.fh else {
+            return false;
+        };
+        // `open_by_handle_at` refuses an `O_PATH` descriptor as its mount descriptor.
+        let Ok(mount) = sys::reopen(mount_fd, libc::O_RDONLY | libc::O_DIRECTORY) else {
+            return false;
+        };
+        match sys::open_by_handle(std::os::fd::AsFd::as_fd(&mount), &fh.0, libc::O_PATH) {
+            Err(sys::Errno(libc::ESTALE)) => true,
+            Err(_) => false,
+            Ok(fd) => sys::fstat(std::os::fd::AsFd::as_fd(&fd)).is_ok_and(|st| st.st_nlink == 0),
         }
     }
 
@@ -135,6 +168,27 @@ mod tests {
             id(7, None, Some(5)).same_as(&id(7, None, Some(6))),
             Same::No
         );
+    }
+
+    #[test]
+    fn a_removed_file_is_gone_and_a_linked_one_is_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = sys::open_path(
+            &std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).expect("path"),
+            libc::O_PATH | libc::O_DIRECTORY,
+        )
+        .expect("open O_PATH, as the daemon holds its root");
+        std::fs::write(dir.path().join("f"), b"x").expect("write");
+        std::fs::hard_link(dir.path().join("f"), dir.path().join("g")).expect("link");
+        let id = FileId::of_name(root.as_fd(), c"f").expect("identity");
+        if sys::geteuid() != 0 {
+            assert!(!id.is_gone(root.as_fd()), "unproven without root");
+            return;
+        }
+        std::fs::remove_file(dir.path().join("f")).expect("rm");
+        assert!(!id.is_gone(root.as_fd()), "still linked as g");
+        std::fs::remove_file(dir.path().join("g")).expect("rm");
+        assert!(id.is_gone(root.as_fd()), "no name left");
     }
 
     #[test]

@@ -185,6 +185,9 @@ pub struct Report {
     /// Failed paths that no second run can restore (not serialised).
     #[serde(skip)]
     pub permanent: HashSet<String>,
+    /// Fresh files that now stand for recorded identities (journaled, not serialised).
+    #[serde(skip)]
+    pub renewed: Vec<crate::identity::Renewal>,
 }
 
 impl Report {
@@ -326,7 +329,7 @@ pub fn rewind(
         }
         (req.to, store.index.plan_targets(req.to), None)
     };
-    let plan = plan(targets);
+    let plan = plan(store.index.with_current_identities(targets));
     let problems = verify(&plan, store);
     if !problems.is_empty() {
         return Err(RewindError::Refused(problems));
@@ -350,15 +353,20 @@ pub fn rewind(
         // An undo is not itself undoable: it saves nothing and is closed by one record. Cut
         // off midway, running it again completes it (the same targets apply again).
         let rewind = store.index.last_rewind.as_ref().map_or(0, |l| l.begin);
-        apply(root, store, &plan, &mut report, progress);
+        let anchors = link_anchors(root, &plan);
+        apply(root, store, &plan, &anchors, &mut report, progress);
+        record_renewals(store, &mut report)?;
         store
             .append(Record::UndoDone { rewind })
             .map_err(RewindError::Store)?;
         return Ok(report);
     }
+    // Names outside the plan that the rewind rewrites in place (the surviving links of its
+    // hard-link groups) are saved with everything else.
+    let anchors = link_anchors(root, &plan);
     // What the rewind overwrites is read before the journal says it began: a failure here
     // refuses the rewind with nothing changed and nothing left open.
-    let saves = saves_for_undo(root, store, &plan)?;
+    let saves = saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan))?;
     let begin = match resume {
         Some(b) => b,
         None => store
@@ -379,7 +387,8 @@ pub fn rewind(
             .collect();
         store.append_all(records).map_err(RewindError::Store)?;
     }
-    apply(root, store, &plan, &mut report, progress);
+    apply(root, store, &plan, &anchors, &mut report, progress);
+    record_renewals(store, &mut report)?;
     // A pre-image that was never stored fails every time; anything else (a parent swapped for
     // a symlink meanwhile, an I/O error) may succeed on a second run. Such a rewind stays open,
     // its turns in the index, so that running it again completes it instead of leaving a mix.
@@ -451,16 +460,24 @@ pub fn rewind_paths(
             known: store.index.turns.iter().map(|t| t.turn).collect(),
         });
     }
-    let targets: Vec<(RelPath, PreImage)> = store
-        .index
-        .plan_targets(to)
-        .into_iter()
+    // Hard-link groups are formed over every target before choosing the paths: a name's own
+    // first capture may come after a write through another name of its inode, whose earlier
+    // capture holds the bytes of the start of the turn.
+    let all = share_hard_links(
+        store
+            .index
+            .with_current_identities(store.index.plan_targets(to)),
+    );
+    let mut targets: Vec<(RelPath, PreImage)> = all
+        .iter()
         .filter(|(p, pre)| {
             paths.iter().any(|o| {
                 p.starts_with(o) || (o.starts_with(p) && matches!(pre, PreImage::Dir { .. }))
             })
         })
+        .cloned()
         .collect();
+    targets.extend(uncaptured_links(root, &all, &targets, paths));
     let plan = plan(targets);
     let problems = verify(&plan, store);
     if !problems.is_empty() {
@@ -477,24 +494,92 @@ pub fn rewind_paths(
         report.plan = Some(plan);
         return Ok(report);
     }
+    let anchors = link_anchors(root, &plan);
     let captured = &store.index.captured_now;
-    let records: Vec<Record> =
-        read_current(root, store, &plan, &|p| captured.contains(p), max_blob)?
-            .into_iter()
-            .map(|(path, pre)| Record::Capture {
-                turn: from,
-                path,
-                pre,
-                undo_of: None,
-                pid: None,
-                comm: None,
-            })
-            .collect();
+    let extra = anchors.outside_plan(&plan);
+    let records: Vec<Record> = read_current(
+        root,
+        store,
+        &plan,
+        &extra,
+        &|p| captured.contains(p),
+        max_blob,
+    )?
+    .into_iter()
+    .map(|(path, pre)| Record::Capture {
+        turn: from,
+        path,
+        pre,
+        undo_of: None,
+        pid: None,
+        comm: None,
+    })
+    .collect();
     if !records.is_empty() {
         store.append_all(records).map_err(RewindError::Store)?;
     }
-    apply(root, store, &plan, &mut report, progress);
+    apply(root, store, &plan, &anchors, &mut report, progress);
+    record_renewals(store, &mut report)?;
     Ok(report)
+}
+
+/// Names below the `paths` of a partial rewind that no rewound turn captured but that are, now,
+/// a hard link of an inode some other name's capture describes: the inode's bytes changed
+/// through that other name, so at the start of the turn this name held the captured state
+/// too. (A name not captured in the rewound turns kept its inode through them.)
+fn uncaptured_links(
+    root: BorrowedFd<'_>,
+    all: &[(RelPath, PreImage)],
+    chosen: &[(RelPath, PreImage)],
+    paths: &[RelPath],
+) -> Vec<(RelPath, PreImage)> {
+    let captured: HashSet<&RelPath> = all.iter().map(|(p, _)| p).collect();
+    let known: Vec<(FileId, &PreImage)> = all
+        .iter()
+        .filter(|(_, pre)| pre.nlink() > 1)
+        .filter_map(|(_, pre)| pre.file_id().map(|id| (id, pre)))
+        .collect();
+    let mut out: Vec<(RelPath, PreImage)> = Vec::new();
+    if known.is_empty() {
+        return out;
+    }
+    let chosen: HashSet<&RelPath> = chosen.iter().map(|(p, _)| p).collect();
+    for o in paths {
+        let Ok(parent) = open_parent_raw(root, o) else {
+            continue;
+        };
+        let _ = walk_tree(parent.as_fd(), &cname(o), o, &mut |p, dir, n| {
+            if captured.contains(p) || chosen.contains(p) {
+                return Ok(());
+            }
+            let st = sys::lstatat(dir, n)?;
+            let kind = st.st_mode & libc::S_IFMT;
+            if st.st_nlink < 2 || (kind != libc::S_IFREG && kind != libc::S_IFLNK) {
+                return Ok(());
+            }
+            let now = FileId::read_at(dir, n, 0, st.st_ino);
+            if let Some((_, pre)) = known.iter().find(|(id, pre)| {
+                id.is(&now) && matches!(pre, PreImage::Symlink { .. }) == (kind == libc::S_IFLNK)
+            }) {
+                out.push((p.clone(), (*pre).clone()));
+            }
+            Ok(())
+        });
+    }
+    out
+}
+
+/// Records the files the rewind recreated for records that carry an identity, so those records
+/// name the new files from now on (see [`crate::identity::Renewal`]).
+fn record_renewals(store: &mut Store, report: &mut Report) -> Result<(), RewindError> {
+    if report.renewed.is_empty() {
+        return Ok(());
+    }
+    let ids = std::mem::take(&mut report.renewed);
+    store
+        .append(Record::Renewed { ids })
+        .map_err(RewindError::Store)?;
+    Ok(())
 }
 
 /// The state now of every path `plan` touches and of everything below them, except the paths
@@ -506,33 +591,36 @@ fn read_current(
     root: BorrowedFd<'_>,
     store: &Store,
     plan: &Plan,
+    extra: &[RelPath],
     skip: &dyn Fn(&RelPath) -> bool,
     max_blob: u64,
 ) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
     let mut records = Vec::new();
     let mut seen: HashSet<RelPath> = HashSet::new();
     let mut problems = Vec::new();
-    for step in plan.steps() {
-        if matches!(step.target, PreImage::Skipped { .. }) {
-            // Never restored, so never changed by this rewind: nothing to save (a file over
-            // --max-blob would otherwise be stored whole here).
-            continue;
-        }
-        let parent = match open_parent_raw(root, &step.path) {
+    // Skipped targets are never restored, so never changed by this rewind: nothing to save (a
+    // file over --max-blob would otherwise be stored whole here).
+    let paths = plan
+        .steps()
+        .filter(|s| !matches!(s.target, PreImage::Skipped { .. }))
+        .map(|s| &s.path)
+        .chain(extra.iter());
+    for path in paths {
+        let parent = match open_parent_raw(root, path) {
             Ok(p) => p,
             Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV)) => continue,
             Err(e) => {
                 problems.push(Failure {
-                    path: step.path.to_string(),
+                    path: path.to_string(),
                     reason: format!("cannot open its parent to save what is there: {e}"),
                 });
                 continue;
             }
         };
-        let name = cname(&step.path);
+        let name = cname(path);
         let blobs = &store.blobs;
         let mut at = None;
-        let walked = walk_tree(parent.as_fd(), &name, &step.path, &mut |p, dir, n| {
+        let walked = walk_tree(parent.as_fd(), &name, path, &mut |p, dir, n| {
             if !skip(p) && !seen.contains(p) {
                 at = Some(p.clone());
                 records.push((p.clone(), read_preimage(blobs, dir, n, max_blob)?));
@@ -542,7 +630,7 @@ fn read_current(
         });
         if let Err(e) = walked {
             problems.push(Failure {
-                path: at.unwrap_or_else(|| step.path.clone()).to_string(),
+                path: at.unwrap_or_else(|| path.clone()).to_string(),
                 reason: format!("cannot save what is there before changing it: {e}"),
             });
         }
@@ -560,6 +648,7 @@ fn saves_for_undo(
     root: BorrowedFd<'_>,
     store: &Store,
     plan: &Plan,
+    extra: &[RelPath],
 ) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
     let already: HashSet<&RelPath> = store
         .index
@@ -567,7 +656,7 @@ fn saves_for_undo(
         .iter()
         .map(|c| &c.path)
         .collect();
-    read_current(root, store, plan, &|p| already.contains(p), u64::MAX)
+    read_current(root, store, plan, extra, &|p| already.contains(p), u64::MAX)
 }
 
 /// Removes what a rewind cut off by a crash left in the parents of its plan's paths: temp
@@ -606,6 +695,7 @@ fn apply(
     root: BorrowedFd<'_>,
     store: &Store,
     plan: &Plan,
+    anchors: &Anchors,
     report: &mut Report,
     progress: Progress<'_>,
 ) {
@@ -635,8 +725,7 @@ fn apply(
     // Hard-link groups: the first path of a captured inode is restored, the others linked to it.
     // Where the inode still stands, proven the same (under a name in the plan or not), the
     // first path is linked to it and rewritten in place, so names the plan does not touch share
-    // it again.
-    let anchors = link_anchors(root, plan);
+    // it again (the anchors were found before anything changed).
     let mut first_of_inode: HashMap<GroupKey, RelPath> = HashMap::new();
     let mut dir_modes: Vec<(RelPath, u32)> = Vec::new();
     for step in &plan.restore {
@@ -654,10 +743,12 @@ fn apply(
                         }
                         _ => Ok(()),
                     };
-                    relinked.and_then(|()| restore_step(root, store, step, &mut dir_modes))
+                    relinked.and_then(|()| {
+                        restore_step(root, store, step, &mut dir_modes, &mut report.renewed)
+                    })
                 }
             },
-            None => restore_step(root, store, step, &mut dir_modes),
+            None => restore_step(root, store, step, &mut dir_modes, &mut report.renewed),
         };
         match result {
             Ok(true) => {
@@ -671,7 +762,7 @@ fn apply(
             }),
         }
     }
-    for (candidate, member) in anchors.unproven {
+    for (candidate, member) in &anchors.unproven {
         // Left as it is: writing into it could change a file no rewound turn touched.
         report.permanent.insert(candidate.to_string());
         report.failed.push(Failure {
@@ -682,7 +773,7 @@ fn apply(
             ),
         });
     }
-    for first in anchors.unresolved {
+    for first in &anchors.unresolved {
         report.permanent.insert(first.to_string());
         report.failed.push(Failure {
             path: first.to_string(),
@@ -818,6 +909,7 @@ fn restore_step(
     store: &Store,
     step: &Step,
     dir_modes: &mut Vec<(RelPath, u32)>,
+    renewed: &mut Vec<crate::identity::Renewal>,
 ) -> Result<bool, String> {
     let parent = open_parent(root, &step.path)?;
     let dir = parent.as_fd();
@@ -939,7 +1031,9 @@ fn restore_step(
                 let _ = sys::unlinkat(dir, &tmp, 0);
                 return Err(e);
             }
-            replace_with(dir, &tmp, &name, cur_kind)
+            replace_with(dir, &tmp, &name, cur_kind)?;
+            note_renewal(dir, &name, &step.target, renewed);
+            Ok(true)
         }
         PreImage::Symlink {
             target,
@@ -989,7 +1083,9 @@ fn restore_step(
                 let _ = sys::unlinkat(dir, &tmp, 0);
                 return Err(e);
             }
-            replace_with(dir, &tmp, &name, cur_kind)
+            replace_with(dir, &tmp, &name, cur_kind)?;
+            note_renewal(dir, &name, &step.target, renewed);
+            Ok(true)
         }
         PreImage::Fifo {
             mode,
@@ -1034,6 +1130,23 @@ fn restore_step(
     }
 }
 
+/// A fresh file now stands for the inode `target` records: when that inode is proven to have
+/// no name left (a rewind removed it, say), records of its other names mean the new file from
+/// now on (see [`crate::identity::Renewal`]). An inode that still has a name somewhere is
+/// itself what those records mean, and nothing is noted.
+fn note_renewal(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    target: &PreImage,
+    renewed: &mut Vec<crate::identity::Renewal>,
+) {
+    if let (Some(was), Ok(now)) = (target.file_id(), FileId::of_name(dir, name))
+        && was.is_gone(dir)
+    {
+        renewed.push(crate::identity::Renewal { was, now });
+    }
+}
+
 /// Moves `tmp` over `name`, removing a directory that stands there first.
 fn replace_with(
     dir: BorrowedFd<'_>,
@@ -1058,14 +1171,28 @@ fn replace_with(
 /// For each hard-linked inode of the plan, a path that holds that very inode now (proven by
 /// its identity): a path of the plan when one does, else (when the plan has fewer names than
 /// the inode had links) the first such name found by walking the folder; and the names found
-/// that carry the inode's number but whose record cannot prove they are it. Called after the
-/// removals.
+/// that carry the inode's number but whose record cannot prove they are it. Found before the
+/// rewind changes anything (names the plan removes are skipped), so that the names outside the
+/// plan it will rewrite in place are saved first.
 struct Anchors {
     found: HashMap<GroupKey, RelPath>,
     /// (name outside the plan, first name of the group in the plan).
     unproven: Vec<(RelPath, RelPath)>,
     /// First names of groups with names outside the plan that no record can find.
     unresolved: Vec<RelPath>,
+}
+
+impl Anchors {
+    /// The anchors that are not paths of `plan`: names the rewind rewrites in place although
+    /// no step names them.
+    fn outside_plan(&self, plan: &Plan) -> Vec<RelPath> {
+        let planned: HashSet<&RelPath> = plan.steps().map(|s| &s.path).collect();
+        self.found
+            .values()
+            .filter(|p| !planned.contains(p))
+            .cloned()
+            .collect()
+    }
 }
 
 /// One group the walk looks for.
@@ -1133,9 +1260,12 @@ fn link_anchors(root: BorrowedFd<'_>, plan: &Plan) -> Anchors {
             .iter()
             .map(|s| (&s.path, matches!(s.target, PreImage::Dir { .. })))
             .collect();
+        // Nor is anything the plan removes (the anchors are found before the removals).
+        let removed: HashSet<&RelPath> = plan.remove.iter().map(|s| &s.path).collect();
         let mut walk = InodeSearch {
             dev,
             restored: &restored,
+            removed: &removed,
             wanted: &mut wanted,
             anchors: &mut anchors,
         };
@@ -1158,6 +1288,8 @@ struct InodeSearch<'a> {
     dev: u64,
     /// The plan's restore paths, each with whether its target is a directory.
     restored: &'a HashMap<&'a RelPath, bool>,
+    /// The plan's removals (never walked into).
+    removed: &'a HashSet<&'a RelPath>,
     /// Groups still looked for, by inode number.
     wanted: &'a mut HashMap<u64, Vec<Wanted>>,
     anchors: &'a mut Anchors,
@@ -1182,6 +1314,9 @@ impl InodeSearch<'_> {
             let Ok(name) = CString::new(e.name) else {
                 continue;
             };
+            if self.removed.contains(&child) {
+                continue;
+            }
             let kind = match e.kind {
                 libc::DT_UNKNOWN => {
                     match sys::lstatat(dir, &name).map(|st| st.st_mode & libc::S_IFMT) {

@@ -268,6 +268,29 @@ pub fn file_handle_at(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> SysResult
     Ok(out)
 }
 
+/// `open_by_handle_at(2)` of a handle [`file_handle_at`] gave (type, then bytes), on the
+/// filesystem of `mount_fd`; `ESTALE` when the inode no longer exists. Needs
+/// `CAP_DAC_READ_SEARCH` (`EPERM` otherwise).
+pub fn open_by_handle(mount_fd: BorrowedFd<'_>, handle: &[u8], flags: i32) -> SysResult<OwnedFd> {
+    if handle.len() < 4 || handle.len() - 4 > MAX_HANDLE_SZ {
+        return Err(Errno(libc::EINVAL));
+    }
+    let (kind, bytes) = handle.split_at(4);
+    let mut buf = [0u64; 1 + MAX_HANDLE_SZ / 8];
+    let fh = buf.as_mut_ptr().cast::<libc::file_handle>();
+    // SAFETY: `buf` is large and aligned enough for the header and MAX_HANDLE_SZ bytes after
+    // it; `bytes` is at most MAX_HANDLE_SZ long (checked above).
+    let fd = unsafe {
+        (*fh).handle_bytes = bytes.len() as libc::c_uint;
+        (*fh).handle_type = i32::from_le_bytes([kind[0], kind[1], kind[2], kind[3]]);
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), fh.cast::<u8>().add(8), bytes.len());
+        libc::open_by_handle_at(mount_fd.as_raw_fd(), fh, flags | libc::O_CLOEXEC)
+    };
+    check(fd)?;
+    // SAFETY: the kernel just returned this descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// The birth time of `name` in `dir` (an empty name with `AT_EMPTY_PATH` in `flags` names
 /// `dir`), in nanoseconds, when the filesystem records one; never follows a final symlink.
 pub fn birth_time_at(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> Option<i64> {

@@ -35,7 +35,7 @@
 //! skipped with a message, unless `CI=true`, where that is a failure.
 //!
 //! Each fixture runs the property twice: without hard links (green on current main, so it runs
-//! by default) and with them (`#[ignore]`d until the identity fix lands: every failure found on
+//! by default) and with them (once `#[ignore]`d until the identity fix landed: every failure found on
 //! current main involves a hard link; the `regression_*` tests are those failures shrunk).
 //!
 //! Environment: `CKPT_CORE_CASES` (cases per property, default 256), `CKPT_CORE_SEED` (a
@@ -2538,13 +2538,11 @@ fn rewinds_match_the_model_on_a_small_ext4_image() {
 
 /// Every operation, hard links included.
 #[test]
-#[ignore = "fails until the identity fix lands (see the regression_* tests)"]
 fn rewinds_match_the_model_with_hard_links_on_tmp() {
     property(&Fixture::tmp(), true);
 }
 
 #[test]
-#[ignore = "fails until the identity fix lands (see the regression_* tests)"]
 fn rewinds_match_the_model_with_hard_links_on_a_small_ext4_image() {
     if let Some(fx) = loop_fixture() {
         property(&fx, true);
@@ -2609,7 +2607,6 @@ fn on_tmp(ops: &[Op]) {
 /// which gets the freed number I; the rewind to 2 then takes `v`, which no rewound turn
 /// touched, for `a`'s lost hard link: it links `a` to it and writes `a`'s bytes into it.
 #[test]
-#[ignore = "fails until the identity fix lands"]
 fn regression_a_rewind_never_links_a_file_to_a_recycled_inode_number() {
     on_loop(&[
         Create("a", 20),
@@ -2631,7 +2628,6 @@ fn regression_a_rewind_never_links_a_file_to_a_recycled_inode_number() {
 /// free and the next file made, `z`, gets it; `rewind_paths` searches the whole folder for
 /// `x`'s lost hard link, finds `z`, links `x` to it and overwrites it.
 #[test]
-#[ignore = "fails until the identity fix lands"]
 fn regression_rewind_paths_never_links_a_file_to_a_recycled_inode_number() {
     on_loop(&[
         Create("x", 20),
@@ -2649,7 +2645,6 @@ fn regression_rewind_paths_never_links_a_file_to_a_recycled_inode_number() {
 /// before it ever looked them up: links made before the mount), `c` goes uncaptured when `b`
 /// is written, and a partial rewind of `c` leaves it with the new bytes.
 #[test]
-#[ignore = "fails until the identity fix lands (names of an inode are found by inode)"]
 fn regression_a_write_captures_hard_links_the_kernel_has_not_looked_up() {
     on_tmp(&[
         Create("c", 0),
@@ -2666,7 +2661,6 @@ fn regression_a_write_captures_hard_links_the_kernel_has_not_looked_up() {
 /// the undo leaves `b` as the rewind made it. (`b` is outside the plan because, after the
 /// first rewind and its undo, the kernel has not looked it up again: see the test above.)
 #[test]
-#[ignore = "fails until the identity fix lands (the undo saves what a rewind rewrites through a hard link)"]
 fn regression_undo_restores_a_hard_link_the_rewind_rewrote_in_place() {
     on_tmp(&[
         Create("a", 0),
@@ -2686,7 +2680,6 @@ fn regression_undo_restores_a_hard_link_the_rewind_rewrote_in_place() {
 /// inode in place, but captures only what lies at `c` for the current turn: `a` was changed
 /// without a capture, so rewinding the current turn cannot give `a` back.
 #[test]
-#[ignore = "fails until the identity fix lands (rewind_paths captures the hard links it rewrites)"]
 fn regression_rewind_paths_captures_the_hard_link_it_rewrites() {
     on_tmp(&[
         Create("c", 0),
@@ -2706,7 +2699,6 @@ fn regression_rewind_paths_captures_the_hard_link_it_rewrites() {
 /// inode (on an image where the number comes back, `b` itself might be found, or another
 /// file).
 #[test]
-#[ignore = "fails until the identity fix lands"]
 fn regression_a_hard_link_group_survives_a_rewind_and_its_undo() {
     on_tmp(&[
         Create("a", 0),
@@ -2723,7 +2715,6 @@ fn regression_a_hard_link_group_survives_a_rewind_and_its_undo() {
 /// Run as root, a rewind restores a file's mode with `fchmod` and then `lchown`s it, which
 /// clears set-uid and set-gid bits (even root's chown does, for a non-directory).
 #[test]
-#[ignore = "fails until rewinds set the mode after the owner (set-id bits are cleared by lchown)"]
 fn regression_setid_bits_survive_a_rewind() {
     on_tmp(&[
         Create("a", 0),
@@ -2732,5 +2723,25 @@ fn regression_setid_bits_survive_a_rewind() {
         NextTurn(1), // turn 3
         Rename("a", "b"),
         Rewind(2), // a: expected 0o4755, actual 0o755
+    ]);
+}
+
+/// A file held open and exchanged with a new one, then a partial rewind of its first name and a
+/// rewind of the current turn: the exchanged file (`b`, untouched since turn 3 began) must keep
+/// its inode.
+#[test]
+fn regression_a_partial_rewind_then_a_rewind_keep_an_exchanged_held_file() {
+    on_tmp(&[
+        CreateHeld("a", 0),
+        NextTurn(1), // turn 2
+        Create("b", 0),
+        Symlink("a", "c"),
+        Exchange("a", "b"),
+        Unlink("c"),
+        Link("a", "c"),
+        NextTurn(1), // turn 3
+        RewindPaths(2, "a"),
+        CloseHeld(0),
+        Rewind(3),
     ]);
 }

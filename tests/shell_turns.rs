@@ -1600,7 +1600,6 @@ fn replay_times(n: usize, setup: &'static str, steps: &[Step]) {
 /// way; in some runs seed 92 overwrote `.git/refs/heads/main` or a `.git/objects` file with
 /// `docs/draft.md`'s bytes instead.
 #[test]
-#[ignore = "fails until the identity fix lands"]
 fn regression_hard_link_pair_comes_back_after_the_other_name_was_restored() {
     replay(
         "printf 'draft\\n' > d.md; ln d.md d.hard",
@@ -1622,7 +1621,6 @@ fn regression_hard_link_pair_comes_back_after_the_other_name_was_restored() {
 /// turn 2 and the next `Rewind(2)` (nothing ran in between) rewrites it in place: same bytes
 /// and inode, new mtime. Random seed 210 shows it on `docs/notes.md` (with `a.txt` held).
 #[test]
-#[ignore = "fails until the identity fix lands"]
 fn regression_a_rewind_does_not_capture_a_stale_name_of_a_held_file() {
     replay(
         "printf 'victim\\n' > victim.txt",
@@ -1648,7 +1646,6 @@ fn regression_a_rewind_does_not_capture_a_stale_name_of_a_held_file() {
 /// other regression tests, about half of them), hence six attempts. Random seeds 19 and 188 show it on
 /// the setup's hard-link pair (overwritten with `b.txt`'s and `src/util/lib.rs`'s bytes).
 #[test]
-#[ignore = "fails until the identity fix lands"]
 fn regression_a_rewind_does_not_write_into_a_file_with_a_recycled_inode_number() {
     replay_times(
         6,

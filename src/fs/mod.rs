@@ -2089,7 +2089,12 @@ impl CkptFs {
             let mut store = self.capture.lock();
             let mut report = rewind::rewind(self.root.as_fd(), &mut store, req, progress)?;
             drop(store);
+            let mut refreshed = Vec::new();
             if !req.dry_run {
+                // Directories the rewind replaced must not be reached through cached
+                // descriptors.
+                self.lock_dirs().map.clear();
+                refreshed = self.refresh_names(&report.changed);
                 // Files still open for writing belong to the new current turn from now on; one
                 // that cannot be captured is reported (its next writes could not be undone).
                 let failed = self
@@ -2107,10 +2112,11 @@ impl CkptFs {
                 }
                 self.lock_dirs().map.clear();
             }
-            report
+            (report, refreshed)
         };
+        let (report, refreshed) = report;
         if !req.dry_run {
-            self.invalidate(&report.changed);
+            self.invalidate(&refreshed);
         }
         let json = serde_json::to_string(&report).unwrap_or_default() + "\n";
         *self
@@ -2141,23 +2147,26 @@ impl CkptFs {
                 progress,
             )?;
             drop(store);
+            let mut refreshed = Vec::new();
             if !dry_run {
                 self.lock_dirs().map.clear();
+                refreshed = self.refresh_names(&report.changed);
             }
-            report
+            (report, refreshed)
         };
+        let (report, refreshed) = report;
         if !dry_run {
-            self.invalidate(&report.changed);
+            self.invalidate(&refreshed);
         }
         Ok(report)
     }
 
-    fn invalidate(&self, changed: &[RelPath]) {
-        let inv = self.invalidator.get().cloned();
-        // Each parent's inode too: that drops the kernel's cached listing of the directory.
-        // The entry invalidation alone marks the directory changed only when the kernel still
-        // has a dentry for the name, which a file removed while held open leaves it without.
-        let mut parents = std::collections::HashSet::new();
+    /// After a rewind changed `changed` on the host: the inode table's names follow (a name
+    /// the rewind replaced no longer belongs to the node it had), before anything reads names
+    /// again (the held-open captures at the end of a rewind). Returns what the kernel must be
+    /// told: each changed name's node (if the kernel knew one) and parent.
+    fn refresh_names(&self, changed: &[RelPath]) -> Vec<(Option<u64>, u64, OsString)> {
+        let mut out = Vec::with_capacity(changed.len());
         for path in changed {
             let parts: Vec<&[u8]> = path.as_bytes().split(|b| *b == b'/').collect();
             let mut parent = Some(ROOT);
@@ -2179,21 +2188,33 @@ impl CkptFs {
                 })
                 .map(|st| HostId::of(&st));
             self.write_inodes().refresh(parent, name, now);
-            if let Some(inv) = &inv {
-                if let Some(node) = node {
-                    inv.inval_inode(node);
-                }
-                inv.inval_entry(parent, name);
-            }
-            parents.insert(parent);
-        }
-        if let Some(inv) = &inv {
-            for parent in parents {
-                inv.inval_inode(parent);
-            }
+            out.push((node, parent, name.to_os_string()));
         }
         // Names below what the rewind removed or replaced are gone with it.
         self.write_inodes().prune_unreachable();
+        out
+    }
+
+    /// Tells the kernel what a rewind changed (after the gate is released: a request blocked
+    /// on the gate may hold a directory lock in the kernel that these calls need).
+    fn invalidate(&self, changed: &[(Option<u64>, u64, OsString)]) {
+        let Some(inv) = self.invalidator.get().cloned() else {
+            return;
+        };
+        // Each parent's inode too: that drops the kernel's cached listing of the directory.
+        // The entry invalidation alone marks the directory changed only when the kernel still
+        // has a dentry for the name, which a file removed while held open leaves it without.
+        let mut parents = std::collections::HashSet::new();
+        for (node, parent, name) in changed {
+            if let Some(node) = node {
+                inv.inval_inode(*node);
+            }
+            inv.inval_entry(*parent, name);
+            parents.insert(*parent);
+        }
+        for parent in parents {
+            inv.inval_inode(parent);
+        }
     }
 }
 

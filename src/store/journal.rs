@@ -330,6 +330,24 @@ impl PreImage {
         }
     }
 
+    /// Replaces the recorded identity (files, staged files and symlinks with one).
+    pub fn set_file_id(&mut self, id: crate::identity::FileId) {
+        match self {
+            Self::File { ino, fh, btime, .. } | Self::Staged { ino, fh, btime, .. } => {
+                (*ino, *fh, *btime) = (id.ino, id.fh, id.btime);
+            }
+            Self::Symlink {
+                ino: ino @ Some(_),
+                fh,
+                btime,
+                ..
+            } => {
+                (*ino, *fh, *btime) = (Some(id.ino), id.fh, id.btime);
+            }
+            _ => {}
+        }
+    }
+
     /// The link count recorded (files and, from version 3, symlinks).
     pub fn nlink(&self) -> u64 {
         match self {
@@ -400,6 +418,12 @@ pub enum Record {
         /// Seq of the `rewind_begin` that was undone.
         rewind: u64,
     },
+    /// Files a rewind or undo recreated from their records: records naming each `was`
+    /// identity now mean its `now` file (journal version 3).
+    Renewed {
+        /// The identities, old and new.
+        ids: Vec<crate::identity::Renewal>,
+    },
     /// The staged pre-image of capture `capture` is stored: `pre` (a `file`, or `skipped` when
     /// its bytes could not be read) replaces it. Journal version 2.
     Staged {
@@ -417,6 +441,7 @@ impl Record {
     pub fn version(&self) -> u32 {
         let pre = match self {
             Self::Capture { pre, .. } | Self::Staged { pre, .. } => pre,
+            Self::Renewed { .. } => return 3,
             _ => return 1,
         };
         if pre.needs_v3() {

@@ -158,6 +158,8 @@ pub struct Index {
     pub last_seq: u64,
     /// Captures whose pre-image is still `Staged` (no `staged` record yet): seq -> host inode.
     pub pending: std::collections::BTreeMap<u64, u64>,
+    /// Identities recreated by rewinds: recorded identity -> the file that stands for it now.
+    pub renewed: HashMap<crate::identity::FileId, crate::identity::FileId>,
 }
 
 impl Index {
@@ -244,6 +246,13 @@ impl Index {
                     retired,
                 });
             }
+            Record::Renewed { ids } => {
+                for r in ids {
+                    if r.was != r.now {
+                        self.renewed.insert(r.was.clone(), r.now.clone());
+                    }
+                }
+            }
             Record::Staged { capture, pre } => {
                 // Only a pending capture is resolved, only once, and only to what a staged file
                 // can become (the journal is untrusted input).
@@ -302,6 +311,37 @@ impl Index {
             }
         }
         out
+    }
+
+    /// The identity that stands now for `id`, following what rewinds recreated (a chain is
+    /// followed a bounded number of steps: the journal is untrusted input).
+    pub fn current_identity(&self, id: &crate::identity::FileId) -> crate::identity::FileId {
+        let mut cur = id;
+        for _ in 0..64 {
+            match self.renewed.get(cur) {
+                Some(next) => cur = next,
+                None => break,
+            }
+        }
+        cur.clone()
+    }
+
+    /// `targets` with every recorded inode identity replaced by the one that stands for it now.
+    pub fn with_current_identities(
+        &self,
+        mut targets: Vec<(RelPath, PreImage)>,
+    ) -> Vec<(RelPath, PreImage)> {
+        if self.renewed.is_empty() {
+            return targets;
+        }
+        for (_, pre) in &mut targets {
+            let Some(id) = pre.file_id() else { continue };
+            let now = self.current_identity(&id);
+            if now != id {
+                pre.set_file_id(now);
+            }
+        }
+        targets
     }
 
     /// Targets that undo the last rewind: what it saved, then the pre-images of work after it.
