@@ -31,8 +31,7 @@ pub const STORE_VERSION: &str = "ckpt-mount store 2\n";
 /// whose new lines it would misread).
 pub(crate) const STORE_VERSION_1: &str = "ckpt-mount store 1\n";
 
-/// Names of the mounted view's control files, kept in the real store as read-only empty
-/// directories: a shell standing in the folder *under* the mount that runs
+/// Names of the mounted view's control files, kept in the real store as empty directories: a shell standing in the folder *under* the mount that runs
 /// `echo N > .ckpt/turn` gets "Is a directory" instead of writing a stray file into the store
 /// while nothing is captured.
 pub const CONTROL_GUARDS: [&str; 2] = ["turn", "rewind"];
@@ -472,7 +471,7 @@ impl Store {
         }
         for guard in CONTROL_GUARDS {
             let c = CString::new(guard).map_err(|_| io("guard name")(Errno(libc::EINVAL)))?;
-            match sys::mkdirat(d, &c, 0o500) {
+            match sys::mkdirat(d, &c, 0o700) {
                 // A regular file there is a stray write from under the mount: fsck names it.
                 Ok(()) | Err(Errno(libc::EEXIST)) => {}
                 Err(e) => return Err(io("create the control-file guards")(e)),
