@@ -86,7 +86,7 @@ fn read_all(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 256 * 1024];
     loop {
-        let n = crate::store::blob::read_full(fd, &mut buf, out.len() as u64)?;
+        let n = crate::sys::read_full(fd, &mut buf, out.len() as u64)?;
         out.extend_from_slice(&buf[..n]);
         if n < buf.len() {
             return Ok(out);

@@ -13,6 +13,7 @@ pub mod diff;
 pub mod failpoint;
 pub mod fs;
 pub mod identity;
+pub mod ids;
 pub mod info;
 pub mod ipc;
 pub mod mounts;

@@ -1413,7 +1413,7 @@ fn link_step(root: BorrowedFd<'_>, first: &RelPath, path: &RelPath) -> Result<bo
 fn copy_blob(store: &Store, id: &str, dst: BorrowedFd<'_>) -> Result<(), Errno> {
     let mut off = 0u64;
     store.blobs.read_blob(id, &mut |chunk| {
-        crate::store::blob::write_all(dst, chunk, off)?;
+        crate::sys::write_all(dst, chunk, off)?;
         off += chunk.len() as u64;
         Ok(())
     })?;

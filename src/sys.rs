@@ -555,6 +555,57 @@ pub fn pwrite(fd: BorrowedFd<'_>, buf: &[u8], off: u64) -> SysResult<usize> {
     })
 }
 
+/// Reads until `buf` is full or end of file.
+pub fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64) -> SysResult<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        let n = match pread(fd, &mut buf[got..], off + got as u64) {
+            Ok(n) => n,
+            Err(Errno(libc::EINTR)) => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    Ok(got)
+}
+
+/// Writes all of `buf` at `off`.
+pub fn write_all(fd: BorrowedFd<'_>, buf: &[u8], off: u64) -> SysResult<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match pwrite(fd, &buf[done..], off + done as u64) {
+            Ok(0) => return Err(Errno(libc::EIO)),
+            Ok(n) => done += n,
+            Err(Errno(libc::EINTR)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads a whole file from offset 0 through `fd`.
+pub fn read_to_end(fd: BorrowedFd<'_>) -> SysResult<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = pread(fd, &mut buf, out.len() as u64)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Reads the whole file `name` in `dir` (never through a symlink).
+pub fn read_file(dir: BorrowedFd<'_>, name: &CStr) -> SysResult<Vec<u8>> {
+    use std::os::fd::AsFd;
+    let fd = openat(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
+    read_to_end(fd.as_fd())
+}
+
 /// `write(2)` at the descriptor's offset (used with `O_APPEND`).
 pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> SysResult<usize> {
     // SAFETY: `buf` is readable for its length.

@@ -1658,7 +1658,7 @@ impl CkptFs {
         }
         let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
         let mut buf = vec![0u8; size as usize];
-        let n = crate::store::blob::read_full(fd.as_fd(), &mut buf, offset)?;
+        let n = crate::sys::read_full(fd.as_fd(), &mut buf, offset)?;
         buf.truncate(n);
         Ok(buf)
     }

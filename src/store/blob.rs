@@ -1,9 +1,12 @@
-//! Content-addressed blobs: `blobs/<2 hex>/<64 hex>`, raw bytes named by their sha256.
+//! Content-addressed blobs, named by the sha256 of their raw bytes: loose files
+//! `blobs/<2 hex>/<62 hex>` (raw) or `….zst` (zstd), and small ones appended to the packs of
+//! [`super::pack`]; readers accept every form (docs/FORMAT.md).
 //!
-//! Invariants: a blob file only ever appears under its final name by `rename` of a complete
-//! temp file written in the same shard directory, so a reader never sees a partial blob;
-//! identical bytes are stored once. Temp files are `.tmp-<pid>-<n>` and are removed at open.
+//! Invariants: a loose blob only ever appears under its final name by `rename` of a complete
+//! temp file, so a reader never sees a partial blob; identical bytes are stored once, in one
+//! form or another. Temp files are `.tmp-<pid>-<n>` and are removed at open.
 
+use crate::ids::valid_blob_id as valid_id;
 use crate::relpath::hex;
 use crate::sys::{self, Errno, SysResult};
 use sha2::{Digest, Sha256};
@@ -73,14 +76,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Reads of at most this size are hashed in memory before anything is written.
 const SMALL: usize = 64 * 1024;
-
-/// Whether `id` looks like a sha256 hex name.
-pub fn valid_id(id: &str) -> bool {
-    id.len() == 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
 
 impl BlobStore {
     /// Opens (creating if needed) the blob directory under the store directory.
@@ -274,7 +269,7 @@ impl BlobStore {
         }
         let mut buf = vec![0u8; CHUNK];
         loop {
-            let n = read_full(fd.as_fd(), &mut buf, total)?;
+            let n = sys::read_full(fd.as_fd(), &mut buf, total)?;
             if n == 0 {
                 return Ok(total);
             }
@@ -314,7 +309,7 @@ impl BlobStore {
             // buffer, is the end of the file (a second call would only confirm it).
             let n = match sys::pread(src, &mut buf, 0) {
                 Ok(n) if n == hint => n,
-                Ok(_) | Err(Errno(libc::EINTR)) => read_full(src, &mut buf, 0)?,
+                Ok(_) | Err(Errno(libc::EINTR)) => sys::read_full(src, &mut buf, 0)?,
                 Err(e) => return Err(e),
             };
             if n <= hint {
@@ -323,7 +318,7 @@ impl BlobStore {
             // Grew since it was sized: the general way below.
         }
         let mut small = vec![0u8; SMALL];
-        let first = read_full(src, &mut small, 0)?;
+        let first = sys::read_full(src, &mut small, 0)?;
         if first < SMALL {
             // Small file: hash first, write only if new.
             return self.put_bytes(&small[..first]);
@@ -343,7 +338,7 @@ impl BlobStore {
             let mut off = SMALL as u64;
             let mut buf = vec![0u8; CHUNK];
             loop {
-                let n = read_full(src, &mut buf, off)?;
+                let n = sys::read_full(src, &mut buf, off)?;
                 if n == 0 {
                     break;
                 }
@@ -440,9 +435,9 @@ impl BlobStore {
         let result = (|| {
             if self.compressing() {
                 let packed = zstd::bulk::compress(bytes, ZSTD_LEVEL).map_err(Errno::from)?;
-                write_all(tmp.as_fd(), &packed, 0)?;
+                sys::write_all(tmp.as_fd(), &packed, 0)?;
             } else {
-                write_all(tmp.as_fd(), bytes, 0)?;
+                sys::write_all(tmp.as_fd(), bytes, 0)?;
             }
             if self.durable {
                 sys::fsync(tmp.as_fd(), true)?;
@@ -612,7 +607,7 @@ impl<'a> BlobWriter<'a> {
     fn write(&mut self, bytes: &[u8]) -> SysResult<()> {
         match self {
             Self::Raw { fd, off } => {
-                write_all(*fd, bytes, *off)?;
+                sys::write_all(*fd, bytes, *off)?;
                 *off += bytes.len() as u64;
                 Ok(())
             }
@@ -626,37 +621,6 @@ impl<'a> BlobWriter<'a> {
             Self::Zstd(enc) => enc.finish().map(drop).map_err(Errno::from),
         }
     }
-}
-
-/// Reads until `buf` is full or end of file.
-pub fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64) -> SysResult<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        let n = match sys::pread(fd, &mut buf[got..], off + got as u64) {
-            Ok(n) => n,
-            Err(Errno(libc::EINTR)) => continue,
-            Err(e) => return Err(e),
-        };
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    Ok(got)
-}
-
-/// Writes all of `buf` at `off`.
-pub fn write_all(fd: BorrowedFd<'_>, buf: &[u8], off: u64) -> SysResult<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match sys::pwrite(fd, &buf[done..], off + done as u64) {
-            Ok(0) => return Err(Errno(libc::EIO)),
-            Ok(n) => done += n,
-            Err(Errno(libc::EINTR)) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

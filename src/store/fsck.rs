@@ -3,8 +3,9 @@
 //! Findings are collected, never fatal: a damaged store is reported whole, line by line. The
 //! check only reads; it needs no lock, so it also runs beside a live daemon.
 
-use super::blob::{BlobStore, valid_id};
+use super::blob::BlobStore;
 use super::journal::{self, Line, PreImage, Record};
+use crate::ids::valid_blob_id as valid_id;
 use crate::relpath::RelPath;
 
 use serde::Serialize;
@@ -398,7 +399,7 @@ fn describe(raw: &[u8]) -> String {
     }
 }
 
-use super::read_file;
+use crate::sys::read_file;
 
 #[cfg(test)]
 mod tests {

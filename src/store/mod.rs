@@ -484,7 +484,7 @@ impl Store {
             0o600,
         )
         .map_err(io("open journal"))?;
-        let bytes = read_all(journal.as_fd()).map_err(io("read journal"))?;
+        let bytes = sys::read_to_end(journal.as_fd()).map_err(io("read journal"))?;
         let parsed = journal::parse(&bytes).map_err(StoreError::Journal)?;
         if parsed.valid_len < bytes.len() {
             log::warn!(target: "ckpt::store", "journal has a torn last line of {} bytes; cutting it off", bytes.len() - parsed.valid_len);
@@ -858,24 +858,6 @@ impl Store {
     }
 }
 
-/// Reads the whole file `name` in `dir` (never through a symlink).
-pub(crate) fn read_file(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Result<Vec<u8>, Errno> {
-    let fd = sys::openat(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
-    read_all(fd.as_fd())
-}
-
-fn read_all(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = sys::pread(fd, &mut buf, out.len() as u64)?;
-        if n == 0 {
-            return Ok(out);
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
-}
-
 fn read_small(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> Result<Vec<u8>, Errno> {
     let fd = sys::openat(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
     let mut buf = vec![0u8; 4096];
@@ -912,7 +894,7 @@ fn write_new(dir: BorrowedFd<'_>, name: &std::ffi::CStr, bytes: &[u8]) -> Result
         libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC | libc::O_NOFOLLOW,
         0o600,
     )?;
-    blob::write_all(fd.as_fd(), bytes, 0)
+    sys::write_all(fd.as_fd(), bytes, 0)
 }
 
 #[cfg(test)]

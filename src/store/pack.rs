@@ -75,7 +75,7 @@ fn parse_line(line: &[u8], pack: u32) -> Option<(String, Loc)> {
         "z" => true,
         _ => return None,
     };
-    if it.next().is_some() || !super::blob::valid_id(id) {
+    if it.next().is_some() || !crate::ids::valid_blob_id(id) {
         return None;
     }
     Some((
@@ -116,7 +116,7 @@ impl Packs {
         let mut index = HashMap::new();
         for &p in &packs {
             let size = sys::lstatat(dir.as_fd(), &name(p, "dat")).map_or(0, |st| st.st_size as u64);
-            let idx = match super::read_file(dir.as_fd(), &name(p, "idx")) {
+            let idx = match sys::read_file(dir.as_fd(), &name(p, "idx")) {
                 Ok(b) => b,
                 Err(Errno(libc::ENOENT)) => Vec::new(),
                 Err(e) => return Err(e),
@@ -239,7 +239,7 @@ impl Packs {
             }
         };
         let mut buf = vec![0u8; loc.len as usize];
-        let n = super::blob::read_full(fd.as_fd(), &mut buf, loc.off)?;
+        let n = sys::read_full(fd.as_fd(), &mut buf, loc.off)?;
         if n != buf.len() {
             return Err(Errno(libc::EIO));
         }

@@ -162,7 +162,7 @@ fn rewrite_journal(store: &mut Store, keep_from: u64) -> Result<(), StoreError> 
         0o600,
     )
     .map_err(io("write new journal"))?;
-    super::blob::write_all(fd.as_fd(), &bytes, 0).map_err(io("write new journal"))?;
+    sys::write_all(fd.as_fd(), &bytes, 0).map_err(io("write new journal"))?;
     sys::fsync(fd.as_fd(), false).map_err(io("sync new journal"))?;
     sys::renameat2(d, tmp, d, c"journal.jsonl", 0).map_err(io("replace journal"))?;
     // The rename itself is durable only once the directory is synced.
