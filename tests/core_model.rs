@@ -290,21 +290,56 @@ impl std::fmt::Debug for HKey {
 }
 
 /// The host tree and each path's inode.
+#[derive(Clone)]
 struct Observed {
     tree: Tree,
     inos: BTreeMap<String, HKey>,
 }
 
-fn user_xattrs(path: &Path) -> Xattrs {
+/// Calls `call` with a buffer of 4 KiB, then of the size it asks for while it reports `ERANGE`
+/// (one call where the values are small, as the test's are).
+fn xattr_call(call: impl Fn(&mut [u8]) -> isize) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let n = call(&mut buf);
+        if n >= 0 {
+            buf.truncate(n as usize);
+            return Some(buf);
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) {
+            return None;
+        }
+        let need = call(&mut []);
+        if need < 0 {
+            return None;
+        }
+        buf = vec![0u8; need as usize + 1];
+    }
+}
+
+/// The user xattrs of a file or directory, by descriptor.
+fn user_xattrs(fd: std::os::fd::BorrowedFd<'_>) -> Xattrs {
+    use std::os::fd::AsRawFd;
+    let raw = fd.as_raw_fd();
     let mut out = Xattrs::new();
-    let Ok(names) = xattr::list(path) else {
+    // SAFETY: the buffer is ours and its length is passed with it.
+    let Some(names) =
+        xattr_call(|b| unsafe { libc::flistxattr(raw, b.as_mut_ptr().cast(), b.len()) })
+    else {
         return out;
     };
-    for n in names {
-        let Some(name) = n.to_str().filter(|n| n.starts_with("user.")) else {
+    for n in names.split(|c| *c == 0).filter(|n| !n.is_empty()) {
+        let Some(name) = std::str::from_utf8(n)
+            .ok()
+            .filter(|n| n.starts_with("user."))
+        else {
             continue;
         };
-        if let Ok(Some(v)) = xattr::get(path, name) {
+        let c = CString::new(name).expect("no NUL in an xattr name");
+        // SAFETY: the name is NUL-terminated, the buffer is ours and its length is passed with it.
+        if let Some(v) = xattr_call(|b| unsafe {
+            libc::fgetxattr(raw, c.as_ptr(), b.as_mut_ptr().cast(), b.len())
+        }) {
             out.insert(name.to_string(), v);
         }
     }
@@ -329,14 +364,32 @@ fn observe(root: &Path) -> Observed {
             }
             let path = join(&rel, &name);
             let full = root.join(&path);
-            let md = std::fs::symlink_metadata(&full).expect("lstat");
+            // A file (by its entry's type) is opened once and read whole through the descriptor;
+            // anything else is looked at by path.
+            let file = if e.file_type().expect("file type").is_file() {
+                use std::os::unix::fs::OpenOptionsExt;
+                Some(
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_NOFOLLOW)
+                        .open(&full)
+                        .expect("open"),
+                )
+            } else {
+                None
+            };
+            let md = match &file {
+                Some(f) => f.metadata().expect("fstat"),
+                None => std::fs::symlink_metadata(&full).expect("lstat"),
+            };
             let mode = md.permissions().mode() & 0o7777;
             let ft = md.file_type();
             let snap = if ft.is_dir() {
                 stack.push(path.clone());
+                let d = std::fs::File::open(&full).expect("open a directory");
                 Snap {
                     kind: Kind::Dir { mode },
-                    xattrs: user_xattrs(&full),
+                    xattrs: user_xattrs(d.as_fd()),
                 }
             } else if ft.is_symlink() {
                 let target = std::fs::read_link(&full).expect("readlink");
@@ -346,14 +399,14 @@ fn observe(root: &Path) -> Observed {
                     },
                     xattrs: Xattrs::new(),
                 }
-            } else if ft.is_file() {
+            } else if let (true, Some(mut f)) = (ft.is_file(), file) {
+                use std::io::Read;
                 by_ino.entry(md.ino()).or_default().insert(path.clone());
+                let mut data = Vec::with_capacity(md.len() as usize + 1);
+                f.read_to_end(&mut data).expect("read");
                 Snap {
-                    kind: Kind::File {
-                        data: std::fs::read(&full).expect("read"),
-                        mode,
-                    },
-                    xattrs: user_xattrs(&full),
+                    kind: Kind::File { data, mode },
+                    xattrs: user_xattrs(f.as_fd()),
                 }
             } else {
                 panic!("{path}: a file type the test never makes");
@@ -909,10 +962,29 @@ fn pick<T: Clone>(sel: u8, from: &[T]) -> Option<T> {
 // ---- the core on a folder, and the kernel's side of it ----
 
 /// Where the cases' folders are made, and the folders of finished cases, kept for the next
-/// ones: a new store makes and scans 256 blob shard directories, which costs more than a case.
+/// ones (a new folder costs a new store and a `mkdir`, a folder reused only a clear), and the
+/// thread that takes each finished case's core down and makes its folder ready for another.
 struct Fixture {
     kind: FixtureKind,
     pool: Pool,
+    reaper: Option<std::sync::mpsc::Sender<Reap>>,
+    reaping: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A finished case's core and its folder.
+type Reap = (CkptFs, (tempfile::TempDir, u32));
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // Every core down and every folder cleared before the folders (and the image) go.
+        drop(self.reaper.take());
+        if let Some(t) = self.reaping.take()
+            && let Err(e) = t.join()
+            && !std::thread::panicking()
+        {
+            std::panic::resume_unwind(e);
+        }
+    }
 }
 
 enum FixtureKind {
@@ -930,9 +1002,41 @@ const FOLDER_USES: u32 = 100;
 
 impl Fixture {
     fn tmp() -> Self {
+        Self::new(FixtureKind::Tmp)
+    }
+
+    /// With the reaper thread: it drops each finished core (the capturer's stager, at a lowered
+    /// priority, is joined and the store unlocked), then clears the folder (the project tree
+    /// empty, the store without journal, so that a new store opened there begins at turn 1;
+    /// its blobs kept, content-addressed, so harmless) and puts it in the pool, off the cases'
+    /// path. A folder that served `FOLDER_USES` cases is removed instead.
+    fn new(kind: FixtureKind) -> Self {
+        let pool = Pool::default();
+        let (reaper, finished) = std::sync::mpsc::channel::<Reap>();
+        let to = pool.clone();
+        let reaping = std::thread::Builder::new()
+            .name("core-reaper".into())
+            .spawn(move || {
+                for (fs, (dir, uses)) in finished {
+                    drop(fs);
+                    if uses >= FOLDER_USES {
+                        continue;
+                    }
+                    clear(dir.path(), &[".ckpt"]);
+                    let store = dir.path().join(".ckpt");
+                    clear(&store, &["blobs", "VERSION", ".gitignore", "staged"]);
+                    clear(&store.join("staged"), &[]);
+                    to.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push((dir, uses));
+                }
+            })
+            .expect("the reaper thread");
         Self {
-            kind: FixtureKind::Tmp,
-            pool: Pool::default(),
+            kind,
+            pool,
+            reaper: Some(reaper),
+            reaping: Some(reaping),
         }
     }
 
@@ -950,19 +1054,14 @@ impl Fixture {
         }
     }
 
-    /// A folder for a case: the project tree empty, the store without journal (a new store
-    /// opened there begins at turn 1), its blobs kept (content-addressed, so harmless).
+    /// A folder for a case: one the reaper cleared, or a new one when none is ready.
     fn folder(&self) -> (tempfile::TempDir, u32) {
         let reused = self
             .pool
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop();
-        if let Some((dir, uses)) = reused.filter(|(_, uses)| *uses < FOLDER_USES) {
-            clear(dir.path(), &[".ckpt"]);
-            let store = dir.path().join(".ckpt");
-            clear(&store, &["blobs", "VERSION", ".gitignore", "staged"]);
-            clear(&store.join("staged"), &[]);
+        if let Some((dir, uses)) = reused {
             return (dir, uses + 1);
         }
         let dir = tempfile::Builder::new()
@@ -1015,10 +1114,7 @@ fn run(cmd: &str, args: &[&OsStr]) -> Result<(), String> {
 
 impl LoopImage {
     fn fixture() -> Result<Fixture, String> {
-        Ok(Fixture {
-            kind: FixtureKind::Loop(Self::mount()?),
-            pool: Pool::default(),
-        })
+        Ok(Fixture::new(FixtureKind::Loop(Self::mount()?)))
     }
 
     fn mount() -> Result<Self, String> {
@@ -1098,18 +1194,14 @@ struct Core {
     fs: Option<CkptFs>,
     root: PathBuf,
     dir: Option<(tempfile::TempDir, u32)>,
-    pool: Pool,
+    reaper: std::sync::mpsc::Sender<Reap>,
 }
 
 impl Drop for Core {
     fn drop(&mut self) {
-        // The capturer's stager is joined and the store unlocked before the folder is reused.
-        drop(self.fs.take());
-        if let Some(d) = self.dir.take() {
-            self.pool
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(d);
+        // To the reaper, which takes the core down before the folder is reused.
+        if let (Some(fs), Some(d)) = (self.fs.take(), self.dir.take()) {
+            let _ = self.reaper.send((fs, d));
         }
     }
 }
@@ -1131,7 +1223,7 @@ impl Core {
             fs: Some(fs),
             root,
             dir: Some((dir, uses)),
-            pool: fx.pool.clone(),
+            reaper: fx.reaper.clone().expect("the reaper"),
         }
     }
 }
@@ -1286,6 +1378,9 @@ struct Case {
     xattrs: bool,
     /// Whether generated steps make hard links.
     links: bool,
+    /// The host as last observed, while no core call since can have changed it (the first
+    /// observation of a rewind or undo, taken just after the last step's, would be the same).
+    seen: Option<Observed>,
 }
 
 impl Case {
@@ -1293,6 +1388,7 @@ impl Case {
         zero_umask();
         let core = Core::new(fx);
         let host = observe(&core.root);
+        let seen = Some(host.clone());
         let root_mode = std::fs::metadata(&core.root)
             .expect("stat folder")
             .permissions()
@@ -1324,6 +1420,7 @@ impl Case {
             trace: Vec::new(),
             xattrs: check_xattrs(),
             links: true,
+            seen,
         }
     }
 
@@ -1610,10 +1707,12 @@ impl Case {
             _ => String::new(),
         };
         self.trace.push(format!("{op:?},{note}"));
+        // Every step below may change the host.
+        let seen = self.seen.take();
         match op {
-            Rewind(k) => return self.rewind(k),
-            RewindPaths(k, p) => return self.rewind_paths(k, p),
-            Undo => return self.undo(),
+            Rewind(k) => return self.rewind(k, seen),
+            RewindPaths(k, p) => return self.rewind_paths(k, p, seen),
+            Undo => return self.undo(seen),
             NextTurn(g) => return self.next_turn(self.max_used + u64::from(g)),
             _ => self.mutate(op)?,
         }
@@ -1629,7 +1728,9 @@ impl Case {
         }
         self.model
             .sync(&host, &self.held)
-            .or_else(|e| fail("passthrough", format!("after {op:?}: {e}")))
+            .or_else(|e| fail("passthrough", format!("after {op:?}: {e}")))?;
+        self.seen = Some(host);
+        Ok(())
     }
 
     fn expect_absent(&mut self, parent: u64, name: &str) -> Result<(), Failure> {
@@ -1973,6 +2074,7 @@ impl Case {
                 format!("beginning turn {n} changed the folder:\n{d}"),
             );
         }
+        self.seen = Some(host.clone());
         self.turns.insert(
             n,
             TurnRec {
@@ -2022,8 +2124,8 @@ impl Case {
         )
     }
 
-    fn rewind(&mut self, k: u64) -> Result<(), Failure> {
-        let before = observe(&self.core.root);
+    fn rewind(&mut self, k: u64, seen: Option<Observed>) -> Result<(), Failure> {
+        let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let req = rewind::Request {
             to: k,
             dry_run: false,
@@ -2073,6 +2175,7 @@ impl Case {
             kept,
         });
         self.adopt(&after)?;
+        self.seen = Some(after.clone());
         self.turns.retain(|t, _| *t <= k);
         self.turns.insert(
             k,
@@ -2087,8 +2190,8 @@ impl Case {
         Ok(())
     }
 
-    fn undo(&mut self) -> Result<(), Failure> {
-        let before = observe(&self.core.root);
+    fn undo(&mut self, seen: Option<Observed>) -> Result<(), Failure> {
+        let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let req = rewind::Request {
             to: 0,
             dry_run: false,
@@ -2100,7 +2203,10 @@ impl Case {
                 Err(RewindError::NothingToUndo) => {
                     let after = observe(&self.core.root);
                     match tree_diff(&before.tree, &after.tree, true) {
-                        None => Ok(()),
+                        None => {
+                            self.seen = Some(after);
+                            Ok(())
+                        }
                         Some(d) => fail(
                             "undo-content",
                             format!("a refused undo changed the folder:\n{d}"),
@@ -2142,11 +2248,18 @@ impl Case {
         self.touch_changes(&before, &after);
         self.turns = u.turns;
         self.current = u.current;
-        self.adopt(&after)
+        self.adopt(&after)?;
+        self.seen = Some(after);
+        Ok(())
     }
 
-    fn rewind_paths(&mut self, k: u64, o: &'static str) -> Result<(), Failure> {
-        let before = observe(&self.core.root);
+    fn rewind_paths(
+        &mut self,
+        k: u64,
+        o: &'static str,
+        seen: Option<Observed>,
+    ) -> Result<(), Failure> {
+        let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let rel = RelPath::new(o.as_bytes()).expect("a valid path");
         let r = match self.fs().rewind_paths(k, &[rel], false, &|_, _| {}) {
             Ok(r) => r,
@@ -2238,7 +2351,9 @@ impl Case {
             );
         }
         self.touch_changes(&before, &after);
-        self.adopt(&after)
+        self.adopt(&after)?;
+        self.seen = Some(after);
+        Ok(())
     }
 
     /// The end of every case: a rewind to the turn `end` picks, its undo, then a rewind to 1.

@@ -13,8 +13,8 @@ use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 const CHUNK: usize = 256 * 1024;
 
@@ -33,9 +33,11 @@ pub struct Stored {
 #[derive(Debug)]
 pub struct BlobStore {
     dir: OwnedFd,
-    /// The 256 shard directories, made and opened once (empty for a read-only store), so that
-    /// storing a blob costs no `mkdir` and no directory lookup.
-    shards: Vec<OwnedFd>,
+    /// The 256 shard directories, each made and opened the first time a blob goes there (or is
+    /// looked up there and found) and then held (empty for a read-only store), so that storing
+    /// a blob costs no `mkdir` and no directory lookup, and opening a store costs no 256 of
+    /// them (a store whose small blobs all go to packs needs none).
+    shards: Vec<OnceLock<OwnedFd>>,
     durable: bool,
     compress: std::sync::atomic::AtomicBool,
     seq: AtomicU64,
@@ -90,20 +92,7 @@ impl BlobStore {
             libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
             0,
         )?;
-        let mut shards = Vec::with_capacity(256);
-        for i in 0..256 {
-            let name = CString::new(format!("{i:02x}")).map_err(|_| Errno(libc::EINVAL))?;
-            match sys::mkdirat(dir.as_fd(), &name, 0o700) {
-                Ok(()) | Err(Errno(libc::EEXIST)) => {}
-                Err(e) => return Err(e),
-            }
-            shards.push(sys::openat(
-                dir.as_fd(),
-                &name,
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-                0,
-            )?);
-        }
+        let shards = (0..256).map(|_| OnceLock::new()).collect();
         let packs = Some(super::pack::Packs::open(dir.as_fd(), true, durable)?);
         let mut s = Self {
             dir,
@@ -140,12 +129,18 @@ impl BlobStore {
     }
 
     fn shard(&self, id: &str, create: bool) -> SysResult<ShardFd<'_>> {
-        if let Some(fd) = id
+        if let Some(cell) = id
             .get(..2)
             .and_then(|h| u8::from_str_radix(h, 16).ok())
             .and_then(|i| self.shards.get(usize::from(i)))
         {
-            return Ok(ShardFd::Held(fd.as_fd()));
+            if cell.get().is_none() {
+                // Another thread may have set it meanwhile: the same directory, so either does.
+                let _ = cell.set(self.open_shard(id, create)?);
+            }
+            if let Some(fd) = cell.get() {
+                return Ok(ShardFd::Held(fd.as_fd()));
+            }
         }
         self.open_shard(id, create).map(ShardFd::Opened)
     }
@@ -154,6 +149,8 @@ impl BlobStore {
         let name = CString::new(&id[..2]).map_err(|_| Errno(libc::EINVAL))?;
         if create {
             match sys::mkdirat(self.dir.as_fd(), &name, 0o700) {
+                // A new shard's name in `blobs/` is synced before a blob in it is relied on.
+                Ok(()) if self.durable => self.sync_dir(self.dir.as_fd())?,
                 Ok(()) | Err(Errno(libc::EEXIST)) => {}
                 Err(e) => return Err(e),
             }
