@@ -353,7 +353,7 @@ pub fn rewind(
         // An undo is not itself undoable: it saves nothing and is closed by one record. Cut
         // off midway, running it again completes it (the same targets apply again).
         let rewind = store.index.last_rewind.as_ref().map_or(0, |l| l.begin);
-        let anchors = link_anchors(root, &plan);
+        let anchors = link_anchors(root, &plan, &HashSet::new());
         apply(root, store, &plan, &anchors, &mut report, progress);
         record_renewals(store, &mut report)?;
         store
@@ -363,7 +363,7 @@ pub fn rewind(
     }
     // Names outside the plan that the rewind rewrites in place (the surviving links of its
     // hard-link groups) are saved with everything else.
-    let anchors = link_anchors(root, &plan);
+    let anchors = link_anchors(root, &plan, &HashSet::new());
     // What the rewind overwrites is read before the journal says it began: a failure here
     // refuses the rewind with nothing changed and nothing left open.
     let saves = saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan))?;
@@ -494,7 +494,10 @@ pub fn rewind_paths(
         report.plan = Some(plan);
         return Ok(report);
     }
-    let anchors = link_anchors(root, &plan);
+    // A name outside the chosen paths that a rewound turn changed no longer holds what it held
+    // when the turn began: it is no anchor (in a whole rewind every such name is in the plan).
+    let changed: HashSet<&RelPath> = all.iter().map(|(p, _)| p).collect();
+    let anchors = link_anchors(root, &plan, &changed);
     let captured = &store.index.captured_now;
     let extra = anchors.outside_plan(&plan);
     let records: Vec<Record> = read_current(
@@ -1202,7 +1205,7 @@ struct Wanted {
     first: RelPath,
 }
 
-fn link_anchors(root: BorrowedFd<'_>, plan: &Plan) -> Anchors {
+fn link_anchors(root: BorrowedFd<'_>, plan: &Plan, changed: &HashSet<&RelPath>) -> Anchors {
     let mut anchors = Anchors {
         found: HashMap::new(),
         unproven: Vec::new(),
@@ -1266,6 +1269,7 @@ fn link_anchors(root: BorrowedFd<'_>, plan: &Plan) -> Anchors {
             dev,
             restored: &restored,
             removed: &removed,
+            changed,
             wanted: &mut wanted,
             anchors: &mut anchors,
         };
@@ -1290,6 +1294,8 @@ struct InodeSearch<'a> {
     restored: &'a HashMap<&'a RelPath, bool>,
     /// The plan's removals (never walked into).
     removed: &'a HashSet<&'a RelPath>,
+    /// Names the rewound turns changed (never anchors).
+    changed: &'a HashSet<&'a RelPath>,
     /// Groups still looked for, by inode number.
     wanted: &'a mut HashMap<u64, Vec<Wanted>>,
     anchors: &'a mut Anchors,
@@ -1345,6 +1351,7 @@ impl InodeSearch<'_> {
             } else if (kind == libc::DT_REG || kind == libc::DT_LNK)
                 && self.wanted.contains_key(&e.ino)
                 && !self.restored.contains_key(&child)
+                && !self.changed.contains(&child)
             {
                 self.candidate(dir, &name, child, kind == libc::DT_LNK);
             }
