@@ -886,6 +886,19 @@ fn set_attributes(
     Ok(())
 }
 
+/// Owner, extended attributes and mode (see [`set_attributes`]) for `name` in `dir`, reached
+/// through an `O_PATH` descriptor that never follows it (directories, symlinks, FIFOs).
+fn set_attributes_at(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    what: &str,
+    (owner, xattrs, mode): ((u32, u32), Option<&[Xattr]>, Option<u32>),
+) -> Result<(), String> {
+    let fd = sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+        .map_err(|e| format!("cannot open {what}: {e}"))?;
+    set_attributes(fd.as_fd(), Via::Path(fd.as_fd()), owner, xattrs, mode)
+}
+
 /// Whether what stands at `name` (its `lstat` is `st`) already has the owner, mode and extended
 /// attributes `target` records (`mode: None` for symlinks).
 fn attributes_match(
@@ -968,21 +981,9 @@ fn restore_step(
                 sys::mkdirat(dir, &name, 0o700).map_err(err("cannot create directory"))?;
             }
             if !matched {
-                let fd = sys::openat(
-                    dir,
-                    &name,
-                    libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-                    0,
-                )
-                .map_err(err("cannot open the directory"))?;
                 // The mode is set with the others, last (see `set_dir_modes`).
-                set_attributes(
-                    fd.as_fd(),
-                    Via::Path(fd.as_fd()),
-                    (*uid, *gid),
-                    xattrs.as_deref(),
-                    None,
-                )?;
+                let attrs = ((*uid, *gid), xattrs.as_deref(), None);
+                set_attributes_at(dir, &name, "the directory", attrs)?;
             }
             dir_modes.push((step.path.clone(), *mode));
             Ok(!matched)
@@ -1030,13 +1031,13 @@ fn restore_step(
             let written = copy_blob(store, blob, fd.as_fd())
                 .map_err(err("cannot write"))
                 .and_then(|()| attrs(fd.as_fd()));
-            if let Err(e) = written {
-                let _ = sys::unlinkat(dir, &tmp, 0);
-                return Err(e);
-            }
-            replace_with(dir, &tmp, &name, cur_kind)?;
-            note_renewal(dir, &name, &step.target, renewed);
-            Ok(true)
+            let put = Install {
+                dir,
+                tmp: &tmp,
+                name: &name,
+                cur_kind,
+            };
+            put.finish(written, &step.target, renewed)
         }
         PreImage::Symlink {
             target,
@@ -1056,39 +1057,23 @@ fn restore_step(
             }
             if same_target && proven_same(libc::S_IFLNK) {
                 // The recorded inode (hard links included): its owner and attributes only.
-                let fd = sys::openat(dir, &name, libc::O_PATH | libc::O_NOFOLLOW, 0)
-                    .map_err(err("cannot open the symlink"))?;
-                set_attributes(
-                    fd.as_fd(),
-                    Via::Path(fd.as_fd()),
-                    (*uid, *gid),
-                    xattrs.as_deref(),
-                    None,
-                )?;
+                let attrs = ((*uid, *gid), xattrs.as_deref(), None);
+                set_attributes_at(dir, &name, "the symlink", attrs)?;
                 return Ok(true);
             }
             let tmp = temp_name();
             let t = CString::new(target.0.clone())
                 .map_err(|_| "symlink target contains NUL".to_string())?;
             sys::symlinkat(&t, dir, &tmp).map_err(err("cannot create symlink"))?;
-            let finished = sys::openat(dir, &tmp, libc::O_PATH | libc::O_NOFOLLOW, 0)
-                .map_err(err("cannot open the new symlink"))
-                .and_then(|fd| {
-                    set_attributes(
-                        fd.as_fd(),
-                        Via::Path(fd.as_fd()),
-                        (*uid, *gid),
-                        xattrs.as_deref(),
-                        None,
-                    )
-                });
-            if let Err(e) = finished {
-                let _ = sys::unlinkat(dir, &tmp, 0);
-                return Err(e);
-            }
-            replace_with(dir, &tmp, &name, cur_kind)?;
-            note_renewal(dir, &name, &step.target, renewed);
-            Ok(true)
+            let attrs = ((*uid, *gid), xattrs.as_deref(), None);
+            let finished = set_attributes_at(dir, &tmp, "the new symlink", attrs);
+            let put = Install {
+                dir,
+                tmp: &tmp,
+                name: &name,
+                cur_kind,
+            };
+            put.finish(finished, &step.target, renewed)
         }
         PreImage::Fifo {
             mode,
@@ -1113,23 +1098,44 @@ fn restore_step(
             let tmp = temp_name();
             sys::mknodat(dir, &tmp, libc::S_IFIFO | (*mode & 0o7777), 0)
                 .map_err(err("cannot create fifo"))?;
-            let finished = sys::openat(dir, &tmp, libc::O_PATH | libc::O_NOFOLLOW, 0)
-                .map_err(err("cannot open the new fifo"))
-                .and_then(|fd| {
-                    set_attributes(
-                        fd.as_fd(),
-                        Via::Path(fd.as_fd()),
-                        (*uid, *gid),
-                        xattrs.as_deref(),
-                        Some(*mode),
-                    )
-                });
-            if let Err(e) = finished {
-                let _ = sys::unlinkat(dir, &tmp, 0);
-                return Err(e);
-            }
-            replace_with(dir, &tmp, &name, cur_kind)
+            let attrs = ((*uid, *gid), xattrs.as_deref(), Some(*mode));
+            let finished = set_attributes_at(dir, &tmp, "the new fifo", attrs);
+            let put = Install {
+                dir,
+                tmp: &tmp,
+                name: &name,
+                cur_kind,
+            };
+            put.finish(finished, &step.target, renewed)
         }
+    }
+}
+
+/// A temp file a restore made next to the path it replaces.
+struct Install<'a> {
+    dir: BorrowedFd<'a>,
+    tmp: &'a CStr,
+    name: &'a CStr,
+    /// What stands at `name` now (`S_IF*`), if anything.
+    cur_kind: Option<u32>,
+}
+
+impl Install<'_> {
+    /// When the temp file was `finished` (content and attributes), moves it over the path and
+    /// notes the renewal of the record's identity; else removes it and gives the error.
+    fn finish(
+        &self,
+        finished: Result<(), String>,
+        target: &PreImage,
+        renewed: &mut Vec<crate::identity::Renewal>,
+    ) -> Result<bool, String> {
+        if let Err(e) = finished {
+            let _ = sys::unlinkat(self.dir, self.tmp, 0);
+            return Err(e);
+        }
+        replace_with(self.dir, self.tmp, self.name, self.cur_kind)?;
+        note_renewal(self.dir, self.name, target, renewed);
+        Ok(true)
     }
 }
 
