@@ -117,6 +117,25 @@ impl RelPath {
     pub fn to_cstring(&self) -> CString {
         CString::new(self.0.clone()).unwrap_or_default()
     }
+
+    /// The last component as a C string (valid paths never contain NUL).
+    pub fn file_name_cstring(&self) -> CString {
+        CString::new(self.file_name().as_bytes()).unwrap_or_default()
+    }
+
+    /// Opens the directory holding this path beneath `root` (the folder), following no
+    /// symlink on the way: `root` itself for a top-level entry. `flags` are the open flags
+    /// (`O_PATH | O_DIRECTORY | O_NOFOLLOW`, or `O_RDONLY | …` to list it).
+    pub fn open_parent(
+        &self,
+        root: std::os::fd::BorrowedFd<'_>,
+        flags: i32,
+    ) -> crate::sys::SysResult<std::os::fd::OwnedFd> {
+        match self.parent() {
+            None => crate::sys::openat(root, c".", flags, 0),
+            Some(p) => crate::sys::open_beneath(root, &p.to_cstring(), flags, 0),
+        }
+    }
 }
 
 impl fmt::Display for RelPath {

@@ -410,11 +410,7 @@ pub fn rewind(
 
 /// The directory holding `path`, resolved beneath `root` without following any symlink.
 fn open_parent_raw(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, Errno> {
-    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-    match path.parent() {
-        None => sys::openat(root, c".", flags, 0),
-        Some(p) => sys::open_beneath(root, &p.to_cstring(), flags, 0),
-    }
+    path.open_parent(root, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
 }
 
 fn open_parent(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, String> {
@@ -437,7 +433,7 @@ fn open_parent(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, String> 
 }
 
 fn cname(path: &RelPath) -> CString {
-    CString::new(path.file_name().as_encoded_bytes()).unwrap_or_default()
+    path.file_name_cstring()
 }
 
 /// Rewinds only `paths` (what lies below them, and the directories above them) to the start of
@@ -665,17 +661,15 @@ fn saves_for_undo(
 /// Removes what a rewind cut off by a crash left in the parents of its plan's paths: temp
 /// files named `.ckpt-rewind-*` (never directories: those are made at their final name).
 fn sweep_temps(root: BorrowedFd<'_>, plan: &Plan) {
-    let mut parents: HashSet<Option<RelPath>> = HashSet::new();
+    let mut parents: HashMap<Option<RelPath>, &RelPath> = HashMap::new();
     for step in plan.steps() {
-        parents.insert(step.path.parent());
+        parents.entry(step.path.parent()).or_insert(&step.path);
     }
-    for parent in parents {
+    for child in parents.into_values() {
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-        let dir = match &parent {
-            None => sys::openat(root, c".", flags, 0),
-            Some(p) => sys::open_beneath(root, &p.to_cstring(), flags, 0),
+        let Ok(dir) = child.open_parent(root, flags) else {
+            continue;
         };
-        let Ok(dir) = dir else { continue };
         for e in sys::read_dir_all(dir.as_fd(), false).unwrap_or_default() {
             if !e.name.starts_with(TEMP_PREFIX.as_bytes()) || e.kind == libc::DT_DIR {
                 continue;

@@ -56,6 +56,11 @@ impl Via<'_> {
 fn read_sized(mut probe: impl FnMut(&mut [u8]) -> SysResult<usize>) -> SysResult<Vec<u8>> {
     for _ in 0..8 {
         let size = probe(&mut [])?;
+        if size == 0 {
+            // Nothing to read (no attributes, or an empty value): no second call. Most files
+            // have none, and this runs on every capture.
+            return Ok(Vec::new());
+        }
         let mut buf = vec![0u8; size];
         match probe(&mut buf) {
             Ok(n) => {

@@ -267,33 +267,9 @@ fn stray_entries(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) {
 /// Whether the file a pending staged capture names is still at its path, proven the same
 /// inode (the folder is the store directory's parent; nothing is followed on the way).
 fn still_at_its_path(store_dir: BorrowedFd<'_>, path: &RelPath, pre: &PreImage) -> bool {
-    use crate::sys;
-    use std::os::fd::AsFd;
-    let Some(id) = pre.file_id() else {
-        return false;
-    };
     let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-    let Ok(root) = sys::openat(store_dir, c"..", flags, 0) else {
-        return false;
-    };
-    let parent = match path.parent() {
-        None => sys::openat(root.as_fd(), c".", flags, 0),
-        Some(p) => sys::open_beneath(root.as_fd(), &p.to_cstring(), flags, 0),
-    };
-    let Ok(name) = std::ffi::CString::new(path.file_name().as_encoded_bytes()) else {
-        return false;
-    };
-    parent.is_ok_and(|dir| {
-        sys::lstatat(dir.as_fd(), &name).is_ok_and(|st| {
-            st.st_mode & libc::S_IFMT == libc::S_IFREG
-                && id.is(&crate::identity::FileId::read_at(
-                    dir.as_fd(),
-                    &name,
-                    0,
-                    st.st_ino,
-                ))
-        })
-    })
+    crate::sys::openat(store_dir, c"..", flags, 0)
+        .is_ok_and(|root| super::open_unmoved(std::os::fd::AsFd::as_fd(&root), path, pre).is_ok())
 }
 
 fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {

@@ -362,6 +362,28 @@ impl Index {
     }
 }
 
+/// The file a pending staged capture (`pre`, of `path`) names, when it never reached `staged/`
+/// and still stands at its path, proven the same inode (a number alone could be a file made
+/// since): opened for reading beneath `root`, with its `fstat`. `ESTALE` when it is not.
+pub(crate) fn open_unmoved(
+    root: BorrowedFd<'_>,
+    path: &RelPath,
+    pre: &PreImage,
+) -> Result<(OwnedFd, libc::stat), Errno> {
+    let dir = path.open_parent(root, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)?;
+    let name = path.file_name_cstring();
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let fd = sys::openat_noatime(dir.as_fd(), &name, flags)?;
+    let st = sys::fstat(fd.as_fd())?;
+    let same = pre
+        .file_id()
+        .is_some_and(|id| id.is(&FileId::of_fd(fd.as_fd(), st.st_ino)));
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG || !same {
+        return Err(Errno(libc::ESTALE));
+    }
+    Ok((fd, st))
+}
+
 /// A staged pre-image whose bytes the stager stored outside the store lock: its capture's
 /// seq, the inode number of the staged file it read, the blob and the file's attributes.
 #[derive(Debug)]
@@ -729,9 +751,9 @@ impl Store {
     /// has written it since (no mount served the folder meanwhile), so it is read from there.
     /// The path is resolved beneath `root` without following any symlink.
     fn recover_unmoved(&mut self, root: BorrowedFd<'_>) {
-        let pending: Vec<(u64, u64)> = self.index.pending.iter().map(|(s, i)| (*s, *i)).collect();
+        let pending: Vec<u64> = self.index.pending.keys().copied().collect();
         let mut records = Vec::new();
-        for (seq, ino) in pending {
+        for seq in pending {
             if sys::lstatat(self.staged.as_fd(), &Self::staged_name(seq)).is_ok() {
                 continue;
             }
@@ -742,29 +764,7 @@ impl Store {
             if !matches!(c.pre, PreImage::Staged { .. }) {
                 continue;
             }
-            let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-            let parent = match c.path.parent() {
-                None => sys::openat(root, c".", flags, 0),
-                Some(p) => sys::open_beneath(root, &p.to_cstring(), flags, 0),
-            };
-            let Ok(name) = CString::new(c.path.file_name().as_encoded_bytes()) else {
-                continue;
-            };
-            let read = parent.and_then(|dir| {
-                let fd = sys::openat_noatime(
-                    dir.as_fd(),
-                    &name,
-                    libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
-                )?;
-                let st = sys::fstat(fd.as_fd())?;
-                // The same inode, proven (a number alone could be a file made since).
-                let same = c
-                    .pre
-                    .file_id()
-                    .is_some_and(|id| id.is(&FileId::of_fd(fd.as_fd(), st.st_ino)));
-                if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_ino != ino || !same {
-                    return Err(Errno(libc::ESTALE));
-                }
+            let read = open_unmoved(root, &c.path, &c.pre).and_then(|(fd, st)| {
                 let blob = self.blobs.put_fd_sized(fd.as_fd(), st.st_size as u64)?;
                 Ok((blob, xattrs::read_all(Via::Open(fd.as_fd()))?))
             });
