@@ -1,0 +1,369 @@
+//! Attributes: `stat` results as the kernel sees them, `getattr`/`setattr`/`readlink`, extended
+//! attributes, and how long the kernel may cache a node's attributes (`attr_ttl`).
+
+use super::*;
+
+pub(super) fn now_ts() -> SystemTime {
+    SystemTime::now()
+}
+
+pub(super) fn kind_of(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
+    }
+}
+
+pub(super) fn dt_kind(dt: u8) -> FileType {
+    match dt {
+        libc::DT_DIR => FileType::Directory,
+        libc::DT_LNK => FileType::Symlink,
+        libc::DT_FIFO => FileType::NamedPipe,
+        libc::DT_SOCK => FileType::Socket,
+        libc::DT_CHR => FileType::CharDevice,
+        libc::DT_BLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
+    }
+}
+
+pub(super) fn ts(sec: i64, nsec: i64) -> SystemTime {
+    if sec >= 0 {
+        UNIX_EPOCH + Duration::new(sec as u64, nsec as u32)
+    } else {
+        UNIX_EPOCH - Duration::new(sec.unsigned_abs(), 0) + Duration::new(0, nsec as u32)
+    }
+}
+
+/// Converts a host stat to FUSE attributes.
+pub fn attr_of(st: &libc::stat) -> FileAttr {
+    FileAttr {
+        ino: fuser::INodeNo(st.st_ino),
+        size: st.st_size as u64,
+        blocks: st.st_blocks as u64,
+        atime: ts(st.st_atime, st.st_atime_nsec),
+        mtime: ts(st.st_mtime, st.st_mtime_nsec),
+        ctime: ts(st.st_ctime, st.st_ctime_nsec),
+        crtime: UNIX_EPOCH,
+        kind: kind_of(st.st_mode),
+        perm: (st.st_mode & 0o7777) as u16,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        rdev: st.st_rdev as u32,
+        blksize: st.st_blksize as u32,
+        flags: 0,
+    }
+}
+
+/// Time to set in a setattr.
+#[derive(Debug, Clone, Copy)]
+pub enum SetTime {
+    /// The current time.
+    Now,
+    /// A given time.
+    At(SystemTime),
+}
+
+/// Changes requested by a setattr.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    /// New mode.
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size.
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<SetTime>,
+    /// New modification time.
+    pub mtime: Option<SetTime>,
+}
+
+pub(super) fn timespec(t: Option<SetTime>) -> libc::timespec {
+    match t {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(SetTime::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(SetTime::At(t)) => match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => libc::timespec {
+                tv_sec: d.as_secs() as i64,
+                tv_nsec: i64::from(d.subsec_nanos()),
+            },
+            Err(e) => {
+                let d = e.duration();
+                let mut sec = -(d.as_secs() as i64);
+                let mut nsec = -i64::from(d.subsec_nanos());
+                if nsec < 0 {
+                    sec -= 1;
+                    nsec += 1_000_000_000;
+                }
+                libc::timespec {
+                    tv_sec: sec,
+                    tv_nsec: nsec,
+                }
+            }
+        },
+    }
+}
+
+pub(super) trait FromVecCompat {
+    fn from_vec_compat(v: Vec<u8>) -> OsString;
+}
+
+impl FromVecCompat for OsString {
+    fn from_vec_compat(v: Vec<u8>) -> OsString {
+        use std::os::unix::ffi::OsStringExt;
+        OsString::from_vec(v)
+    }
+}
+
+/// A getxattr/listxattr answer.
+#[derive(Debug)]
+pub enum XattrReply {
+    /// Only the size was asked.
+    Size(u32),
+    /// The bytes.
+    Data(Vec<u8>),
+}
+
+impl CkptFs {
+    /// How long the kernel may cache `node`'s attributes: the TTL, but none (each `stat` asks)
+    /// while the node is open read-write with kernel passthrough.
+    ///
+    /// With passthrough a shared mapping is the host file's own: a write to it updates the
+    /// host's mtime and ctime at the page fault, as on ext4, and no FUSE request follows (not
+    /// even for `msync`, which syncs the host file). Writes and truncations through the mount
+    /// mark or refresh the kernel's attributes; a mapped write does not, so `stat` kept the
+    /// mtime from before for the whole TTL (xfstests generic/080, 215). Only a read-write
+    /// descriptor can map a file shared and writable; while one is open the attributes are
+    /// not cached, and opening one drops those cached before ([`Self::open`]). Open
+    /// write-only or read-only files keep the TTL, and so do files open read-write without
+    /// passthrough: there mapped pages reach the host only through the daemon's writes, after
+    /// which the kernel marks the attributes stale itself. The one case left: a mapping kept
+    /// after its descriptor is closed, written after a `stat` that followed the close (the
+    /// kernel tells the daemon nothing of either).
+    pub fn attr_ttl(&self, node: u64) -> Duration {
+        if control::is_control(node) {
+            return Duration::ZERO;
+        }
+        if self.passthrough.load(Ordering::Relaxed)
+            && self.mappable_open.load(Ordering::Relaxed) > 0
+            && self
+                .lock_handles()
+                .find_on(node, Handle::mappable)
+                .is_some()
+        {
+            return Duration::ZERO;
+        }
+        self.config.ttl
+    }
+
+    /// `getattr`.
+    pub fn getattr(&self, node: u64, fh: Option<u64>) -> FsResult<FileAttr> {
+        if control::is_control(node) {
+            return Ok(self.control_attr(node));
+        }
+        if let Some(h) = fh.and_then(|fh| self.lock_handles().get(fh))
+            && let Some(fd) = &h.fd
+        {
+            return Ok(attr_of(&sys::fstat(fd.as_fd())?));
+        }
+        if node == ROOT {
+            return Ok(attr_of(&sys::fstat(self.root.as_fd())?));
+        }
+        let (dir, name, _) = match self.locate(node) {
+            Ok(l) => l,
+            // `fstat` of a file unlinked while open comes without a handle: use an open one.
+            Err(e) => {
+                let fd = self.orphan_fd(node).ok_or(e)?;
+                return Ok(attr_of(&sys::fstat(fd.as_fd())?));
+            }
+        };
+        let st = sys::lstatat(dir.as_fd(), &name);
+        let expect = self.read_inodes().get(node).map(|n| n.host);
+        match st {
+            Ok(st) if expect == Some(HostId::of(&st)) => Ok(attr_of(&st)),
+            // Renamed over while this request was on its way: the file the caller resolved.
+            Ok(_) | Err(Errno(libc::ENOENT)) => match self.ghost_fd(node) {
+                Some(fd) => Ok(attr_of(&sys::fstat(fd.as_fd())?)),
+                None => Err(Errno(libc::ESTALE)),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `setattr`.
+    pub fn setattr(
+        &self,
+        node: u64,
+        fh: Option<u64>,
+        set: SetAttr,
+        caller: Caller,
+    ) -> FsResult<FileAttr> {
+        if control::is_control(node) {
+            // `echo N > .ckpt/turn` truncates first; that is accepted and changes nothing.
+            if set.mode.is_none() && set.uid.is_none() && set.gid.is_none() && set.size == Some(0) {
+                return Ok(self.control_attr(node));
+            }
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        self.capture_node(node, Who { pid: caller.pid })?;
+        let attr_fd = self.attr_fd(node)?;
+        let fd = attr_fd.fd()?;
+        // Set-id bits a local filesystem drops here that the kernel left (see `setid_to_drop`):
+        // on truncation; on the empty setattr the kernel sends when a write must drop them;
+        // on chown only S_ISGID (the host's chown drops the rest by itself).
+        let chown = set.uid.is_some() || set.gid.is_some();
+        let drop = if set.size.is_some()
+            || chown
+            || (set.mode.is_none() && set.atime.is_none() && set.mtime.is_none())
+        {
+            let d = setid_to_drop(&sys::fstat(fd.as_fd())?, caller);
+            if chown && set.size.is_none() {
+                d & libc::S_ISGID
+            } else {
+                d
+            }
+        } else {
+            0
+        };
+        if let Some(size) = set.size {
+            let handle = fh.and_then(|fh| self.lock_handles().get(fh));
+            match handle.as_ref().and_then(|h| h.fd.as_ref()) {
+                Some(hfd) if h_writable(handle.as_deref()) == Some(true) => {
+                    sys::ftruncate(hfd.as_fd(), size)?
+                }
+                _ => {
+                    let w = sys::reopen(fd.as_fd(), libc::O_WRONLY)?;
+                    sys::ftruncate(w.as_fd(), size)?;
+                }
+            }
+        }
+        if set.uid.is_some() || set.gid.is_some() {
+            sys::fchown(
+                fd.as_fd(),
+                set.uid.unwrap_or(u32::MAX),
+                set.gid.unwrap_or(u32::MAX),
+            )?;
+        }
+        if let Some(mode) = set.mode {
+            sys::fchmod_any(fd.as_fd(), mode & 0o7777 & !drop)?;
+        } else if drop != 0 {
+            let now = sys::fstat(fd.as_fd())?.st_mode;
+            sys::fchmod_any(fd.as_fd(), now & 0o7777 & !drop)?;
+        }
+        if set.atime.is_some() || set.mtime.is_some() {
+            let times = [timespec(set.atime), timespec(set.mtime)];
+            match self.parent_and_name(node) {
+                // Unlinked while open: set the times through the open file itself.
+                Err(_) if self.orphan_fd(node).is_some() => sys::futimens_any(fd.as_fd(), &times)?,
+                Err(e) => return Err(e),
+                Ok((Some(dir), name)) => sys::utimensat(dir.as_fd(), &name, &times)?,
+                Ok((None, _)) => sys::utimensat(self.root.as_fd(), c".", &times)?,
+            }
+        }
+        Ok(attr_of(&sys::fstat(fd.as_fd())?))
+    }
+
+    /// `readlink`.
+    pub fn readlink(&self, node: u64) -> FsResult<Vec<u8>> {
+        let (dir, name, _) = self.locate(node)?;
+        sys::readlinkat(dir.as_fd(), &name)
+    }
+
+    // ---- namespace changes ----
+
+    /// `getxattr`; with `size == 0` the value's length only.
+    pub fn getxattr(&self, node: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
+        if control::is_control(node) {
+            return Err(Errno(libc::ENODATA));
+        }
+        let fd = self.attr_fd(node)?;
+        let c = cname(name)?;
+        let mut buf = vec![0u8; size as usize];
+        let n = fd.getxattr(&c, &mut buf)?;
+        if size == 0 {
+            return Ok(XattrReply::Size(n as u32));
+        }
+        buf.truncate(n);
+        Ok(XattrReply::Data(buf))
+    }
+
+    /// `listxattr`.
+    pub fn listxattr(&self, node: u64, size: u32) -> FsResult<XattrReply> {
+        if control::is_control(node) {
+            return Ok(if size == 0 {
+                XattrReply::Size(0)
+            } else {
+                XattrReply::Data(Vec::new())
+            });
+        }
+        let fd = self.attr_fd(node)?;
+        let mut buf = vec![0u8; size as usize];
+        let n = fd.listxattr(&mut buf)?;
+        if size == 0 {
+            return Ok(XattrReply::Size(n as u32));
+        }
+        buf.truncate(n);
+        Ok(XattrReply::Data(buf))
+    }
+
+    /// `setxattr`.
+    pub fn setxattr(
+        &self,
+        node: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        caller: Caller,
+    ) -> FsResult<()> {
+        if control::is_control(node) {
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        self.capture_node(node, Who { pid: caller.pid })?;
+        self.attr_fd(node)?.setxattr(&cname(name)?, value, flags)?;
+        self.attributes_changed(node);
+        Ok(())
+    }
+
+    /// `removexattr`.
+    pub fn removexattr(&self, node: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+        if control::is_control(node) {
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        self.capture_node(node, Who { pid: caller.pid })?;
+        self.attr_fd(node)?.removexattr(&cname(name)?)?;
+        self.attributes_changed(node);
+        Ok(())
+    }
+
+    /// After a change that no reply carries attributes for (an xattr set or removed): the
+    /// kernel's cached attributes of `node` are dropped, so the next `stat` asks the host.
+    /// Setting `system.posix_acl_access` changes the mode (`setfacl -m g::rwx` is a chmod to
+    /// the host), and every xattr change the ctime; without FUSE_POSIX_ACL the kernel marks
+    /// only the ctime stale, so a `stat` asking for the mode alone kept the old one for the
+    /// whole TTL (xfstests generic/375). Sent before the reply, while the kernel holds the
+    /// inode for the request.
+    pub(super) fn attributes_changed(&self, node: u64) {
+        if let Some(inv) = self.invalidator.get() {
+            inv.inval_attr(node);
+        }
+    }
+
+    // ---- turns and rewinds ----
+}

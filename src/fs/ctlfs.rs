@@ -1,0 +1,119 @@
+//! The `.ckpt/` control nodes as the core serves them: attributes, listing, content, and what
+//! a write to `.ckpt/turn` or `.ckpt/rewind` does.
+
+use super::*;
+
+impl CkptFs {
+    pub(super) fn control_attr(&self, node: u64) -> FileAttr {
+        let (kind, perm, size) = match node {
+            CTL_DIR => (FileType::Directory, 0o755, 0),
+            CTL_GITIGNORE => (FileType::RegularFile, 0o444, 2),
+            _ => (FileType::RegularFile, 0o644, 0),
+        };
+        let t = now_ts();
+        FileAttr {
+            ino: fuser::INodeNo(node),
+            size,
+            blocks: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+            kind,
+            perm,
+            nlink: if kind == FileType::Directory { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    pub(super) fn control_entry(&self, node: u64) -> Entry {
+        Entry {
+            attr: self.control_attr(node),
+            node,
+            ttl: Duration::ZERO,
+            attr_ttl: Duration::ZERO,
+        }
+    }
+
+    // ---- lookups and attributes ----
+
+    /// The control directory's listing; `offset` cookies 1, 2, … in this order.
+    pub(super) fn control_dir_items(&self) -> Vec<DirItem> {
+        let mut v = vec![
+            DirItem {
+                ino: CTL_DIR,
+                offset: 1,
+                kind: FileType::Directory,
+                name: ".".into(),
+            },
+            DirItem {
+                ino: self.root_host.ino,
+                offset: 2,
+                kind: FileType::Directory,
+                name: "..".into(),
+            },
+        ];
+        for (i, (n, name)) in control::ENTRIES.iter().enumerate() {
+            v.push(DirItem {
+                ino: *n,
+                offset: i as u64 + 3,
+                kind: FileType::RegularFile,
+                name: (*name).into(),
+            });
+        }
+        v
+    }
+
+    pub(super) fn control_content(&self, node: u64) -> Vec<u8> {
+        match node {
+            CTL_TURN => format!("{}\n", self.capture.lock().index.current_turn()).into_bytes(),
+            CTL_REWIND => self
+                .last_report
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+                .into_bytes(),
+            CTL_GITIGNORE => b"*\n".to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub(super) fn control_write(&self, node: u64, data: &[u8]) -> FsResult<()> {
+        match node {
+            CTL_TURN => {
+                let input = control::parse_turn(data).ok_or(Errno(libc::EINVAL))?;
+                self.begin_turn(input.turn, input.label)
+                    .map(drop)
+                    .map_err(|e| match e {
+                        TurnError::NotAfter { .. } => Errno(libc::EINVAL),
+                        TurnError::HeldOpen(e) => e,
+                        TurnError::Store(s) => Errno(s.errno()),
+                    })
+            }
+            CTL_REWIND => {
+                let input = control::parse_rewind(data).ok_or(Errno(libc::EINVAL))?;
+                let req = match input {
+                    control::RewindInput::To(n) => rewind::Request {
+                        to: n,
+                        ..Default::default()
+                    },
+                    control::RewindInput::Undo => rewind::Request {
+                        undo: true,
+                        ..Default::default()
+                    },
+                };
+                match self.rewind(req, &|_, _| {}) {
+                    Ok(r) if r.ok() => Ok(()),
+                    // Partly restored: the report (readable from .ckpt/rewind) says what failed.
+                    Ok(_) => Err(Errno(libc::EIO)),
+                    Err(e) => Err(Errno(e.errno())),
+                }
+            }
+            _ => Err(Errno(libc::EACCES)),
+        }
+    }
+}

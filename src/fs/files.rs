@@ -1,0 +1,404 @@
+//! Open files: handles, `open`/`create` (with the capture of the pre-image through the
+//! handle's own descriptor), read, write, flush, release and the other per-handle calls.
+
+use super::*;
+
+pub(super) enum HandleKind {
+    File {
+        writable: bool,
+        /// Seen by `fstat` to be a regular file when opened (so passthrough may back it
+        /// without another `fstat`).
+        regular: bool,
+        /// Opened read-write: a shared writable mapping of it can be made (see
+        /// [`CkptFs::attr_ttl`]).
+        mappable: bool,
+    },
+    Control {
+        node: u64,
+        snapshot: Mutex<Vec<u8>>,
+        /// Opened for writing and nothing written yet: closing it so is an empty input.
+        unwritten: AtomicBool,
+    },
+}
+
+pub(super) struct Handle {
+    pub(super) node: u64,
+    pub(super) fd: Option<OwnedFd>,
+    pub(super) kind: HandleKind,
+}
+
+impl NodeHandle for Handle {
+    fn node(&self) -> u64 {
+        self.node
+    }
+}
+
+impl Handle {
+    pub(super) fn mappable(&self) -> bool {
+        matches!(self.kind, HandleKind::File { mappable: true, .. })
+    }
+}
+
+/// The flags the daemon opens a handle's host file with, from the caller's open flags: without
+/// `O_CREAT`, `O_EXCL` and `O_NOCTTY` (the kernel already resolved them), and without
+/// `O_DIRECT`. The daemon's descriptor serves more than the caller's reads and writes: the
+/// pre-image is read through it at open, the kernel writes back mmap'd pages and sends
+/// `copy_file_range` through whichever handle it picks, and none of them is aligned as direct
+/// I/O on the host requires (a write-open of an existing file with `O_DIRECT` failed with
+/// `EINVAL` at the capture read; with `--no-passthrough` every read and write did). The
+/// caller's direct I/O stays direct where it matters: the kernel bypasses its own page cache
+/// for it, and with passthrough it opens its backing file with the caller's own flags,
+/// `O_DIRECT` included, so reads and writes go to the disk as on the host. Only with
+/// `--no-passthrough` does the data pass through the host's page cache (coherent with every
+/// other access, durable on `fsync` as direct I/O is).
+pub(super) fn host_open_flags(flags: i32) -> i32 {
+    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_DIRECT)
+}
+
+pub(super) fn h_writable(h: Option<&Handle>) -> Option<bool> {
+    match h?.kind {
+        HandleKind::File { writable, .. } => Some(writable),
+        _ => None,
+    }
+}
+
+impl CkptFs {
+    pub(super) fn add_handle(&self, h: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if h.mappable() {
+            self.mappable_open.fetch_add(1, Ordering::Relaxed);
+        }
+        self.lock_handles().insert(fh, h);
+        fh
+    }
+
+    pub(super) fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
+        self.lock_handles().get(fh).ok_or(Errno(libc::EBADF))
+    }
+
+    pub(super) fn handle_fd(&self, fh: u64) -> FsResult<Arc<Handle>> {
+        let h = self.handle(fh)?;
+        if h.fd.is_none() {
+            return Err(Errno(libc::EBADF));
+        }
+        Ok(h)
+    }
+
+    /// `open`.
+    pub fn open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
+        let fh = self.open_handle(node, flags, caller)?;
+        if flags & libc::O_ACCMODE == libc::O_RDWR
+            && self.passthrough.load(Ordering::Relaxed)
+            && !control::is_control(node)
+        {
+            // Attributes cached before (from the lookup that led here) would outlive a write
+            // through a shared mapping of this descriptor (see `attr_ttl`).
+            self.attributes_changed(node);
+        }
+        Ok(fh)
+    }
+
+    pub(super) fn open_handle(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
+        if control::is_control(node) {
+            if node == CTL_DIR {
+                return Err(Errno(libc::EISDIR));
+            }
+            let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+            if writing && node == CTL_GITIGNORE {
+                return Err(Errno(libc::EACCES));
+            }
+            return Ok(self.add_handle(Handle {
+                node,
+                fd: None,
+                kind: HandleKind::Control {
+                    node,
+                    snapshot: Mutex::new(Vec::new()),
+                    unwritten: AtomicBool::new(writing),
+                },
+            }));
+        }
+        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let mappable = flags & libc::O_ACCMODE == libc::O_RDWR;
+        let clean = host_open_flags(flags);
+        let (dir, name, path) = match self.locate(node) {
+            Ok(l) => l,
+            Err(e) => {
+                // `/proc/PID/fd/N` of a file unlinked while open: reopen that open file.
+                let orphan = self.orphan_fd(node).ok_or(e)?;
+                let fd = sys::reopen(orphan.as_fd(), clean | libc::O_NOFOLLOW)?;
+                return Ok(self.add_handle(Handle {
+                    node,
+                    fd: Some(fd),
+                    kind: HandleKind::File {
+                        writable,
+                        regular: false,
+                        mappable,
+                    },
+                }));
+            }
+        };
+        if writable && flags & libc::O_TRUNC == 0 {
+            match self.open_for_write(node, &dir, &name, &path, clean, caller) {
+                Err(Errno(libc::EACCES | libc::EPERM)) => {} // no read access: capture by name
+                r => return r,
+            }
+        }
+        let gate = writable.then(|| self.shared_gate());
+        let mut setid_drop = 0;
+        if writable {
+            let st = sys::lstatat(dir.as_fd(), &name)?;
+            if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+                let who = Who { pid: caller.pid };
+                self.capture.ensure(dir.as_fd(), &name, &path, who)?;
+                self.capture_other_names(node, &path, who)?;
+                if flags & libc::O_TRUNC != 0 {
+                    setid_drop = setid_to_drop(&st, caller);
+                }
+            }
+        }
+        let fd = sys::openat(dir.as_fd(), &name, clean | libc::O_NOFOLLOW, 0)?;
+        if setid_drop != 0 {
+            // Truncated here, not through setattr, so nothing else drops them. (The mount does
+            // not ask for FUSE_ATOMIC_O_TRUNC, so the kernel sends O_TRUNC as a setattr.)
+            let st = self.verify(node, fd.as_fd())?;
+            sys::fchmod_any(fd.as_fd(), st.st_mode & 0o7777 & !setid_drop)?;
+        }
+        drop(gate);
+        let (fd, regular) = match self.verify(node, fd.as_fd()) {
+            Ok(st) => {
+                if writable {
+                    self.capture.settle_inode(st.st_ino)?;
+                }
+                (fd, st.st_mode & libc::S_IFMT == libc::S_IFREG)
+            }
+            // Renamed over while this request was on its way: the file the caller resolved.
+            Err(Errno(libc::ESTALE)) => (self.reopen_ghost(node, clean)?, false),
+            Err(e) => return Err(e),
+        };
+        Ok(self.add_handle(Handle {
+            node,
+            fd: Some(fd),
+            kind: HandleKind::File {
+                writable,
+                regular,
+                mappable,
+            },
+        }))
+    }
+
+    /// `open` for writing without truncation: the file is opened first, read-write, and its
+    /// pre-image read through that descriptor (no second lookup and open by name). Opening
+    /// changes no byte, so capturing after it is still before the first mutation. The daemon's
+    /// descriptor may read although the caller's may not: the kernel checked the caller, never
+    /// sends a read for a write-only handle, and passthrough opens its own backing file with
+    /// the caller's flags.
+    pub(super) fn open_for_write(
+        &self,
+        node: u64,
+        dir: &OwnedFd,
+        name: &CStr,
+        path: &RelPath,
+        clean: i32,
+        caller: Caller,
+    ) -> FsResult<u64> {
+        let _gate = self.shared_gate();
+        let read_write = (clean & !libc::O_ACCMODE) | libc::O_RDWR;
+        let fd = sys::openat(dir.as_fd(), name, read_write | libc::O_NOFOLLOW, 0)?;
+        let (fd, regular) = match self.verify(node, fd.as_fd()) {
+            Ok(st) => {
+                let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+                if regular {
+                    let who = Who { pid: caller.pid };
+                    self.capture.ensure_open_file(fd.as_fd(), &st, path, who)?;
+                    self.capture_other_names(node, path, who)?;
+                }
+                (fd, regular)
+            }
+            // Renamed over while this request was on its way: the file the caller resolved,
+            // which no name reaches any more, so there is nothing to capture.
+            Err(Errno(libc::ESTALE)) => (self.reopen_ghost(node, clean)?, false),
+            Err(e) => return Err(e),
+        };
+        Ok(self.add_handle(Handle {
+            node,
+            fd: Some(fd),
+            kind: HandleKind::File {
+                writable: true,
+                regular,
+                mappable: clean & libc::O_ACCMODE == libc::O_RDWR,
+            },
+        }))
+    }
+
+    /// `create`: make and open a new file.
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        caller: Caller,
+    ) -> FsResult<(Entry, u64)> {
+        let _gate = self.shared_gate();
+        let (dir, c) = self.prepare_new(parent, name, caller)?;
+        let fd = {
+            let (perm, _umask) = CallerUmask::apply(dir.as_fd(), mode, umask);
+            sys::openat(
+                dir.as_fd(),
+                &c,
+                host_open_flags(flags) | libc::O_CREAT | libc::O_NOFOLLOW,
+                perm,
+            )?
+        };
+        self.own_new(dir.as_fd(), &c, caller);
+        let st = sys::fstat(fd.as_fd())?;
+        let entry = self.entry(parent, name, &st);
+        let fh = self.add_handle(Handle {
+            node: entry.node,
+            fd: Some(fd),
+            kind: HandleKind::File {
+                writable: true,
+                regular: st.st_mode & libc::S_IFMT == libc::S_IFREG,
+                // No attributes of the new file were cached before it could be mapped, and it
+                // is empty: it grows by a write or a truncation first, and both refresh them.
+                mappable: flags & libc::O_ACCMODE == libc::O_RDWR,
+            },
+        });
+        Ok((entry, fh))
+    }
+
+    /// `read`.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        let h = self.handle(fh)?;
+        if let HandleKind::Control { node, snapshot, .. } = &h.kind {
+            let mut snap = snapshot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if offset == 0 || snap.is_empty() {
+                *snap = self.control_content(*node);
+            }
+            let start = (offset as usize).min(snap.len());
+            let end = (start + size as usize).min(snap.len());
+            return Ok(snap[start..end].to_vec());
+        }
+        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
+        let mut buf = vec![0u8; size as usize];
+        let n = crate::sys::read_full(fd.as_fd(), &mut buf, offset)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// `write`.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+        let h = self.handle(fh)?;
+        if let HandleKind::Control {
+            node, unwritten, ..
+        } = &h.kind
+        {
+            unwritten.store(false, Ordering::Relaxed);
+            return self.control_write(*node, data).map(|()| data.len() as u32);
+        }
+        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
+        let _gate = self.shared_gate();
+        let n = sys::pwrite(fd.as_fd(), data, offset)?;
+        Ok(n as u32)
+    }
+
+    /// Calls `register` with the descriptor of an open handle's regular file, to make it the
+    /// kernel's passthrough backing file. The handle's own descriptor serves, whatever its
+    /// access mode: the kernel opens a backing file of its own for every open, with that
+    /// open's flags, from the registered file's path (one registration serves every open of
+    /// the inode).
+    pub fn with_backing_fd<R>(
+        &self,
+        fh: u64,
+        register: impl FnOnce(BorrowedFd<'_>) -> R,
+    ) -> FsResult<R> {
+        let h = self.handle_fd(fh)?;
+        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
+        let regular = match h.kind {
+            HandleKind::File { regular: true, .. } => true,
+            _ => sys::fstat(fd.as_fd())?.st_mode & libc::S_IFMT == libc::S_IFREG,
+        };
+        if !regular {
+            return Err(Errno(libc::EINVAL));
+        }
+        Ok(register(fd.as_fd()))
+    }
+
+    /// `flush` (each `close`): a control file opened for writing and closed without a byte
+    /// written got empty input, which is `EINVAL` like any other bad input.
+    pub fn flush(&self, fh: u64) -> FsResult<()> {
+        match self.handle(fh)?.kind {
+            HandleKind::Control { ref unwritten, .. }
+                if unwritten.swap(false, Ordering::Relaxed) =>
+            {
+                Err(Errno(libc::EINVAL))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `release`.
+    pub fn release(&self, fh: u64) {
+        // Closed after the lock is released: a close can take as long as a flush.
+        let handle = self.lock_handles().remove(fh);
+        if handle.as_ref().is_some_and(|h| h.mappable()) {
+            self.mappable_open.fetch_sub(1, Ordering::Relaxed);
+        }
+        drop(handle);
+    }
+
+    /// `fsync`.
+    pub fn fsync(&self, fh: u64, datasync: bool) -> FsResult<()> {
+        let h = self.handle(fh)?;
+        match &h.fd {
+            Some(fd) => sys::fsync(fd.as_fd(), datasync),
+            None => Ok(()),
+        }
+    }
+
+    /// `fallocate` (the handle is writable, so its file was captured at open).
+    pub fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: i32) -> FsResult<()> {
+        let h = self.handle_fd(fh)?;
+        let _gate = self.shared_gate();
+        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
+        sys::fallocate(fd.as_fd(), mode, offset, length)
+    }
+
+    /// `lseek` (`SEEK_DATA` / `SEEK_HOLE`).
+    pub fn lseek(&self, fh: u64, offset: i64, whence: i32) -> FsResult<i64> {
+        let h = self.handle_fd(fh)?;
+        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
+        sys::lseek(fd.as_fd(), offset, whence)
+    }
+
+    /// `copy_file_range` between two handles.
+    pub fn copy_file_range(
+        &self,
+        fh_in: u64,
+        off_in: u64,
+        fh_out: u64,
+        off_out: u64,
+        len: u64,
+    ) -> FsResult<u32> {
+        let hi = self.handle_fd(fh_in)?;
+        let ho = self.handle_fd(fh_out)?;
+        let _gate = self.shared_gate();
+        let (fi, fo) = (
+            hi.fd.as_ref().ok_or(Errno(libc::EBADF))?,
+            ho.fd.as_ref().ok_or(Errno(libc::EBADF))?,
+        );
+        let n = sys::copy_file_range(
+            fi.as_fd(),
+            off_in,
+            fo.as_fd(),
+            off_out,
+            len.min(u64::from(u32::MAX)),
+        )?;
+        Ok(n as u32)
+    }
+
+    // ---- directories ----
+}

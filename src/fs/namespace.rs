@@ -1,0 +1,375 @@
+//! Namespace changes: mknod, mkdir, symlink, link, unlink, rmdir and rename, each captured
+//! before the host call and reflected in the inode table after it.
+
+use super::*;
+
+impl CkptFs {
+    pub(super) fn own_new(&self, dir: BorrowedFd<'_>, name: &CStr, caller: Caller) {
+        // A root daemon creates as root; give the entry to the caller as a local fs would.
+        if sys::geteuid() != 0 || (caller.uid == 0 && caller.gid == 0) {
+            return;
+        }
+        let gid = match sys::fstat(dir) {
+            Ok(st) if st.st_mode & libc::S_ISGID != 0 => st.st_gid,
+            _ => caller.gid,
+        };
+        // Through an O_PATH descriptor of the new entry, so the chmod below cannot follow a
+        // symlink put in its place.
+        let Ok(fd) = sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0) else {
+            return;
+        };
+        let Ok(st) = sys::fstat(fd.as_fd()) else {
+            return;
+        };
+        if sys::fchown(fd.as_fd(), caller.uid, gid).is_err() {
+            return;
+        }
+        // Any chown, even root's, drops S_ISUID (and S_ISGID with group-execute) from a
+        // non-directory; the caller created it with them (the kernel already stripped S_ISGID
+        // where the caller may not have it), so put them back.
+        let setid = st.st_mode & (libc::S_ISUID | libc::S_ISGID);
+        if setid != 0 && st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+            let _ = sys::fchmod_any(fd.as_fd(), st.st_mode & 0o7777);
+        }
+    }
+
+    pub(super) fn prepare_new(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        caller: Caller,
+    ) -> FsResult<(Arc<OwnedFd>, CString)> {
+        Self::refuse_store(parent, name)?;
+        if control::is_control(parent) {
+            return Err(Errno(libc::EPERM));
+        }
+        let dir = self.dir_fd(parent)?;
+        let c = cname(name)?;
+        let path = self.child_path(parent, name)?;
+        self.capture
+            .ensure(dir.as_fd(), &c, &path, Who { pid: caller.pid })?;
+        Ok((dir, c))
+    }
+
+    /// `mknod` (regular files, FIFOs, sockets, devices).
+    pub fn mknod(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        let _gate = self.shared_gate();
+        let (dir, c) = self.prepare_new(parent, name, caller)?;
+        {
+            let (perm, _umask) = CallerUmask::apply(dir.as_fd(), mode, umask);
+            sys::mknodat(
+                dir.as_fd(),
+                &c,
+                (mode & libc::S_IFMT) | perm,
+                u64::from(rdev),
+            )?;
+        }
+        self.own_new(dir.as_fd(), &c, caller);
+        let st = sys::lstatat(dir.as_fd(), &c)?;
+        Ok(self.entry(parent, name, &st))
+    }
+
+    /// `mkdir`.
+    pub fn mkdir(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        let _gate = self.shared_gate();
+        let (dir, c) = self.prepare_new(parent, name, caller)?;
+        {
+            let (perm, _umask) = CallerUmask::apply(dir.as_fd(), mode, umask);
+            sys::mkdirat(dir.as_fd(), &c, perm)?;
+        }
+        self.own_new(dir.as_fd(), &c, caller);
+        let st = sys::lstatat(dir.as_fd(), &c)?;
+        Ok(self.entry(parent, name, &st))
+    }
+
+    /// `symlink`.
+    pub fn symlink(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        target: &OsStr,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        let _gate = self.shared_gate();
+        let (dir, c) = self.prepare_new(parent, name, caller)?;
+        sys::symlinkat(&cname(target)?, dir.as_fd(), &c)?;
+        self.own_new(dir.as_fd(), &c, caller);
+        let st = sys::lstatat(dir.as_fd(), &c)?;
+        Ok(self.entry(parent, name, &st))
+    }
+
+    /// `link`.
+    pub fn link(
+        &self,
+        node: u64,
+        newparent: u64,
+        newname: &OsStr,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        if control::is_control(node) {
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        let (dir, c) = self.prepare_new(newparent, newname, caller)?;
+        let (sdir, sname, spath) = self.locate(node)?;
+        let sst = sys::lstatat(sdir.as_fd(), &sname)?;
+        if self.read_inodes().get(node).map(|n| n.host) != Some(HostId::of(&sst)) {
+            return Err(Errno(libc::ESTALE));
+        }
+        // The source changes too: its link count, and from now on its content can be written
+        // through the new name, which a rewind removes. So its pre-image comes first.
+        self.capture
+            .ensure(sdir.as_fd(), &sname, &spath, Who { pid: caller.pid })?;
+        sys::linkat(sdir.as_fd(), &sname, dir.as_fd(), &c)?;
+        let st = sys::lstatat(dir.as_fd(), &c)?;
+        Ok(self.entry(newparent, newname, &st))
+    }
+
+    pub(super) fn remove(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        flags: i32,
+        caller: Caller,
+    ) -> FsResult<()> {
+        Self::refuse_store(parent, name)?;
+        if control::is_control(parent) {
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        let dir = self.dir_fd(parent)?;
+        let c = cname(name)?;
+        let path = self.child_path(parent, name)?;
+        let who = Who { pid: caller.pid };
+        // A file's removal may move it into the store (see `Capturer::stage`).
+        let file = if flags == 0 {
+            sys::lstatat(dir.as_fd(), &c).ok()
+        } else {
+            None
+        };
+        if file.is_none() {
+            self.capture.ensure(dir.as_fd(), &c, &path, who)?;
+        }
+        let detached = self.detach_if_last(parent, name, dir.as_fd(), &c, file.as_ref());
+        let removed_dir = match detached {
+            Some((node, host)) if flags & libc::AT_REMOVEDIR != 0 => {
+                self.removed_dir_fd(node, host, dir.as_fd(), &c)
+            }
+            _ => None,
+        };
+        let removed = match &file {
+            Some(st) => {
+                let held_open = self.held_open(parent, name);
+                let by = StageBy::Move;
+                match self
+                    .capture
+                    .stage(dir.as_fd(), &c, &path, st, held_open, who, by)
+                {
+                    Ok(Some(staged)) => {
+                        self.capture.staged_done(staged, true);
+                        Ok(())
+                    }
+                    Ok(None) => sys::unlinkat(dir.as_fd(), &c, flags),
+                    Err(e) => Err(e),
+                }
+            }
+            None => sys::unlinkat(dir.as_fd(), &c, flags),
+        };
+        if let Err(e) = removed {
+            if let Some((node, host)) = detached {
+                self.write_inodes().reattach(node, host);
+            }
+            return Err(e);
+        }
+        let gone = self.write_inodes().unlink(parent, name);
+        if let (Some(node), true) = (gone, flags & libc::AT_REMOVEDIR != 0) {
+            self.lock_dirs().map.remove(&node);
+        }
+        if let Some((node, fd)) = removed_dir {
+            self.lock_ghosts().insert(node, fd);
+        }
+        Ok(())
+    }
+
+    /// Before `rmdir` of `name` in `dir`, the node it stands for being `node` (host inode
+    /// `host`): a descriptor of the directory to keep as a ghost once it is gone (see
+    /// [`Ghosts`]), the directory cache's when it has one.
+    pub(super) fn removed_dir_fd(
+        &self,
+        node: u64,
+        host: HostId,
+        dir: BorrowedFd<'_>,
+        name: &CStr,
+    ) -> Option<(u64, Arc<OwnedFd>)> {
+        if let Some(fd) = self.lock_dirs().get(node) {
+            return Some((node, fd));
+        }
+        let fd = sys::openat(
+            dir,
+            name,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )
+        .ok()?;
+        let st = sys::fstat(fd.as_fd()).ok()?;
+        (HostId::of(&st) == host).then(|| (node, Arc::new(fd)))
+    }
+
+    /// Before removing or replacing `name` in `parent`: when it is the last name of its host
+    /// inode (a directory, or a file with one link), stop mapping that inode to its node (see
+    /// [`InodeTable::detach`]). Returns what to put back if the removal fails.
+    pub(super) fn detach_if_last(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        dir: BorrowedFd<'_>,
+        c: &CStr,
+        seen: Option<&libc::stat>,
+    ) -> Option<(u64, HostId)> {
+        let st = match seen {
+            Some(st) => *st,
+            None => sys::lstatat(dir, c).ok()?,
+        };
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR && st.st_nlink > 1 {
+            return None;
+        }
+        let mut t = self.write_inodes();
+        let node = t.child(parent, name)?;
+        if t.get(node).map(|n| n.host) != Some(HostId::of(&st)) {
+            return None;
+        }
+        t.detach(node).map(|host| (node, host))
+    }
+
+    /// Whether any handle is open on the node `name` in `parent` names.
+    pub(super) fn held_open(&self, parent: u64, name: &OsStr) -> bool {
+        let Some(node) = self.read_inodes().child(parent, name) else {
+            return false;
+        };
+        self.lock_handles().is_open(node)
+    }
+
+    /// `unlink`.
+    pub fn unlink(&self, parent: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+        self.remove(parent, name, 0, caller)
+    }
+
+    /// `rmdir`.
+    pub fn rmdir(&self, parent: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+        self.remove(parent, name, libc::AT_REMOVEDIR, caller)
+    }
+
+    /// `rename` / `renameat2` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        caller: Caller,
+    ) -> FsResult<()> {
+        Self::refuse_store(parent, name)?;
+        Self::refuse_store(newparent, newname)?;
+        if control::is_control(parent) || control::is_control(newparent) {
+            return Err(Errno(libc::EPERM));
+        }
+        let _gate = self.shared_gate();
+        let sdir = self.dir_fd(parent)?;
+        let ddir = self.dir_fd(newparent)?;
+        let (sc, dc) = (cname(name)?, cname(newname)?);
+        let spath = self.child_path(parent, name)?;
+        let dpath = self.child_path(newparent, newname)?;
+        let who = Who { pid: caller.pid };
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        // The source does not exist: let the kernel give its exact errno, capture nothing.
+        let src = sys::lstatat(sdir.as_fd(), &sc)?;
+        let dst = sys::lstatat(ddir.as_fd(), &dc).ok();
+        let same_inode = dst.is_some_and(|d| HostId::of(&d) == HostId::of(&src));
+        let mut staged = None;
+        if spath != dpath {
+            let src_is_dir = src.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            let mirror = src_is_dir.then_some((ddir.as_fd(), dc.as_c_str(), &dpath));
+            self.capture
+                .ensure_tree(sdir.as_fd(), &sc, &spath, mirror, who)?;
+            let dst_is_dir = dst.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            match dst {
+                // A file renamed over (an editor's or `sed -i`'s save): staged by a hard link
+                // instead of read and copied (see `Capturer::stage`).
+                Some(d)
+                    if !exchange
+                        && !same_inode
+                        && flags & libc::RENAME_NOREPLACE == 0
+                        && d.st_mode & libc::S_IFMT == libc::S_IFREG =>
+                {
+                    let held_open = self.held_open(newparent, newname);
+                    let by = StageBy::Link;
+                    staged =
+                        self.capture
+                            .stage(ddir.as_fd(), &dc, &dpath, &d, held_open, who, by)?;
+                }
+                _ => {
+                    let back =
+                        (exchange && dst_is_dir).then_some((sdir.as_fd(), sc.as_c_str(), &spath));
+                    self.capture
+                        .ensure_tree(ddir.as_fd(), &dc, &dpath, back, who)?;
+                }
+            }
+        }
+        // A replaced destination loses its last name (unless it is the source itself); its link
+        // count is the one seen before any staging link.
+        let detached = if exchange || same_inode {
+            None
+        } else {
+            self.detach_if_last(newparent, newname, ddir.as_fd(), &dc, dst.as_ref())
+        };
+        // The replaced file or directory stays reachable while the kernel holds its node.
+        if let Some((node, host)) = detached
+            && let Ok(fd) = sys::openat(ddir.as_fd(), &dc, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            && sys::fstat(fd.as_fd()).is_ok_and(|st| {
+                matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR)
+                    && HostId::of(&st) == host
+            })
+        {
+            self.lock_ghosts().insert(node, Arc::new(fd));
+        }
+        let renamed = sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags);
+        if let Some(seq) = staged {
+            self.capture.staged_done(seq, renamed.is_ok());
+        }
+        if let Err(e) = renamed {
+            if let Some((node, host)) = detached {
+                self.write_inodes().reattach(node, host);
+                self.lock_ghosts().remove(node);
+            }
+            return Err(e);
+        }
+        let mut t = self.write_inodes();
+        if exchange {
+            t.exchange(parent, name, newparent, newname);
+        } else {
+            if let Some(replaced) = t.child(newparent, newname) {
+                self.lock_dirs().map.remove(&replaced);
+            }
+            t.rename(parent, name, newparent, newname);
+        }
+        Ok(())
+    }
+
+    // ---- files ----
+}

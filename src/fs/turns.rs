@@ -1,0 +1,174 @@
+//! Turn switches and rewinds as the daemon runs them: the gate held exclusively, captures of
+//! files held open for writing, names refreshed and the kernel's caches invalidated after.
+
+use super::*;
+
+impl CkptFs {
+    /// Calls `f` for every name of every file held open for writing; a name that cannot be
+    /// reached is passed as its error, so the capture that needs it fails loudly.
+    pub(super) fn each_open_for_write(&self, f: &mut dyn FnMut(crate::capture::HeldName<'_>)) {
+        let nodes: Vec<u64> = self
+            .lock_handles()
+            .values()
+            .filter(|h| matches!(h.kind, HandleKind::File { writable: true, .. }))
+            .map(|h| h.node)
+            .collect();
+        for node in nodes {
+            match self.names(node) {
+                Ok(names) => {
+                    for (dir, name, path) in names {
+                        f(Ok((dir.as_fd(), &name, &path)));
+                    }
+                }
+                Err(e) => f(Err(e)),
+            }
+        }
+    }
+
+    /// Begins turn `n`; returns whether the turn changed.
+    pub fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
+        let _gate = self.exclusive_gate();
+        self.capture
+            .begin_turn(n, label, &|f| self.each_open_for_write(f))
+    }
+
+    /// Rewinds the folder while holding back every other mutation, then invalidates the
+    /// kernel's caches for everything that changed.
+    pub fn rewind(
+        &self,
+        req: rewind::Request,
+        progress: rewind::Progress<'_>,
+    ) -> Result<Report, RewindError> {
+        let report = {
+            let _gate = self.exclusive_gate();
+            let mut store = self.capture.lock();
+            let mut report = rewind::rewind(self.root.as_fd(), &mut store, req, progress)?;
+            drop(store);
+            let mut refreshed = Vec::new();
+            if !req.dry_run {
+                // Directories the rewind replaced must not be reached through cached
+                // descriptors.
+                self.lock_dirs().map.clear();
+                refreshed = self.refresh_names(&report.changed);
+                // Files still open for writing belong to the new current turn from now on; one
+                // that cannot be captured is reported (its next writes could not be undone).
+                let failed = self
+                    .capture
+                    .begin_turn_captures(&|f| self.each_open_for_write(f));
+                for (path, e) in failed {
+                    log::warn!(target: "ckpt::rewind", "{path}: held open for writing, not captured for the current turn: {e}");
+                    report.permanent.insert(path.clone());
+                    report.failed.push(rewind::Failure {
+                        path,
+                        reason: format!(
+                            "held open for writing, and its state after the rewind could not be captured for the current turn ({e}): later writes through that descriptor cannot be rewound"
+                        ),
+                    });
+                }
+                self.lock_dirs().map.clear();
+            }
+            (report, refreshed)
+        };
+        let (report, refreshed) = report;
+        if !req.dry_run {
+            self.invalidate(&refreshed);
+        }
+        let json = serde_json::to_string(&report).unwrap_or_default() + "\n";
+        *self
+            .last_report
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = json;
+        Ok(report)
+    }
+
+    /// Rewinds only some paths (see [`rewind::rewind_paths`]), holding back other mutations.
+    pub fn rewind_paths(
+        &self,
+        to: u64,
+        paths: &[RelPath],
+        dry_run: bool,
+        progress: rewind::Progress<'_>,
+    ) -> Result<Report, RewindError> {
+        let report = {
+            let _gate = self.exclusive_gate();
+            let mut store = self.capture.lock();
+            let report = rewind::rewind_paths(
+                self.root.as_fd(),
+                &mut store,
+                to,
+                paths,
+                dry_run,
+                self.capture.max_blob(),
+                progress,
+            )?;
+            drop(store);
+            let mut refreshed = Vec::new();
+            if !dry_run {
+                self.lock_dirs().map.clear();
+                refreshed = self.refresh_names(&report.changed);
+            }
+            (report, refreshed)
+        };
+        let (report, refreshed) = report;
+        if !dry_run {
+            self.invalidate(&refreshed);
+        }
+        Ok(report)
+    }
+
+    /// After a rewind changed `changed` on the host: the inode table's names follow (a name
+    /// the rewind replaced no longer belongs to the node it had), before anything reads names
+    /// again (the held-open captures at the end of a rewind). Returns what the kernel must be
+    /// told: each changed name's node (if the kernel knew one) and parent.
+    pub(super) fn refresh_names(&self, changed: &[RelPath]) -> Vec<(Option<u64>, u64, OsString)> {
+        let mut out = Vec::with_capacity(changed.len());
+        for path in changed {
+            let parts: Vec<&[u8]> = path.as_bytes().split(|b| *b == b'/').collect();
+            let mut parent = Some(ROOT);
+            let t = self.read_inodes();
+            for part in &parts[..parts.len() - 1] {
+                parent = parent.and_then(|p| t.child(p, OsStr::from_bytes(part)));
+            }
+            drop(t);
+            let Some(parent) = parent else { continue };
+            let name = path.file_name();
+            let node = self.read_inodes().child(parent, name);
+            let now = self
+                .dir_fd(parent)
+                .ok()
+                .and_then(|d| {
+                    cname(name)
+                        .ok()
+                        .and_then(|c| sys::lstatat(d.as_fd(), &c).ok())
+                })
+                .map(|st| HostId::of(&st));
+            self.write_inodes().refresh(parent, name, now);
+            out.push((node, parent, name.to_os_string()));
+        }
+        // Names below what the rewind removed or replaced are gone with it.
+        self.write_inodes().prune_unreachable();
+        out
+    }
+
+    /// Tells the kernel what a rewind changed (after the gate is released: a request blocked
+    /// on the gate may hold a directory lock in the kernel that these calls need).
+    pub(super) fn invalidate(&self, changed: &[(Option<u64>, u64, OsString)]) {
+        let Some(inv) = self.invalidator.get().cloned() else {
+            return;
+        };
+        // Each parent's inode too: that drops the kernel's cached listing of the directory.
+        // The entry invalidation alone marks the directory changed only when the kernel still
+        // has a dentry for the name, which a file removed while held open leaves it without.
+        let mut parents = std::collections::HashSet::new();
+        for (node, parent, name) in changed {
+            if let Some(node) = node {
+                inv.inval_inode(*node);
+            }
+            inv.inval_entry(*parent, name);
+            parents.insert(*parent);
+        }
+        for parent in parents {
+            inv.inval_inode(parent);
+        }
+    }
+}
