@@ -1,0 +1,151 @@
+//! The process and its threads rather than a file: umask (per thread after
+//! [`unshare_fs`]), sessions and `dup2` for starting the daemon, signals and liveness, the
+//! effective uid, a socket peer's credentials, an inherited descriptor, thread priority, and
+//! unmounting.
+//!
+//! Kept apart from the file calls because none of these takes a descriptor of the host tree.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use super::{SysResult, check};
+
+/// `umount2(2)` of a path.
+pub fn umount(path: &CStr, flags: i32) -> SysResult<()> {
+    // SAFETY: plain syscall on a valid string.
+    check(unsafe { libc::umount2(path.as_ptr(), flags) }).map(drop)
+}
+
+/// Sets the umask (the process's, or only this thread's after [`unshare_fs`]) and returns the
+/// old one.
+pub fn set_umask(mask: u32) -> u32 {
+    // SAFETY: umask cannot fail.
+    unsafe { libc::umask(mask as libc::mode_t) as u32 }
+}
+
+/// Gives the calling thread its own umask, working directory and root (`unshare(CLONE_FS)`),
+/// so that [`set_umask`] on it changes no other thread's.
+pub fn unshare_fs() -> SysResult<()> {
+    // SAFETY: plain syscall on an integer flag; it only copies this thread's fs_struct.
+    check(unsafe { libc::unshare(libc::CLONE_FS) }).map(drop)
+}
+
+/// Starts a new session (detach from the controlling terminal).
+pub fn setsid() -> SysResult<()> {
+    // SAFETY: plain syscall.
+    check(unsafe { libc::setsid() }).map(drop)
+}
+
+/// `dup2(2)`, used in a child just before exec.
+pub fn dup2(from: RawFd, to: RawFd) -> SysResult<()> {
+    // SAFETY: plain syscall on integers.
+    check(unsafe { libc::dup2(from, to) }).map(drop)
+}
+
+/// Effective uid of this process.
+pub fn geteuid() -> u32 {
+    // SAFETY: cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether a process is still running (exists and has not exited as a zombie).
+pub fn process_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return false;
+    }
+    // A zombie has exited (its descriptors and locks are gone once its last thread is) and
+    // only waits for a reaper, which in a container may be slow: count it as dead.
+    match std::fs::read(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .iter()
+                .rposition(|b| *b == b')')
+                .and_then(|i| stat.get(i + 2).copied());
+            match state {
+                Some(b'X') => false,
+                // The leader is a zombie while the other threads are still exiting; they
+                // still hold the descriptors (and the store lock) the group shares.
+                Some(b'Z') => std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .ok()
+                    .and_then(|s| {
+                        s.lines()
+                            .find_map(|l| l.strip_prefix("Threads:"))
+                            .and_then(|n| n.trim().parse::<u32>().ok())
+                    })
+                    .is_some_and(|n| n > 1),
+                _ => true,
+            }
+        }
+        Err(_) => true,
+    }
+}
+
+/// Sends `sig` to `pid`.
+pub fn kill(pid: i32, sig: i32) -> SysResult<()> {
+    // SAFETY: plain syscall.
+    check(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// Ends this process at once with `SIGKILL`, as a crash would (the crash tests' failpoints).
+pub fn kill_self() -> ! {
+    // SAFETY: plain syscalls; SIGKILL cannot be caught, so `kill` does not return.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+        libc::_exit(137)
+    }
+}
+
+/// The uid and gid of the peer of a connected Unix socket.
+pub fn peer_cred(fd: BorrowedFd<'_>) -> SysResult<(u32, u32, i32)> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid out pointers of the right size.
+    check(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    })?;
+    Ok((cred.uid, cred.gid, cred.pid))
+}
+
+/// Takes ownership of an inherited descriptor number (the daemon's readiness pipe).
+pub fn own_fd(n: RawFd) -> OwnedFd {
+    // SAFETY: callers pass only a descriptor inherited for them alone (`--ready-fd`).
+    unsafe { OwnedFd::from_raw_fd(n) }
+}
+
+/// Makes `cmd` start in a new session with `fd` duplicated to `target` (for the daemon).
+pub fn detach_with_fd(cmd: &mut std::process::Command, fd: RawFd, target: RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
+    // functions (setsid, dup2), allocating nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            if libc::dup2(fd, target) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Lowers the calling thread's scheduling priority to `nice` (Linux: a nice value is per
+/// thread). Best effort: a refusal leaves the thread as it was.
+pub fn lower_thread_priority(nice: i32) {
+    // SAFETY: gettid and setpriority take plain integers and touch no memory of ours.
+    unsafe {
+        let tid = libc::gettid();
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+    }
+}
