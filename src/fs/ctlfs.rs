@@ -4,6 +4,28 @@
 use super::*;
 
 impl CkptFs {
+    /// `open` of a control node: a handle with no descriptor. A read from offset 0 takes a
+    /// fresh snapshot of the content (later offsets read on in it); each write is one whole
+    /// input; a handle opened for writing and closed with nothing written is an empty input.
+    pub(super) fn open_control(&self, node: u64, flags: i32) -> FsResult<u64> {
+        if node == CTL_DIR {
+            return Err(Errno(libc::EISDIR));
+        }
+        let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        if writing && node == CTL_GITIGNORE {
+            return Err(Errno(libc::EACCES));
+        }
+        Ok(self.add_handle(Handle {
+            node,
+            fd: None,
+            kind: HandleKind::Control {
+                node,
+                snapshot: Mutex::new(Vec::new()),
+                unwritten: AtomicBool::new(writing),
+            },
+        }))
+    }
+
     pub(super) fn control_attr(&self, node: u64) -> FileAttr {
         let (kind, perm, size) = match node {
             CTL_DIR => (FileType::Directory, 0o755, 0),

@@ -84,6 +84,16 @@ impl CkptFs {
         Ok(h)
     }
 
+    /// How the kernel is to serve the opens of `node` (the adapter turns it into `FOPEN_*`
+    /// flags and a backing file).
+    pub fn opened_as(&self, node: u64) -> OpenedAs {
+        if control::is_control(node) {
+            OpenedAs::Direct
+        } else {
+            OpenedAs::Host
+        }
+    }
+
     /// `open`.
     pub fn open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
         let fh = self.open_handle(node, flags, caller)?;
@@ -100,42 +110,15 @@ impl CkptFs {
 
     pub(super) fn open_handle(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
         if control::is_control(node) {
-            if node == CTL_DIR {
-                return Err(Errno(libc::EISDIR));
-            }
-            let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
-            if writing && node == CTL_GITIGNORE {
-                return Err(Errno(libc::EACCES));
-            }
-            return Ok(self.add_handle(Handle {
-                node,
-                fd: None,
-                kind: HandleKind::Control {
-                    node,
-                    snapshot: Mutex::new(Vec::new()),
-                    unwritten: AtomicBool::new(writing),
-                },
-            }));
+            return self.open_control(node, flags);
         }
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let mappable = flags & libc::O_ACCMODE == libc::O_RDWR;
         let clean = host_open_flags(flags);
         let (dir, name, path) = match self.locate(node) {
             Ok(l) => l,
-            Err(e) => {
-                // `/proc/PID/fd/N` of a file unlinked while open: reopen that open file.
-                let orphan = self.orphan_fd(node).ok_or(e)?;
-                let fd = sys::reopen(orphan.as_fd(), clean | libc::O_NOFOLLOW)?;
-                return Ok(self.add_handle(Handle {
-                    node,
-                    fd: Some(fd),
-                    kind: HandleKind::File {
-                        writable,
-                        regular: false,
-                        mappable,
-                    },
-                }));
-            }
+            // `/proc/PID/fd/N` of a file unlinked while open: reopen that open file.
+            Err(e) => return self.open_orphan(node, clean, e),
         };
         if writable && flags & libc::O_TRUNC == 0 {
             match self.open_for_write(node, &dir, &name, &path, clean, caller) {
@@ -182,6 +165,23 @@ impl CkptFs {
                 writable,
                 regular,
                 mappable,
+            },
+        }))
+    }
+
+    /// Opens a file unlinked while open (through `/proc/PID/fd/N`) by reopening an open
+    /// handle's descriptor; `e` is the error of reaching it by name, returned when none is open.
+    fn open_orphan(&self, node: u64, clean: i32, e: Errno) -> FsResult<u64> {
+        let orphan = self.orphan_fd(node).ok_or(e)?;
+        let fd = sys::reopen(orphan.as_fd(), clean | libc::O_NOFOLLOW)?;
+        let writable = clean & libc::O_ACCMODE != libc::O_RDONLY || clean & libc::O_TRUNC != 0;
+        Ok(self.add_handle(Handle {
+            node,
+            fd: Some(fd),
+            kind: HandleKind::File {
+                writable,
+                regular: false,
+                mappable: clean & libc::O_ACCMODE == libc::O_RDWR,
             },
         }))
     }

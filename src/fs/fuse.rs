@@ -1,7 +1,11 @@
 //! The fuser adapter: translate each request into a core call and the result into a reply.
-//! No policy lives here; every method is a few lines.
+//! What to answer is the core's decision (TTLs in [`Entry`], negative entries'
+//! [`CkptFs::negative_ttl`], direct I/O or passthrough in [`OpenedAs`]); what lives here is
+//! how fuser says it: the node id swapped into `st_ino` ([`fix`]), kernel passthrough's backing
+//! ids (one per inode, as the kernel requires), the negotiation at `init`, and the log level of
+//! each errno. Every request method is a few lines.
 
-use super::{Caller, CkptFs, Entry, Invalidator, SetAttr, SetTime, XattrReply};
+use super::{Caller, CkptFs, Entry, Invalidator, OpenedAs, SetAttr, SetTime, XattrReply};
 use crate::sys::Errno as SysErrno;
 use fuser::BackingId;
 use fuser::{
@@ -52,7 +56,7 @@ impl FuseAdapter {
         fh: u64,
         register: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> std::io::Result<BackingId>,
     ) -> Option<Arc<BackingId>> {
-        if !self.passthrough.load(Ordering::Relaxed) || super::control::is_control(node) {
+        if !self.passthrough.load(Ordering::Relaxed) {
             return None;
         }
         let mut cache = self.lock_backing();
@@ -391,18 +395,16 @@ impl Filesystem for FuseAdapter {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.open(ino.0, flags.0, caller(req)) {
-            Ok(fh) => {
-                if super::control::is_control(ino.0) {
-                    return reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO);
+            Ok(fh) => match self.fs.opened_as(ino.0) {
+                OpenedAs::Direct => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
+                OpenedAs::Host => {
+                    let f = FopenFlags::FOPEN_NOFLUSH;
+                    match self.backing_for(ino.0, fh, |fd| reply.open_backing(fd)) {
+                        Some(id) => reply.opened_passthrough(FileHandle(fh), f, &id),
+                        None => reply.opened(FileHandle(fh), f),
+                    }
                 }
-                // No FLUSH on close: nothing here needs it (no writeback cache, locks are the
-                // kernel's), and it saves a round trip per close.
-                let f = FopenFlags::FOPEN_NOFLUSH;
-                match self.backing_for(ino.0, fh, |fd| reply.open_backing(fd)) {
-                    Some(id) => reply.opened_passthrough(FileHandle(fh), f, &id),
-                    None => reply.opened(FileHandle(fh), f),
-                }
-            }
+            },
             Err(e) => reply.error(errno("open", e)),
         }
     }

@@ -52,7 +52,7 @@ use creds::*;
 use files::*;
 use resolve::*;
 
-use crate::capture::{Capturer, StageBy, TurnError, Who};
+use crate::capture::{Capturer, StageBy, Staged, TurnError, Who};
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::rewind::{self, Report, RewindError};
 use crate::sys::{self, Errno};
@@ -85,7 +85,9 @@ pub struct Caller {
 /// An entry reply.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {
-    /// Attributes; `attr.ino` is the host inode number, shown as `st_ino`.
+    /// Attributes. Inside the core `attr.ino` carries the host inode number; the adapter
+    /// replaces it with [`Self::node`] before replying, because fuser sends one number as both
+    /// the node id and `st_ino` (so `stat` through the mount shows the node id).
     pub attr: FileAttr,
     /// The node id the kernel will use.
     pub node: u64,
@@ -93,6 +95,18 @@ pub struct Entry {
     pub ttl: Duration,
     /// How long the kernel may cache the attributes ([`CkptFs::attr_ttl`]).
     pub attr_ttl: Duration,
+}
+
+/// How the kernel is to serve an open file: decided here, translated by the adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenedAs {
+    /// A control file: direct I/O, so every read and write reaches the daemon and a read is
+    /// never stale; never passed through.
+    Direct,
+    /// A file of the folder: the kernel may pass reads, writes and mmap through to the host
+    /// file (capture happens at open and at turn boundaries, never per write), and sends no
+    /// FLUSH on close (nothing here needs one: no writeback cache, locks are the kernel's).
+    Host,
 }
 
 /// One directory entry for readdir.

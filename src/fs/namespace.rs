@@ -290,65 +290,56 @@ impl CkptFs {
             return Err(Errno(libc::EPERM));
         }
         let _gate = self.shared_gate();
-        let sdir = self.dir_fd(parent)?;
-        let ddir = self.dir_fd(newparent)?;
-        let (sc, dc) = (cname(name)?, cname(newname)?);
-        let spath = self.child_path(parent, name)?;
-        let dpath = self.child_path(newparent, newname)?;
-        let who = Who { pid: caller.pid };
+        let ends = RenameEnds {
+            sdir: self.dir_fd(parent)?,
+            ddir: self.dir_fd(newparent)?,
+            sc: cname(name)?,
+            dc: cname(newname)?,
+            spath: self.child_path(parent, name)?,
+            dpath: self.child_path(newparent, newname)?,
+        };
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         // The source does not exist: let the kernel give its exact errno, capture nothing.
-        let src = sys::lstatat(sdir.as_fd(), &sc)?;
-        let dst = sys::lstatat(ddir.as_fd(), &dc).ok();
+        let src = sys::lstatat(ends.sdir.as_fd(), &ends.sc)?;
+        let dst = sys::lstatat(ends.ddir.as_fd(), &ends.dc).ok();
         let same_inode = dst.is_some_and(|d| HostId::of(&d) == HostId::of(&src));
-        let mut staged = None;
-        if spath != dpath {
-            let src_is_dir = src.st_mode & libc::S_IFMT == libc::S_IFDIR;
-            let mirror = src_is_dir.then_some((ddir.as_fd(), dc.as_c_str(), &dpath));
-            self.capture
-                .ensure_tree(sdir.as_fd(), &sc, &spath, mirror, who)?;
-            let dst_is_dir = dst.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
-            match dst {
-                // A file renamed over (an editor's or `sed -i`'s save): staged by a hard link
-                // instead of read and copied (see `Capturer::stage`).
-                Some(d)
-                    if !exchange
-                        && !same_inode
-                        && flags & libc::RENAME_NOREPLACE == 0
-                        && d.st_mode & libc::S_IFMT == libc::S_IFREG =>
-                {
-                    let held_open = self.held_open(newparent, newname);
-                    let by = StageBy::Link;
-                    staged =
-                        self.capture
-                            .stage(ddir.as_fd(), &dc, &dpath, &d, held_open, who, by)?;
-                }
-                _ => {
-                    let back =
-                        (exchange && dst_is_dir).then_some((sdir.as_fd(), sc.as_c_str(), &spath));
-                    self.capture
-                        .ensure_tree(ddir.as_fd(), &dc, &dpath, back, who)?;
-                }
-            }
-        }
+        let staged = if ends.spath != ends.dpath {
+            self.capture_rename(
+                &ends,
+                &src,
+                dst.as_ref(),
+                same_inode,
+                flags,
+                newparent,
+                newname,
+                caller,
+            )?
+        } else {
+            None
+        };
         // A replaced destination loses its last name (unless it is the source itself); its link
         // count is the one seen before any staging link.
         let detached = if exchange || same_inode {
             None
         } else {
-            self.detach_if_last(newparent, newname, ddir.as_fd(), &dc, dst.as_ref())
+            self.detach_if_last(
+                newparent,
+                newname,
+                ends.ddir.as_fd(),
+                &ends.dc,
+                dst.as_ref(),
+            )
         };
-        // The replaced file or directory stays reachable while the kernel holds its node.
-        if let Some((node, host)) = detached
-            && let Ok(fd) = sys::openat(ddir.as_fd(), &dc, libc::O_PATH | libc::O_NOFOLLOW, 0)
-            && sys::fstat(fd.as_fd()).is_ok_and(|st| {
-                matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR)
-                    && HostId::of(&st) == host
-            })
-        {
-            self.lock_ghosts().insert(node, Arc::new(fd));
+        if let Some((node, host)) = detached {
+            self.keep_replaced(node, host, ends.ddir.as_fd(), &ends.dc);
         }
-        let renamed = sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags);
+        let renamed = sys::renameat2(
+            ends.sdir.as_fd(),
+            &ends.sc,
+            ends.ddir.as_fd(),
+            &ends.dc,
+            flags,
+        );
         if let Some(seq) = staged {
             self.capture.staged_done(seq, renamed.is_ok());
         }
@@ -371,5 +362,80 @@ impl CkptFs {
         Ok(())
     }
 
+    /// The captures a rename needs before it runs: the source tree (mirrored at the
+    /// destination when it is a directory), and the destination, which a rename over a
+    /// regular file stages by a hard link instead of reading it (an editor's or `sed -i`'s
+    /// save; see `Capturer::stage`). Returns the staged capture to settle after the rename.
+    #[allow(clippy::too_many_arguments)] // the rename's own arguments, passed through
+    fn capture_rename(
+        &self,
+        ends: &RenameEnds,
+        src: &libc::stat,
+        dst: Option<&libc::stat>,
+        same_inode: bool,
+        flags: u32,
+        newparent: u64,
+        newname: &OsStr,
+        caller: Caller,
+    ) -> FsResult<Option<Staged>> {
+        let who = Who { pid: caller.pid };
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        let (sdir, ddir) = (ends.sdir.as_fd(), ends.ddir.as_fd());
+        let src_is_dir = src.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        let mirror = src_is_dir.then_some((ddir, ends.dc.as_c_str(), &ends.dpath));
+        self.capture
+            .ensure_tree(sdir, &ends.sc, &ends.spath, mirror, who)?;
+        let dst_is_dir = dst.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        match dst {
+            Some(d)
+                if !exchange
+                    && !same_inode
+                    && flags & libc::RENAME_NOREPLACE == 0
+                    && d.st_mode & libc::S_IFMT == libc::S_IFREG =>
+            {
+                let held_open = self.held_open(newparent, newname);
+                self.capture.stage(
+                    ddir,
+                    &ends.dc,
+                    &ends.dpath,
+                    d,
+                    held_open,
+                    who,
+                    StageBy::Link,
+                )
+            }
+            _ => {
+                let back =
+                    (exchange && dst_is_dir).then_some((sdir, ends.sc.as_c_str(), &ends.spath));
+                self.capture
+                    .ensure_tree(ddir, &ends.dc, &ends.dpath, back, who)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Keeps a file or directory that a rename is about to replace reachable while the kernel
+    /// holds its node (see `Ghosts`), if the name still holds that inode.
+    fn keep_replaced(&self, node: u64, host: HostId, ddir: BorrowedFd<'_>, dc: &CStr) {
+        if let Ok(fd) = sys::openat(ddir, dc, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            && sys::fstat(fd.as_fd()).is_ok_and(|st| {
+                matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR)
+                    && HostId::of(&st) == host
+            })
+        {
+            self.lock_ghosts().insert(node, Arc::new(fd));
+        }
+    }
+
     // ---- files ----
+}
+
+/// Both ends of a rename: the directories, the names, and the paths beneath the folder.
+struct RenameEnds {
+    sdir: Arc<OwnedFd>,
+    ddir: Arc<OwnedFd>,
+    sc: CString,
+    dc: CString,
+    spath: RelPath,
+    dpath: RelPath,
 }
