@@ -32,7 +32,7 @@ mod stage;
 mod turn;
 
 pub use preimage::{read_open_file, read_preimage, walk_tree};
-pub use stage::{StageBy, Staged};
+pub use stage::{PendingStage, StageBy};
 pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError};
 
 use crate::relpath::RelPath;

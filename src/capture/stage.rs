@@ -8,8 +8,9 @@
 //! stores and records the bytes afterwards, off the request path and mostly outside the store
 //! lock. Anything that must see a pending pre-image's bytes first ([`Capturer::lock`],
 //! [`Capturer::settle_inode`], a prune) stores it itself. This is its own file because it is
-//! the one capture path with a second thread, a second step the caller must complete, and a
-//! crash window (between the record and the move) that `Store::open` recovers.
+//! the one capture path with a second thread, a second step the caller completes (the
+//! [`PendingStage`] token, settled or, dropped, taken as failed), and a crash window (between
+//! the record and the move) that `Store::open` recovers.
 
 use super::{Capturer, Who, lock_ignoring_poison, lock_store, read_preimage};
 use crate::identity::FileId;
@@ -34,9 +35,48 @@ pub enum StageBy {
 
 /// A staged pre-image waiting for its bytes to be stored: its capture's seq in journal `epoch`.
 #[derive(Debug, Clone, Copy)]
-pub struct Staged {
+struct Staged {
     epoch: u64,
     seq: u64,
+}
+
+/// A staged pre-image whose removal or rename the caller has still to report, returned by
+/// [`Capturer::stage`] (the shape of a rename guard: try, confirm, revert on drop). Settle it
+/// with [`PendingStage::settle`] once the removal or rename is done or has failed. Dropped
+/// unsettled (an early return, a panic), it is settled as not done: its bytes are stored at
+/// once and its staged file removed, as after a failed rename, so no path can leave it behind.
+/// Settling or dropping one takes the store lock: never while holding [`Capturer::lock`].
+#[must_use = "settle it with `settle(done)` once the removal or rename is done or has failed"]
+#[derive(Debug)]
+pub struct PendingStage<'a> {
+    capturer: &'a Capturer,
+    /// `None` once settled.
+    staged: Option<Staged>,
+}
+
+impl PendingStage<'_> {
+    /// Reports the removal or rename that [`Capturer::stage`] prepared: when `done`, the
+    /// staged name is the inode's last one and it goes to the stager; when the rename failed,
+    /// the file still has its name (and can be written through it), so its bytes are stored
+    /// now (what dropping it unsettled does too).
+    pub fn settle(mut self, done: bool) {
+        if let Some(staged) = self.staged.take() {
+            if done {
+                self.capturer.hand_to_stager(staged);
+            } else {
+                self.capturer.store_now(staged);
+            }
+        }
+    }
+}
+
+impl Drop for PendingStage<'_> {
+    fn drop(&mut self) {
+        if let Some(staged) = self.staged.take() {
+            // Never settled: as after a failed rename, its bytes are stored now.
+            self.capturer.store_now(staged);
+        }
+    }
 }
 
 /// The `ckpt-stager` thread and the queue that hands it staged pre-images (by capture seq).
@@ -156,17 +196,7 @@ const STAGER_NICE: i32 = 10;
 const STAGER_BATCH: usize = 256;
 
 impl Capturer {
-    /// After the removal or rename that [`Self::stage`] prepared: when `done`, the staged name
-    /// is the inode's last one and it goes to the stager; when the rename failed, the file
-    /// still has its name (and can be written through it), so its bytes are stored now.
-    pub fn staged_done(&self, staged: Staged, done: bool) {
-        if done {
-            self.hand_to_stager(staged);
-        } else {
-            self.store_now(staged);
-        }
-    }
-
+    /// A settled, done stage: its bytes are the stager's to store.
     fn hand_to_stager(&self, staged: Staged) {
         let queue = lock_ignoring_poison(&self.stager)
             .as_ref()
@@ -177,6 +207,7 @@ impl Capturer {
         }
     }
 
+    /// A stage settled as not done (or never settled): its bytes are stored now.
     fn store_now(&self, staged: Staged) {
         let mut store = self.lock_raw();
         if store.epoch() != staged.epoch {
@@ -195,7 +226,8 @@ impl Capturer {
     /// written first, so a crash between the two leaves the file at its name, where the next
     /// open of the store reads it. Files with other names, held open, on another device, over
     /// `--max-blob`, or in a `--durable` store are captured the usual way.
-    /// `Some(_)`: staged, and the caller must call [`Self::staged_done`] (a `Move` is done);
+    /// `Some(_)`: staged; the caller settles the [`PendingStage`] once its removal or rename is
+    /// done or failed (a `Move` is done), and a token dropped unsettled counts as failed.
     /// `None`: captured the usual way (or this turn has it already), the caller removes or
     /// renames `name` itself.
     #[allow(clippy::too_many_arguments)]
@@ -208,7 +240,7 @@ impl Capturer {
         held_open: bool,
         who: Who,
         by: StageBy,
-    ) -> Result<Option<Staged>, Errno> {
+    ) -> Result<Option<PendingStage<'_>>, Errno> {
         let mut store = self.lock_raw();
         if store.index.captured_now.contains(path) {
             return Ok(None);
@@ -238,9 +270,15 @@ impl Capturer {
             resolve_unstaged(&mut store, parent, name, seq, self.max_blob)?;
             return Ok(None);
         }
-        Ok(Some(Staged {
+        let staged = Staged {
             epoch: store.epoch(),
             seq,
+        };
+        // Unlocked before the token exists: dropping it takes the lock.
+        drop(store);
+        Ok(Some(PendingStage {
+            capturer: self,
+            staged: Some(staged),
         }))
     }
 
@@ -340,11 +378,16 @@ mod tests {
                 StageBy::Move,
             )
             .expect("stage");
-        staged.inspect(|s| cap.staged_done(*s, true)).is_some()
+        staged.map(|s| s.settle(true)).is_some()
     }
 
     /// Stages `name` (in the folder's top) by a link, as before a rename over it.
-    fn link_stage(cap: &Capturer, root: &std::fs::File, name: &CStr, path: &str) -> Staged {
+    fn link_stage<'a>(
+        cap: &'a Capturer,
+        root: &std::fs::File,
+        name: &CStr,
+        path: &str,
+    ) -> PendingStage<'a> {
         let st = lstat(root, name);
         let who = Who::default();
         cap.stage(
@@ -391,6 +434,95 @@ mod tests {
             .count()
     }
 
+    /// The capture seq of a stage not settled yet.
+    fn seq_of(pending: &PendingStage<'_>) -> u64 {
+        pending.staged.expect("not settled").seq
+    }
+
+    /// The captures a `staged` record of the journal file resolves, in journal order.
+    fn staged_records(dir: &tempfile::TempDir) -> Vec<u64> {
+        let journal =
+            std::fs::read_to_string(dir.path().join(".ckpt/journal.jsonl")).expect("read journal");
+        journal
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
+            .filter(|v| v["op"] == "staged")
+            .map(|v| v["capture"].as_u64().expect("capture seq"))
+            .collect()
+    }
+
+    /// What a stage never settled leaves, checked without `Capturer::lock` (which would
+    /// store it anyway): resolved in the journal and the index, its staged file gone.
+    fn assert_stored_at_once(dir: &tempfile::TempDir, cap: &Capturer, seq: u64, bytes: &[u8]) {
+        let records = staged_records(dir);
+        let resolving = records.iter().filter(|s| **s == seq).count();
+        assert_eq!(resolving, 1, "one staged record in the journal resolves it");
+        let store = cap.lock_raw();
+        assert!(store.index.pending.is_empty(), "nothing left pending");
+        let c = store.index.captures.iter().find(|c| c.seq == seq);
+        assert_eq!(content_of(&store, &c.expect("its capture").pre), bytes);
+        drop(store);
+        assert_eq!(staged_files(dir), 0, "its staged file is removed");
+    }
+
+    #[test]
+    fn a_stage_dropped_unsettled_is_stored_at_once_as_after_a_failed_rename() {
+        let (dir, root, cap) = project();
+        std::fs::write(dir.path().join("kept"), b"kept bytes").expect("write");
+        std::fs::write(dir.path().join("removed"), b"removed bytes").expect("write");
+        // A rename over `kept` whose caller returns early (its `?`) before settling the stage.
+        let mut seq = None;
+        let mut rename_over = || -> Result<(), Errno> {
+            let pending = link_stage(&cap, &root, c"kept", "kept");
+            seq = Some(seq_of(&pending));
+            sys::renameat2(root.as_fd(), c"missing", root.as_fd(), c"kept", 0)?;
+            pending.settle(true);
+            Ok(())
+        };
+        assert_eq!(rename_over(), Err(Errno(libc::ENOENT)));
+        let seq = seq.expect("staged");
+        assert_stored_at_once(&dir, &cap, seq, b"kept bytes");
+        assert_eq!(lstat(&root, c"kept").st_nlink, 1, "the staged link is gone");
+        assert_eq!(
+            std::fs::read(dir.path().join("kept")).expect("read"),
+            b"kept bytes"
+        );
+
+        // A removal whose request thread panics after the move: stored during the unwind.
+        let st = lstat(&root, c"removed");
+        let mut seq = None;
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let pending = cap
+                .stage(
+                    root.as_fd(),
+                    c"removed",
+                    &rp("removed"),
+                    &st,
+                    false,
+                    Who::default(),
+                    StageBy::Move,
+                )
+                .expect("stage")
+                .expect("staged by a move");
+            seq = Some(seq_of(&pending));
+            panic!("the request thread fails before settling its stage");
+        }));
+        assert!(panicked.is_err());
+        assert_stored_at_once(&dir, &cap, seq.expect("staged"), b"removed bytes");
+        assert!(
+            !dir.path().join("removed").exists(),
+            "the move was the removal"
+        );
+
+        // Replayed from the journal: both resolutions hold.
+        drop(cap);
+        let store = Store::open(root.as_fd(), false, false).expect("reopen");
+        assert_eq!(
+            captured_bytes(&store),
+            vec![b"kept bytes".to_vec(), b"removed bytes".to_vec()]
+        );
+    }
+
     #[test]
     fn a_removed_file_is_moved_into_the_store_and_its_bytes_stored_later() {
         let (dir, root, cap) = project();
@@ -421,18 +553,19 @@ mod tests {
         }
         std::fs::write(dir.path().join("new"), b"new bytes").expect("write");
         // An editor's save: the new file renamed over the old.
-        let seq = link_stage(&cap, &root, c"saved", "saved");
+        let saved = link_stage(&cap, &root, c"saved", "saved");
         assert_eq!(
             lstat(&root, c"saved").st_nlink,
             2,
             "linked, still at its name"
         );
         std::fs::rename(dir.path().join("new"), dir.path().join("saved")).expect("rename");
-        cap.staged_done(seq, true);
+        saved.settle(true);
         // A rename that failed: the file keeps its name and is stored at once.
-        let seq = link_stage(&cap, &root, c"kept", "kept");
-        cap.staged_done(seq, false);
-        let pending = cap.lock_raw().index.pending.contains_key(&seq.seq);
+        let kept = link_stage(&cap, &root, c"kept", "kept");
+        let seq = seq_of(&kept);
+        kept.settle(false);
+        let pending = cap.lock_raw().index.pending.contains_key(&seq);
         assert!(!pending, "stored when the rename failed");
         assert_eq!(lstat(&root, c"kept").st_nlink, 1, "the staged link is gone");
         let store = cap.lock();

@@ -1239,7 +1239,7 @@ impl CkptFs {
                     .stage(dir.as_fd(), &c, &path, st, held_open, who, by)
                 {
                     Ok(Some(staged)) => {
-                        self.capture.staged_done(staged, true);
+                        staged.settle(true);
                         Ok(())
                     }
                     Ok(None) => sys::unlinkat(dir.as_fd(), &c, flags),
@@ -1407,8 +1407,8 @@ impl CkptFs {
             self.lock_ghosts().insert(node, Arc::new(fd));
         }
         let renamed = sys::renameat2(sdir.as_fd(), &sc, ddir.as_fd(), &dc, flags);
-        if let Some(seq) = staged {
-            self.capture.staged_done(seq, renamed.is_ok());
+        if let Some(staged) = staged {
+            staged.settle(renamed.is_ok());
         }
         if let Err(e) = renamed {
             if let Some((node, host)) = detached {
