@@ -52,7 +52,7 @@ use creds::*;
 use files::*;
 use resolve::*;
 
-use crate::capture::{Capturer, StageBy, Staged, TurnError, Who};
+use crate::capture::{Capturer, PendingStage, StageBy, TurnError, Who};
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::rewind::{self, Report, RewindError};
 use crate::sys::{self, Errno};

@@ -181,7 +181,7 @@ impl CkptFs {
                     .stage(dir.as_fd(), &c, &path, st, held_open, who, by)
                 {
                     Ok(Some(staged)) => {
-                        self.capture.staged_done(staged, true);
+                        staged.settle(true);
                         Ok(())
                     }
                     Ok(None) => sys::unlinkat(dir.as_fd(), &c, flags),
@@ -340,8 +340,8 @@ impl CkptFs {
             &ends.dc,
             flags,
         );
-        if let Some(seq) = staged {
-            self.capture.staged_done(seq, renamed.is_ok());
+        if let Some(staged) = staged {
+            staged.settle(renamed.is_ok());
         }
         if let Err(e) = renamed {
             if let Some((node, host)) = detached {
@@ -377,7 +377,7 @@ impl CkptFs {
         newparent: u64,
         newname: &OsStr,
         caller: Caller,
-    ) -> FsResult<Option<Staged>> {
+    ) -> FsResult<Option<PendingStage<'_>>> {
         let who = Who { pid: caller.pid };
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let (sdir, ddir) = (ends.sdir.as_fd(), ends.ddir.as_fd());

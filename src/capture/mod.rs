@@ -1,0 +1,383 @@
+//! The capture policy: the pre-image of a path is recorded once per (turn, path), before the
+//! first change of that turn reaches the host.
+//!
+//! Invariant: the pre-image of a path is in the journal (and its blob in the store) before
+//! the mutation that needs it reaches the host filesystem; if capture fails, the caller fails
+//! the mutation with the capture's errno. Nothing here follows a symlink, opens a FIFO for
+//! more than a non-blocking stat, or reads a device.
+//!
+//! [`Capturer`] (this file) is the policy over an open store: [`Capturer::ensure`] captures a
+//! name, [`Capturer::ensure_open_file`] a regular file through a descriptor the caller holds,
+//! [`Capturer::ensure_tree`] a subtree (before a rename). The rest is one job per file:
+//! - `preimage.rs`: reading what a name is now ([`read_preimage`], [`read_open_file`],
+//!   [`walk_tree`]); no policy, no lock;
+//! - `stage.rs`: capturing a removed or renamed-over file's last name by moving its inode into
+//!   the store ([`Capturer::stage`]), its bytes stored later by the `ckpt-stager` thread;
+//! - `turn.rs`: beginning a turn ([`Capturer::begin_turn`]) and capturing the files held open
+//!   for writing across it.
+//!
+//! Every item is re-exported here: callers name `crate::capture::X`, never a submodule.
+//!
+//! The lock: every capture holds the store's mutex from the check "does this turn have the
+//! path already?" through the journal append, so two requests on one path capture it once and
+//! a turn switch never lands between a check and its record. Reading a pre-image's bytes
+//! happens under it too, except a staged file's, which the stager reads outside it (that file
+//! has no other name and no open descriptor). Lock order: the store, then the stager queue or
+//! the command-name cache; nothing takes the store while holding either. Above this module the
+//! filesystem holds its gate (shared) around a request's capture and mutation; a rewind takes
+//! the gate exclusively, then [`Capturer::lock`].
+
+mod preimage;
+mod stage;
+mod turn;
+
+pub use preimage::{read_open_file, read_preimage, walk_tree};
+pub use stage::{PendingStage, StageBy};
+pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError};
+
+use crate::relpath::RelPath;
+use crate::store::Store;
+use crate::store::journal::{PreImage, Record};
+use crate::sys::{self, Errno};
+use preimage::mirrored_state;
+use stage::Stager;
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::os::fd::BorrowedFd;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// The process behind a request, recorded with each capture.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Who {
+    /// Its pid (0 when unknown).
+    pub pid: u32,
+}
+
+/// The default `--max-blob`: bigger files are recorded as skipped, not stored.
+pub const DEFAULT_MAX_BLOB: u64 = 1 << 30;
+
+/// The capture policy over an open store.
+#[derive(Debug)]
+pub struct Capturer {
+    store: Arc<Mutex<Store>>,
+    max_blob: u64,
+    comms: Mutex<HashMap<u32, String>>,
+    /// Hands staged pre-images (by capture seq) to the thread that stores their bytes.
+    stager: Mutex<Option<Stager>>,
+}
+
+/// Locks the store, whatever a panicking holder left.
+fn lock_store(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
+    // A panic while holding the lock would have killed the daemon; recover the data anyway.
+    lock_ignoring_poison(store)
+}
+
+/// Locks `m`, taking the data even if a panic poisoned it.
+fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Drop for Capturer {
+    fn drop(&mut self) {
+        let stager = self
+            .stager
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(stager) = stager {
+            stager.stop();
+        }
+        lock_store(&self.store).settle();
+    }
+}
+
+impl Capturer {
+    /// Wraps an open store, starting the thread that stores staged pre-images (without it,
+    /// when the thread cannot start, nothing is staged).
+    pub fn new(store: Store, max_blob: u64) -> Self {
+        let staged = store.staged_dir().try_clone_to_owned();
+        let blobs = Arc::clone(&store.blobs);
+        let store = Arc::new(Mutex::new(store));
+        let stager = staged
+            .ok()
+            .and_then(|staged| Stager::start(&store, blobs, staged));
+        Self {
+            store,
+            max_blob,
+            comms: Mutex::new(HashMap::new()),
+            stager: Mutex::new(stager),
+        }
+    }
+
+    /// Locks the store for direct use (rewind, status, diff, prune): every staged pre-image
+    /// is stored first, so the index holds no `Staged` pre-image (unless its bytes could not be
+    /// stored; they are then still in `staged/`, and a rewind reports the path).
+    pub fn lock(&self) -> MutexGuard<'_, Store> {
+        let mut store = lock_store(&self.store);
+        if !store.index.pending.is_empty() {
+            store.settle();
+        }
+        store
+    }
+
+    /// Locks the store for capturing (pending staged pre-images may stay pending).
+    fn lock_raw(&self) -> MutexGuard<'_, Store> {
+        lock_store(&self.store)
+    }
+
+    /// The size limit for stored file content.
+    pub fn max_blob(&self) -> u64 {
+        self.max_blob
+    }
+
+    /// The command name of process `pid` (from `/proc`, cached), recorded with its captures.
+    fn comm(&self, pid: u32) -> Option<String> {
+        if pid == 0 {
+            return None;
+        }
+        let mut cache = self
+            .comms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = cache.get(&pid) {
+            return Some(c.clone());
+        }
+        let c = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .ok()?
+            .trim_end()
+            .to_string();
+        if cache.len() > 4096 {
+            cache.clear();
+        }
+        cache.insert(pid, c.clone());
+        Some(c)
+    }
+
+    /// Records the pre-image of `path` (= `name` in `parent`) unless this turn has it already.
+    pub fn ensure(
+        &self,
+        parent: BorrowedFd<'_>,
+        name: &CStr,
+        path: &RelPath,
+        who: Who,
+    ) -> Result<(), Errno> {
+        let mut store = self.lock_raw();
+        if store.index.captured_now.contains(path) {
+            return Ok(()); // the common case: no /proc read for the program's name
+        }
+        Self::ensure_locked(
+            &mut store,
+            self.max_blob,
+            parent,
+            name,
+            path,
+            who,
+            self.comm(who.pid),
+        )
+    }
+
+    /// As [`Self::ensure`], for a regular file the caller holds open for reading (`st` its
+    /// `fstat`): the pre-image is read through that descriptor, saving the lookup, open and
+    /// identity check a capture by name costs.
+    pub fn ensure_open_file(
+        &self,
+        fd: BorrowedFd<'_>,
+        st: &libc::stat,
+        path: &RelPath,
+        who: Who,
+    ) -> Result<(), Errno> {
+        let mut store = self.lock_raw();
+        store
+            .settle_inode(st.st_ino)
+            .map_err(|e| Errno(e.errno()))?;
+        if store.index.captured_now.contains(path) {
+            return Ok(());
+        }
+        let pre = sys::without_atime(fd, || read_open_file(&store.blobs, fd, st, self.max_blob))?;
+        let comm = self.comm(who.pid);
+        Self::record(&mut store, path, pre, who, comm)
+    }
+
+    /// Appends the capture of `path` as `pre` in the current turn.
+    fn record(
+        store: &mut Store,
+        path: &RelPath,
+        pre: PreImage,
+        who: Who,
+        comm: Option<String>,
+    ) -> Result<(), Errno> {
+        log::debug!(target: "ckpt::capture", "captured turn={} path={path} kind={}", store.index.current_turn(), pre.kind());
+        let turn = store.index.current_turn();
+        store
+            .append(Record::Capture {
+                turn,
+                path: path.clone(),
+                pre,
+                undo_of: None,
+                pid: (who.pid != 0).then_some(who.pid),
+                comm,
+            })
+            .map_err(|e| Errno(e.errno()))?;
+        Ok(())
+    }
+
+    /// [`Self::ensure`] with the store already locked and the command name already read.
+    fn ensure_locked(
+        store: &mut Store,
+        max_blob: u64,
+        parent: BorrowedFd<'_>,
+        name: &CStr,
+        path: &RelPath,
+        who: Who,
+        comm: Option<String>,
+    ) -> Result<(), Errno> {
+        if store.index.captured_now.contains(path) {
+            return Ok(());
+        }
+        let pre = read_preimage(&store.blobs, parent, name, max_blob)?;
+        Self::record(store, path, pre, who, comm)
+    }
+
+    /// Records `path` and everything below it, and, when `also_at` is given, the state of the
+    /// mirrored paths under `also_at` that a rename of this subtree would create.
+    pub fn ensure_tree(
+        &self,
+        parent: BorrowedFd<'_>,
+        name: &CStr,
+        path: &RelPath,
+        also_at: Option<(BorrowedFd<'_>, &CStr, &RelPath)>,
+        who: Who,
+    ) -> Result<(), Errno> {
+        let comm = self.comm(who.pid);
+        let mut store = self.lock_raw();
+        let max_blob = self.max_blob;
+        let mut mirrored: Vec<RelPath> = Vec::new();
+        walk_tree(parent, name, path, &mut |p, dir, n| {
+            Self::ensure_locked(&mut store, max_blob, dir, n, p, who, comm.clone())?;
+            if also_at.is_some() && p != path {
+                mirrored.push(p.clone());
+            }
+            Ok(())
+        })?;
+        if let Some((dst_parent, dst_name, dst_path)) = also_at {
+            for p in mirrored {
+                let Some(target) = p.rebase(path, dst_path) else {
+                    continue;
+                };
+                if store.index.captured_now.contains(&target) {
+                    continue;
+                }
+                // Resolve the mirrored path below the destination without following links.
+                let rel = target.as_bytes()[dst_path.as_bytes().len() + 1..].to_vec();
+                let Some(pre) = mirrored_state(dst_parent, dst_name, &rel, &store.blobs, max_blob)?
+                else {
+                    continue;
+                };
+                let turn = store.index.current_turn();
+                store
+                    .append(Record::Capture {
+                        turn,
+                        path: target,
+                        pre,
+                        undo_of: None,
+                        pid: Some(who.pid),
+                        comm: comm.clone(),
+                    })
+                    .map_err(|e| Errno(e.errno()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Helpers shared with the other files' tests, and the test of what every kind of capture
+    //! leaves of the file it read.
+    use super::*;
+    use std::os::fd::AsFd;
+
+    pub(super) fn rp(s: &str) -> RelPath {
+        RelPath::new(s.as_bytes()).expect("valid")
+    }
+
+    /// A project folder with a store, its root descriptor and a capturer over it.
+    pub(super) fn project() -> (tempfile::TempDir, std::fs::File, Capturer) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::File::open(dir.path()).expect("open root");
+        let store = Store::open(root.as_fd(), true, false).expect("store");
+        (dir, root, Capturer::new(store, DEFAULT_MAX_BLOB))
+    }
+
+    pub(super) fn lstat(root: &std::fs::File, name: &CStr) -> libc::stat {
+        sys::lstatat(root.as_fd(), name).expect("lstat")
+    }
+
+    /// Sets `name`'s atime well before its mtime, so a plain read would update it (relatime).
+    fn make_atime_stale(root: &std::fs::File, name: &CStr) -> i64 {
+        let at = |sec| libc::timespec {
+            tv_sec: sec,
+            tv_nsec: 0,
+        };
+        sys::utimensat(root.as_fd(), name, &[at(1_000_000_000), at(1_500_000_000)])
+            .expect("utimensat");
+        1_000_000_000
+    }
+
+    #[test]
+    fn captures_leave_the_atime_of_what_they_read_as_it_was() {
+        let (dir, root, cap) = project();
+        std::fs::create_dir(dir.path().join("tree")).expect("mkdir");
+        for name in ["control", "by-name", "open", "tree/leaf"] {
+            std::fs::write(dir.path().join(name), b"bytes").expect("write");
+        }
+        let names = [c"control", c"by-name", c"open", c"tree", c"tree/leaf"];
+        let old = names.map(|n| make_atime_stale(&root, n))[0];
+        // The filesystem under the test updates atime on a read, so the checks below can fail.
+        std::fs::read(dir.path().join("control")).expect("read");
+        assert_ne!(
+            lstat(&root, c"control").st_atime,
+            old,
+            "this filesystem keeps no atime"
+        );
+
+        cap.ensure(root.as_fd(), c"by-name", &rp("by-name"), Who::default())
+            .expect("capture by name");
+        cap.ensure_tree(root.as_fd(), c"tree", &rp("tree"), None, Who::default())
+            .expect("capture a tree");
+        let open = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.path().join("open"))
+            .expect("open");
+        let st = sys::fstat(open.as_fd()).expect("fstat");
+        cap.ensure_open_file(open.as_fd(), &st, &rp("open"), Who::default())
+            .expect("capture through the open descriptor");
+        for (name, label) in [
+            (c"by-name", "a capture by name"),
+            (c"open", "a capture through the caller's descriptor"),
+            (c"tree", "a tree capture (its listing)"),
+            (c"tree/leaf", "a tree capture (a file in it)"),
+        ] {
+            assert_eq!(
+                lstat(&root, name).st_atime,
+                old,
+                "{label} changed the atime"
+            );
+        }
+        assert_eq!(
+            cap.lock().index.captured_now.len(),
+            4,
+            "four paths were captured"
+        );
+
+        // The caller's own reads through that descriptor still update the atime.
+        let mut buf = [0u8; 5];
+        sys::pread(open.as_fd(), &mut buf, 0).expect("pread");
+        assert_ne!(
+            lstat(&root, c"open").st_atime,
+            old,
+            "the caller's descriptor kept O_NOATIME"
+        );
+    }
+}
