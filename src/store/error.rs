@@ -1,0 +1,68 @@
+//! [`StoreError`]: why the store could not be used, and the errno a FUSE caller sees for it.
+//!
+//! Kept apart from the store handle so that every part of the store (opening, appending,
+//! staged captures, pruning) reports failures the same way, through [`io`] for system calls.
+
+use super::STORE_VERSION;
+use super::journal::ParseError;
+use crate::sys::Errno;
+use std::fmt;
+
+/// Why the store could not be used.
+#[derive(Debug)]
+pub enum StoreError {
+    /// A system call failed.
+    Io {
+        /// What was being done.
+        what: String,
+        /// The errno.
+        errno: Errno,
+    },
+    /// The store was written by an unknown format version.
+    Version(String),
+    /// The journal is damaged.
+    Journal(ParseError),
+    /// Another process holds the store's lock.
+    Locked,
+    /// No store exists in this folder.
+    Missing,
+}
+
+impl StoreError {
+    /// The errno a FUSE caller should see.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Self::Io { errno, .. } => errno.0,
+            // A damaged or foreign store is an I/O problem from the caller's point of view.
+            Self::Version(_) | Self::Journal(_) => libc::EIO,
+            Self::Locked => libc::EBUSY,
+            Self::Missing => libc::ENOENT,
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io { what, errno } => write!(f, "{what}: {errno}"),
+            Self::Version(v) => write!(
+                f,
+                "the store has format {:?}; this ckpt-mount reads {:?}",
+                v.trim(),
+                STORE_VERSION.trim()
+            ),
+            Self::Journal(e) => write!(f, "{e}"),
+            Self::Locked => write!(f, "the store is in use by another ckpt-mount process"),
+            Self::Missing => write!(f, "no ckpt-mount store in this folder"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Turns the errno of a failed system call into a [`StoreError::Io`] saying `what` was being
+/// done: `sys::fsync(fd).map_err(io("sync journal"))?`.
+pub(super) fn io(what: impl Into<String>) -> impl FnOnce(Errno) -> StoreError {
+    let what = what.into();
+    move |errno| StoreError::Io { what, errno }
+}

@@ -1,0 +1,609 @@
+//! The index: the state of a store as its journal says it is, rebuilt by replaying every line
+//! in order with [`Index::apply`].
+//!
+//! This is the single place where the journal's meaning is decided: which turns exist, which
+//! captures belong to them, what a rewind retired and an undo brought back, what a staged
+//! pre-image became, which inode stands for a recorded one. Everything else reads the result.
+//! The replay is pure: journal lines in, plain data out, no descriptors and no system calls,
+//! so it can be tested on hand-written lines. The journal is untrusted input: a record that
+//! does not fit (a `rewind_done` without its `rewind_begin`, a second `staged` for one
+//! capture) is ignored, never trusted.
+
+use super::journal::{Line, PreImage, Record};
+use crate::identity::{FileId, Renewal};
+use crate::relpath::RelPath;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// A turn as the index knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnInfo {
+    /// Number.
+    pub turn: u64,
+    /// Label, if any.
+    pub label: Option<String>,
+    /// Unix time it began.
+    pub time: u64,
+}
+
+/// A capture as the index knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capture {
+    /// Journal position.
+    pub seq: u64,
+    /// Turn.
+    pub turn: u64,
+    /// Path.
+    pub path: RelPath,
+    /// Pre-image.
+    pub pre: PreImage,
+    /// Process id behind it.
+    pub pid: Option<u32>,
+    /// Command name behind it.
+    pub comm: Option<String>,
+}
+
+/// The last completed rewind, kept so that it can be undone.
+#[derive(Debug, Clone, Default)]
+pub struct LastRewind {
+    /// Seq of its `rewind_begin`.
+    pub begin: u64,
+    /// Target turn.
+    pub to: u64,
+    /// Turn current before it.
+    pub from: u64,
+    /// What it overwrote or deleted, per path.
+    pub saved: Vec<Capture>,
+    /// Turns it retired.
+    pub retired_turns: Vec<TurnInfo>,
+    /// Captures it retired.
+    pub retired: Vec<Capture>,
+}
+
+/// The state derived from replaying the journal.
+#[derive(Debug, Default)]
+pub struct Index {
+    /// Turns not retired by a rewind, ascending.
+    pub turns: Vec<TurnInfo>,
+    /// Captures of those turns, in journal order.
+    pub captures: Vec<Capture>,
+    /// Paths captured in the current turn.
+    pub captured_now: HashSet<RelPath>,
+    /// The last rewind, unless undone.
+    pub last_rewind: Option<LastRewind>,
+    /// A rewind that began and never finished (the process died): `(begin seq, to, from)`.
+    pub unfinished_rewind: Option<(u64, u64, u64)>,
+    /// Captures saved by the unfinished rewind.
+    pub unfinished_saved: Vec<Capture>,
+    /// Highest seq seen.
+    pub last_seq: u64,
+    /// Captures whose pre-image is still `Staged` (no `staged` record yet): seq -> host inode.
+    pub pending: BTreeMap<u64, u64>,
+    /// Identities recreated by rewinds: recorded identity -> the file that stands for it now.
+    pub renewed: HashMap<FileId, FileId>,
+}
+
+impl Index {
+    /// The current turn (0 before the first turn record).
+    pub fn current_turn(&self) -> u64 {
+        self.turns.last().map_or(0, |t| t.turn)
+    }
+
+    /// Applies one journal line.
+    pub fn apply(&mut self, line: &Line) {
+        self.last_seq = line.seq;
+        match &line.rec {
+            Record::Turn { turn, label } => self.begin_turn(*turn, label.clone(), line.time),
+            Record::Capture {
+                turn,
+                path,
+                pre,
+                undo_of,
+                pid,
+                comm,
+            } => {
+                let cap = Capture {
+                    seq: line.seq,
+                    turn: *turn,
+                    path: path.clone(),
+                    pre: pre.clone(),
+                    pid: *pid,
+                    comm: comm.clone(),
+                };
+                self.add_capture(cap, undo_of.is_some());
+            }
+            Record::RewindBegin { to, from } => {
+                self.unfinished_rewind = Some((line.seq, *to, *from));
+                self.unfinished_saved.clear();
+            }
+            Record::RewindDone { begin } => self.finish_rewind(*begin, line.time),
+            Record::Renewed { ids } => self.add_renewals(ids),
+            Record::Staged { capture, pre } => self.resolve_staged(*capture, pre),
+            Record::UndoDone { rewind } => self.undo_rewind(*rewind),
+        }
+    }
+
+    /// `turn`: turn `turn` begins at `time`; nothing is captured in it yet.
+    fn begin_turn(&mut self, turn: u64, label: Option<String>, time: u64) {
+        self.turns.push(TurnInfo { turn, label, time });
+        self.captured_now.clear();
+    }
+
+    /// `capture`: a pre-image of the turn, or (`saved_by_rewind`, the record's `undo_of`) what
+    /// the unfinished rewind overwrote, kept apart for its undo.
+    fn add_capture(&mut self, cap: Capture, saved_by_rewind: bool) {
+        if saved_by_rewind {
+            self.unfinished_saved.push(cap);
+            return;
+        }
+        if let PreImage::Staged { ino, .. } = &cap.pre {
+            self.pending.insert(cap.seq, *ino);
+        }
+        if cap.turn == self.current_turn() {
+            self.captured_now.insert(cap.path.clone());
+        }
+        self.captures.push(cap);
+    }
+
+    /// `rewind_done`: the rewind begun at seq `begin` finished at `time`. Turns after its
+    /// target and the captures of its target and later leave the index (kept for an undo),
+    /// and the target turn begins afresh. Ignored unless it matches the unfinished rewind.
+    fn finish_rewind(&mut self, begin: u64, time: u64) {
+        let Some((b, to, from)) = self.unfinished_rewind.take() else {
+            return;
+        };
+        if b != begin {
+            return;
+        }
+        let (retired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.captures)
+            .into_iter()
+            .partition(|c| c.turn >= to);
+        self.captures = kept;
+        let (retired_turns, kept_turns): (Vec<_>, Vec<_>) = std::mem::take(&mut self.turns)
+            .into_iter()
+            .partition(|t| t.turn > to);
+        self.turns = kept_turns;
+        // Turn `to` begins afresh at the moment of the rewind.
+        match self.turns.last_mut() {
+            Some(t) if t.turn == to => t.time = time,
+            _ => self.turns.push(TurnInfo {
+                turn: to,
+                label: None,
+                time,
+            }),
+        }
+        self.captured_now.clear();
+        self.last_rewind = Some(LastRewind {
+            begin: b,
+            to,
+            from,
+            saved: std::mem::take(&mut self.unfinished_saved),
+            retired_turns,
+            retired,
+        });
+    }
+
+    /// `renewed`: records naming each `was` identity now mean its `now` file.
+    fn add_renewals(&mut self, ids: &[Renewal]) {
+        for r in ids {
+            if r.was != r.now {
+                self.renewed.insert(r.was.clone(), r.now.clone());
+            }
+        }
+    }
+
+    /// `staged`: capture `capture`'s staged pre-image became `pre`.
+    fn resolve_staged(&mut self, capture: u64, pre: &PreImage) {
+        // Only a pending capture is resolved, only once, and only to what a staged file
+        // can become (the journal is untrusted input).
+        if !matches!(pre, PreImage::File { .. } | PreImage::Skipped { .. })
+            || self.pending.remove(&capture).is_none()
+        {
+            return;
+        }
+        if let Ok(i) = self.captures.binary_search_by_key(&capture, |c| c.seq)
+            && matches!(self.captures[i].pre, PreImage::Staged { .. })
+        {
+            self.captures[i].pre = pre.clone();
+        }
+    }
+
+    /// `undo_done`: the last rewind (begun at seq `rewind`) was undone. Ignored unless it is
+    /// the last rewind.
+    fn undo_rewind(&mut self, rewind: u64) {
+        let Some(last) = self.last_rewind.take() else {
+            return;
+        };
+        if last.begin != rewind {
+            self.last_rewind = Some(last);
+            return;
+        }
+        // Work done after the rewind is what the undo reverted: it leaves the index.
+        self.captures.retain(|c| c.turn < last.to);
+        self.captures.extend(last.retired);
+        self.captures.sort_by_key(|c| c.seq);
+        // Turn `to` itself was kept (with its label) when the rewind ran.
+        self.turns.retain(|t| t.turn <= last.to);
+        let mut turns = last.retired_turns;
+        turns.sort_by_key(|t| t.turn);
+        self.turns.extend(turns);
+        let cur = self.current_turn();
+        self.captured_now = self
+            .captures
+            .iter()
+            .filter(|c| c.turn == cur)
+            .map(|c| c.path.clone())
+            .collect();
+    }
+
+    /// Whether turn `n` can be rewound to.
+    pub fn has_turn(&self, n: u64) -> bool {
+        self.turns.iter().any(|t| t.turn == n)
+    }
+
+    /// For each path touched in turns `>= n`, the oldest pre-image (rule: oldest wins).
+    pub fn plan_targets(&self, n: u64) -> Vec<(RelPath, PreImage)> {
+        let mut seen: HashMap<&RelPath, usize> = HashMap::new();
+        let mut out: Vec<(RelPath, PreImage)> = Vec::new();
+        for c in self.captures.iter().filter(|c| c.turn >= n) {
+            if !seen.contains_key(&c.path) {
+                seen.insert(&c.path, out.len());
+                out.push((c.path.clone(), c.pre.clone()));
+            }
+        }
+        out
+    }
+
+    /// The identity that stands now for `id`, following what rewinds recreated (a chain is
+    /// followed a bounded number of steps: the journal is untrusted input).
+    pub fn current_identity(&self, id: &FileId) -> FileId {
+        let mut cur = id;
+        for _ in 0..64 {
+            match self.renewed.get(cur) {
+                Some(next) => cur = next,
+                None => break,
+            }
+        }
+        cur.clone()
+    }
+
+    /// `targets` with every recorded inode identity replaced by the one that stands for it now.
+    pub fn with_current_identities(
+        &self,
+        mut targets: Vec<(RelPath, PreImage)>,
+    ) -> Vec<(RelPath, PreImage)> {
+        if self.renewed.is_empty() {
+            return targets;
+        }
+        for (_, pre) in &mut targets {
+            let Some(id) = pre.file_id() else { continue };
+            let now = self.current_identity(&id);
+            if now != id {
+                pre.set_file_id(now);
+            }
+        }
+        targets
+    }
+
+    /// Targets that undo the last rewind: what it saved, then the pre-images of work after it.
+    pub fn undo_targets(&self) -> Option<Vec<(RelPath, PreImage)>> {
+        let last = self.last_rewind.as_ref()?;
+        let mut seen: HashSet<RelPath> = HashSet::new();
+        let mut out = Vec::new();
+        for c in &last.saved {
+            if seen.insert(c.path.clone()) {
+                out.push((c.path.clone(), c.pre.clone()));
+            }
+        }
+        for c in self.captures.iter().filter(|c| c.turn >= last.to) {
+            if seen.insert(c.path.clone()) {
+                out.push((c.path.clone(), c.pre.clone()));
+            }
+        }
+        Some(out)
+    }
+}
+
+/// Replays made from records and from hand-written journal text alone: no store, no
+/// directory, no descriptor; what they assert is decided here and nowhere else.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::journal;
+
+    fn rp(s: &str) -> RelPath {
+        RelPath::new(s.as_bytes()).expect("valid")
+    }
+
+    fn file(blob: &str) -> PreImage {
+        PreImage::File {
+            blob: blob.into(),
+            size: 1,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            ino: 1,
+            nlink: 1,
+            fh: None,
+            btime: None,
+            xattrs: None,
+        }
+    }
+
+    fn cap(turn: u64, path: &str, pre: PreImage) -> Record {
+        Record::Capture {
+            turn,
+            path: rp(path),
+            pre,
+            undo_of: None,
+            pid: None,
+            comm: None,
+        }
+    }
+
+    /// An index fed records the way a store appends them, starting like a new store (turn 1).
+    struct Replay(Index);
+
+    impl Replay {
+        fn new() -> Self {
+            let mut r = Self(Index::default());
+            r.append(Record::Turn {
+                turn: 1,
+                label: None,
+            });
+            r
+        }
+
+        /// Applies `rec` as the next line and returns its seq.
+        fn append(&mut self, rec: Record) -> u64 {
+            let seq = self.0.last_seq + 1;
+            self.0.apply(&Line {
+                v: rec.version(),
+                seq,
+                time: 0,
+                rec,
+            });
+            seq
+        }
+    }
+
+    /// Parses hand-written journal text and replays it.
+    fn replay_text(text: &str) -> Index {
+        let parsed = journal::parse(text.as_bytes()).expect("a valid journal");
+        assert_eq!(parsed.valid_len, text.len(), "no torn tail");
+        let mut index = Index::default();
+        for line in &parsed.lines {
+            index.apply(line);
+        }
+        index
+    }
+
+    const BLOB: &str = "a94a8fe5ccb19ba61c4c0873d391e987982fbbd3a94a8fe5ccb19ba61c4c0873";
+
+    /// Two turns: a capture of a file that did not exist, a staged capture (a removal) and
+    /// the `staged` line that later says what it became.
+    const TWO_TURNS: &str = concat!(
+        r#"{"v":1,"seq":1,"time":100,"op":"turn","turn":1}"#,
+        "\n",
+        r#"{"v":1,"seq":2,"time":101,"op":"capture","turn":1,"path":"a.txt","pre":{"kind":"absent"}}"#,
+        "\n",
+        r#"{"v":1,"seq":3,"time":200,"op":"turn","turn":2,"label":"edit"}"#,
+        "\n",
+        r#"{"v":2,"seq":4,"time":201,"op":"capture","turn":2,"path":"a.txt","pre":{"kind":"staged","size":5,"mode":420,"uid":0,"gid":0,"ino":77,"nlink":1},"pid":42,"comm":"rm"}"#,
+        "\n",
+        r#"{"v":1,"seq":5,"time":202,"op":"capture","turn":2,"path":"b.txt","pre":{"kind":"absent"}}"#,
+        "\n",
+        r#"{"v":2,"seq":6,"time":203,"op":"staged","capture":4,"pre":{"kind":"file","blob":"a94a8fe5ccb19ba61c4c0873d391e987982fbbd3a94a8fe5ccb19ba61c4c0873","size":5,"mode":420,"uid":0,"gid":0,"ino":77,"nlink":1}}"#,
+        "\n",
+    );
+
+    fn stored_a() -> PreImage {
+        PreImage::File {
+            blob: BLOB.into(),
+            size: 5,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            ino: 77,
+            nlink: 1,
+            fh: None,
+            btime: None,
+            xattrs: None,
+        }
+    }
+
+    #[test]
+    fn hand_written_lines_replay_into_turns_and_captures() {
+        let index = replay_text(TWO_TURNS);
+        assert_eq!(
+            index.turns,
+            vec![
+                TurnInfo {
+                    turn: 1,
+                    label: None,
+                    time: 100,
+                },
+                TurnInfo {
+                    turn: 2,
+                    label: Some("edit".into()),
+                    time: 200,
+                },
+            ]
+        );
+        assert_eq!(
+            index.captures,
+            vec![
+                Capture {
+                    seq: 2,
+                    turn: 1,
+                    path: rp("a.txt"),
+                    pre: PreImage::Absent,
+                    pid: None,
+                    comm: None,
+                },
+                Capture {
+                    seq: 4,
+                    turn: 2,
+                    path: rp("a.txt"),
+                    pre: stored_a(),
+                    pid: Some(42),
+                    comm: Some("rm".into()),
+                },
+                Capture {
+                    seq: 5,
+                    turn: 2,
+                    path: rp("b.txt"),
+                    pre: PreImage::Absent,
+                    pid: None,
+                    comm: None,
+                },
+            ]
+        );
+        assert_eq!(index.current_turn(), 2);
+        assert_eq!(index.last_seq, 6);
+        assert!(index.pending.is_empty(), "the staged line resolved it");
+        assert_eq!(
+            index.captured_now,
+            HashSet::from([rp("a.txt"), rp("b.txt")])
+        );
+        assert_eq!(
+            index.plan_targets(1),
+            vec![
+                (rp("a.txt"), PreImage::Absent),
+                (rp("b.txt"), PreImage::Absent)
+            ]
+        );
+        assert_eq!(
+            index.plan_targets(2),
+            vec![(rp("a.txt"), stored_a()), (rp("b.txt"), PreImage::Absent)]
+        );
+    }
+
+    #[test]
+    fn hand_written_rewind_and_undo_retire_and_bring_back_turn_two() {
+        let rewound = format!(
+            "{TWO_TURNS}{}\n{}\n{}\n",
+            r#"{"v":1,"seq":7,"time":300,"op":"rewind_begin","to":1,"from":2}"#,
+            r#"{"v":1,"seq":8,"time":300,"op":"capture","turn":1,"path":"b.txt","pre":{"kind":"absent"},"undo_of":7}"#,
+            r#"{"v":1,"seq":9,"time":301,"op":"rewind_done","begin":7}"#,
+        );
+        let index = replay_text(&rewound);
+        assert_eq!(
+            index.turns,
+            vec![TurnInfo {
+                turn: 1,
+                label: None,
+                time: 301,
+            }]
+        );
+        assert!(index.captures.is_empty());
+        assert!(index.captured_now.is_empty());
+        assert_eq!(index.unfinished_rewind, None);
+        let last = index.last_rewind.as_ref().expect("a rewind to undo");
+        assert_eq!((last.begin, last.to, last.from), (7, 1, 2));
+        assert_eq!(
+            last.retired.iter().map(|c| c.seq).collect::<Vec<_>>(),
+            vec![2, 4, 5]
+        );
+        assert_eq!(
+            index.undo_targets(),
+            Some(vec![(rp("b.txt"), PreImage::Absent)])
+        );
+
+        let undone = format!(
+            "{rewound}{}\n",
+            r#"{"v":1,"seq":10,"time":400,"op":"undo_done","rewind":7}"#
+        );
+        let index = replay_text(&undone);
+        assert_eq!(
+            index.turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert_eq!(
+            index.captures.iter().map(|c| c.seq).collect::<Vec<_>>(),
+            vec![2, 4, 5]
+        );
+        assert!(index.last_rewind.is_none());
+        assert_eq!(
+            index.captured_now,
+            HashSet::from([rp("a.txt"), rp("b.txt")])
+        );
+    }
+
+    #[test]
+    fn lines_that_do_not_fit_are_ignored() {
+        let text = format!(
+            "{TWO_TURNS}{}\n{}\n{}\n",
+            // A second `staged` for the same capture: already resolved.
+            r#"{"v":2,"seq":7,"time":204,"op":"staged","capture":4,"pre":{"kind":"skipped","was":"file","size":5,"reason":"late"}}"#,
+            // A `staged` for a capture that was never staged.
+            r#"{"v":2,"seq":8,"time":205,"op":"staged","capture":5,"pre":{"kind":"skipped","was":"file","size":0,"reason":"no"}}"#,
+            // A `rewind_done` without its `rewind_begin`.
+            r#"{"v":1,"seq":9,"time":206,"op":"rewind_done","begin":3}"#,
+        );
+        let index = replay_text(&text);
+        assert_eq!(index.captures[1].pre, stored_a());
+        assert_eq!(index.captures[2].pre, PreImage::Absent);
+        assert_eq!(index.turns.len(), 2);
+        assert!(index.last_rewind.is_none());
+        assert_eq!(index.last_seq, 9);
+    }
+
+    #[test]
+    fn rewinding_a_turn_also_undoes_later_turns() {
+        let mut s = Replay::new();
+        s.append(cap(1, "f", file("one")));
+        s.append(Record::Turn {
+            turn: 2,
+            label: None,
+        });
+        s.append(cap(2, "f", file("two")));
+        s.append(Record::Turn {
+            turn: 3,
+            label: None,
+        });
+        s.append(cap(3, "f", file("three")));
+        s.append(cap(3, "g", PreImage::Absent));
+        assert_eq!(
+            s.0.plan_targets(1),
+            vec![(rp("f"), file("one")), (rp("g"), PreImage::Absent)]
+        );
+        assert_eq!(
+            s.0.plan_targets(3),
+            vec![(rp("f"), file("three")), (rp("g"), PreImage::Absent)]
+        );
+    }
+
+    #[test]
+    fn undo_brings_back_retired_turns() {
+        let mut s = Replay::new();
+        s.append(Record::Turn {
+            turn: 2,
+            label: None,
+        });
+        s.append(cap(2, "f", file("two")));
+        s.append(Record::Turn {
+            turn: 3,
+            label: None,
+        });
+        let b = s.append(Record::RewindBegin { to: 2, from: 3 });
+        s.append(Record::Capture {
+            turn: 2,
+            path: rp("f"),
+            pre: file("now"),
+            undo_of: Some(b),
+            pid: None,
+            comm: None,
+        });
+        s.append(Record::RewindDone { begin: b });
+        s.append(cap(2, "h", PreImage::Absent));
+        let undo = s.0.undo_targets().expect("undo");
+        assert_eq!(
+            undo,
+            vec![(rp("f"), file("now")), (rp("h"), PreImage::Absent)]
+        );
+        s.append(Record::UndoDone { rewind: b });
+        assert_eq!(s.0.current_turn(), 3);
+        assert_eq!(s.0.plan_targets(2), vec![(rp("f"), file("two"))]);
+        assert!(s.0.last_rewind.is_none());
+    }
+}
