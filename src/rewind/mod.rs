@@ -1,0 +1,289 @@
+//! Rewind: a pure plan from the journal's targets, verified before anything changes, then
+//! applied through descriptors that never follow a symlink, with a report.
+//!
+//! Order of application: paths that must not exist are removed deepest first; then every
+//! other path is restored shallowest first, so parents exist before children; directory modes
+//! are set last, deepest first, so a read-only directory never blocks its own children.
+//! A rewind saves what it overwrites or deletes (records with `undo_of`) before changing it.
+//!
+//! The stages, in the order [`rewind`] and [`rewind_paths`] run them, and the files that hold
+//! them:
+//!
+//! 1. **plan** (`plan.rs`, pure): the journal's targets become a [`Plan`]; names that were one
+//!    inode share one target (`links.rs`).
+//! 2. **verify** (`verify.rs`): every path valid, every blob present and whole, or the rewind
+//!    is refused with nothing changed.
+//! 3. **save for undo** (`save.rs`): the surviving links of hard-link groups are found
+//!    (`links.rs`), then what the rewind will overwrite or delete is read and journaled —
+//!    for the undo (a whole rewind, between `RewindBegin` and the changes) or for the current
+//!    turn (a partial rewind).
+//! 4. **apply** (`apply.rs` for the order, `restore.rs` for each path): removals,
+//!    restorations and links through descriptors, directory modes last.
+//! 5. **report** (`report.rs`): what was restored, deleted or failed, and whether the rewind
+//!    stays open. The journal records that close it (the files it recreated, then
+//!    `RewindDone` unless a failure may pass on a second run) are written by this file.
+//!
+//! `resolve.rs` opens the directory holding a path, for every stage. This file holds the entry
+//! points, their inputs and the journal records that frame a rewind, and re-exports the public
+//! types of the stages, so every path `crate::rewind::X` stays as it was.
+
+mod apply;
+mod links;
+mod plan;
+mod report;
+mod resolve;
+mod restore;
+mod save;
+mod verify;
+
+pub use plan::{Plan, Step, plan};
+pub use report::{Failure, Report, RewindError};
+pub use restore::remove_tree;
+pub use verify::verify;
+
+use crate::relpath::RelPath;
+use crate::store::Store;
+use crate::store::journal::{PreImage, Record};
+use apply::{apply, sweep_temps};
+use links::{link_anchors, share_hard_links, uncaptured_links};
+use save::{capture_for_current_turn, record_saves, saves_for_undo};
+use std::collections::HashSet;
+use std::os::fd::BorrowedFd;
+use verify::refuse_unless_verified;
+
+/// Called with (steps done, steps in all) as a rewind applies its plan.
+pub type Progress<'a> = &'a dyn Fn(usize, usize);
+
+/// What to rewind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Request {
+    /// Target turn (ignored with `undo`).
+    pub to: u64,
+    /// Plan only.
+    pub dry_run: bool,
+    /// Undo the last rewind instead.
+    pub undo: bool,
+}
+
+/// Runs a rewind on the folder behind `root` with its open store. The caller must hold back
+/// every other mutation of the folder while this runs.
+pub fn rewind(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    req: Request,
+    progress: Progress<'_>,
+) -> Result<Report, RewindError> {
+    let from = store.index.current_turn();
+    let Chosen {
+        to,
+        targets,
+        resume,
+    } = targets_for(store, req)?;
+    let plan = plan(store.index.with_current_identities(targets));
+    refuse_unless_verified(&plan, store)?;
+    let mut report = Report {
+        to,
+        from,
+        dry_run: req.dry_run,
+        undo: req.undo,
+        ..Report::default()
+    };
+    if req.dry_run {
+        report.plan = Some(plan);
+        return Ok(report);
+    }
+    if req.undo || resume.is_some() {
+        // Temp files a run of this rewind (or undo) cut off by a crash left behind.
+        sweep_temps(root, &plan);
+    }
+    if req.undo {
+        apply_undo(root, store, &plan, &mut report, progress)?;
+        return Ok(report);
+    }
+    // Names outside the plan that the rewind rewrites in place (the surviving links of its
+    // hard-link groups) are saved with everything else.
+    let anchors = link_anchors(root, &plan, &HashSet::new());
+    // What the rewind overwrites is read before the journal says it began: a failure here
+    // refuses the rewind with nothing changed and nothing left open.
+    let saves = saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan))?;
+    let begin = match resume {
+        Some(b) => b,
+        None => store
+            .append(Record::RewindBegin { to, from })
+            .map_err(RewindError::Store)?,
+    };
+    record_saves(store, saves, to, begin)?;
+    apply(root, store, &plan, &anchors, &mut report, progress);
+    record_renewals(store, &mut report)?;
+    close_unless_unfinished(store, &plan, &mut report, begin)?;
+    Ok(report)
+}
+
+/// What a whole rewind (or an undo) works from.
+struct Chosen {
+    /// The turn whose start the folder is given.
+    to: u64,
+    /// Per path, its state then: its oldest pre-image in the rewound turns.
+    targets: Vec<(RelPath, PreImage)>,
+    /// Where the journal says a rewind that was cut off began, when this run completes it
+    /// instead of what was asked.
+    resume: Option<u64>,
+}
+
+/// What `req` rewinds to: the last rewind's starting turn for an undo, else the turn of a
+/// rewind that was cut off, else the turn asked for.
+fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
+    if req.undo {
+        let last = store
+            .index
+            .last_rewind
+            .as_ref()
+            .ok_or(RewindError::NothingToUndo)?;
+        Ok(Chosen {
+            to: last.from,
+            targets: store.index.undo_targets().unwrap_or_default(),
+            resume: None,
+        })
+    } else if let Some((begin, to, _)) = store.index.unfinished_rewind {
+        // A rewind was cut off: finish it first, whatever was asked.
+        log::warn!(target: "ckpt::rewind", "completing the rewind to turn {to} that was cut off");
+        Ok(Chosen {
+            to,
+            targets: store.index.plan_targets(to),
+            resume: Some(begin),
+        })
+    } else {
+        if !store.index.has_turn(req.to) {
+            return Err(RewindError::NoSuchTurn {
+                turn: req.to,
+                known: store.index.turns.iter().map(|t| t.turn).collect(),
+            });
+        }
+        Ok(Chosen {
+            to: req.to,
+            targets: store.index.plan_targets(req.to),
+            resume: None,
+        })
+    }
+}
+
+/// Applies the plan of an undo. An undo is not itself undoable: it saves nothing and is closed
+/// by one record. Cut off midway, running it again completes it (the same targets apply again).
+fn apply_undo(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    plan: &Plan,
+    report: &mut Report,
+    progress: Progress<'_>,
+) -> Result<(), RewindError> {
+    let rewind = store.index.last_rewind.as_ref().map_or(0, |l| l.begin);
+    let anchors = link_anchors(root, plan, &HashSet::new());
+    apply(root, store, plan, &anchors, report, progress);
+    record_renewals(store, report)?;
+    store
+        .append(Record::UndoDone { rewind })
+        .map_err(RewindError::Store)?;
+    Ok(())
+}
+
+/// Closes the rewind begun at `begin` with `RewindDone`, unless a failure in the report may
+/// pass on a second run: then the rewind stays open and the report says it is unfinished.
+fn close_unless_unfinished(
+    store: &mut Store,
+    plan: &Plan,
+    report: &mut Report,
+    begin: u64,
+) -> Result<(), RewindError> {
+    // A pre-image that was never stored fails every time; anything else (a parent swapped for
+    // a symlink meanwhile, an I/O error) may succeed on a second run. Such a rewind stays open,
+    // its turns in the index, so that running it again completes it instead of leaving a mix.
+    let permanent: HashSet<String> = plan
+        .steps()
+        .filter(|s| matches!(s.target, PreImage::Skipped { .. }))
+        .map(|s| s.path.to_string())
+        .chain(report.permanent.iter().cloned())
+        .collect();
+    if report.failed.iter().any(|f| !permanent.contains(&f.path)) {
+        report.unfinished = true;
+        return Ok(());
+    }
+    store
+        .append(Record::RewindDone { begin })
+        .map_err(RewindError::Store)?;
+    Ok(())
+}
+
+/// Rewinds only `paths` (what lies below them, and the directories above them) to the start of
+/// turn `to`. This is a change made in the current turn like any other: what it overwrites is
+/// captured for the current turn first, so no turn leaves the index, and rewinding the current
+/// turn undoes it, under the same `max_blob` limit as any other capture (a bigger file is
+/// recorded as skipped, with its reason).
+pub fn rewind_paths(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    to: u64,
+    paths: &[RelPath],
+    dry_run: bool,
+    max_blob: u64,
+    progress: Progress<'_>,
+) -> Result<Report, RewindError> {
+    if !store.index.has_turn(to) {
+        return Err(RewindError::NoSuchTurn {
+            turn: to,
+            known: store.index.turns.iter().map(|t| t.turn).collect(),
+        });
+    }
+    // Hard-link groups are formed over every target before choosing the paths: a name's own
+    // first capture may come after a write through another name of its inode, whose earlier
+    // capture holds the bytes of the start of the turn.
+    let all = share_hard_links(
+        store
+            .index
+            .with_current_identities(store.index.plan_targets(to)),
+    );
+    let mut targets: Vec<(RelPath, PreImage)> = all
+        .iter()
+        .filter(|(p, pre)| {
+            paths.iter().any(|o| {
+                p.starts_with(o) || (o.starts_with(p) && matches!(pre, PreImage::Dir { .. }))
+            })
+        })
+        .cloned()
+        .collect();
+    targets.extend(uncaptured_links(root, &all, &targets, paths));
+    let plan = plan(targets);
+    refuse_unless_verified(&plan, store)?;
+    let from = store.index.current_turn();
+    let mut report = Report {
+        to,
+        from,
+        dry_run,
+        ..Report::default()
+    };
+    if dry_run {
+        report.plan = Some(plan);
+        return Ok(report);
+    }
+    // A name outside the chosen paths that a rewound turn changed no longer holds what it held
+    // when the turn began: it is no anchor (in a whole rewind every such name is in the plan).
+    let changed: HashSet<&RelPath> = all.iter().map(|(p, _)| p).collect();
+    let anchors = link_anchors(root, &plan, &changed);
+    let extra = anchors.outside_plan(&plan);
+    capture_for_current_turn(root, store, &plan, &extra, from, max_blob)?;
+    apply(root, store, &plan, &anchors, &mut report, progress);
+    record_renewals(store, &mut report)?;
+    Ok(report)
+}
+
+/// Records the files the rewind recreated for records that carry an identity, so those records
+/// name the new files from now on (see [`crate::identity::Renewal`]).
+fn record_renewals(store: &mut Store, report: &mut Report) -> Result<(), RewindError> {
+    if report.renewed.is_empty() {
+        return Ok(());
+    }
+    let ids = std::mem::take(&mut report.renewed);
+    store
+        .append(Record::Renewed { ids })
+        .map_err(RewindError::Store)?;
+    Ok(())
+}

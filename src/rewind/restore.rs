@@ -1,0 +1,475 @@
+//! One path at a time, through descriptors that never follow a symlink: a path is removed
+//! ([`remove_step`]), given its recorded state ([`restore_step`]), or linked to the first name
+//! of its hard-link group ([`link_step`]). Whatever is not rewritten in place is built as a
+//! temp file (`.ckpt-rewind-*`) beside the path, given its content and attributes, and renamed
+//! over it, so a path never holds a half-restored file. Kept apart from `apply.rs`, which
+//! decides the order, because this is where the syscalls that give a path its state are made
+//! (`apply.rs` only sets directory modes and sweeps old temp files).
+//!
+//! I/O: all of it changes the folder, beneath the directory `resolve.rs` opens; blobs are read
+//! from the store.
+
+use super::plan::Step;
+use super::resolve::{cname, open_parent};
+use crate::identity::FileId;
+use crate::relpath::RelPath;
+use crate::store::Store;
+use crate::store::journal::{PreImage, Xattr};
+use crate::sys::{self, Errno};
+use crate::xattrs::{self, Via};
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsFd, BorrowedFd};
+
+/// Removes whatever is at `path`; `Ok(false)` when nothing was there.
+pub(super) fn remove_step(root: BorrowedFd<'_>, path: &RelPath) -> Result<bool, String> {
+    let parent = match open_parent(root, path) {
+        Ok(p) => p,
+        // A missing parent means the path is already absent.
+        Err(_)
+            if sys::open_beneath(root, &path.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0)
+                .is_err() =>
+        {
+            return Ok(false);
+        }
+        Err(e) => return Err(e),
+    };
+    remove_tree(parent.as_fd(), &cname(path)).map_err(|e| format!("cannot remove: {e}"))
+}
+
+/// Removes `name` in `dir` and, if it is a directory, everything below it; never follows links.
+pub fn remove_tree(dir: BorrowedFd<'_>, name: &CStr) -> Result<bool, Errno> {
+    let st = match sys::lstatat(dir, name) {
+        Ok(st) => st,
+        Err(Errno(libc::ENOENT)) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        let d = sys::openat(
+            dir,
+            name,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )?;
+        for e in sys::read_dir_all(d.as_fd(), false)? {
+            let c = CString::new(e.name).map_err(|_| Errno(libc::EINVAL))?;
+            remove_tree(d.as_fd(), &c)?;
+        }
+        sys::unlinkat(dir, name, libc::AT_REMOVEDIR)?;
+    } else {
+        sys::unlinkat(dir, name, 0)?;
+    }
+    Ok(true)
+}
+
+/// Names of a rewind's temp files, in the directory of the path they replace.
+pub(super) const TEMP_PREFIX: &str = ".ckpt-rewind-";
+
+/// A new temp file name: [`TEMP_PREFIX`], this process's id and a counter.
+fn temp_name() -> CString {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    CString::new(format!("{TEMP_PREFIX}{}-{n}", std::process::id())).unwrap_or_default()
+}
+
+/// Gives the inode behind `fd` its owner (as root: only root may give files away; as a user
+/// the files stay ours, which is what they were), then its extended attributes, then its mode:
+/// a chown clears set-id bits and capabilities, and an ACL sets the group bits, so the mode
+/// goes last. `xattrs: None` (a record that did not say) leaves the attributes as they are.
+fn set_attributes(
+    fd: BorrowedFd<'_>,
+    via: Via<'_>,
+    owner: (u32, u32),
+    xattrs: Option<&[Xattr]>,
+    mode: Option<u32>,
+) -> Result<(), String> {
+    if sys::geteuid() == 0 {
+        sys::fchown(fd, owner.0, owner.1).map_err(|e| format!("cannot set owner: {e}"))?;
+    }
+    if let Some(x) = xattrs {
+        xattrs::apply(via, x).map_err(|e| format!("cannot set extended attributes: {e}"))?;
+    }
+    if let Some(mode) = mode {
+        sys::fchmod_any(fd, mode).map_err(|e| format!("cannot set mode: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Owner, extended attributes and mode (see [`set_attributes`]) for `name` in `dir`, reached
+/// through an `O_PATH` descriptor that never follows it (directories, symlinks, FIFOs).
+fn set_attributes_at(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    what: &str,
+    (owner, xattrs, mode): ((u32, u32), Option<&[Xattr]>, Option<u32>),
+) -> Result<(), String> {
+    let fd = sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+        .map_err(|e| format!("cannot open {what}: {e}"))?;
+    set_attributes(fd.as_fd(), Via::Path(fd.as_fd()), owner, xattrs, mode)
+}
+
+/// Whether what stands at `name` (its `lstat` is `st`) already has the owner, mode and extended
+/// attributes `target` records (`mode: None` for symlinks).
+fn attributes_match(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    st: &libc::stat,
+    owner: (u32, u32),
+    mode: Option<u32>,
+    xattrs: Option<&[Xattr]>,
+) -> bool {
+    let owner_ok = sys::geteuid() != 0 || (st.st_uid, st.st_gid) == owner;
+    let mode_ok = mode.is_none_or(|m| st.st_mode & 0o7777 == m);
+    let xattrs_ok = xattrs.is_none_or(|want| {
+        sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            .and_then(|fd| xattrs::read_all(Via::Path(fd.as_fd())))
+            .is_ok_and(|now| now == want)
+    });
+    owner_ok && mode_ok && xattrs_ok
+}
+
+/// An errno as the reason a step failed: `what`, then the error.
+fn err(what: &str) -> impl Fn(Errno) -> String + '_ {
+    move |e: Errno| format!("{what}: {e}")
+}
+
+/// Restores one path; `Ok(false)` when it already matched.
+pub(super) fn restore_step(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    step: &Step,
+    dir_modes: &mut Vec<(RelPath, u32)>,
+    renewed: &mut Vec<crate::identity::Renewal>,
+) -> Result<bool, String> {
+    let parent = open_parent(root, &step.path)?;
+    let dir = parent.as_fd();
+    let name = cname(&step.path);
+    let current = match sys::lstatat(dir, &name) {
+        Ok(st) => Some(st),
+        Err(Errno(libc::ENOENT)) => None,
+        Err(e) => return Err(format!("cannot stat: {e}")),
+    };
+    let at = Slot {
+        dir,
+        name: &name,
+        current,
+        cur_kind: current.map(|st| st.st_mode & libc::S_IFMT),
+        target: &step.target,
+    };
+    match &step.target {
+        PreImage::Absent => Err("internal: absent target in the restore list".into()),
+        PreImage::Skipped { reason, .. } => Err(format!("not restored: {reason}")),
+        // Every staged pre-image is stored before a rewind plans; one left is a journal that
+        // never resolved it.
+        PreImage::Staged { .. } => {
+            Err("not restored: its staged pre-image was never stored".into())
+        }
+        PreImage::Dir {
+            mode,
+            uid,
+            gid,
+            xattrs,
+        } => {
+            let changed = at.restore_dir((*uid, *gid), *mode, xattrs.as_deref())?;
+            dir_modes.push((step.path.clone(), *mode));
+            Ok(changed)
+        }
+        PreImage::File {
+            blob,
+            mode,
+            uid,
+            gid,
+            xattrs,
+            ..
+        } => at.restore_file(store, blob, (*uid, *gid), *mode, xattrs.as_deref(), renewed),
+        PreImage::Symlink {
+            target,
+            uid,
+            gid,
+            xattrs,
+            ..
+        } => at.restore_symlink(&target.0, (*uid, *gid), xattrs.as_deref(), renewed),
+        PreImage::Fifo {
+            mode,
+            uid,
+            gid,
+            xattrs,
+        } => at.restore_fifo((*uid, *gid), *mode, xattrs.as_deref(), renewed),
+    }
+}
+
+/// A path [`restore_step`] is giving its recorded state: the directory holding it, its name
+/// there, what stands there now, and the record.
+struct Slot<'a> {
+    dir: BorrowedFd<'a>,
+    name: &'a CStr,
+    /// The `lstat` of what stands at the path now, if anything.
+    current: Option<libc::stat>,
+    /// Its kind (`S_IF*`).
+    cur_kind: Option<u32>,
+    /// The state the path must be given.
+    target: &'a PreImage,
+}
+
+impl Slot<'_> {
+    /// Whether the inode at the path is proven to be the one the record names.
+    fn proven_same(&self, kind: u32) -> bool {
+        let recorded = self.target.file_id();
+        self.current.is_some_and(|st| {
+            self.cur_kind == Some(kind)
+                && recorded
+                    .is_some_and(|id| id.is(&FileId::read_at(self.dir, self.name, 0, st.st_ino)))
+        })
+    }
+
+    /// Whether what stands at the path has these attributes (see [`attributes_match`]).
+    fn attributes_match(
+        &self,
+        owner: (u32, u32),
+        mode: Option<u32>,
+        xattrs: Option<&[Xattr]>,
+    ) -> bool {
+        self.current
+            .is_some_and(|st| attributes_match(self.dir, self.name, &st, owner, mode, xattrs))
+    }
+
+    /// Puts the temp file `tmp` over the path (see [`Install::finish`]).
+    fn install(
+        &self,
+        tmp: &CStr,
+        finished: Result<(), String>,
+        renewed: &mut Vec<crate::identity::Renewal>,
+    ) -> Result<bool, String> {
+        let put = Install {
+            dir: self.dir,
+            tmp,
+            name: self.name,
+            cur_kind: self.cur_kind,
+        };
+        put.finish(finished, self.target, renewed)
+    }
+
+    /// A directory: made where there is none (whatever stands there removed first), then given
+    /// its owner and attributes unless they match. Its mode is set later, with every other
+    /// directory's (`set_dir_modes` in `apply.rs`).
+    fn restore_dir(
+        &self,
+        owner: (u32, u32),
+        mode: u32,
+        xattrs: Option<&[Xattr]>,
+    ) -> Result<bool, String> {
+        let exists = self.cur_kind == Some(libc::S_IFDIR);
+        let matched = exists && self.attributes_match(owner, Some(mode), xattrs);
+        if !exists {
+            if self.current.is_some() {
+                remove_tree(self.dir, self.name).map_err(err("cannot remove what is there"))?;
+            }
+            sys::mkdirat(self.dir, self.name, 0o700).map_err(err("cannot create directory"))?;
+        }
+        if !matched {
+            // The mode is set with the others, last (see `set_dir_modes`).
+            let attrs = (owner, xattrs, None);
+            set_attributes_at(self.dir, self.name, "the directory", attrs)?;
+        }
+        Ok(!matched)
+    }
+
+    /// A regular file with the bytes of `blob`: written in place when the inode there is proven
+    /// the recorded one, else written into a fresh file that replaces the path.
+    fn restore_file(
+        &self,
+        store: &Store,
+        blob: &str,
+        owner: (u32, u32),
+        mode: u32,
+        xattrs: Option<&[Xattr]>,
+        renewed: &mut Vec<crate::identity::Renewal>,
+    ) -> Result<bool, String> {
+        let attrs =
+            |fd: BorrowedFd<'_>| set_attributes(fd, Via::Open(fd), owner, xattrs, Some(mode));
+        if self.proven_same(libc::S_IFREG) {
+            // In place: the inode (and every hard link to it) keeps its identity.
+            let fd = sys::openat(
+                self.dir,
+                self.name,
+                libc::O_WRONLY | libc::O_TRUNC | libc::O_NOFOLLOW,
+                0,
+            )
+            .map_err(err("cannot open for writing"))?;
+            copy_blob(store, blob, fd.as_fd()).map_err(err("cannot write"))?;
+            attrs(fd.as_fd())?;
+            return Ok(true);
+        }
+        // Anything else, a file whose identity cannot be proven included, is replaced by a
+        // fresh file: never a write into an inode that may be another file.
+        let tmp = temp_name();
+        let fd = sys::openat(
+            self.dir,
+            &tmp,
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
+            0o600,
+        )
+        .map_err(err("cannot create"))?;
+        let written = copy_blob(store, blob, fd.as_fd())
+            .map_err(err("cannot write"))
+            .and_then(|()| attrs(fd.as_fd()));
+        self.install(&tmp, written, renewed)
+    }
+
+    /// A symlink to `link`: left as it is when it matches; given its owner and attributes
+    /// only when it already points there and is proven the recorded inode; else replaced by a
+    /// fresh symlink.
+    fn restore_symlink(
+        &self,
+        link: &[u8],
+        owner: (u32, u32),
+        xattrs: Option<&[Xattr]>,
+        renewed: &mut Vec<crate::identity::Renewal>,
+    ) -> Result<bool, String> {
+        let same_target = self.cur_kind == Some(libc::S_IFLNK)
+            && sys::readlinkat(self.dir, self.name).ok().as_deref() == Some(link);
+        let matched = same_target && self.attributes_match(owner, None, xattrs);
+        if matched {
+            return Ok(false);
+        }
+        if same_target && self.proven_same(libc::S_IFLNK) {
+            // The recorded inode (hard links included): its owner and attributes only.
+            let attrs = (owner, xattrs, None);
+            set_attributes_at(self.dir, self.name, "the symlink", attrs)?;
+            return Ok(true);
+        }
+        let tmp = temp_name();
+        let t =
+            CString::new(link.to_vec()).map_err(|_| "symlink target contains NUL".to_string())?;
+        sys::symlinkat(&t, self.dir, &tmp).map_err(err("cannot create symlink"))?;
+        let attrs = (owner, xattrs, None);
+        let finished = set_attributes_at(self.dir, &tmp, "the new symlink", attrs);
+        self.install(&tmp, finished, renewed)
+    }
+
+    /// A FIFO: left as it is when it matches, else replaced by a fresh one.
+    fn restore_fifo(
+        &self,
+        owner: (u32, u32),
+        mode: u32,
+        xattrs: Option<&[Xattr]>,
+        renewed: &mut Vec<crate::identity::Renewal>,
+    ) -> Result<bool, String> {
+        let matched = self.cur_kind == Some(libc::S_IFIFO)
+            && self.attributes_match(owner, Some(mode), xattrs);
+        if matched {
+            return Ok(false);
+        }
+        let tmp = temp_name();
+        sys::mknodat(self.dir, &tmp, libc::S_IFIFO | (mode & 0o7777), 0)
+            .map_err(err("cannot create fifo"))?;
+        let attrs = (owner, xattrs, Some(mode));
+        let finished = set_attributes_at(self.dir, &tmp, "the new fifo", attrs);
+        self.install(&tmp, finished, renewed)
+    }
+}
+
+/// A temp file a restore made next to the path it replaces.
+struct Install<'a> {
+    dir: BorrowedFd<'a>,
+    tmp: &'a CStr,
+    name: &'a CStr,
+    /// What stands at `name` now (`S_IF*`), if anything.
+    cur_kind: Option<u32>,
+}
+
+impl Install<'_> {
+    /// When the temp file was `finished` (content and attributes), moves it over the path and
+    /// notes the renewal of the record's identity; else removes it and gives the error.
+    fn finish(
+        &self,
+        finished: Result<(), String>,
+        target: &PreImage,
+        renewed: &mut Vec<crate::identity::Renewal>,
+    ) -> Result<bool, String> {
+        if let Err(e) = finished {
+            let _ = sys::unlinkat(self.dir, self.tmp, 0);
+            return Err(e);
+        }
+        replace_with(self.dir, self.tmp, self.name, self.cur_kind)?;
+        note_renewal(self.dir, self.name, target, renewed);
+        Ok(true)
+    }
+}
+
+/// A fresh file now stands for the inode `target` records: when that inode is proven to have
+/// no name left (a rewind removed it, say), records of its other names mean the new file from
+/// now on (see [`crate::identity::Renewal`]). An inode that still has a name somewhere is
+/// itself what those records mean, and nothing is noted.
+fn note_renewal(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    target: &PreImage,
+    renewed: &mut Vec<crate::identity::Renewal>,
+) {
+    if let (Some(was), Ok(now)) = (target.file_id(), FileId::of_name(dir, name))
+        && was.is_gone(dir)
+    {
+        renewed.push(crate::identity::Renewal { was, now });
+    }
+}
+
+/// Moves `tmp` over `name`, removing a directory that stands there first.
+fn replace_with(
+    dir: BorrowedFd<'_>,
+    tmp: &CStr,
+    name: &CStr,
+    cur_kind: Option<u32>,
+) -> Result<bool, String> {
+    if cur_kind == Some(libc::S_IFDIR)
+        && let Err(e) = remove_tree(dir, name)
+    {
+        let _ = sys::unlinkat(dir, tmp, 0);
+        return Err(format!("cannot remove the directory there: {e}"));
+    }
+    crate::failpoint::hit("rewind-before-rename");
+    sys::renameat2(dir, tmp, dir, name, 0).map_err(|e| {
+        let _ = sys::unlinkat(dir, tmp, 0);
+        format!("cannot move into place: {e}")
+    })?;
+    Ok(true)
+}
+
+/// Makes `path` a hard link of the inode at `first` (a temp link moved over whatever stands
+/// there); nothing changes when the two names are one inode already.
+pub(super) fn link_step(
+    root: BorrowedFd<'_>,
+    first: &RelPath,
+    path: &RelPath,
+) -> Result<bool, String> {
+    let fparent = open_parent(root, first)?;
+    let parent = open_parent(root, path)?;
+    let (fname, name) = (cname(first), cname(path));
+    let fst =
+        sys::lstatat(fparent.as_fd(), &fname).map_err(|e| format!("cannot stat {first}: {e}"))?;
+    let cur = sys::lstatat(parent.as_fd(), &name).ok();
+    // Two names that exist at once with one number and device are one inode.
+    if cur.is_some_and(|st| st.st_ino == fst.st_ino && st.st_dev == fst.st_dev) {
+        return Ok(true);
+    }
+    let tmp = temp_name();
+    sys::linkat(fparent.as_fd(), &fname, parent.as_fd(), &tmp)
+        .map_err(|e| format!("cannot link: {e}"))?;
+    replace_with(
+        parent.as_fd(),
+        &tmp,
+        &name,
+        cur.map(|st| st.st_mode & libc::S_IFMT),
+    )
+}
+
+/// Writes a blob's original bytes into `dst` from offset 0 (decompressing when stored so).
+fn copy_blob(store: &Store, id: &str, dst: BorrowedFd<'_>) -> Result<(), Errno> {
+    let mut off = 0u64;
+    store.blobs.read_blob(id, &mut |chunk| {
+        crate::sys::write_all(dst, chunk, off)?;
+        off += chunk.len() as u64;
+        Ok(())
+    })?;
+    Ok(())
+}

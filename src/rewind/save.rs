@@ -1,0 +1,157 @@
+//! Save for undo: before a rewind changes anything, the state now of every path it will touch
+//! (and of everything below them, and of the surviving links it rewrites in place) is read and
+//! journaled. A whole rewind saves it for its undo (captures with `undo_of`, whatever their
+//! size); a partial rewind captures it for the current turn, like any other change. Kept apart
+//! because this is the stage that makes a rewind undoable, and its one rule is that a failure
+//! here refuses the rewind with nothing changed.
+//!
+//! I/O: it reads the folder (never changes it), stores blobs and appends to the journal.
+
+use super::plan::Plan;
+use super::report::{Failure, RewindError};
+use super::resolve::{cname, open_parent_raw};
+use crate::capture::{read_preimage, walk_tree};
+use crate::relpath::RelPath;
+use crate::store::Store;
+use crate::store::journal::{PreImage, Record};
+use crate::sys::Errno;
+use std::collections::HashSet;
+use std::os::fd::{AsFd, BorrowedFd};
+
+/// The state now of every path `plan` touches and of everything below them, except the paths
+/// `skip` names: what a rewind saves for its undo, or a partial rewind captures for the current
+/// turn, before it changes anything. A path whose parent is not there, not a directory or a
+/// symlink has nothing at it in the folder (a rewind never writes through such a parent) and
+/// is left out; any other failure refuses the rewind before anything changes.
+fn read_current(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    plan: &Plan,
+    extra: &[RelPath],
+    skip: &dyn Fn(&RelPath) -> bool,
+    max_blob: u64,
+) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
+    let mut records = Vec::new();
+    let mut seen: HashSet<RelPath> = HashSet::new();
+    let mut problems = Vec::new();
+    // Skipped targets are never restored, so never changed by this rewind: nothing to save (a
+    // file over --max-blob would otherwise be stored whole here).
+    let paths = plan
+        .steps()
+        .filter(|s| !matches!(s.target, PreImage::Skipped { .. }))
+        .map(|s| &s.path)
+        .chain(extra.iter());
+    for path in paths {
+        let parent = match open_parent_raw(root, path) {
+            Ok(p) => p,
+            Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV)) => continue,
+            Err(e) => {
+                problems.push(Failure {
+                    path: path.to_string(),
+                    reason: format!("cannot open its parent to save what is there: {e}"),
+                });
+                continue;
+            }
+        };
+        let name = cname(path);
+        let blobs = &store.blobs;
+        let mut at = None;
+        let walked = walk_tree(parent.as_fd(), &name, path, &mut |p, dir, n| {
+            if !skip(p) && !seen.contains(p) {
+                at = Some(p.clone());
+                records.push((p.clone(), read_preimage(blobs, dir, n, max_blob)?));
+                seen.insert(p.clone());
+            }
+            Ok(())
+        });
+        if let Err(e) = walked {
+            problems.push(Failure {
+                path: at.unwrap_or_else(|| path.clone()).to_string(),
+                reason: format!("cannot save what is there before changing it: {e}"),
+            });
+        }
+    }
+    if problems.is_empty() {
+        Ok(records)
+    } else {
+        Err(RewindError::Refused(problems))
+    }
+}
+
+/// What a rewind to `to` must save before it changes anything, whatever its size (an undo must
+/// be exact); paths a cut-off run of the same rewind saved already keep that first save.
+pub(super) fn saves_for_undo(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    plan: &Plan,
+    extra: &[RelPath],
+) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
+    let already: HashSet<&RelPath> = store
+        .index
+        .unfinished_saved
+        .iter()
+        .map(|c| &c.path)
+        .collect();
+    read_current(root, store, plan, extra, &|p| already.contains(p), u64::MAX)
+}
+
+/// Journals `saves` as captures of turn `to` that the undo of the rewind begun at `begin`
+/// restores (records with `undo_of`).
+pub(super) fn record_saves(
+    store: &mut Store,
+    saves: Vec<(RelPath, PreImage)>,
+    to: u64,
+    begin: u64,
+) -> Result<(), RewindError> {
+    if !saves.is_empty() {
+        let records = saves
+            .into_iter()
+            .map(|(path, pre)| Record::Capture {
+                turn: to,
+                path,
+                pre,
+                undo_of: Some(begin),
+                pid: None,
+                comm: None,
+            })
+            .collect();
+        store.append_all(records).map_err(RewindError::Store)?;
+    }
+    Ok(())
+}
+
+/// What a partial rewind changes, captured for the current turn `from` before it changes it,
+/// as any other change is (under `max_blob`), except what the current turn captured already;
+/// `extra` are the surviving links outside the plan it rewrites in place.
+pub(super) fn capture_for_current_turn(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    plan: &Plan,
+    extra: &[RelPath],
+    from: u64,
+    max_blob: u64,
+) -> Result<(), RewindError> {
+    let captured = &store.index.captured_now;
+    let records: Vec<Record> = read_current(
+        root,
+        store,
+        plan,
+        extra,
+        &|p| captured.contains(p),
+        max_blob,
+    )?
+    .into_iter()
+    .map(|(path, pre)| Record::Capture {
+        turn: from,
+        path,
+        pre,
+        undo_of: None,
+        pid: None,
+        comm: None,
+    })
+    .collect();
+    if !records.is_empty() {
+        store.append_all(records).map_err(RewindError::Store)?;
+    }
+    Ok(())
+}
