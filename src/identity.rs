@@ -12,11 +12,31 @@
 //! [`Same::Unproven`], and callers take the safe path: a fresh file at the path, never a
 //! write into an existing inode.
 
-use crate::store::journal::Handle;
 use crate::sys::{self, SysResult};
 use serde::{Deserialize, Serialize};
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
+
+/// A file handle as `name_to_handle_at(2)` gives it (handle type, then the handle's bytes),
+/// in hex: on ext4, xfs, btrfs and tmpfs it holds the inode's generation, which changes when
+/// the inode number is handed to a new file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Handle(pub Vec<u8>);
+
+impl Serialize for Handle {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&crate::relpath::hex(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Handle {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let t = String::deserialize(d)?;
+        crate::relpath::unhex(&t)
+            .map(Self)
+            .ok_or_else(|| serde::de::Error::custom("bad hex handle"))
+    }
+}
 
 /// What identifies one inode across time on one filesystem.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -15,49 +15,8 @@ use serde::{Deserialize, Serialize};
 /// inodes by number only (never trusted as proof that a file is the same; see SEMANTICS.md).
 pub const JOURNAL_VERSION: u32 = 3;
 
-/// Bytes stored like a path: a JSON string when UTF-8, else `{"hex": ...}`.
-mod bytes_enc {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        match std::str::from_utf8(b) {
-            Ok(t) => s.serialize_str(t),
-            Err(_) => {
-                use serde::ser::SerializeMap;
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("hex", &crate::relpath::hex(b))?;
-                m.end()
-            }
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Hex { hex: String },
-        }
-        match Raw::deserialize(d)? {
-            Raw::Text(t) => Ok(t.into_bytes()),
-            Raw::Hex { hex } => {
-                crate::relpath::unhex(&hex).ok_or_else(|| serde::de::Error::custom("bad hex bytes"))
-            }
-        }
-    }
-}
-
-/// One extended attribute: its full name (`user.x`, `trusted.x`, `security.x`,
-/// `system.posix_acl_access`, ...) and its value, both any bytes.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Xattr {
-    /// The attribute's name.
-    #[serde(with = "bytes_enc")]
-    pub name: Vec<u8>,
-    /// Its value.
-    #[serde(with = "bytes_enc")]
-    pub value: Vec<u8>,
-}
+pub use crate::identity::Handle;
+pub use crate::xattrs::Xattr;
 
 /// The extended attributes of a pre-image, sorted by name. `None` on lines older than journal
 /// version 3, which did not record them: a rewind then leaves a path's attributes as it finds
@@ -67,27 +26,6 @@ pub type Xattrs = Option<Vec<Xattr>>;
 /// An empty list is not written: on a version 3 line a missing list means "none".
 fn no_xattrs(x: &Xattrs) -> bool {
     x.as_ref().is_none_or(Vec::is_empty)
-}
-
-/// A file handle as `name_to_handle_at(2)` gives it (handle type, then the handle's bytes),
-/// in hex: on ext4, xfs, btrfs and tmpfs it holds the inode's generation, which changes when
-/// the inode number is handed to a new file.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Handle(pub Vec<u8>);
-
-impl Serialize for Handle {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&crate::relpath::hex(&self.0))
-    }
-}
-
-impl<'de> Deserialize<'de> for Handle {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let t = String::deserialize(d)?;
-        crate::relpath::unhex(&t)
-            .map(Self)
-            .ok_or_else(|| serde::de::Error::custom("bad hex handle"))
-    }
 }
 
 /// A symlink target: any bytes, stored like a path (string or `{"hex": ...}`).
