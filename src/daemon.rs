@@ -188,9 +188,24 @@ fn handle(
     }
 }
 
+/// Test builds: a panic anywhere in the daemon (a lock-order violation found by
+/// `crate::lock_order`, say) is logged and ends the process, so the mount answers `ENOTCONN`
+/// and the test fails at once, instead of a FUSE worker dying with its caller left waiting for
+/// a reply that never comes. The store is crash-safe (the crash tests kill the daemon on
+/// purpose), so nothing is lost that a remount does not recover.
+#[cfg(any(debug_assertions, feature = "failpoints"))]
+fn abort_on_panic() {
+    std::panic::set_hook(Box::new(|info| {
+        log::error!(target: "ckpt::daemon", "{info}; aborting (test build)");
+        std::process::abort();
+    }));
+}
+
 /// Runs the daemon in this process until the folder is unmounted. `ready` (when given)
 /// receives `ok\n` once the mount answers, or one line of error.
 pub fn run(opts: &MountOptions, foreground: bool, ready: Option<OwnedFd>) -> Result<(), String> {
+    #[cfg(any(debug_assertions, feature = "failpoints"))]
+    abort_on_panic();
     let mut ready = ready.map(std::fs::File::from);
     let result = run_inner(opts, foreground, &mut ready);
     if let (Err(e), Some(r)) = (&result, ready.as_mut()) {

@@ -35,6 +35,7 @@ pub use preimage::{read_open_file, read_preimage, walk_tree};
 pub use stage::{PendingStage, StageBy};
 pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError};
 
+use crate::lock_order::{Rank, Ranked};
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::{PreImage, Record};
@@ -67,10 +68,13 @@ pub struct Capturer {
 }
 
 /// Locks the store, whatever a panicking holder left.
-fn lock_store(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
+fn lock_store(store: &Mutex<Store>) -> StoreGuard<'_> {
     // A panic while holding the lock would have killed the daemon; recover the data anyway.
-    lock_ignoring_poison(store)
+    Ranked::take(Rank::Store, || lock_ignoring_poison(store))
 }
+
+/// The store, locked (its place in the lock order: `crate::lock_order`).
+pub type StoreGuard<'a> = Ranked<MutexGuard<'a, Store>>;
 
 /// Locks `m`, taking the data even if a panic poisoned it.
 fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -112,7 +116,7 @@ impl Capturer {
     /// Locks the store for direct use (rewind, status, diff, prune): every staged pre-image
     /// is stored first, so the index holds no `Staged` pre-image (unless its bytes could not be
     /// stored; they are then still in `staged/`, and a rewind reports the path).
-    pub fn lock(&self) -> MutexGuard<'_, Store> {
+    pub fn lock(&self) -> StoreGuard<'_> {
         let mut store = lock_store(&self.store);
         if !store.index.pending.is_empty() {
             store.settle();
@@ -121,7 +125,7 @@ impl Capturer {
     }
 
     /// Locks the store for capturing (pending staged pre-images may stay pending).
-    fn lock_raw(&self) -> MutexGuard<'_, Store> {
+    fn lock_raw(&self) -> StoreGuard<'_> {
         lock_store(&self.store)
     }
 

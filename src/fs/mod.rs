@@ -28,10 +28,11 @@
 //! rename are kept reachable while the kernel holds them (`Ghosts`, bounded). The daemon's
 //! descriptor count is bounded by those plus the open handles, never by the size of the tree.
 //!
-//! Lock order: `gate` → `inodes` → `dirs` → `handles` → `ghosts` → the store (inside
-//! `Capturer`). No lock but `gate` and the store is held across host I/O. Mutations take
-//! `gate` shared; a turn switch or a rewind takes it exclusively, so they see no mutation half
-//! done. The lock helpers below are the only way to take these locks.
+//! Lock order (written once, in `crate::lock_order`, and checked in test builds): `gate` →
+//! `inodes` → `dirs` → `handles` → `ghosts` → the store (inside `Capturer`). No lock but `gate`
+//! and the store is held across host I/O. Mutations take `gate` shared; a turn switch or a
+//! rewind takes it exclusively, so they see no mutation half done. The lock helpers below are
+//! the only way to take these locks.
 
 mod attrs;
 pub mod control;
@@ -53,6 +54,7 @@ use files::*;
 use resolve::*;
 
 use crate::capture::{Capturer, PendingStage, StageBy, TurnError, Who};
+use crate::lock_order::{Rank, Ranked};
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::rewind::{self, Report, RewindError};
 use crate::sys::{self, Errno};
@@ -230,46 +232,60 @@ impl CkptFs {
         self.read_inodes().len()
     }
 
-    fn read_inodes(&self) -> std::sync::RwLockReadGuard<'_, InodeTable> {
-        self.inodes
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn read_inodes(&self) -> Ranked<std::sync::RwLockReadGuard<'_, InodeTable>> {
+        Ranked::take(Rank::Inodes, || {
+            self.inodes
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
     }
 
-    fn write_inodes(&self) -> std::sync::RwLockWriteGuard<'_, InodeTable> {
-        self.inodes
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn write_inodes(&self) -> Ranked<std::sync::RwLockWriteGuard<'_, InodeTable>> {
+        Ranked::take(Rank::Inodes, || {
+            self.inodes
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
     }
 
-    fn shared_gate(&self) -> std::sync::RwLockReadGuard<'_, ()> {
-        self.gate
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn shared_gate(&self) -> Ranked<std::sync::RwLockReadGuard<'_, ()>> {
+        Ranked::take(Rank::Gate, || {
+            self.gate
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
     }
 
-    fn exclusive_gate(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
-        self.gate
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn exclusive_gate(&self) -> Ranked<std::sync::RwLockWriteGuard<'_, ()>> {
+        Ranked::take(Rank::Gate, || {
+            self.gate
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
     }
 
-    fn lock_handles(&self) -> std::sync::MutexGuard<'_, HandleTable<Handle>> {
-        self.handles
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock_handles(&self) -> Ranked<std::sync::MutexGuard<'_, HandleTable<Handle>>> {
+        Ranked::take(Rank::Handles, || {
+            self.handles
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
     }
 
-    fn lock_ghosts(&self) -> std::sync::MutexGuard<'_, Ghosts> {
-        self.ghosts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock_ghosts(&self) -> Ranked<std::sync::MutexGuard<'_, Ghosts>> {
+        Ranked::take(Rank::Ghosts, || {
+            self.ghosts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
     }
 
-    fn lock_dirs(&self) -> std::sync::MutexGuard<'_, DirCache> {
-        self.dirs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock_dirs(&self) -> Ranked<std::sync::MutexGuard<'_, DirCache>> {
+        Ranked::take(Rank::Dirs, || {
+            self.dirs
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
     }
 
     fn entry(&self, parent: u64, name: &OsStr, st: &libc::stat) -> Entry {

@@ -4,32 +4,34 @@
 use super::*;
 
 impl CkptFs {
-    /// Calls `f` for every name of every file held open for writing; a name that cannot be
-    /// reached is passed as its error, so the capture that needs it fails loudly.
-    pub(super) fn each_open_for_write(&self, f: &mut dyn FnMut(crate::capture::HeldName<'_>)) {
+    /// Every name of every file held open for writing, each with its parent directory; a name
+    /// that cannot be reached is its error, so the capture that needs it fails loudly.
+    ///
+    /// Collected before the store is locked, so that no table lock is taken under the store
+    /// (`crate::lock_order`); the caller holds the gate exclusively, so no name changes between
+    /// this and the captures.
+    pub(super) fn held_for_write(&self) -> Vec<FsResult<(Arc<OwnedFd>, CString, RelPath)>> {
         let nodes: Vec<u64> = self
             .lock_handles()
             .values()
             .filter(|h| matches!(h.kind, HandleKind::File { writable: true, .. }))
             .map(|h| h.node)
             .collect();
+        let mut held = Vec::new();
         for node in nodes {
             match self.names(node) {
-                Ok(names) => {
-                    for (dir, name, path) in names {
-                        f(Ok((dir.as_fd(), &name, &path)));
-                    }
-                }
-                Err(e) => f(Err(e)),
+                Ok(names) => held.extend(names.into_iter().map(Ok)),
+                Err(e) => held.push(Err(e)),
             }
         }
+        held
     }
 
     /// Begins turn `n`; returns whether the turn changed.
     pub fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
         let _gate = self.exclusive_gate();
-        self.capture
-            .begin_turn(n, label, &|f| self.each_open_for_write(f))
+        let held = self.held_for_write();
+        self.capture.begin_turn(n, label, &|f| visit_held(&held, f))
     }
 
     /// Rewinds the folder while holding back every other mutation, then invalidates the
@@ -52,9 +54,8 @@ impl CkptFs {
                 refreshed = self.refresh_names(&report.changed);
                 // Files still open for writing belong to the new current turn from now on; one
                 // that cannot be captured is reported (its next writes could not be undone).
-                let failed = self
-                    .capture
-                    .begin_turn_captures(&|f| self.each_open_for_write(f));
+                let held = self.held_for_write();
+                let failed = self.capture.begin_turn_captures(&|f| visit_held(&held, f));
                 for (path, e) in failed {
                     log::warn!(target: "ckpt::rewind", "{path}: held open for writing, not captured for the current turn: {e}");
                     report.permanent.insert(path.clone());
@@ -169,6 +170,20 @@ impl CkptFs {
         }
         for parent in parents {
             inv.inval_inode(parent);
+        }
+    }
+}
+
+/// Passes each collected name of a file held open for writing to `f`, as the capture's
+/// `OpenForWrite` visitor wants them.
+fn visit_held(
+    held: &[FsResult<(Arc<OwnedFd>, CString, RelPath)>],
+    f: &mut dyn FnMut(crate::capture::HeldName<'_>),
+) {
+    for name in held {
+        match name {
+            Ok((dir, name, path)) => f(Ok((dir.as_fd(), name, path))),
+            Err(e) => f(Err(*e)),
         }
     }
 }

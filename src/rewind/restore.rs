@@ -427,11 +427,18 @@ fn replace_with(
         let _ = sys::unlinkat(dir, tmp, 0);
         return Err(format!("cannot remove the directory there: {e}"));
     }
-    crate::failpoint::hit("rewind-before-rename");
-    sys::renameat2(dir, tmp, dir, name, 0).map_err(|e| {
-        let _ = sys::unlinkat(dir, tmp, 0);
-        format!("cannot move into place: {e}")
-    })?;
+    // A rewind's installs are not synced one by one: the journal's `rewind_done` record, written
+    // after them, is what a crash is judged by (an unfinished rewind is completed at the next
+    // open).
+    crate::tree::rename_into_place(
+        dir,
+        tmp,
+        dir,
+        name,
+        crate::tree::Durability::Lazy,
+        "rewind-before-rename",
+    )
+    .map_err(|e| format!("cannot move into place: {e}"))?;
     Ok(true)
 }
 

@@ -7,8 +7,10 @@
 //! form or another. Temp files are `.tmp-<pid>-<n>` and are removed at open.
 
 use crate::ids::valid_blob_id as valid_id;
+use crate::lock_order::{Rank, Ranked};
 use crate::relpath::hex;
 use crate::sys::{self, Errno, SysResult};
+use crate::tree::{Durability, TempFile};
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::ffi::CString;
@@ -320,61 +322,47 @@ impl BlobStore {
             // Small file: hash first, write only if new.
             return self.put_bytes(&small[..first]);
         }
-        let tmp_name = self.temp_name();
-        let tmp = sys::openat(
-            self.dir.as_fd(),
-            &tmp_name,
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
-            0o600,
-        )?;
-        let result = (|| {
-            let mut h = Sha256::new();
-            let mut out = BlobWriter::new(tmp.as_fd(), self.compressing())?;
-            h.update(&small);
-            out.write(&small)?;
-            let mut off = SMALL as u64;
-            let mut buf = vec![0u8; CHUNK];
-            loop {
-                let n = sys::read_full(src, &mut buf, off)?;
-                if n == 0 {
-                    break;
-                }
-                h.update(&buf[..n]);
-                out.write(&buf[..n])?;
-                off += n as u64;
+        let tmp = TempFile::create(self.dir.as_fd(), self.temp_name())?;
+        let mut h = Sha256::new();
+        let mut out = BlobWriter::new(tmp.fd(), self.compressing())?;
+        h.update(&small);
+        out.write(&small)?;
+        let mut off = SMALL as u64;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = sys::read_full(src, &mut buf, off)?;
+            if n == 0 {
+                break;
             }
-            out.finish()?;
-            let id = hex(&h.finalize());
-            if self.durable {
-                sys::fsync(tmp.as_fd(), true)?;
-            }
-            if self.exists(&id) {
-                return Ok(Stored {
-                    id,
-                    size: off,
-                    new: false,
-                });
-            }
-            let shard = self.shard(&id, true)?;
-            let (raw, zst) = Self::names(&id)?;
-            let final_name = if self.compressing() { zst } else { raw };
-            crate::failpoint::hit("blob-before-rename");
-            sys::renameat2(self.dir.as_fd(), &tmp_name, shard.as_fd(), &final_name, 0)?;
-            self.note_loose(&id);
-            if self.durable {
-                self.sync_dir(shard.as_fd())?;
-            }
-            Ok(Stored {
+            h.update(&buf[..n]);
+            out.write(&buf[..n])?;
+            off += n as u64;
+        }
+        out.finish()?;
+        let id = hex(&h.finalize());
+        if self.exists(&id) {
+            // The temp file is removed as it drops.
+            return Ok(Stored {
                 id,
                 size: off,
-                new: true,
-            })
-        })();
-        // Renamed into place only when new; otherwise a leftover to remove.
-        if !matches!(result, Ok(Stored { new: true, .. })) {
-            let _ = sys::unlinkat(self.dir.as_fd(), &tmp_name, 0);
+                new: false,
+            });
         }
-        result
+        let shard = self.shard(&id, true)?;
+        let (raw, zst) = Self::names(&id)?;
+        let final_name = if self.compressing() { zst } else { raw };
+        tmp.persist(
+            shard.as_fd(),
+            &final_name,
+            self.durability(),
+            "blob-before-rename",
+        )?;
+        self.note_loose(&id);
+        Ok(Stored {
+            id,
+            size: off,
+            new: true,
+        })
     }
 
     /// Stores bytes held in memory.
@@ -392,7 +380,7 @@ impl BlobStore {
         if bytes.len() <= SMALL
             && let Some(packs) = &self.packs
         {
-            let _put = lock(&self.put_lock);
+            let _put = Ranked::take(Rank::BlobPut, || lock(&self.put_lock));
             if self.exists(&id) {
                 return Ok(Stored {
                     id,
@@ -421,45 +409,35 @@ impl BlobStore {
                 new: false,
             });
         }
-        let tmp_name = self.temp_name();
-        let tmp = sys::openat(
-            shard.as_fd(),
-            &tmp_name,
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
-            0o600,
-        )?;
+        let tmp = TempFile::create(shard.as_fd(), self.temp_name())?;
         let final_name = if self.compressing() { zst } else { raw };
-        let result = (|| {
-            if self.compressing() {
-                let packed = zstd::bulk::compress(bytes, ZSTD_LEVEL).map_err(Errno::from)?;
-                sys::write_all(tmp.as_fd(), &packed, 0)?;
-            } else {
-                sys::write_all(tmp.as_fd(), bytes, 0)?;
-            }
-            if self.durable {
-                sys::fsync(tmp.as_fd(), true)?;
-            }
-            crate::failpoint::hit("blob-before-rename");
-            sys::renameat2(shard.as_fd(), &tmp_name, shard.as_fd(), &final_name, 0)?;
-            self.note_loose(&id);
-            if self.durable {
-                self.sync_dir(shard.as_fd())?;
-            }
-            Ok(Stored {
-                id,
-                size,
-                new: true,
-            })
-        })();
-        if result.is_err() {
-            let _ = sys::unlinkat(shard.as_fd(), &tmp_name, 0);
+        if self.compressing() {
+            let packed = zstd::bulk::compress(bytes, ZSTD_LEVEL).map_err(Errno::from)?;
+            sys::write_all(tmp.fd(), &packed, 0)?;
+        } else {
+            sys::write_all(tmp.fd(), bytes, 0)?;
         }
-        result
+        tmp.persist(
+            shard.as_fd(),
+            &final_name,
+            self.durability(),
+            "blob-before-rename",
+        )?;
+        self.note_loose(&id);
+        Ok(Stored {
+            id,
+            size,
+            new: true,
+        })
+    }
+
+    /// How loose blobs are persisted: synced with `--durable` (see `crate::tree`).
+    fn durability(&self) -> Durability {
+        Durability::from_flag(self.durable)
     }
 
     fn sync_dir(&self, dir: BorrowedFd<'_>) -> SysResult<()> {
-        let d = sys::reopen(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        sys::fsync(d.as_fd(), false)
+        crate::tree::sync_dir(dir)
     }
 
     fn temp_name(&self) -> CString {
@@ -529,7 +507,7 @@ impl BlobStore {
 
     /// Rewrites the packs without the blobs `remove` dropped from them.
     pub fn compact(&self) -> SysResult<()> {
-        let _put = lock(&self.put_lock);
+        let _put = Ranked::take(Rank::BlobPut, || lock(&self.put_lock));
         self.packs
             .as_ref()
             .map_or(Ok(()), super::pack::Packs::compact)

@@ -2,6 +2,7 @@
 //! written new, or replaced atomically. Used when a store is opened or migrated.
 
 use crate::sys::{self, Errno};
+use crate::tree::{Durability, TempFile};
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd};
 
@@ -23,16 +24,11 @@ pub(super) fn replace_small(dir: BorrowedFd<'_>, name: &CStr, bytes: &[u8]) -> R
         name.to_string_lossy()
     ))
     .map_err(|_| Errno(libc::EINVAL))?;
-    write_new(dir, &tmp, bytes)?;
-    let synced = sys::openat(dir, &tmp, libc::O_RDONLY | libc::O_NOFOLLOW, 0)
-        .and_then(|fd| sys::fsync(fd.as_fd(), false))
-        .and_then(|()| sys::renameat2(dir, &tmp, dir, name, 0));
-    if let Err(e) = synced {
-        let _ = sys::unlinkat(dir, &tmp, 0);
-        return Err(e);
-    }
-    let d = sys::reopen(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
-    sys::fsync(d.as_fd(), false)
+    // A leftover of a crashed process that had the same pid (the name is ours alone).
+    let _ = sys::unlinkat(dir, &tmp, 0);
+    let file = TempFile::create(dir, tmp)?;
+    sys::write_all(file.fd(), bytes, 0)?;
+    file.persist(dir, name, Durability::Synced, "store-small-before-rename")
 }
 
 /// Writes `bytes` to `name` in `dir`, created (mode 0600) or truncated, never through a
