@@ -132,6 +132,9 @@ fn handle(
             }
         }
         Request::Status => {
+            // Counted before the store is locked: the node table comes first in the lock
+            // order (`crate::lock_order`).
+            let nodes = fs.node_count();
             let store = fs.capturer().lock();
             let mut v = serde_json::to_value(crate::info::status(
                 &store,
@@ -139,7 +142,7 @@ fn handle(
                 Some(std::process::id()),
             ))
             .unwrap_or_default();
-            v["nodes"] = serde_json::json!(fs.node_count());
+            v["nodes"] = serde_json::json!(nodes);
             Response::ok(v)
         }
         Request::Fsck => {
