@@ -39,6 +39,7 @@ use crate::lock_order::{Rank, Ranked};
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::{PreImage, Record};
+use crate::sys::ToErrno;
 use crate::sys::{self, Errno};
 use preimage::mirrored_state;
 use stage::Stager;
@@ -191,9 +192,7 @@ impl Capturer {
         who: Who,
     ) -> Result<(), Errno> {
         let mut store = self.lock_raw();
-        store
-            .settle_inode(st.st_ino)
-            .map_err(|e| Errno(e.errno()))?;
+        store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
         if store.index.captured_now.contains(path) {
             return Ok(());
         }
@@ -221,7 +220,7 @@ impl Capturer {
                 pid: (who.pid != 0).then_some(who.pid),
                 comm,
             })
-            .map_err(|e| Errno(e.errno()))?;
+            .map_err(|e| e.to_errno())?;
         Ok(())
     }
 
@@ -287,7 +286,7 @@ impl Capturer {
                         pid: Some(who.pid),
                         comm: comm.clone(),
                     })
-                    .map_err(|e| Errno(e.errno()))?;
+                    .map_err(|e| e.to_errno())?;
             }
         }
         Ok(())

@@ -18,6 +18,7 @@ use crate::relpath::RelPath;
 use crate::store::blob::BlobStore;
 use crate::store::journal::{PreImage, Record};
 use crate::store::{Store, StoredStage};
+use crate::sys::ToErrno;
 use crate::sys::{self, Errno, SysResult};
 use crate::xattrs::{self, Via};
 use std::ffi::CStr;
@@ -298,9 +299,7 @@ impl Capturer {
     /// Before a descriptor that can write host inode `ino` is handed out: a pending staged
     /// pre-image of that inode is stored first, so no write can reach its bytes.
     pub fn settle_inode(&self, ino: u64) -> Result<(), Errno> {
-        self.lock_raw()
-            .settle_inode(ino)
-            .map_err(|e| Errno(e.errno()))
+        self.lock_raw().settle_inode(ino).map_err(|e| e.to_errno())
     }
 }
 
@@ -347,7 +346,7 @@ fn resolve_unstaged(
     };
     store
         .append(Record::Staged { capture: seq, pre })
-        .map_err(|e| Errno(e.errno()))?;
+        .map_err(|e| e.to_errno())?;
     Ok(())
 }
 

@@ -110,11 +110,7 @@ impl CkptFs {
                 let input = control::parse_turn(data).ok_or(Errno(libc::EINVAL))?;
                 self.begin_turn(input.turn, input.label)
                     .map(drop)
-                    .map_err(|e| match e {
-                        TurnError::NotAfter { .. } => Errno(libc::EINVAL),
-                        TurnError::HeldOpen(e) => e,
-                        TurnError::Store(s) => Errno(s.errno()),
-                    })
+                    .map_err(|e| e.to_errno())
             }
             CTL_REWIND => {
                 let input = control::parse_rewind(data).ok_or(Errno(libc::EINVAL))?;
@@ -132,7 +128,7 @@ impl CkptFs {
                     Ok(r) if r.ok() => Ok(()),
                     // Partly restored: the report (readable from .ckpt/rewind) says what failed.
                     Ok(_) => Err(Errno(libc::EIO)),
-                    Err(e) => Err(Errno(e.errno())),
+                    Err(e) => Err(e.to_errno()),
                 }
             }
             _ => Err(Errno(libc::EACCES)),

@@ -57,7 +57,7 @@ use crate::capture::{Capturer, PendingStage, StageBy, TurnError, Who};
 use crate::lock_order::{Rank, Ranked};
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::rewind::{self, Report, RewindError};
-use crate::sys::{self, Errno};
+use crate::sys::{self, Errno, ToErrno};
 use control::{CTL_DIR, CTL_GITIGNORE, CTL_REWIND, CTL_TURN};
 use fuser::{FileAttr, FileType};
 use handles::{HandleTable, NodeHandle};

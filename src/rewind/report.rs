@@ -98,14 +98,3 @@ impl std::fmt::Display for RewindError {
         }
     }
 }
-
-impl RewindError {
-    /// The errno a writer of `.ckpt/rewind` sees.
-    pub fn errno(&self) -> i32 {
-        match self {
-            Self::NoSuchTurn { .. } | Self::NothingToUndo => libc::EINVAL,
-            Self::Refused(_) => libc::EIO,
-            Self::Store(e) => e.errno(),
-        }
-    }
-}

@@ -1,4 +1,4 @@
-//! [`StoreError`]: why the store could not be used, and the errno a FUSE caller sees for it.
+//! [`StoreError`]: why the store could not be used (its errno: `src/errno.rs`).
 //!
 //! Kept apart from the store handle so that every part of the store (opening, appending,
 //! staged captures, pruning) reports failures the same way, through [`io`] for system calls.
@@ -26,19 +26,6 @@ pub enum StoreError {
     Locked,
     /// No store exists in this folder.
     Missing,
-}
-
-impl StoreError {
-    /// The errno a FUSE caller should see.
-    pub fn errno(&self) -> i32 {
-        match self {
-            Self::Io { errno, .. } => errno.0,
-            // A damaged or foreign store is an I/O problem from the caller's point of view.
-            Self::Version(_) | Self::Journal(_) => libc::EIO,
-            Self::Locked => libc::EBUSY,
-            Self::Missing => libc::ENOENT,
-        }
-    }
 }
 
 impl fmt::Display for StoreError {

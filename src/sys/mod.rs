@@ -73,6 +73,15 @@ impl fmt::Display for Errno {
 
 impl std::error::Error for Errno {}
 
+/// The errno a caller of the mount (or of a control file) sees for an error. Implemented for
+/// every error type of the crate in one place, `src/errno.rs`, with the judgement calls
+/// explained there; the trait lives here, at the bottom of the layers, so that any module can
+/// ask for an errno without depending on the modules whose errors it maps.
+pub trait ToErrno {
+    /// The errno to answer with.
+    fn to_errno(&self) -> Errno;
+}
+
 impl From<std::io::Error> for Errno {
     fn from(e: std::io::Error) -> Self {
         // Non-OS errors (rare: serde, utf-8) have no errno; EIO is the honest answer.

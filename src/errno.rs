@@ -1,0 +1,95 @@
+//! The errno of every error, in one place: what a process using the mount (or writing a
+//! control file) sees when the daemon fails, for each kind of failure.
+//!
+//! A host system call's own errno passes through unchanged: the caller gets what the host
+//! filesystem said, as with no mount in between. The other mappings are judgement calls, each
+//! explained where it is made. The matches are exhaustive, so a new kind of error does not
+//! compile until it has an errno here.
+
+use crate::capture::TurnError;
+use crate::rewind::RewindError;
+use crate::store::StoreError;
+use crate::sys::{Errno, ToErrno};
+
+impl ToErrno for Errno {
+    fn to_errno(&self) -> Errno {
+        *self
+    }
+}
+
+impl ToErrno for StoreError {
+    fn to_errno(&self) -> Errno {
+        Errno(match self {
+            Self::Io { errno, .. } => errno.0,
+            // A damaged or foreign store is an I/O problem from the caller's point of view: the
+            // request was valid, the daemon could not record it.
+            Self::Version(_) | Self::Journal(_) => libc::EIO,
+            // Another process holds the store: retrying later can work.
+            Self::Locked => libc::EBUSY,
+            Self::Missing => libc::ENOENT,
+        })
+    }
+}
+
+impl ToErrno for RewindError {
+    fn to_errno(&self) -> Errno {
+        match self {
+            // A turn that does not exist, or nothing to undo: the input written to
+            // `.ckpt/rewind` is not one the daemon can act on.
+            Self::NoSuchTurn { .. } | Self::NothingToUndo => Errno(libc::EINVAL),
+            // Refused before any change (a blob missing or damaged, a path the journal cannot
+            // justify): the folder is untouched, the store is what failed.
+            Self::Refused(_) => Errno(libc::EIO),
+            Self::Store(e) => e.to_errno(),
+        }
+    }
+}
+
+impl ToErrno for TurnError {
+    fn to_errno(&self) -> Errno {
+        match self {
+            // `echo 3 > .ckpt/turn` while turn 5 runs: the number is not valid input.
+            Self::NotAfter { .. } => Errno(libc::EINVAL),
+            // A file held open for writing could not be captured: the reason it could not be
+            // read (EACCES, EIO, ENOSPC …) is the most useful answer.
+            Self::HeldOpen(e) => *e,
+            Self::Store(e) => e.to_errno(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_errnos_pass_through_and_store_failures_are_mapped() {
+        let io = StoreError::Io {
+            what: "append".into(),
+            errno: Errno(libc::ENOSPC),
+        };
+        assert_eq!(io.to_errno(), Errno(libc::ENOSPC));
+        assert_eq!(StoreError::Locked.to_errno(), Errno(libc::EBUSY));
+        assert_eq!(StoreError::Missing.to_errno(), Errno(libc::ENOENT));
+        assert_eq!(
+            RewindError::NoSuchTurn {
+                turn: 9,
+                known: vec![1, 2]
+            }
+            .to_errno(),
+            Errno(libc::EINVAL)
+        );
+        assert_eq!(
+            RewindError::Store(StoreError::Locked).to_errno(),
+            Errno(libc::EBUSY)
+        );
+        assert_eq!(
+            TurnError::NotAfter { current: 5 }.to_errno(),
+            Errno(libc::EINVAL)
+        );
+        assert_eq!(
+            TurnError::HeldOpen(Errno(libc::EACCES)).to_errno(),
+            Errno(libc::EACCES)
+        );
+    }
+}
