@@ -24,6 +24,21 @@ pub fn require_fuse() -> bool {
     false
 }
 
+/// Whether the long tests run: only with `CKPT_LONG` set (to anything but `0`), as `.ci/run`
+/// does. Otherwise the test says so in one line on stderr, written past the test harness's
+/// capture so that it shows in a passing run: a skip is never silent.
+pub fn long_tests_run(name: &str) -> bool {
+    if std::env::var("CKPT_LONG").is_ok_and(|v| !v.is_empty() && v != "0") {
+        return true;
+    }
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped (long): set CKPT_LONG=1 to run {name}"
+    );
+    false
+}
+
 /// A mounted temp folder. Dropping it unmounts (lazily if busy) and removes the folder.
 pub struct Mounted {
     /// The mounted folder.
