@@ -110,8 +110,23 @@ pub enum Command {
     Demo(demo::DemoArgs),
 }
 
-/// Runs the parsed command.
+impl Cli {
+    /// Our own usage errors (exit 2): what clap's rules do not say and no folder is needed to
+    /// know, such as turn 0 or `prune` without a limit. Pure: it opens nothing, so [`run`],
+    /// which calls it first, refuses bad usage before it touches any folder.
+    pub fn check(&self) -> CliResult {
+        match &self.command {
+            Command::Turn(a) => a.check(),
+            Command::Rewind(a) => a.check(),
+            Command::Prune(a) => a.check(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Runs the parsed command: [`Cli::check`], then the subcommand.
 pub fn run(cli: Cli) -> CliResult {
+    cli.check()?;
     match cli.command {
         Command::Mount(a) => mount::mount(a),
         Command::Unmount(a) => mount::unmount(a),
