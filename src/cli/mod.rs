@@ -287,16 +287,4 @@ pub fn open_offline(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("10"), Ok(10));
-        assert_eq!(parse_size("64M"), Ok(64 << 20));
-        assert_eq!(parse_size("2g"), Ok(2 << 30));
-        assert!(parse_size("x").is_err());
-        assert!(parse_size("5Q").is_err());
-        assert!(parse_size("99999999999T").is_err());
-    }
-}
+mod tests;
