@@ -23,11 +23,10 @@
 //! handle held across a rewind now reaches is the core's choice: restored in place or not); the
 //! expectations it checked were computed before, from the model alone.
 //!
-//! Rewinds do not restore user xattrs (documented): the model keeps them and the per-operation
-//! check compares them, but rewind checks leave them out unless `CKPT_CORE_XATTRS=1`
-//! (`XATTRS_RESTORED`). Run as root, rewinds also clear set-uid/set-gid bits of files
-//! (`regression_setid_bits_survive_a_rewind`): generated modes carry none unless
-//! `CKPT_CORE_SETID=1` (`SETID_RESTORED`).
+//! Rewinds restore user xattrs (journal version 3 on) and keep set-uid/set-gid bits of files
+//! (`regression_setid_bits_survive_a_rewind`), so the rewind checks compare both
+//! (`XATTRS_RESTORED`, `SETID_RESTORED`); `CKPT_CORE_XATTRS=0` leaves xattrs out of them and
+//! `CKPT_CORE_SETID=0` leaves set-id bits out of the generated modes.
 //!
 //! Two fixtures: a folder under /tmp, and a folder on a small loop-mounted ext4 image (2048
 //! inodes) where a freed inode number comes back at once, which is where identity by inode
@@ -39,7 +38,7 @@
 //! current main involves a hard link; the `regression_*` tests are those failures shrunk).
 //!
 //! Environment: `CKPT_CORE_CASES` (cases per property, default 256), `CKPT_CORE_SEED` (a
-//! number; the runner's seed, fixed by default), `CKPT_CORE_XATTRS=1`, `CKPT_CORE_SETID=1`
+//! number; the runner's seed, fixed by default), `CKPT_CORE_XATTRS=0`, `CKPT_CORE_SETID=0`
 //! (above), `CKPT_CORE_FORGET=0` (no `Forget` steps). `cargo test --release --test core_model
 //! -- --ignored survey --nocapture` runs cases without stopping at a failure and prints the
 //! failure rate per kind of check, with the first failure of each kind shrunk

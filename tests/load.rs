@@ -2,10 +2,12 @@
 //! (a watchdog aborts a wedged run with the daemon's stacks), no descriptor exhaustion, memory
 //! bounded by the daemon's peak RSS, and every rewind exact.
 //!
-//! `CKPT_STRESS_SECS` sets how long the writers run (default 60).
+//! `CKPT_STRESS_SECS` sets how long the writers run (default 60). The 100,000-file and the
+//! 2 GiB tests are long: they run only with `CKPT_LONG=1` (`.ci/run` sets it) and otherwise
+//! print `skipped (long): set CKPT_LONG=1 …` on stderr.
 
 mod common;
-use common::{Mounted, Node, Tmpfs, assert_same_tree, bin, require_fuse, tree};
+use common::{Mounted, Node, Tmpfs, assert_same_tree, bin, long_tests_run, require_fuse, tree};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -471,7 +473,10 @@ fn small_path(d: usize, s: usize, f: usize) -> String {
 
 #[test]
 fn a_hundred_thousand_files_walk_remove_and_rewind_within_bounded_descriptors_and_memory() {
-    if !require_fuse() {
+    if !long_tests_run(
+        "load::a_hundred_thousand_files_walk_remove_and_rewind_within_bounded_descriptors_and_memory",
+    ) || !require_fuse()
+    {
         return;
     }
     // 100 × 10 directories of 100 files: more directories than the daemon's cache holds. On a
@@ -623,7 +628,9 @@ fn captures_of(store: &Path, path: &str) -> Vec<serde_json::Value> {
 
 #[test]
 fn a_two_gib_file_is_skipped_over_max_blob_and_streamed_under_it() {
-    if !require_fuse() {
+    if !long_tests_run("load::a_two_gib_file_is_skipped_over_max_blob_and_streamed_under_it")
+        || !require_fuse()
+    {
         return;
     }
     let mut m = Mounted::with(|d| {

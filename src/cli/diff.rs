@@ -5,7 +5,9 @@ use crate::diff::{self, FileChange};
 use crate::ipc::Request;
 use crate::relpath::RelPath;
 use clap::Args;
+use clap::builder::{PathBufValueParser, TypedValueParser};
 use std::io::IsTerminal;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// `ckpt-mount diff`.
@@ -19,9 +21,30 @@ pub struct DiffArgs {
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Only these paths (relative to the folder, or absolute inside it)
-    #[arg(last = true)]
+    /// Only these paths (relative to the folder, or absolute inside it), after the turn; a path
+    /// that starts with `-` or is a number goes after `--`
+    #[arg(
+        value_name = "PATHS",
+        value_parser = PathBufValueParser::new().try_map(path_not_turn)
+    )]
     pub paths: Vec<PathBuf>,
+    /// The paths given after `--` (described with the ones above)
+    #[arg(last = true, value_name = "PATHS", hide = true)]
+    pub paths_after_dashes: Vec<PathBuf>,
+}
+
+/// A path given after the turn, not after `--`. A bare number there is refused rather than
+/// taken as a path: `diff 2 3` reads as a range of turns, which diff does not take, and a
+/// silently empty diff of a file named `3` would say nothing changed.
+fn path_not_turn(p: PathBuf) -> Result<PathBuf, String> {
+    let b = p.as_os_str().as_bytes();
+    if !b.is_empty() && b.iter().all(u8::is_ascii_digit) {
+        return Err(format!(
+            "diff takes one turn (it compares the start of that turn with now); a path named {} goes after --",
+            p.display()
+        ));
+    }
+    Ok(p)
 }
 
 fn colour(text: &str) -> String {
@@ -46,7 +69,8 @@ fn colour(text: &str) -> String {
 
 /// Runs `diff`.
 pub fn run(a: DiffArgs) -> CliResult {
-    let (t, paths) = super::target_with_paths(a.dir, &a.paths)?;
+    let given: Vec<PathBuf> = a.paths.into_iter().chain(a.paths_after_dashes).collect();
+    let (t, paths) = super::target_with_paths(a.dir, &given)?;
     let changes: Vec<FileChange> = match t {
         Target::Mounted(folder) => {
             let resp = super::call(

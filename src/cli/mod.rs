@@ -110,8 +110,23 @@ pub enum Command {
     Demo(demo::DemoArgs),
 }
 
-/// Runs the parsed command.
+impl Cli {
+    /// Our own usage errors (exit 2): what clap's rules do not say and no folder is needed to
+    /// know, such as turn 0 or `prune` without a limit. Pure: it opens nothing, so [`run`],
+    /// which calls it first, refuses bad usage before it touches any folder.
+    pub fn check(&self) -> CliResult {
+        match &self.command {
+            Command::Turn(a) => a.check(),
+            Command::Rewind(a) => a.check(),
+            Command::Prune(a) => a.check(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Runs the parsed command: [`Cli::check`], then the subcommand.
 pub fn run(cli: Cli) -> CliResult {
+    cli.check()?;
     match cli.command {
         Command::Mount(a) => mount::mount(a),
         Command::Unmount(a) => mount::unmount(a),
@@ -272,16 +287,4 @@ pub fn open_offline(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("10"), Ok(10));
-        assert_eq!(parse_size("64M"), Ok(64 << 20));
-        assert_eq!(parse_size("2g"), Ok(2 << 30));
-        assert!(parse_size("x").is_err());
-        assert!(parse_size("5Q").is_err());
-        assert!(parse_size("99999999999T").is_err());
-    }
-}
+mod tests;

@@ -23,16 +23,23 @@ pub struct PruneArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// Runs `prune`.
+impl PruneArgs {
+    /// The usage errors no folder is needed to know (see [`super::Cli::check`]).
+    pub fn check(&self) -> CliResult {
+        if self.keep_turns.is_none() && self.max_size.is_none() {
+            return Err(CliError::usage(
+                "prune needs --keep-turns N and/or --max-size SIZE",
+            ));
+        }
+        if self.keep_turns == Some(0) {
+            return Err(CliError::usage("--keep-turns must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Runs `prune` (after [`PruneArgs::check`]).
 pub fn run(a: PruneArgs) -> CliResult {
-    if a.keep_turns.is_none() && a.max_size.is_none() {
-        return Err(CliError::usage(
-            "prune needs --keep-turns N and/or --max-size SIZE",
-        ));
-    }
-    if a.keep_turns == Some(0) {
-        return Err(CliError::usage("--keep-turns must be at least 1"));
-    }
     // A spinner on a terminal (silent otherwise): a prune that rewrites packs can take a while.
     let spinner =
         indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());

@@ -94,11 +94,18 @@ fn progress_bar() -> indicatif::ProgressBar {
     bar
 }
 
-/// Runs `rewind`.
-pub fn run(a: RewindArgs) -> CliResult {
-    if a.turn == Some(0) {
-        return Err(CliError::usage("turns start at 1"));
+impl RewindArgs {
+    /// The usage errors no folder is needed to know (see [`super::Cli::check`]).
+    pub fn check(&self) -> CliResult {
+        if self.turn == Some(0) {
+            return Err(CliError::usage("turns start at 1"));
+        }
+        Ok(())
     }
+}
+
+/// Runs `rewind` (after [`RewindArgs::check`]).
+pub fn run(a: RewindArgs) -> CliResult {
     let (t, paths) = super::target_with_paths(a.dir, &a.paths)?;
     match t {
         Target::Mounted(folder) => {

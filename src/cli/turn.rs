@@ -19,16 +19,24 @@ pub struct TurnArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// Runs `turn`.
+impl TurnArgs {
+    /// The usage errors no folder is needed to know (see [`super::Cli::check`]).
+    pub fn check(&self) -> CliResult {
+        if self
+            .turn
+            .is_some_and(|n| n == 0 || n > crate::capture::MAX_TURN)
+        {
+            return Err(CliError::usage("a turn is a whole number from 1 to 2^53-1"));
+        }
+        if self.label.is_some() && self.turn.is_none() {
+            return Err(CliError::usage("--message needs a turn number"));
+        }
+        Ok(())
+    }
+}
+
+/// Runs `turn` (after [`TurnArgs::check`]).
 pub fn run(a: TurnArgs) -> CliResult {
-    if a.turn
-        .is_some_and(|n| n == 0 || n > crate::capture::MAX_TURN)
-    {
-        return Err(CliError::usage("a turn is a whole number from 1 to 2^53-1"));
-    }
-    if a.label.is_some() && a.turn.is_none() {
-        return Err(CliError::usage("--message needs a turn number"));
-    }
     match super::target(a.dir)? {
         Target::Mounted(folder) => {
             let resp = super::call(

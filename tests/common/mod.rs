@@ -24,6 +24,21 @@ pub fn require_fuse() -> bool {
     false
 }
 
+/// Whether the long tests run: only with `CKPT_LONG` set (to anything but `0`), as `.ci/run`
+/// does. Otherwise the test says so in one line on stderr, written past the test harness's
+/// capture so that it shows in a passing run: a skip is never silent.
+pub fn long_tests_run(name: &str) -> bool {
+    if std::env::var("CKPT_LONG").is_ok_and(|v| !v.is_empty() && v != "0") {
+        return true;
+    }
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped (long): set CKPT_LONG=1 to run {name}"
+    );
+    false
+}
+
 /// A mounted temp folder. Dropping it unmounts (lazily if busy) and removes the folder.
 pub struct Mounted {
     /// The mounted folder.
@@ -398,4 +413,34 @@ impl Drop for Tmpfs {
             let _ = std::fs::remove_dir(parent);
         }
     }
+}
+
+/// `$ ckpt-mount ARGS`, its exit code and what it printed, for a snapshot of the whole
+/// output. Each `(from, to)` of `redact` is replaced everywhere (the arguments included), so
+/// that temp folders and the like read the same on every run: `(dir, "[DIR]")`. Longer
+/// `from`s are replaced first, so a folder inside another is not half replaced.
+pub fn transcript(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String {
+    let mut redact: Vec<(&str, &str)> = redact.to_vec();
+    redact.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
+    let clean = |s: &str| {
+        redact
+            .iter()
+            .fold(s.to_string(), |s, (from, to)| s.replace(from, to))
+    };
+    let mut t = format!(
+        "$ ckpt-mount{}\nexit {}\n",
+        clean(&args.iter().map(|a| format!(" {a}")).collect::<String>()),
+        o.status
+            .code()
+            .map_or_else(|| "by a signal".to_string(), |c| c.to_string())
+    );
+    for (name, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+        if !bytes.is_empty() {
+            let text = clean(&String::from_utf8_lossy(bytes));
+            t.push_str(&format!("{name}:\n{}\n", text.trim_end_matches('\n')));
+        }
+    }
+    // A blank line after each, for transcripts of several commands.
+    t.push('\n');
+    t
 }
