@@ -89,7 +89,7 @@ fn handle(
 ) -> Response {
     match req {
         Request::Turn { set: None, .. } => {
-            Response::ok(serde_json::json!({ "turn": fs.capturer().lock().index.current_turn() }))
+            Response::ok(serde_json::json!({ "turn": fs.capturer().current_turn() }))
         }
         Request::Turn {
             set: Some(n),
@@ -103,71 +103,14 @@ fn handle(
             dry_run,
             undo,
             paths,
-        } => {
-            let to = to.unwrap_or_else(|| fs.capturer().lock().index.current_turn());
-            let result = if paths.is_empty() {
-                fs.rewind(rewind::Request { to, dry_run, undo }, progress)
-            } else {
-                let only: Result<Vec<crate::relpath::RelPath>, _> = paths
-                    .iter()
-                    .map(|p| crate::relpath::RelPath::new(p.as_bytes()))
-                    .collect();
-                match only {
-                    Ok(only) => fs.rewind_paths(to, &only, dry_run, progress),
-                    Err(e) => {
-                        return Response::fail(format!("bad path: {e}"), serde_json::Value::Null);
-                    }
-                }
-            };
-            match result {
-                Ok(r) => {
-                    let data = serde_json::to_value(&r).unwrap_or_default();
-                    if r.ok() {
-                        Response::ok(data)
-                    } else {
-                        Response::fail("some paths could not be restored", data)
-                    }
-                }
-                Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
-            }
-        }
-        Request::Status => {
-            // Counted before the store is locked: the node table comes first in the lock
-            // order (`crate::lock_order`).
-            let nodes = fs.node_count();
-            let store = fs.capturer().lock();
-            let mut v = serde_json::to_value(crate::info::status(
-                &store,
-                folder,
-                Some(std::process::id()),
-            ))
-            .unwrap_or_default();
-            v["nodes"] = serde_json::json!(nodes);
-            Response::ok(v)
-        }
+        } => rewind_request(fs, to, dry_run, undo, &paths, progress),
+        Request::Status => status(fs, folder),
         Request::Fsck => {
             let store = fs.capturer().lock();
             let r = crate::store::fsck::check(store.dir());
             Response::ok(serde_json::to_value(&r).unwrap_or_default())
         }
-        Request::Diff { turn, paths } => {
-            let store = fs.capturer().lock();
-            let turn = turn.unwrap_or_else(|| store.index.current_turn());
-            if !store.index.has_turn(turn) {
-                return Response::fail(
-                    format!("turn {turn} does not exist"),
-                    serde_json::Value::Null,
-                );
-            }
-            let only: Vec<crate::relpath::RelPath> = paths
-                .iter()
-                .filter_map(|p| crate::relpath::RelPath::new(p.as_bytes()).ok())
-                .collect();
-            Response::ok(
-                serde_json::to_value(crate::diff::diff(fs.root(), &store, turn, &only))
-                    .unwrap_or_default(),
-            )
-        }
+        Request::Diff { turn, paths } => diff_request(fs, turn, &paths),
         Request::Prune {
             keep_turns,
             max_size,
@@ -189,6 +132,79 @@ fn handle(
             )
         }
     }
+}
+
+/// `rewind`: the whole folder, or only `paths`, as at the start of turn `to` (the current turn
+/// when not given).
+fn rewind_request(
+    fs: &CkptFs,
+    to: Option<u64>,
+    dry_run: bool,
+    undo: bool,
+    paths: &[String],
+    progress: crate::rewind::Progress<'_>,
+) -> Response {
+    let to = to.unwrap_or_else(|| fs.capturer().current_turn());
+    let result = if paths.is_empty() {
+        fs.rewind(rewind::Request { to, dry_run, undo }, progress)
+    } else {
+        let only: Result<Vec<crate::relpath::RelPath>, _> = paths
+            .iter()
+            .map(|p| crate::relpath::RelPath::new(p.as_bytes()))
+            .collect();
+        match only {
+            Ok(only) => fs.rewind_paths(to, &only, dry_run, progress),
+            Err(e) => {
+                return Response::fail(format!("bad path: {e}"), serde_json::Value::Null);
+            }
+        }
+    };
+    match result {
+        Ok(r) => {
+            let data = serde_json::to_value(&r).unwrap_or_default();
+            if r.ok() {
+                Response::ok(data)
+            } else {
+                Response::fail("some paths could not be restored", data)
+            }
+        }
+        Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
+    }
+}
+
+/// `status`: the store's figures and the number of nodes the kernel holds.
+fn status(fs: &CkptFs, folder: &str) -> Response {
+    // Counted before the store is locked: the node table comes first in the lock order
+    // (`crate::lock_order`).
+    let nodes = fs.node_count();
+    let store = fs.capturer().lock();
+    let mut v = serde_json::to_value(crate::info::status(
+        &store,
+        folder,
+        Some(std::process::id()),
+    ))
+    .unwrap_or_default();
+    v["nodes"] = serde_json::json!(nodes);
+    Response::ok(v)
+}
+
+/// `diff`: what changed since the start of `turn` (the current one when not given).
+fn diff_request(fs: &CkptFs, turn: Option<u64>, paths: &[String]) -> Response {
+    let store = fs.capturer().lock();
+    let turn = turn.unwrap_or_else(|| store.index.current_turn());
+    if !store.index.has_turn(turn) {
+        return Response::fail(
+            format!("turn {turn} does not exist"),
+            serde_json::Value::Null,
+        );
+    }
+    let only: Vec<crate::relpath::RelPath> = paths
+        .iter()
+        .filter_map(|p| crate::relpath::RelPath::new(p.as_bytes()).ok())
+        .collect();
+    Response::ok(
+        serde_json::to_value(crate::diff::diff(fs.root(), &store, turn, &only)).unwrap_or_default(),
+    )
 }
 
 /// Test builds: a panic anywhere in the daemon (a lock-order violation found by

@@ -151,88 +151,110 @@ pub fn diff(root: BorrowedFd<'_>, store: &Store, turn: u64, only: &[RelPath]) ->
                 text,
             });
         };
-        match (&pre, now) {
-            (PreImage::Absent, Now::Absent) => {}
-            (PreImage::Absent, Now::File { bytes, .. }) => {
-                let (text, added, _) = text_diff(&p, b"", bytes.as_deref().unwrap_or(b""));
-                push("created", added, 0, text);
-            }
-            (PreImage::Absent, _) => push("created", 0, 0, "created\n".into()),
-            (
-                PreImage::File {
-                    blob, mode, size, ..
-                },
-                Now::File {
-                    bytes,
-                    mode: m2,
-                    size: s2,
-                },
-            ) => {
-                let old = if *size <= MAX_TEXT {
-                    blob_bytes(store, blob)
-                } else {
-                    None
-                };
-                match (old, bytes) {
-                    (Some(old), Some(new)) => {
-                        if old != new {
-                            let (text, a, r) = text_diff(&p, &old, &new);
-                            push("modified", a, r, text);
-                        }
-                    }
-                    _ => push(
-                        "modified",
-                        0,
-                        0,
-                        format!("large file: {size} -> {s2} bytes\n"),
-                    ),
-                }
-                if mode != &m2 {
-                    push("mode", 0, 0, format!("mode {mode:o} -> {m2:o}\n"));
-                }
-            }
-            (PreImage::File { blob, size, .. }, Now::Absent) => {
-                let old = if *size <= MAX_TEXT {
-                    blob_bytes(store, blob)
-                } else {
-                    None
-                };
-                let (text, _, removed) = text_diff(&p, old.as_deref().unwrap_or(b""), b"");
-                push("deleted", 0, removed, text);
-            }
-            (PreImage::Dir { mode, .. }, Now::Dir { mode: m2 }) => {
-                if mode != &m2 {
-                    push("mode", 0, 0, format!("mode {mode:o} -> {m2:o}\n"));
-                }
-            }
-            (PreImage::Symlink { target, .. }, Now::Symlink(t2)) => {
-                if target.0 != t2 {
-                    push(
-                        "symlink",
-                        0,
-                        0,
-                        format!(
-                            "symlink {} -> {}\n",
-                            String::from_utf8_lossy(&target.0),
-                            String::from_utf8_lossy(&t2)
-                        ),
-                    );
-                }
-            }
-            (PreImage::Fifo { .. }, Now::Other(libc::S_IFIFO)) => {}
-            (PreImage::Skipped { reason, .. }, _) => {
-                push("modified", 0, 0, format!("not captured: {reason}\n"))
-            }
-            (pre, Now::Absent) => push("deleted", 0, 0, format!("{} deleted\n", pre.kind())),
-            (pre, _) => push(
-                "type",
-                0,
-                0,
-                format!("was a {}, now something else\n", pre.kind()),
-            ),
-        }
+        changes_of(store, &p, &pre, now, &mut push);
     }
     out
+}
+
+/// The changes of one path `p` from its pre-image `pre` to what stands there `now`, each
+/// given to `push` as (kind of change, lines added, lines removed, text).
+fn changes_of(
+    store: &Store,
+    p: &str,
+    pre: &PreImage,
+    now: Now,
+    push: &mut dyn FnMut(&str, usize, usize, String),
+) {
+    match (pre, now) {
+        (PreImage::Absent, Now::Absent) => {}
+        (PreImage::Absent, Now::File { bytes, .. }) => {
+            let (text, added, _) = text_diff(p, b"", bytes.as_deref().unwrap_or(b""));
+            push("created", added, 0, text);
+        }
+        (PreImage::Absent, _) => push("created", 0, 0, "created\n".into()),
+        (
+            PreImage::File {
+                blob, mode, size, ..
+            },
+            Now::File {
+                bytes,
+                mode: m2,
+                size: s2,
+            },
+        ) => file_changes(store, p, (blob, *mode, *size), (bytes, m2, s2), push),
+        (PreImage::File { blob, size, .. }, Now::Absent) => {
+            let old = if *size <= MAX_TEXT {
+                blob_bytes(store, blob)
+            } else {
+                None
+            };
+            let (text, _, removed) = text_diff(p, old.as_deref().unwrap_or(b""), b"");
+            push("deleted", 0, removed, text);
+        }
+        (PreImage::Dir { mode, .. }, Now::Dir { mode: m2 }) => {
+            if mode != &m2 {
+                push("mode", 0, 0, format!("mode {mode:o} -> {m2:o}\n"));
+            }
+        }
+        (PreImage::Symlink { target, .. }, Now::Symlink(t2)) => {
+            if target.0 != t2 {
+                push(
+                    "symlink",
+                    0,
+                    0,
+                    format!(
+                        "symlink {} -> {}\n",
+                        String::from_utf8_lossy(&target.0),
+                        String::from_utf8_lossy(&t2)
+                    ),
+                );
+            }
+        }
+        (PreImage::Fifo { .. }, Now::Other(libc::S_IFIFO)) => {}
+        (PreImage::Skipped { reason, .. }, _) => {
+            push("modified", 0, 0, format!("not captured: {reason}\n"))
+        }
+        (pre, Now::Absent) => push("deleted", 0, 0, format!("{} deleted\n", pre.kind())),
+        (pre, _) => push(
+            "type",
+            0,
+            0,
+            format!("was a {}, now something else\n", pre.kind()),
+        ),
+    }
+}
+
+/// A regular file then and now: its content (a text diff, or sizes for a large file) and its
+/// mode.
+fn file_changes(
+    store: &Store,
+    p: &str,
+    (blob, mode, size): (&String, u32, u64),
+    (bytes, m2, s2): (Option<Vec<u8>>, u32, u64),
+    push: &mut dyn FnMut(&str, usize, usize, String),
+) {
+    let old = if size <= MAX_TEXT {
+        blob_bytes(store, blob)
+    } else {
+        None
+    };
+    match (old, bytes) {
+        (Some(old), Some(new)) => {
+            if old != new {
+                let (text, a, r) = text_diff(p, &old, &new);
+                push("modified", a, r, text);
+            }
+        }
+        _ => push(
+            "modified",
+            0,
+            0,
+            format!("large file: {size} -> {s2} bytes\n"),
+        ),
+    }
+    if mode != m2 {
+        push("mode", 0, 0, format!("mode {mode:o} -> {m2:o}\n"));
+    }
 }
 
 /// The `--stat` summary of a diff.

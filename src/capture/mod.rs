@@ -38,6 +38,7 @@ pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError};
 use crate::lock_order::{Rank, Ranked};
 use crate::relpath::RelPath;
 use crate::store::Store;
+use crate::store::blob::BlobStore;
 use crate::store::journal::{PreImage, Record};
 use crate::sys::ToErrno;
 use crate::sys::{self, Errno};
@@ -62,6 +63,9 @@ pub const DEFAULT_MAX_BLOB: u64 = 1 << 30;
 #[derive(Debug)]
 pub struct Capturer {
     store: Arc<Mutex<Store>>,
+    /// The store's blobs, reachable without the store lock: a request's pre-image is read,
+    /// hashed and stored outside it, and only recorded under it.
+    blobs: Arc<BlobStore>,
     max_blob: u64,
     comms: Mutex<HashMap<u32, String>>,
     /// Hands staged pre-images (by capture seq) to the thread that stores their bytes.
@@ -102,12 +106,14 @@ impl Capturer {
     pub fn new(store: Store, max_blob: u64) -> Self {
         let staged = store.staged_dir().try_clone_to_owned();
         let blobs = Arc::clone(&store.blobs);
+        let blobs_for_requests = Arc::clone(&store.blobs);
         let store = Arc::new(Mutex::new(store));
         let stager = staged
             .ok()
             .and_then(|staged| Stager::start(&store, blobs, staged));
         Self {
             store,
+            blobs: Arc::clone(&blobs_for_requests),
             max_blob,
             comms: Mutex::new(HashMap::new()),
             stager: Mutex::new(stager),
@@ -128,6 +134,13 @@ impl Capturer {
     /// Locks the store for capturing (pending staged pre-images may stay pending).
     fn lock_raw(&self) -> StoreGuard<'_> {
         lock_store(&self.store)
+    }
+
+    /// The current turn, read without storing the stager's backlog first (what
+    /// [`Self::lock`] does): reading `.ckpt/turn`, which a shell prompt may do every time,
+    /// must not wait for every pending staged capture to be stored.
+    pub fn current_turn(&self) -> u64 {
+        self.lock_raw().index.current_turn()
     }
 
     /// The size limit for stored file content.
@@ -159,6 +172,14 @@ impl Capturer {
     }
 
     /// Records the pre-image of `path` (= `name` in `parent`) unless this turn has it already.
+    ///
+    /// The pre-image is read, hashed and its bytes stored outside the store lock, and only
+    /// recorded under it, so one request's capture of a big file does not hold up every other
+    /// request's. This is exact because every caller holds the gate shared (no turn switch in
+    /// between) and every mutation of a path comes after a recorded capture of it: if another
+    /// request recorded the path meanwhile, its pre-image was read before any mutation, and
+    /// this one is dropped (its blob, if new, is an orphan that `prune` collects and `fsck`
+    /// names as harmless).
     pub fn ensure(
         &self,
         parent: BorrowedFd<'_>,
@@ -166,24 +187,21 @@ impl Capturer {
         path: &RelPath,
         who: Who,
     ) -> Result<(), Errno> {
-        let mut store = self.lock_raw();
-        if store.index.captured_now.contains(path) {
+        if self.lock_raw().index.captured_now.contains(path) {
             return Ok(()); // the common case: no /proc read for the program's name
         }
-        Self::ensure_locked(
-            &mut store,
-            self.max_blob,
-            parent,
-            name,
-            path,
-            who,
-            self.comm(who.pid),
-        )
+        let pre = read_preimage(&self.blobs, parent, name, self.max_blob)?;
+        let comm = self.comm(who.pid);
+        let mut store = self.lock_raw();
+        if store.index.captured_now.contains(path) {
+            return Ok(());
+        }
+        Self::record(&mut store, path, pre, who, comm)
     }
 
     /// As [`Self::ensure`], for a regular file the caller holds open for reading (`st` its
     /// `fstat`): the pre-image is read through that descriptor, saving the lookup, open and
-    /// identity check a capture by name costs.
+    /// identity check a capture by name costs. Read outside the store lock as `ensure` does.
     pub fn ensure_open_file(
         &self,
         fd: BorrowedFd<'_>,
@@ -191,13 +209,19 @@ impl Capturer {
         path: &RelPath,
         who: Who,
     ) -> Result<(), Errno> {
+        {
+            let mut store = self.lock_raw();
+            store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
+            if store.index.captured_now.contains(path) {
+                return Ok(());
+            }
+        }
+        let pre = sys::without_atime(fd, || read_open_file(&self.blobs, fd, st, self.max_blob))?;
+        let comm = self.comm(who.pid);
         let mut store = self.lock_raw();
-        store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
         if store.index.captured_now.contains(path) {
             return Ok(());
         }
-        let pre = sys::without_atime(fd, || read_open_file(&store.blobs, fd, st, self.max_blob))?;
-        let comm = self.comm(who.pid);
         Self::record(&mut store, path, pre, who, comm)
     }
 

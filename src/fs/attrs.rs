@@ -154,10 +154,7 @@ impl CkptFs {
     /// which the kernel marks the attributes stale itself. The one case left: a mapping kept
     /// after its descriptor is closed, written after a `stat` that followed the close (the
     /// kernel tells the daemon nothing of either).
-    pub fn attr_ttl(&self, node: u64) -> Duration {
-        if control::is_control(node) {
-            return Duration::ZERO;
-        }
+    pub(super) fn host_attr_ttl(&self, node: u64) -> Duration {
         if self.passthrough.load(Ordering::Relaxed)
             && self.mappable_open.load(Ordering::Relaxed) > 0
             && self
@@ -171,10 +168,7 @@ impl CkptFs {
     }
 
     /// `getattr`.
-    pub fn getattr(&self, node: u64, fh: Option<u64>) -> FsResult<FileAttr> {
-        if control::is_control(node) {
-            return Ok(self.control_attr(node));
-        }
+    pub(super) fn host_getattr(&self, node: u64, fh: Option<u64>) -> FsResult<FileAttr> {
         if let Some(h) = fh.and_then(|fh| self.lock_handles().get(fh))
             && let Some(fd) = &h.fd
         {
@@ -205,20 +199,13 @@ impl CkptFs {
     }
 
     /// `setattr`.
-    pub fn setattr(
+    pub(super) fn host_setattr(
         &self,
         node: u64,
         fh: Option<u64>,
         set: SetAttr,
         caller: Caller,
     ) -> FsResult<FileAttr> {
-        if control::is_control(node) {
-            // `echo N > .ckpt/turn` truncates first; that is accepted and changes nothing.
-            if set.mode.is_none() && set.uid.is_none() && set.gid.is_none() && set.size == Some(0) {
-                return Ok(self.control_attr(node));
-            }
-            return Err(Errno(libc::EPERM));
-        }
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
         let attr_fd = self.attr_fd(node)?;
@@ -287,10 +274,7 @@ impl CkptFs {
     // ---- namespace changes ----
 
     /// `getxattr`; with `size == 0` the value's length only.
-    pub fn getxattr(&self, node: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
-        if control::is_control(node) {
-            return Err(Errno(libc::ENODATA));
-        }
+    pub(super) fn host_getxattr(&self, node: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
         let fd = self.attr_fd(node)?;
         let c = cname(name)?;
         let mut buf = vec![0u8; size as usize];
@@ -303,14 +287,7 @@ impl CkptFs {
     }
 
     /// `listxattr`.
-    pub fn listxattr(&self, node: u64, size: u32) -> FsResult<XattrReply> {
-        if control::is_control(node) {
-            return Ok(if size == 0 {
-                XattrReply::Size(0)
-            } else {
-                XattrReply::Data(Vec::new())
-            });
-        }
+    pub(super) fn host_listxattr(&self, node: u64, size: u32) -> FsResult<XattrReply> {
         let fd = self.attr_fd(node)?;
         let mut buf = vec![0u8; size as usize];
         let n = fd.listxattr(&mut buf)?;
@@ -322,7 +299,7 @@ impl CkptFs {
     }
 
     /// `setxattr`.
-    pub fn setxattr(
+    pub(super) fn host_setxattr(
         &self,
         node: u64,
         name: &OsStr,
@@ -330,9 +307,6 @@ impl CkptFs {
         flags: i32,
         caller: Caller,
     ) -> FsResult<()> {
-        if control::is_control(node) {
-            return Err(Errno(libc::EPERM));
-        }
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
         self.attr_fd(node)?.setxattr(&cname(name)?, value, flags)?;
@@ -341,10 +315,7 @@ impl CkptFs {
     }
 
     /// `removexattr`.
-    pub fn removexattr(&self, node: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
-        if control::is_control(node) {
-            return Err(Errno(libc::EPERM));
-        }
+    pub(super) fn host_removexattr(&self, node: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
         self.attr_fd(node)?.removexattr(&cname(name)?)?;

@@ -4,6 +4,51 @@
 use super::*;
 
 impl CkptFs {
+    /// `lookup` in a control node: the entries of `.ckpt/`; nothing lies below a file.
+    pub(super) fn ctl_lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+        if parent != CTL_DIR {
+            return Err(Errno(libc::ENOTDIR));
+        }
+        control::lookup(name.as_bytes())
+            .map(|n| self.control_entry(n))
+            .ok_or(Errno(libc::ENOENT))
+    }
+
+    /// `setattr` of a control node: `echo N > .ckpt/turn` truncates first, which is accepted
+    /// and changes nothing; any other change is refused.
+    pub(super) fn ctl_setattr(&self, node: u64, set: &SetAttr) -> FsResult<FileAttr> {
+        if set.mode.is_none() && set.uid.is_none() && set.gid.is_none() && set.size == Some(0) {
+            return Ok(self.control_attr(node));
+        }
+        Err(Errno(libc::EPERM))
+    }
+
+    /// `readdir(plus)` of a control node: the listing of `.ckpt/` after the cookie `offset`,
+    /// each with its entry (fixed ids, no lookup count); a file is not a directory.
+    pub(super) fn ctl_readdir(
+        &self,
+        node: u64,
+        offset: u64,
+        sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
+    ) -> FsResult<()> {
+        if node != CTL_DIR {
+            return Err(Errno(libc::ENOTDIR));
+        }
+        for item in self.control_dir_items() {
+            if item.offset <= offset {
+                continue;
+            }
+            let dots = item.name == "." || item.name == "..";
+            let entry = (!dots)
+                .then(|| control::lookup(item.name.as_bytes()).map(|n| self.control_entry(n)))
+                .flatten();
+            if sink(&item, entry.as_ref()) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// `open` of a control node: a handle with no descriptor. A read from offset 0 takes a
     /// fresh snapshot of the content (later offsets read on in it); each write is one whole
     /// input; a handle opened for writing and closed with nothing written is an empty input.
@@ -92,7 +137,7 @@ impl CkptFs {
 
     pub(super) fn control_content(&self, node: u64) -> Vec<u8> {
         match node {
-            CTL_TURN => format!("{}\n", self.capture.lock().index.current_turn()).into_bytes(),
+            CTL_TURN => format!("{}\n", self.capture.current_turn()).into_bytes(),
             CTL_REWIND => self
                 .last_report
                 .lock()

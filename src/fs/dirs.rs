@@ -5,8 +5,7 @@ use super::*;
 
 impl CkptFs {
     /// Feeds `f` the entries of a directory after the cookie `offset`, with the directory's
-    /// descriptor (`None` for the control directory), until it returns true (reply full) or
-    /// the listing ends.
+    /// descriptor, until it returns true (reply full) or the listing ends.
     ///
     /// Stateless: the mount answers OPENDIR with ENOSYS, so the kernel keeps no handle here
     /// and caches listings itself (see `FuseAdapter::opendir`). The cookies are the host
@@ -16,19 +15,8 @@ impl CkptFs {
         &self,
         node: u64,
         offset: u64,
-        f: &mut dyn FnMut(&DirItem, Option<BorrowedFd<'_>>) -> FsResult<bool>,
+        f: &mut dyn FnMut(&DirItem, BorrowedFd<'_>) -> FsResult<bool>,
     ) -> FsResult<()> {
-        if node == CTL_DIR {
-            for item in self.control_dir_items() {
-                if item.offset > offset && f(&item, None)? {
-                    break;
-                }
-            }
-            return Ok(());
-        }
-        if control::is_control(node) {
-            return Err(Errno(libc::ENOTDIR));
-        }
         let dir = self.dir_fd(node)?;
         let rd = sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
         if offset != 0 {
@@ -53,7 +41,7 @@ impl CkptFs {
                     kind: dt_kind(e.kind),
                     name: OsString::from_vec_compat(e.name),
                 };
-                if f(&item, Some(dir.as_fd()))? {
+                if f(&item, dir.as_fd())? {
                     return Ok(());
                 }
             }
@@ -62,7 +50,7 @@ impl CkptFs {
 
     /// `readdir`: entries after the cookie `offset`; `sink` returns true when the reply is
     /// full (that entry was not sent).
-    pub fn readdir(
+    pub(super) fn host_readdir(
         &self,
         node: u64,
         offset: u64,
@@ -72,7 +60,7 @@ impl CkptFs {
     }
 
     /// `readdirplus`: as `readdir`, with an entry (and a lookup) for each name but `.`/`..`.
-    pub fn readdirplus(
+    pub(super) fn host_readdirplus(
         &self,
         node: u64,
         offset: u64,
@@ -82,11 +70,8 @@ impl CkptFs {
             let dots = item.name == "." || item.name == "..";
             let entry = if dots {
                 None
-            } else if node == CTL_DIR {
-                control::lookup(item.name.as_bytes()).map(|n| self.control_entry(n))
             } else {
-                let d = dir.ok_or(Errno(libc::EBADF))?;
-                match sys::lstatat(d, &cname(&item.name)?) {
+                match sys::lstatat(dir, &cname(&item.name)?) {
                     Ok(st) => Some(self.entry(node, &item.name, &st)),
                     Err(Errno(libc::ENOENT)) => return Ok(false), // gone since getdents
                     Err(e) => return Err(e),
@@ -95,8 +80,8 @@ impl CkptFs {
             let full = sink(item, entry.as_ref());
             if full {
                 // Not sent: the kernel got no reference, so take the lookup back.
-                if let Some(e) = entry.filter(|e| !control::is_control(e.node)) {
-                    self.forget(e.node, 1);
+                if let Some(e) = entry {
+                    self.host_forget(e.node, 1);
                 }
             }
             Ok(full)
@@ -104,10 +89,7 @@ impl CkptFs {
     }
 
     /// `fsyncdir`: the directory's entries made durable on the host.
-    pub fn fsyncdir(&self, node: u64, datasync: bool) -> FsResult<()> {
-        if control::is_control(node) {
-            return Ok(());
-        }
+    pub(super) fn host_fsyncdir(&self, node: u64, datasync: bool) -> FsResult<()> {
         let dir = self.dir_fd(node)?;
         let rd = sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
         sys::fsync(rd.as_fd(), datasync)

@@ -84,23 +84,10 @@ impl CkptFs {
         Ok(h)
     }
 
-    /// How the kernel is to serve the opens of `node` (the adapter turns it into `FOPEN_*`
-    /// flags and a backing file).
-    pub fn opened_as(&self, node: u64) -> OpenedAs {
-        if control::is_control(node) {
-            OpenedAs::Direct
-        } else {
-            OpenedAs::Host
-        }
-    }
-
-    /// `open`.
-    pub fn open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
+    /// `open` of a file of the folder.
+    pub(super) fn host_open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
         let fh = self.open_handle(node, flags, caller)?;
-        if flags & libc::O_ACCMODE == libc::O_RDWR
-            && self.passthrough.load(Ordering::Relaxed)
-            && !control::is_control(node)
-        {
+        if flags & libc::O_ACCMODE == libc::O_RDWR && self.passthrough.load(Ordering::Relaxed) {
             // Attributes cached before (from the lookup that led here) would outlive a write
             // through a shared mapping of this descriptor (see `attr_ttl`).
             self.attributes_changed(node);
@@ -109,9 +96,6 @@ impl CkptFs {
     }
 
     pub(super) fn open_handle(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
-        if control::is_control(node) {
-            return self.open_control(node, flags);
-        }
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let mappable = flags & libc::O_ACCMODE == libc::O_RDWR;
         let clean = host_open_flags(flags);

@@ -46,6 +46,7 @@ pub mod inode;
 mod namespace;
 mod resolve;
 mod turns;
+mod vfs;
 
 use attrs::*;
 pub use attrs::{SetAttr, SetTime, XattrReply, attr_of};
@@ -298,46 +299,20 @@ impl CkptFs {
         }
     }
 
-    fn is_store_name(parent: u64, name: &OsStr) -> bool {
-        parent == ROOT && name.as_bytes() == STORE_DIR.as_bytes()
-    }
-
-    fn refuse_store(parent: u64, name: &OsStr) -> FsResult<()> {
-        if parent == CTL_DIR || Self::is_store_name(parent, name) {
-            // The store is not part of the project: nothing may be created or removed there.
-            return Err(Errno(libc::EPERM));
-        }
-        Ok(())
-    }
-
     /// How long the kernel may remember that a name does not exist: as long as one that does.
     pub fn negative_ttl(&self) -> Duration {
         self.config.ttl
     }
 
-    /// `lookup`.
-    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
-        if parent == CTL_DIR {
-            return control::lookup(name.as_bytes())
-                .map(|n| self.control_entry(n))
-                .ok_or(Errno(libc::ENOENT));
-        }
-        if Self::is_store_name(parent, name) {
-            return Ok(self.control_entry(CTL_DIR));
-        }
-        if control::is_control(parent) {
-            return Err(Errno(libc::ENOTDIR));
-        }
+    /// `lookup` in a directory of the folder.
+    pub(super) fn host_lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
         let dir = self.dir_fd(parent)?;
         let st = sys::lstatat(dir.as_fd(), &cname(name)?)?;
         Ok(self.entry(parent, name, &st))
     }
 
-    /// `forget`.
-    pub fn forget(&self, node: u64, n: u64) {
-        if control::is_control(node) {
-            return;
-        }
+    /// `forget` of a node of the folder.
+    pub(super) fn host_forget(&self, node: u64, n: u64) {
         let gone_dir = {
             let mut t = self.write_inodes();
             t.forget(node, n);

@@ -40,9 +40,6 @@ impl CkptFs {
         caller: Caller,
     ) -> FsResult<(Arc<OwnedFd>, CString)> {
         Self::refuse_store(parent, name)?;
-        if control::is_control(parent) {
-            return Err(Errno(libc::EPERM));
-        }
         let dir = self.dir_fd(parent)?;
         let c = cname(name)?;
         let path = self.child_path(parent, name)?;
@@ -114,16 +111,13 @@ impl CkptFs {
     }
 
     /// `link`.
-    pub fn link(
+    pub(super) fn host_link(
         &self,
         node: u64,
         newparent: u64,
         newname: &OsStr,
         caller: Caller,
     ) -> FsResult<Entry> {
-        if control::is_control(node) {
-            return Err(Errno(libc::EPERM));
-        }
         let _gate = self.shared_gate();
         let (dir, c) = self.prepare_new(newparent, newname, caller)?;
         let (sdir, sname, spath) = self.locate(node)?;
@@ -148,9 +142,6 @@ impl CkptFs {
         caller: Caller,
     ) -> FsResult<()> {
         Self::refuse_store(parent, name)?;
-        if control::is_control(parent) {
-            return Err(Errno(libc::EPERM));
-        }
         let _gate = self.shared_gate();
         let dir = self.dir_fd(parent)?;
         let c = cname(name)?;
@@ -286,9 +277,6 @@ impl CkptFs {
     ) -> FsResult<()> {
         Self::refuse_store(parent, name)?;
         Self::refuse_store(newparent, newname)?;
-        if control::is_control(parent) || control::is_control(newparent) {
-            return Err(Errno(libc::EPERM));
-        }
         let _gate = self.shared_gate();
         let ends = RenameEnds {
             sdir: self.dir_fd(parent)?,
@@ -350,6 +338,20 @@ impl CkptFs {
             }
             return Err(e);
         }
+        self.renamed_in_tables(parent, name, newparent, newname, exchange);
+        Ok(())
+    }
+
+    /// The node table after a rename done on the host: the names moved (or swapped), and the
+    /// cached descriptor of a directory renamed over dropped.
+    fn renamed_in_tables(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        exchange: bool,
+    ) {
         let mut t = self.write_inodes();
         if exchange {
             t.exchange(parent, name, newparent, newname);
@@ -359,7 +361,6 @@ impl CkptFs {
             }
             t.rename(parent, name, newparent, newname);
         }
-        Ok(())
     }
 
     /// The captures a rename needs before it runs: the source tree (mirrored at the

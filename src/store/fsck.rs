@@ -63,29 +63,8 @@ impl FsckReport {
 pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
     let mut report = FsckReport::default();
     let mut add = |f: Finding| report.findings.push(f);
-    match read_file(store_dir, c"VERSION") {
-        // Format 1 has the same files; the next open migrates it.
-        Ok(v) if v == super::STORE_VERSION.as_bytes() || v == super::STORE_VERSION_1.as_bytes() => {
-        }
-        Ok(v) => {
-            // A store of another format is not read any further: its records and blobs may
-            // mean something else.
-            add(finding(
-                Severity::Error,
-                "version",
-                format!(
-                    "VERSION is {:?}, expected {:?}",
-                    String::from_utf8_lossy(&v).trim(),
-                    super::STORE_VERSION.trim()
-                ),
-            ));
-            return report;
-        }
-        Err(e) => add(finding(
-            Severity::Error,
-            "version",
-            format!("VERSION unreadable: {e}"),
-        )),
+    if !check_version(store_dir, &mut add) {
+        return report;
     }
     stray_entries(store_dir, &mut add);
     let bytes = match read_file(store_dir, c"journal.jsonl") {
@@ -113,9 +92,62 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
         }
     };
     let present: BTreeMap<String, u64> = blobs.list().unwrap_or_default().into_iter().collect();
-    let mut referenced: BTreeMap<String, (u64, String)> = BTreeMap::new();
-    let mut staged: BTreeMap<u64, (RelPath, PreImage)> = BTreeMap::new();
-    for line in &lines {
+    let (referenced, staged) = references(&lines);
+    check_unstored_stages(store_dir, &staged, &mut add);
+    check_referenced_blobs(&blobs, &present, &referenced, &mut add);
+    for id in present.keys().filter(|id| !referenced.contains_key(*id)) {
+        add(finding(
+            Severity::Warn,
+            "blob-orphan",
+            format!("blob {} is referenced by no record", &id[..12]),
+        ));
+    }
+    report.records = lines.len();
+    report.blobs = present.len();
+    report
+}
+
+/// Whether the store's `VERSION` is one this build reads (the check goes on); a store of
+/// another format is not read any further, as its records and blobs may mean something else.
+fn check_version(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) -> bool {
+    match read_file(store_dir, c"VERSION") {
+        // Format 1 has the same files; the next open migrates it.
+        Ok(v) if v == super::STORE_VERSION.as_bytes() || v == super::STORE_VERSION_1.as_bytes() => {
+            true
+        }
+        Ok(v) => {
+            add(finding(
+                Severity::Error,
+                "version",
+                format!(
+                    "VERSION is {:?}, expected {:?}",
+                    String::from_utf8_lossy(&v).trim(),
+                    super::STORE_VERSION.trim()
+                ),
+            ));
+            false
+        }
+        Err(e) => {
+            add(finding(
+                Severity::Error,
+                "version",
+                format!("VERSION unreadable: {e}"),
+            ));
+            true
+        }
+    }
+}
+
+/// Blob id → (size, first path) of every blob a record refers to, and the staged pre-images
+/// no later record says were stored (capture seq → (path, pre-image)).
+type Referenced = BTreeMap<String, (u64, String)>;
+type Unstored = BTreeMap<u64, (RelPath, PreImage)>;
+
+/// What the journal's lines refer to: [`Referenced`] blobs and [`Unstored`] stages.
+fn references(lines: &[Line]) -> (Referenced, Unstored) {
+    let mut referenced = Referenced::new();
+    let mut staged = Unstored::new();
+    for line in lines {
         match &line.rec {
             Record::Capture {
                 pre: PreImage::File { blob, size, .. },
@@ -145,8 +177,17 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
             _ => {}
         }
     }
-    // Staged pre-images not stored yet: their bytes must still be in staged/.
-    for (seq, (path, pre)) in &staged {
+    (referenced, staged)
+}
+
+/// Staged pre-images not stored yet: their bytes must still be in `staged/`, or (the daemon
+/// stopped between the record and the move) still at their path.
+fn check_unstored_stages(
+    store_dir: BorrowedFd<'_>,
+    staged: &Unstored,
+    add: &mut dyn FnMut(Finding),
+) {
+    for (seq, (path, pre)) in staged {
         let name = super::Store::staged_name(*seq);
         let there = crate::sys::openat(
             store_dir,
@@ -177,7 +218,16 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
             ));
         }
     }
-    for (id, (size, path)) in &referenced {
+}
+
+/// Every referenced blob present, of its recorded size (when stored raw) and matching its hash.
+fn check_referenced_blobs(
+    blobs: &BlobStore,
+    present: &BTreeMap<String, u64>,
+    referenced: &Referenced,
+    add: &mut dyn FnMut(Finding),
+) {
+    for (id, (size, path)) in referenced {
         let short = &id[..12.min(id.len())];
         if !valid_id(id) {
             add(finding(
@@ -213,19 +263,8 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
             },
         }
     }
-    for id in present.keys().filter(|id| !referenced.contains_key(*id)) {
-        add(finding(
-            Severity::Warn,
-            "blob-orphan",
-            format!("blob {} is referenced by no record", &id[..12]),
-        ));
-    }
-    report.records = lines.len();
-    report.blobs = present.len();
-    report
 }
 
-/// Parses line by line, reporting each bad line instead of stopping at the first.
 /// Entries of the store directory that are not the store's own: most often a control file
 /// written from a shell standing in the folder under the mount (`echo N > .ckpt/turn`), which
 /// wrote into the real store while nothing was captured.
@@ -272,6 +311,7 @@ fn still_at_its_path(store_dir: BorrowedFd<'_>, path: &RelPath, pre: &PreImage) 
         .is_ok_and(|root| super::open_unmoved(std::os::fd::AsFd::as_fd(&root), path, pre).is_ok())
 }
 
+/// Parses line by line, reporting each bad line instead of stopping at the first.
 fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
     let mut last_seq = 0;
@@ -293,27 +333,7 @@ fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
         match journal::parse(raw) {
             Ok(p) if p.lines.len() == 1 => {
                 let line = p.lines[0].clone();
-                if line.seq <= last_seq {
-                    add(finding(
-                        Severity::Error,
-                        "journal-seq",
-                        format!("line {n}: seq {} after {last_seq}", line.seq),
-                    ));
-                }
-                last_seq = line.seq;
-                match &line.rec {
-                    Record::RewindBegin { .. } => {
-                        begun.insert(line.seq);
-                    }
-                    Record::RewindDone { begin } if !begun.remove(begin) => {
-                        add(finding(
-                            Severity::Error,
-                            "journal-rewind",
-                            format!("line {n}: rewind_done for unknown begin {begin}"),
-                        ));
-                    }
-                    _ => {}
-                }
+                check_order(n, &line, &mut last_seq, &mut begun, add);
                 out.push(line);
             }
             Ok(_) => {
@@ -354,6 +374,38 @@ fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
         ));
     }
     out
+}
+
+/// A well-formed line `n` in its place: its seq after the last one, and a `rewind_done` only
+/// for a rewind begun (`begun` holds those not finished yet).
+fn check_order(
+    n: usize,
+    line: &Line,
+    last_seq: &mut u64,
+    begun: &mut HashSet<u64>,
+    add: &mut dyn FnMut(Finding),
+) {
+    if line.seq <= *last_seq {
+        add(finding(
+            Severity::Error,
+            "journal-seq",
+            format!("line {n}: seq {} after {last_seq}", line.seq),
+        ));
+    }
+    *last_seq = line.seq;
+    match &line.rec {
+        Record::RewindBegin { .. } => {
+            begun.insert(line.seq);
+        }
+        Record::RewindDone { begin } if !begun.remove(begin) => {
+            add(finding(
+                Severity::Error,
+                "journal-rewind",
+                format!("line {n}: rewind_done for unknown begin {begin}"),
+            ));
+        }
+        _ => {}
+    }
 }
 
 /// Why a line did not parse (it is re-parsed alone, so the message names the field).

@@ -1,0 +1,224 @@
+//! Routing: each operation on a node goes either to the folder on the host (the other files of
+//! this module) or to the virtual `.ckpt/` nodes (`ctlfs.rs`), decided here once, by the
+//! node's id: control nodes have fixed ids (2 to 5, `control.rs`) that no host inode is ever
+//! given (`inode.rs` gives host inodes ids from `FIRST_DYNAMIC` up, the root 1), so the range
+//! alone says which side answers, in the shape of fuse-backend-rs's VFS index and its
+//! `pseudo_fs`. Neither side checks for the other.
+//!
+//! Operations by a parent and a name (mknod, mkdir, symlink, create, link, unlink, rmdir,
+//! rename) route on the parent the same way, through [`CkptFs::refuse_store`] at their start:
+//! a control node as the parent, or the store's own name at the root, refuses every change
+//! with `EPERM`, since nothing in the mount may change the store.
+
+use super::*;
+
+/// Which side answers for a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// One of the virtual `.ckpt/` nodes.
+    Control,
+    /// A file or directory of the folder.
+    Host,
+}
+
+fn side(node: u64) -> Side {
+    if control::is_control(node) {
+        Side::Control
+    } else {
+        Side::Host
+    }
+}
+
+impl CkptFs {
+    /// Whether `name` in `parent` is the store's own name at the root (`.ckpt`).
+    pub(super) fn is_store_name(parent: u64, name: &OsStr) -> bool {
+        parent == ROOT && name.as_bytes() == STORE_DIR.as_bytes()
+    }
+
+    /// The routing of operations by a parent and a name that create, remove or rename: a
+    /// name inside a control node, or the store's own name at the root, is refused with
+    /// `EPERM` (the store is not part of the project: nothing may be created or removed
+    /// there); every other goes on to the host.
+    pub(super) fn refuse_store(parent: u64, name: &OsStr) -> FsResult<()> {
+        if side(parent) == Side::Control || Self::is_store_name(parent, name) {
+            return Err(Errno(libc::EPERM));
+        }
+        Ok(())
+    }
+
+    /// `lookup`. The store's name at the root (`.ckpt`) is the virtual control directory: the
+    /// one place where the two sides meet.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+        match side(parent) {
+            Side::Control => self.ctl_lookup(parent, name),
+            Side::Host if Self::is_store_name(parent, name) => Ok(self.control_entry(CTL_DIR)),
+            Side::Host => self.host_lookup(parent, name),
+        }
+    }
+
+    /// `forget`: the kernel dropped `n` references to `node`.
+    pub fn forget(&self, node: u64, n: u64) {
+        // Control nodes are never forgotten: their ids are fixed.
+        if side(node) == Side::Host {
+            self.host_forget(node, n);
+        }
+    }
+
+    /// How long the kernel may cache `node`'s attributes.
+    pub fn attr_ttl(&self, node: u64) -> Duration {
+        match side(node) {
+            // Control files change with every turn and rewind: never cached.
+            Side::Control => Duration::ZERO,
+            Side::Host => self.host_attr_ttl(node),
+        }
+    }
+
+    /// `getattr`.
+    pub fn getattr(&self, node: u64, fh: Option<u64>) -> FsResult<FileAttr> {
+        match side(node) {
+            Side::Control => Ok(self.control_attr(node)),
+            Side::Host => self.host_getattr(node, fh),
+        }
+    }
+
+    /// `setattr`.
+    pub fn setattr(
+        &self,
+        node: u64,
+        fh: Option<u64>,
+        set: SetAttr,
+        caller: Caller,
+    ) -> FsResult<FileAttr> {
+        match side(node) {
+            Side::Control => self.ctl_setattr(node, &set),
+            Side::Host => self.host_setattr(node, fh, set, caller),
+        }
+    }
+
+    /// How the kernel is to serve the opens of `node` (the adapter turns it into `FOPEN_*`
+    /// flags and a backing file).
+    pub fn opened_as(&self, node: u64) -> OpenedAs {
+        match side(node) {
+            Side::Control => OpenedAs::Direct,
+            Side::Host => OpenedAs::Host,
+        }
+    }
+
+    /// `open`.
+    pub fn open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
+        match side(node) {
+            Side::Control => self.open_control(node, flags),
+            Side::Host => self.host_open(node, flags, caller),
+        }
+    }
+
+    /// `link`: a new name `newname` in `newparent` for `node`.
+    pub fn link(
+        &self,
+        node: u64,
+        newparent: u64,
+        newname: &OsStr,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        match side(node) {
+            // No second name for a control file, anywhere.
+            Side::Control => Err(Errno(libc::EPERM)),
+            Side::Host => self.host_link(node, newparent, newname, caller),
+        }
+    }
+
+    /// `readdir`: entries after the cookie `offset`; `sink` returns true when the reply is
+    /// full (that entry was not sent).
+    pub fn readdir(
+        &self,
+        node: u64,
+        offset: u64,
+        sink: &mut dyn FnMut(&DirItem) -> bool,
+    ) -> FsResult<()> {
+        match side(node) {
+            Side::Control => self.ctl_readdir(node, offset, &mut |item, _| sink(item)),
+            Side::Host => self.host_readdir(node, offset, sink),
+        }
+    }
+
+    /// `readdirplus`: as `readdir`, with an entry (and a lookup) for each name but `.`/`..`.
+    pub fn readdirplus(
+        &self,
+        node: u64,
+        offset: u64,
+        sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
+    ) -> FsResult<()> {
+        match side(node) {
+            Side::Control => self.ctl_readdir(node, offset, sink),
+            Side::Host => self.host_readdirplus(node, offset, sink),
+        }
+    }
+
+    /// `fsyncdir`: the directory's entries made durable on the host.
+    pub fn fsyncdir(&self, node: u64, datasync: bool) -> FsResult<()> {
+        match side(node) {
+            // Nothing of the control directory is on disk.
+            Side::Control => Ok(()),
+            Side::Host => self.host_fsyncdir(node, datasync),
+        }
+    }
+
+    /// `getxattr`; with `size == 0` the value's length only.
+    pub fn getxattr(&self, node: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
+        match side(node) {
+            Side::Control => Err(Errno(libc::ENODATA)),
+            Side::Host => self.host_getxattr(node, name, size),
+        }
+    }
+
+    /// `listxattr`.
+    pub fn listxattr(&self, node: u64, size: u32) -> FsResult<XattrReply> {
+        match side(node) {
+            // Control nodes have no extended attributes: an empty list.
+            Side::Control => Ok(if size == 0 {
+                XattrReply::Size(0)
+            } else {
+                XattrReply::Data(Vec::new())
+            }),
+            Side::Host => self.host_listxattr(node, size),
+        }
+    }
+
+    /// `setxattr`.
+    pub fn setxattr(
+        &self,
+        node: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        caller: Caller,
+    ) -> FsResult<()> {
+        match side(node) {
+            Side::Control => Err(Errno(libc::EPERM)),
+            Side::Host => self.host_setxattr(node, name, value, flags, caller),
+        }
+    }
+
+    /// `removexattr`.
+    pub fn removexattr(&self, node: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+        match side(node) {
+            Side::Control => Err(Errno(libc::EPERM)),
+            Side::Host => self.host_removexattr(node, name, caller),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_ids_route_to_the_control_side_and_every_other_id_to_the_host() {
+        for id in [CTL_DIR, CTL_TURN, CTL_REWIND, CTL_GITIGNORE] {
+            assert_eq!(side(id), Side::Control, "{id}");
+        }
+        for id in [ROOT, CTL_GITIGNORE + 1, 1 << 40] {
+            assert_eq!(side(id), Side::Host, "{id}");
+        }
+    }
+}
