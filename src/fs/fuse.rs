@@ -100,8 +100,10 @@ fn caller(req: &Request) -> Caller {
     }
 }
 
-fn errno(op: &str, e: SysErrno) -> Errno {
-    // Expected outcomes stay at debug level; anything else is worth a warning.
+/// The reply to a failed request: the errno as the core gave it, logged with the operation
+/// and the node (debug for outcomes a filesystem gives every day, a warning for the rest).
+/// Which errno each failure gets is decided in `src/errno.rs` and the core, not here.
+fn errno(op: &str, node: u64, e: SysErrno) -> Errno {
     match e.0 {
         libc::ENOENT
         | libc::EEXIST
@@ -113,17 +115,17 @@ fn errno(op: &str, e: SysErrno) -> Errno {
         | libc::ENAMETOOLONG
         | libc::ENOTDIR
         | libc::ELOOP => {
-            log::debug!(target: "ckpt::fuse", "op={op} errno={}", e.0);
+            log::debug!(target: "ckpt::fuse", "op={op} node={node} errno={}", e.0);
         }
-        _ => log::warn!(target: "ckpt::fuse", "op={op} failed: {e}"),
+        _ => log::warn!(target: "ckpt::fuse", "op={op} node={node} failed: {e}"),
     }
     Errno::from_i32(e.0)
 }
 
-fn reply_entry(reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str) {
+fn reply_entry(reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str, node: u64) {
     match r {
         Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.ttl, &fix(e), Generation(0)),
-        Err(e) => reply.error(errno(op, e)),
+        Err(e) => reply.error(errno(op, node, e)),
     }
 }
 
@@ -231,7 +233,7 @@ impl Filesystem for FuseAdapter {
                 &placeholder_attr(INodeNo(0), FileType::RegularFile),
                 Generation(0),
             ),
-            r => reply_entry(reply, r, "lookup"),
+            r => reply_entry(reply, r, "lookup", parent.0),
         }
     }
 
@@ -245,7 +247,7 @@ impl Filesystem for FuseAdapter {
                 a.ino = ino;
                 reply.attr(&self.fs.attr_ttl(ino.0), &a);
             }
-            Err(e) => reply.error(errno("getattr", e)),
+            Err(e) => reply.error(errno("getattr", ino.0, e)),
         }
     }
 
@@ -280,14 +282,14 @@ impl Filesystem for FuseAdapter {
                 a.ino = ino;
                 reply.attr(&self.fs.attr_ttl(ino.0), &a);
             }
-            Err(e) => reply.error(errno("setattr", e)),
+            Err(e) => reply.error(errno("setattr", ino.0, e)),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         match self.fs.readlink(ino.0) {
             Ok(t) => reply.data(&t),
-            Err(e) => reply.error(errno("readlink", e)),
+            Err(e) => reply.error(errno("readlink", ino.0, e)),
         }
     }
 
@@ -306,6 +308,7 @@ impl Filesystem for FuseAdapter {
             self.fs
                 .mknod(parent.0, name, mode, umask, rdev, caller(req)),
             "mknod",
+            parent.0,
         );
     }
 
@@ -322,20 +325,21 @@ impl Filesystem for FuseAdapter {
             reply,
             self.fs.mkdir(parent.0, name, mode, umask, caller(req)),
             "mkdir",
+            parent.0,
         );
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.fs.unlink(parent.0, name, caller(req)) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("unlink", e)),
+            Err(e) => reply.error(errno("unlink", parent.0, e)),
         }
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.fs.rmdir(parent.0, name, caller(req)) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("rmdir", e)),
+            Err(e) => reply.error(errno("rmdir", parent.0, e)),
         }
     }
 
@@ -352,6 +356,7 @@ impl Filesystem for FuseAdapter {
             self.fs
                 .symlink(parent.0, link_name, target.as_os_str(), caller(req)),
             "symlink",
+            parent.0,
         );
     }
 
@@ -374,7 +379,7 @@ impl Filesystem for FuseAdapter {
             caller(req),
         ) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("rename", e)),
+            Err(e) => reply.error(errno("rename", parent.0, e)),
         }
     }
 
@@ -390,6 +395,7 @@ impl Filesystem for FuseAdapter {
             reply,
             self.fs.link(ino.0, newparent.0, newname, caller(req)),
             "link",
+            ino.0,
         );
     }
 
@@ -405,14 +411,14 @@ impl Filesystem for FuseAdapter {
                     }
                 }
             },
-            Err(e) => reply.error(errno("open", e)),
+            Err(e) => reply.error(errno("open", ino.0, e)),
         }
     }
 
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -422,14 +428,14 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.read(fh.0, offset, size) {
             Ok(d) => reply.data(&d),
-            Err(e) => reply.error(errno("read", e)),
+            Err(e) => reply.error(errno("read", ino.0, e)),
         }
     }
 
     fn write(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -440,21 +446,21 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.write(fh.0, offset, data) {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno("write", e)),
+            Err(e) => reply.error(errno("write", ino.0, e)),
         }
     }
 
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
         match self.fs.flush(fh.0) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("flush", e)),
+            Err(e) => reply.error(errno("flush", ino.0, e)),
         }
     }
 
@@ -476,14 +482,14 @@ impl Filesystem for FuseAdapter {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
         match self.fs.fsync(fh.0, datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fsync", e)),
+            Err(e) => reply.error(errno("fsync", ino.0, e)),
         }
     }
 
@@ -509,7 +515,7 @@ impl Filesystem for FuseAdapter {
         });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("readdir", e)),
+            Err(e) => reply.error(errno("readdir", ino.0, e)),
         }
     }
 
@@ -549,7 +555,7 @@ impl Filesystem for FuseAdapter {
             });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("readdirplus", e)),
+            Err(e) => reply.error(errno("readdirplus", ino.0, e)),
         }
     }
 
@@ -563,11 +569,11 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.fsyncdir(ino.0, datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fsyncdir", e)),
+            Err(e) => reply.error(errno("fsyncdir", ino.0, e)),
         }
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         match self.fs.statfs() {
             Ok(s) => reply.statfs(
                 s.f_blocks,
@@ -579,7 +585,7 @@ impl Filesystem for FuseAdapter {
                 s.f_namemax as u32,
                 s.f_frsize as u32,
             ),
-            Err(e) => reply.error(errno("statfs", e)),
+            Err(e) => reply.error(errno("statfs", ino.0, e)),
         }
     }
 
@@ -595,7 +601,7 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.setxattr(ino.0, name, value, flags, caller(req)) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("setxattr", e)),
+            Err(e) => reply.error(errno("setxattr", ino.0, e)),
         }
     }
 
@@ -603,7 +609,7 @@ impl Filesystem for FuseAdapter {
         match self.fs.getxattr(ino.0, name, size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
-            Err(e) => reply.error(errno("getxattr", e)),
+            Err(e) => reply.error(errno("getxattr", ino.0, e)),
         }
     }
 
@@ -611,14 +617,14 @@ impl Filesystem for FuseAdapter {
         match self.fs.listxattr(ino.0, size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
-            Err(e) => reply.error(errno("listxattr", e)),
+            Err(e) => reply.error(errno("listxattr", ino.0, e)),
         }
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.fs.removexattr(ino.0, name, caller(req)) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("removexattr", e)),
+            Err(e) => reply.error(errno("removexattr", ino.0, e)),
         }
     }
 
@@ -658,14 +664,14 @@ impl Filesystem for FuseAdapter {
                     FopenFlags::FOPEN_NOFLUSH,
                 ),
             },
-            Err(e) => reply.error(errno("create", e)),
+            Err(e) => reply.error(errno("create", parent.0, e)),
         }
     }
 
     fn fallocate(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
@@ -674,14 +680,14 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.fallocate(fh.0, offset, length, mode) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fallocate", e)),
+            Err(e) => reply.error(errno("fallocate", ino.0, e)),
         }
     }
 
     fn lseek(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: i64,
         whence: i32,
@@ -689,14 +695,14 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.lseek(fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
-            Err(e) => reply.error(errno("lseek", e)),
+            Err(e) => reply.error(errno("lseek", ino.0, e)),
         }
     }
 
     fn copy_file_range(
         &self,
         _req: &Request,
-        _ino_in: INodeNo,
+        ino_in: INodeNo,
         fh_in: FileHandle,
         offset_in: u64,
         _ino_out: INodeNo,
@@ -711,7 +717,7 @@ impl Filesystem for FuseAdapter {
             .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
         {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno("copy_file_range", e)),
+            Err(e) => reply.error(errno("copy_file_range", ino_in.0, e)),
         }
     }
 
