@@ -348,21 +348,7 @@ impl BlobStore {
                 new: false,
             });
         }
-        let shard = self.shard(&id, true)?;
-        let (raw, zst) = Self::names(&id)?;
-        let final_name = if self.compressing() { zst } else { raw };
-        tmp.persist(
-            shard.as_fd(),
-            &final_name,
-            self.durability(),
-            "blob-before-rename",
-        )?;
-        self.note_loose(&id);
-        Ok(Stored {
-            id,
-            size: off,
-            new: true,
-        })
+        self.publish(tmp, id, off)
     }
 
     /// Stores bytes held in memory.
@@ -401,7 +387,6 @@ impl BlobStore {
             });
         }
         let shard = self.shard(&id, true)?;
-        let (raw, zst) = Self::names(&id)?;
         if self.exists(&id) {
             return Ok(Stored {
                 id,
@@ -410,13 +395,21 @@ impl BlobStore {
             });
         }
         let tmp = TempFile::create(shard.as_fd(), self.temp_name())?;
-        let final_name = if self.compressing() { zst } else { raw };
         if self.compressing() {
             let packed = zstd::bulk::compress(bytes, ZSTD_LEVEL).map_err(Errno::from)?;
             sys::write_all(tmp.fd(), &packed, 0)?;
         } else {
             sys::write_all(tmp.fd(), bytes, 0)?;
         }
+        self.publish(tmp, id, size)
+    }
+
+    /// Puts a finished temp file in place as the loose blob `id` (`size` raw bytes), by the
+    /// one rule of `crate::tree`: synced with `--durable`.
+    fn publish(&self, tmp: TempFile<'_>, id: String, size: u64) -> SysResult<Stored> {
+        let shard = self.shard(&id, true)?;
+        let (raw, zst) = Self::names(&id)?;
+        let final_name = if self.compressing() { zst } else { raw };
         tmp.persist(
             shard.as_fd(),
             &final_name,

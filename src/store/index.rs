@@ -306,15 +306,15 @@ impl Index {
 /// Replays made from records and from hand-written journal text alone: no store, no
 /// directory, no descriptor; what they assert is decided here and nowhere else.
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::store::journal;
 
-    fn rp(s: &str) -> RelPath {
+    pub(in crate::store) fn rp(s: &str) -> RelPath {
         RelPath::new(s.as_bytes()).expect("valid")
     }
 
-    fn file(blob: &str) -> PreImage {
+    pub(in crate::store) fn file(blob: &str) -> PreImage {
         PreImage::File {
             blob: blob.into(),
             size: 1,
@@ -329,7 +329,7 @@ mod tests {
         }
     }
 
-    fn cap(turn: u64, path: &str, pre: PreImage) -> Record {
+    pub(in crate::store) fn cap(turn: u64, path: &str, pre: PreImage) -> Record {
         Record::Capture {
             turn,
             path: rp(path),

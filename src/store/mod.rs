@@ -292,39 +292,9 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::relpath::RelPath;
+    use super::index::tests::{cap, file};
     use journal::PreImage;
-
-    fn rp(s: &str) -> RelPath {
-        RelPath::new(s.as_bytes()).expect("valid")
-    }
-
-    fn file(blob: &str) -> PreImage {
-        PreImage::File {
-            blob: blob.into(),
-            size: 1,
-            mode: 0o644,
-            uid: 0,
-            gid: 0,
-            ino: 1,
-            nlink: 1,
-            fh: None,
-            btime: None,
-            xattrs: None,
-        }
-    }
-
-    fn cap(turn: u64, path: &str, pre: PreImage) -> Record {
-        Record::Capture {
-            turn,
-            path: rp(path),
-            pre,
-            undo_of: None,
-            pid: None,
-            comm: None,
-        }
-    }
+    use super::*;
 
     fn open(dir: &tempfile::TempDir) -> Store {
         let f = std::fs::File::open(dir.path()).expect("open");
