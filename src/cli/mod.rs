@@ -112,7 +112,7 @@ pub enum Command {
 
 impl Cli {
     /// Our own usage errors (exit 2): what clap's rules do not say and no folder is needed to
-    /// know, such as turn 0 or `prune` without a limit. Pure: it opens nothing, so [`run`],
+    /// know, such as turn 0 or `prune` without a limit. Pure: it opens nothing, so [`run()`],
     /// which calls it first, refuses bad usage before it touches any folder.
     pub fn check(&self) -> CliResult {
         match &self.command {
