@@ -9,7 +9,8 @@
 //! temp files a cut-off run left ([`sweep_temps`]).
 
 use super::Progress;
-use super::links::{Anchors, GroupKey, group_key};
+use super::groups::{GroupKey, group_key};
+use super::links::Anchors;
 use super::plan::{Plan, Step};
 use super::report::{Failure, Report};
 use super::resolve::{cname, open_parent};

@@ -5,10 +5,11 @@
 //! Kept apart because every rule here rests on the identity checks of [`crate::identity`]
 //! (inode number plus file handle or birth time), and those are easy to get wrong.
 //!
-//! I/O: [`share_hard_links`] is pure (part of planning). [`uncaptured_links`] and
+//! The groups themselves are formed by planning (`groups.rs`, pure). [`uncaptured_links`] and
 //! [`link_anchors`] only read the folder (`lstat`, file handles, directory listings), before
 //! the rewind changes anything; the links themselves are made by the apply stage.
 
+use super::groups::{GroupKey, group_key};
 use super::plan::Plan;
 use super::report::{Failure, Report};
 use super::resolve::{cname, open_parent, open_parent_raw};
@@ -20,66 +21,6 @@ use crate::sys;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd};
-
-/// The inode a hard-linked file or symlink target names: its number and, where recorded, its
-/// handle (two targets of one group were captured while they were one inode, so they agree).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct GroupKey {
-    symlink: bool,
-    ino: u64,
-    fh: Option<crate::store::journal::Handle>,
-}
-
-/// The group a file or symlink target belongs to, when it records an identity; `None` for
-/// any other target.
-pub(super) fn group_key(t: &PreImage) -> Option<GroupKey> {
-    let id = t.file_id()?;
-    let symlink = match t {
-        PreImage::File { .. } => false,
-        PreImage::Symlink { .. } => true,
-        _ => return None,
-    };
-    Some(GroupKey {
-        symlink,
-        ino: id.ino,
-        fh: id.fh,
-    })
-}
-
-/// Names whose pre-images carry one inode (number and handle), at least one of them
-/// hard-linked, were one inode when the target turn began: each target is the oldest
-/// pre-image of its path in the rewound turns, and a path's inode only changes through a
-/// captured operation, so all of them describe the folder at that one moment, when no two
-/// live files share a number. Each gets the oldest of their pre-images (the first in
-/// `targets`), with the largest link count, so they are restored as one inode with its content
-/// from the start of the turn.
-pub(super) fn share_hard_links(mut targets: Vec<(RelPath, PreImage)>) -> Vec<(RelPath, PreImage)> {
-    let mut canon: HashMap<GroupKey, PreImage> = HashMap::new();
-    let mut most: HashMap<GroupKey, u64> = HashMap::new();
-    for (_, t) in &targets {
-        if let Some(k) = group_key(t) {
-            let m = most.entry(k.clone()).or_insert(0);
-            *m = (*m).max(t.nlink());
-            canon.entry(k).or_insert_with(|| t.clone());
-        }
-    }
-    for (_, t) in &mut targets {
-        let Some(k) = group_key(t) else { continue };
-        let n = most.get(&k).copied().unwrap_or(1);
-        if n <= 1 {
-            continue;
-        }
-        if let Some(c) = canon.get(&k) {
-            *t = c.clone();
-            match t {
-                PreImage::File { nlink, .. } => *nlink = n,
-                PreImage::Symlink { nlink, .. } => *nlink = Some(n),
-                _ => {}
-            }
-        }
-    }
-    targets
-}
 
 /// Names below the `paths` of a partial rewind that no rewound turn captured but that are, now,
 /// a hard link of an inode some other name's capture describes: the inode's bytes changed

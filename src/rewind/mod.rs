@@ -28,6 +28,7 @@
 //! types of the stages, so every path `crate::rewind::X` stays as it was.
 
 mod apply;
+mod groups;
 mod links;
 mod plan;
 mod report;
@@ -45,7 +46,8 @@ use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::{PreImage, Record};
 use apply::{apply, sweep_temps};
-use links::{link_anchors, share_hard_links, uncaptured_links};
+use groups::share_hard_links;
+use links::{link_anchors, uncaptured_links};
 use save::{capture_for_current_turn, record_saves, saves_for_undo};
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;

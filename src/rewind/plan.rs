@@ -2,11 +2,11 @@
 //! ordered steps a rewind applies. Kept apart so the order of a rewind can be read, and tested,
 //! without a folder or a store.
 //!
-//! Pure: no I/O. It forms the hard-link groups first (`links::share_hard_links`, pure as well),
+//! Pure: no I/O. It forms the hard-link groups first (`groups::share_hard_links`, pure as well),
 //! then drops paths that lie below a target that is not a directory, and sorts removals deepest
 //! first and restorations shallowest first.
 
-use super::links::share_hard_links;
+use super::groups::share_hard_links;
 use crate::relpath::RelPath;
 use crate::store::journal::PreImage;
 use serde::Serialize;
