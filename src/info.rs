@@ -105,7 +105,7 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
     for c in &store.index.captures {
         if let PreImage::File { size, blob, .. } = &c.pre {
             captured += size;
-            seen.insert(blob.clone());
+            seen.insert(*blob);
         }
     }
     let cur = store.index.current_turn();

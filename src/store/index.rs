@@ -314,9 +314,10 @@ pub(super) mod tests {
         RelPath::new(s.as_bytes()).expect("valid")
     }
 
-    pub(in crate::store) fn file(blob: &str) -> PreImage {
+    /// A file pre-image whose blob is that of the bytes `content` (a name per version).
+    pub(in crate::store) fn file(content: &str) -> PreImage {
         PreImage::File {
-            blob: blob.into(),
+            blob: crate::ids::BlobId::of(content.as_bytes()),
             size: 1,
             mode: 0o644,
             uid: 0,
@@ -398,7 +399,7 @@ pub(super) mod tests {
 
     fn stored_a() -> PreImage {
         PreImage::File {
-            blob: BLOB.into(),
+            blob: BLOB.parse().expect("a blob id"),
             size: 5,
             mode: 0o644,
             uid: 0,

@@ -5,6 +5,7 @@
 //! descriptor, so a killed daemon leaves at most one torn last line; a torn last line is cut
 //! off when the journal is opened; any other unreadable line is corruption and is refused.
 
+use crate::ids::BlobId;
 use crate::relpath::RelPath;
 use serde::{Deserialize, Serialize};
 
@@ -71,8 +72,9 @@ pub enum PreImage {
     Absent,
     /// A regular file whose bytes are the blob `blob`.
     File {
-        /// sha256 of the content, lower-case hex.
-        blob: String,
+        /// sha256 of the content (lower-case hex on the line; any other text makes the line
+        /// corrupt).
+        blob: BlobId,
         /// Size in bytes.
         size: u64,
         /// Full `st_mode` permission bits (`0o7777`).
@@ -181,7 +183,7 @@ pub enum PreImage {
 impl PreImage {
     /// What a `Staged` pre-image becomes once its bytes are the blob `blob` of `size` bytes,
     /// with the extended attributes read from the staged file (`None` for any other kind).
-    pub fn stored_as(&self, blob: String, size: u64, xattrs: Xattrs) -> Option<Self> {
+    pub fn stored_as(&self, blob: BlobId, size: u64, xattrs: Xattrs) -> Option<Self> {
         match self {
             Self::Staged {
                 mode,
@@ -618,6 +620,49 @@ mod tests {
         let good = bytes.len();
         bytes.extend_from_slice(b"\0\0\0{\"v\":1\n");
         assert_eq!(parse(&bytes).expect("a torn tail").valid_len, good);
+    }
+
+    /// A capture line of a file pre-image whose blob is `blob`.
+    fn file_line(seq: u64, blob: &str) -> String {
+        format!(
+            "{{\"v\":1,\"seq\":{seq},\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"g\",\"pre\":{{\"kind\":\"file\",\"blob\":\"{blob}\",\"size\":3,\"mode\":420,\"uid\":0,\"gid\":0,\"ino\":2,\"nlink\":1}}}}\n"
+        )
+    }
+
+    #[test]
+    fn a_file_line_reads_and_writes_its_blob_id_as_hex() {
+        let text = file_line(1, &"0a".repeat(32));
+        let parsed = parse(text.as_bytes()).expect("parses");
+        let [line] = parsed.lines.as_slice() else {
+            panic!("one line: {:?}", parsed.lines);
+        };
+        let Record::Capture {
+            pre: PreImage::File { blob, .. },
+            ..
+        } = &line.rec
+        else {
+            panic!("a file capture: {line:?}");
+        };
+        assert_eq!(blob.as_bytes(), &[0x0a; 32]);
+        assert_eq!(String::from_utf8(encode(line)).expect("utf8"), text);
+    }
+
+    #[test]
+    fn a_line_naming_a_blob_by_anything_but_a_sha256_is_corruption() {
+        for bad in [
+            "AB".repeat(32),
+            "abc".to_string(),
+            format!("{}/x", "a".repeat(62)),
+            "a".repeat(65),
+        ] {
+            let mut bytes = encode(&turn(1, 1));
+            bytes.extend_from_slice(file_line(2, &bad).as_bytes());
+            let err = parse(&bytes).expect_err(&bad);
+            assert!(
+                matches!(&err, ParseError::Corrupt { line: 2, reason } if reason.contains("is not a sha256")),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

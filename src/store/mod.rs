@@ -293,8 +293,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::index::tests::{cap, file};
-    use journal::PreImage;
     use super::*;
+    use journal::PreImage;
 
     fn open(dir: &tempfile::TempDir) -> Store {
         let f = std::fs::File::open(dir.path()).expect("open");

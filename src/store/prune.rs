@@ -6,6 +6,7 @@
 
 use super::journal::{self, Line, PreImage, Record};
 use super::{Store, StoreError, io};
+use crate::ids::BlobId;
 use crate::sys;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -36,12 +37,12 @@ pub struct PruneReport {
 }
 
 /// Bytes of blobs referenced by captures of turns `>= from`.
-fn bytes_needed(store: &Store, from: u64, sizes: &std::collections::HashMap<String, u64>) -> u64 {
+fn bytes_needed(store: &Store, from: u64, sizes: &std::collections::HashMap<BlobId, u64>) -> u64 {
     let mut seen = HashSet::new();
     let mut total = 0;
     for c in store.index.captures.iter().filter(|c| c.turn >= from) {
         if let PreImage::File { blob, .. } = &c.pre
-            && seen.insert(blob.clone())
+            && seen.insert(*blob)
         {
             total += sizes.get(blob).copied().unwrap_or(0);
         }
@@ -72,7 +73,7 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
         first_kept_idx = turns.len().saturating_sub(k.max(1));
     }
     if let Some(limit) = policy.max_size {
-        let sizes: std::collections::HashMap<String, u64> = store
+        let sizes: std::collections::HashMap<BlobId, u64> = store
             .blobs
             .list()
             .map_err(io("list blobs"))?
@@ -87,12 +88,12 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
     let keep_from = turns.get(first_kept_idx).copied().unwrap_or(current);
     let before = store_bytes(store)?;
     rewrite_journal(store, keep_from)?;
-    let referenced: HashSet<String> = store
+    let referenced: HashSet<BlobId> = store
         .index
         .captures
         .iter()
         .filter_map(|c| match &c.pre {
-            PreImage::File { blob, .. } => Some(blob.clone()),
+            PreImage::File { blob, .. } => Some(*blob),
             _ => None,
         })
         .collect();
