@@ -137,7 +137,7 @@ fn blob_bytes(store: &Store, id: &BlobId) -> Option<Vec<u8>> {
 /// when given.
 pub fn diff(root: BorrowedFd<'_>, store: &Store, turn: u64, only: &[RelPath]) -> Vec<FileChange> {
     let mut out = Vec::new();
-    for (path, pre) in store.index.plan_targets(turn) {
+    for (path, pre) in store.index.plan_targets(crate::ids::Turn(turn)) {
         if !only.is_empty() && !only.iter().any(|o| path.starts_with(o)) {
             continue;
         }

@@ -1,7 +1,9 @@
 //! Identifiers of the store, as types: a value of one is valid by construction, so it is
 //! checked once, where untrusted text is read (the journal, the pack indexes, the names of the
-//! files in `blobs/`), and never again. The first of the newtypes issue 13 asks for lives here;
-//! the others (node ids, handles, seqs, turns, epochs) are to follow.
+//! files in `blobs/`), and never again; and the numbers of the journal, turns and seqs, each a
+//! type of its own so one cannot be passed for the other. Issue 13's node ids, handles and
+//! epochs are to follow. Outside `crate::store`, turns are still bare `u64` (converted with
+//! `Turn(n)` / `.0` where they meet the store).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
@@ -124,6 +126,54 @@ impl<'de> Deserialize<'de> for BlobId {
     }
 }
 
+/// A number type of the store: a `u64` on disk (`#[serde(transparent)]`) and in every
+/// message (`Display` and `Debug` write the bare number), a type of its own in the code.
+macro_rules! number_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub u64);
+
+        impl From<u64> for $name {
+            fn from(n: u64) -> Self {
+                Self(n)
+            }
+        }
+
+        impl From<$name> for u64 {
+            fn from(n: $name) -> u64 {
+                n.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.0, f)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.0, f)
+            }
+        }
+    };
+}
+
+number_id! {
+    /// A turn number: turn 0 is before the first `turn` record; `echo N > .ckpt/turn` begins
+    /// turn `N`.
+    Turn
+}
+
+number_id! {
+    /// A journal position: the `seq` of a line, strictly increasing through the journal (a
+    /// prune renumbers them). Records name other records by it (`rewind_done`'s `begin`,
+    /// `staged`'s `capture`, …), and a staged pre-image is the file `staged/<seq>`.
+    Seq
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +249,20 @@ mod tests {
         for bad in [r#""ABC""#, &format!("{:?}", "A".repeat(64)), "42", "null"] {
             assert!(serde_json::from_str::<BlobId>(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn turns_and_seqs_are_bare_numbers_on_disk_and_in_messages() {
+        assert_eq!(serde_json::to_string(&Turn(7)).expect("serialise"), "7");
+        assert_eq!(serde_json::to_string(&Seq(42)).expect("serialise"), "42");
+        assert_eq!(serde_json::from_str::<Seq>("42").expect("parse"), Seq(42));
+        assert!(serde_json::from_str::<Turn>("\"7\"").is_err());
+        assert!(serde_json::from_str::<Turn>("-1").is_err());
+        assert_eq!(
+            format!("{} {:?} {:>3}", Turn(7), Seq(42), Turn(5)),
+            "7 42   5"
+        );
+        assert_eq!(u64::from(Turn::from(9)), 9);
+        assert!(Seq(2) > Seq(1));
     }
 }

@@ -5,7 +5,7 @@
 
 use super::blob::BlobStore;
 use super::journal::{self, Line, PreImage, Record};
-use crate::ids::BlobId;
+use crate::ids::{BlobId, Seq};
 use crate::relpath::RelPath;
 
 use serde::Serialize;
@@ -141,7 +141,7 @@ fn check_version(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) -> boo
 /// Blob id → (size, first path) of every blob a record refers to, and the staged pre-images
 /// no later record says were stored (capture seq → (path, pre-image)).
 type Referenced = BTreeMap<BlobId, (u64, String)>;
-type Unstored = BTreeMap<u64, (RelPath, PreImage)>;
+type Unstored = BTreeMap<Seq, (RelPath, PreImage)>;
 
 /// What the journal's lines refer to: [`Referenced`] blobs and [`Unstored`] stages.
 fn references(lines: &[Line]) -> (Referenced, Unstored) {
@@ -304,8 +304,8 @@ fn still_at_its_path(store_dir: BorrowedFd<'_>, path: &RelPath, pre: &PreImage) 
 /// Parses line by line, reporting each bad line instead of stopping at the first.
 fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
-    let mut last_seq = 0;
-    let mut begun: HashSet<u64> = HashSet::new();
+    let mut last_seq = Seq(0);
+    let mut begun: HashSet<Seq> = HashSet::new();
     let text_lines: Vec<&[u8]> = bytes.split_inclusive(|b| *b == b'\n').collect();
     for (i, raw) in text_lines.iter().enumerate() {
         let n = i + 1;
@@ -381,8 +381,8 @@ fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
 fn check_order(
     n: usize,
     line: &Line,
-    last_seq: &mut u64,
-    begun: &mut HashSet<u64>,
+    last_seq: &mut Seq,
+    begun: &mut HashSet<Seq>,
     add: &mut dyn FnMut(Finding),
 ) {
     if line.seq <= *last_seq {
@@ -458,6 +458,7 @@ use crate::sys::read_file;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::Turn;
     use crate::store::Store;
     use std::os::fd::AsFd;
 
@@ -473,7 +474,7 @@ mod tests {
         let f = std::fs::File::open(dir.path().join("f")).expect("open f");
         let stored = s.blobs.put_fd(f.as_fd()).expect("put");
         s.append(Record::Capture {
-            turn: 1,
+            turn: Turn(1),
             path: RelPath::new(b"f").expect("valid"),
             pre: PreImage::File {
                 blob: stored.id,

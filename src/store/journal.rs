@@ -5,7 +5,7 @@
 //! descriptor, so a killed daemon leaves at most one torn last line; a torn last line is cut
 //! off when the journal is opened; any other unreadable line is corruption and is refused.
 
-use crate::ids::BlobId;
+use crate::ids::{BlobId, Seq, Turn};
 use crate::relpath::RelPath;
 use serde::{Deserialize, Serialize};
 
@@ -318,7 +318,7 @@ pub enum Record {
     /// Turn `turn` begins.
     Turn {
         /// The new turn number.
-        turn: u64,
+        turn: Turn,
         /// Optional label given with `echo "N label" > .ckpt/turn`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         label: Option<String>,
@@ -326,14 +326,14 @@ pub enum Record {
     /// The pre-image of `path` for `turn`.
     Capture {
         /// The turn this pre-image belongs to.
-        turn: u64,
+        turn: Turn,
         /// The path, relative to the folder.
         path: RelPath,
         /// What the path was.
         pre: PreImage,
         /// When set, this capture saves what rewind `undo_of` (a `rewind_begin` seq) overwrote.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        undo_of: Option<u64>,
+        undo_of: Option<Seq>,
         /// Process that caused the capture.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pid: Option<u32>,
@@ -344,19 +344,19 @@ pub enum Record {
     /// A rewind to the start of `to` started, from current turn `from`.
     RewindBegin {
         /// Target turn.
-        to: u64,
+        to: Turn,
         /// Turn current before the rewind.
-        from: u64,
+        from: Turn,
     },
     /// The rewind begun at seq `begin` finished; turns >= `to` leave the index.
     RewindDone {
         /// Seq of the matching `rewind_begin`.
-        begin: u64,
+        begin: Seq,
     },
     /// The rewind begun at seq `rewind` was undone: its turns come back.
     UndoDone {
         /// Seq of the `rewind_begin` that was undone.
-        rewind: u64,
+        rewind: Seq,
     },
     /// Files a rewind or undo recreated from their records: records naming each `was`
     /// identity now mean its `now` file (journal version 3).
@@ -368,7 +368,7 @@ pub enum Record {
     /// its bytes could not be read) replaces it. Journal version 2.
     Staged {
         /// Seq of the capture whose pre-image was staged.
-        capture: u64,
+        capture: Seq,
         /// What it resolved to.
         pre: PreImage,
     },
@@ -417,7 +417,7 @@ pub struct Line {
     /// Format version; anything newer than [`JOURNAL_VERSION`] is refused.
     pub v: u32,
     /// Position in the journal, strictly increasing.
-    pub seq: u64,
+    pub seq: Seq,
     /// Unix time in seconds.
     pub time: u64,
     /// The payload.
@@ -472,7 +472,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
     let mut out = Parsed::default();
     let mut pos = 0;
     let mut line_no = 0;
-    let mut last_seq = 0;
+    let mut last_seq = Seq(0);
     while pos < bytes.len() {
         line_no += 1;
         let Some(nl) = bytes[pos..].iter().position(|b| *b == b'\n') else {
@@ -544,10 +544,10 @@ mod tests {
     fn turn(seq: u64, n: u64) -> Line {
         Line {
             v: 1,
-            seq,
+            seq: Seq(seq),
             time: 0,
             rec: Record::Turn {
-                turn: n,
+                turn: Turn(n),
                 label: None,
             },
         }
@@ -589,10 +589,10 @@ mod tests {
     fn capture_line_format_is_stable() {
         let line = Line {
             v: 1,
-            seq: 7,
+            seq: Seq(7),
             time: 5,
             rec: Record::Capture {
-                turn: 2,
+                turn: Turn(2),
                 path: RelPath::new(b"a/b.txt").expect("valid"),
                 pre: PreImage::Absent,
                 undo_of: None,
