@@ -1,5 +1,6 @@
 //! `diff`: what changed from the start of a turn to now, per path touched since.
 
+use crate::ids::BlobId;
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::PreImage;
@@ -120,7 +121,7 @@ fn text_diff(path: &str, old: &[u8], new: &[u8]) -> (String, usize, usize) {
     (text, added, removed)
 }
 
-fn blob_bytes(store: &Store, id: &str) -> Option<Vec<u8>> {
+fn blob_bytes(store: &Store, id: &BlobId) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     store
         .blobs
@@ -136,7 +137,7 @@ fn blob_bytes(store: &Store, id: &str) -> Option<Vec<u8>> {
 /// when given.
 pub fn diff(root: BorrowedFd<'_>, store: &Store, turn: u64, only: &[RelPath]) -> Vec<FileChange> {
     let mut out = Vec::new();
-    for (path, pre) in store.index.plan_targets(turn) {
+    for (path, pre) in store.index.plan_targets(crate::ids::Turn(turn)) {
         if !only.is_empty() && !only.iter().any(|o| path.starts_with(o)) {
             continue;
         }
@@ -229,7 +230,7 @@ fn changes_of(
 fn file_changes(
     store: &Store,
     p: &str,
-    (blob, mode, size): (&String, u32, u64),
+    (blob, mode, size): (&BlobId, u32, u64),
     (bytes, m2, s2): (Option<Vec<u8>>, u32, u64),
     push: &mut dyn FnMut(&str, usize, usize, String),
 ) {

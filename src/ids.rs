@@ -1,14 +1,177 @@
-//! Identifiers of the store that are checked wherever they are read (the journal and the pack
-//! indexes are untrusted input). The first of the newtypes issue 13 asks for lives here; the
-//! others (node ids, handles, seqs, turns, epochs) are to follow.
+//! Identifiers of the store, as types: a value of one is valid by construction, so it is
+//! checked once, where untrusted text is read (the journal, the pack indexes, the names of the
+//! files in `blobs/`), and never again; and the numbers of the journal, turns and seqs, each a
+//! type of its own so one cannot be passed for the other. Issue 13's node ids, handles and
+//! epochs are to follow. Outside `crate::store`, turns are still bare `u64` (converted with
+//! `Turn(n)` / `.0` where they meet the store).
 
-/// Whether `id` is a blob id: a sha256 in lower-case hex (64 characters), as blob files, pack
-/// index lines and journal records name blobs.
-pub fn valid_blob_id(id: &str) -> bool {
-    id.len() == 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::str::FromStr;
+
+/// A blob id: the sha256 of a blob's raw bytes. Written (blob file names, pack index lines,
+/// journal records) as 64 lower-case hex characters, and read back only from exactly that.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlobId([u8; 32]);
+
+/// Text that is not a blob id (64 lower-case hex characters).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadBlobId(pub String);
+
+impl fmt::Display for BadBlobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "blob id {:?} is not a sha256", self.0)
+    }
+}
+
+impl std::error::Error for BadBlobId {}
+
+impl BlobId {
+    /// The id of `bytes`: their sha256.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self::finish(Sha256::new_with_prefix(bytes))
+    }
+
+    /// The id of the bytes fed to `hasher`.
+    pub fn finish(hasher: Sha256) -> Self {
+        let mut id = [0u8; 32];
+        id.copy_from_slice(&hasher.finalize());
+        Self(id)
+    }
+
+    /// The sha256 itself.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The 64 lower-case hex characters that name the blob on disk.
+    pub fn to_hex(&self) -> String {
+        crate::relpath::hex(&self.0)
+    }
+
+    /// The first 12 hex characters, as reports name a blob.
+    pub fn short(&self) -> String {
+        crate::relpath::hex(&self.0[..6])
+    }
+}
+
+impl fmt::Display for BlobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for BlobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// The value of one lower-case hex digit.
+fn digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    }
+}
+
+impl FromStr for BlobId {
+    type Err = BadBlobId;
+
+    /// Exactly 64 lower-case hex characters; anything else is refused.
+    fn from_str(s: &str) -> Result<Self, BadBlobId> {
+        let bad = || BadBlobId(s.to_string());
+        let text = s.as_bytes();
+        if text.len() != 64 {
+            return Err(bad());
+        }
+        let mut id = [0u8; 32];
+        for (out, pair) in id.iter_mut().zip(text.chunks_exact(2)) {
+            *out = (digit(pair[0]).ok_or_else(bad)? << 4) | digit(pair[1]).ok_or_else(bad)?;
+        }
+        Ok(Self(id))
+    }
+}
+
+impl TryFrom<&str> for BlobId {
+    type Error = BadBlobId;
+
+    fn try_from(s: &str) -> Result<Self, BadBlobId> {
+        s.parse()
+    }
+}
+
+/// On disk: the hex string, as a plain `String` was written.
+impl Serialize for BlobId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for BlobId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Hex;
+        impl serde::de::Visitor<'_> for Hex {
+            type Value = BlobId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a blob id (64 lower-case hex characters)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BlobId, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Hex)
+    }
+}
+
+/// A number type of the store: a `u64` on disk (`#[serde(transparent)]`) and in every
+/// message (`Display` and `Debug` write the bare number), a type of its own in the code.
+macro_rules! number_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub u64);
+
+        impl From<u64> for $name {
+            fn from(n: u64) -> Self {
+                Self(n)
+            }
+        }
+
+        impl From<$name> for u64 {
+            fn from(n: $name) -> u64 {
+                n.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.0, f)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.0, f)
+            }
+        }
+    };
+}
+
+number_id! {
+    /// A turn number: turn 0 is before the first `turn` record; `echo N > .ckpt/turn` begins
+    /// turn `N`.
+    Turn
+}
+
+number_id! {
+    /// A journal position: the `seq` of a line, strictly increasing through the journal (a
+    /// prune renumbers them). Records name other records by it (`rewind_done`'s `begin`,
+    /// `staged`'s `capture`, …), and a staged pre-image is the file `staged/<seq>`.
+    Seq
 }
 
 #[cfg(test)]
@@ -17,9 +180,89 @@ mod tests {
 
     #[test]
     fn blob_ids_are_lower_case_sha256_hex() {
-        assert!(valid_blob_id(&"ab".repeat(32)));
-        assert!(!valid_blob_id(&"AB".repeat(32)));
-        assert!(!valid_blob_id("abc"));
-        assert!(!valid_blob_id(&format!("{}/x", "a".repeat(62))));
+        let text = "ab".repeat(32);
+        let id: BlobId = text.parse().expect("valid");
+        assert_eq!(id.to_string(), text);
+        assert_eq!(format!("{id:?}"), text);
+        assert_eq!(id.as_bytes(), &[0xab; 32]);
+        assert_eq!(id.short(), "abababababab");
+        let every_digit = "0123456789abcdef".repeat(4);
+        let back = BlobId::try_from(every_digit.as_str()).expect("valid");
+        assert_eq!(back.to_hex(), every_digit);
+        for bad in [
+            "AB".repeat(32),
+            format!("{}A", "a".repeat(63)),
+            "abc".to_string(),
+            String::new(),
+            "a".repeat(63),
+            "a".repeat(65),
+            format!("{}/x", "a".repeat(62)),
+            format!("{}g", "a".repeat(63)),
+            format!("{} ", "a".repeat(63)),
+            format!("{}é", "a".repeat(62)),
+        ] {
+            assert_eq!(
+                bad.parse::<BlobId>(),
+                Err(BadBlobId(bad.clone())),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_blob_id_is_the_sha256_of_the_bytes() {
+        assert_eq!(
+            BlobId::of(b"hello").to_string(),
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+        let mut h = Sha256::new();
+        h.update(b"hel");
+        h.update(b"lo");
+        assert_eq!(BlobId::finish(h), BlobId::of(b"hello"));
+    }
+
+    #[test]
+    fn blob_ids_order_as_their_hex_does() {
+        let mut ids: Vec<BlobId> = ["f0", "0f", "a1", "1a"]
+            .iter()
+            .map(|p| p.repeat(32).parse().expect("valid"))
+            .collect();
+        ids.sort();
+        let hex: Vec<String> = ids.iter().map(BlobId::to_hex).collect();
+        let mut sorted = hex.clone();
+        sorted.sort();
+        assert_eq!(hex, sorted);
+    }
+
+    #[test]
+    fn serde_writes_the_same_json_as_a_string_did() {
+        let text = BlobId::of(b"x").to_hex();
+        let id: BlobId = text.parse().expect("valid");
+        let json = serde_json::to_string(&id).expect("serialise");
+        assert_eq!(json, serde_json::to_string(&text).expect("serialise"));
+        assert_eq!(serde_json::from_str::<BlobId>(&json).expect("parse"), id);
+        let value = serde_json::to_value(id).expect("to value");
+        assert_eq!(
+            serde_json::from_value::<BlobId>(value).expect("from value"),
+            id
+        );
+        for bad in [r#""ABC""#, &format!("{:?}", "A".repeat(64)), "42", "null"] {
+            assert!(serde_json::from_str::<BlobId>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn turns_and_seqs_are_bare_numbers_on_disk_and_in_messages() {
+        assert_eq!(serde_json::to_string(&Turn(7)).expect("serialise"), "7");
+        assert_eq!(serde_json::to_string(&Seq(42)).expect("serialise"), "42");
+        assert_eq!(serde_json::from_str::<Seq>("42").expect("parse"), Seq(42));
+        assert!(serde_json::from_str::<Turn>("\"7\"").is_err());
+        assert!(serde_json::from_str::<Turn>("-1").is_err());
+        assert_eq!(
+            format!("{} {:?} {:>3}", Turn(7), Seq(42), Turn(5)),
+            "7 42   5"
+        );
+        assert_eq!(u64::from(Turn::from(9)), 9);
+        assert!(Seq(2) > Seq(1));
     }
 }

@@ -40,7 +40,7 @@ pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
         .iter()
         .map(|t| {
             let mut row = TurnRow {
-                turn: t.turn,
+                turn: t.turn.0,
                 label: t.label.clone(),
                 time: t.time,
                 created: 0,
@@ -105,10 +105,10 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
     for c in &store.index.captures {
         if let PreImage::File { size, blob, .. } = &c.pre {
             captured += size;
-            seen.insert(blob.clone());
+            seen.insert(*blob);
         }
     }
-    let cur = store.index.current_turn();
+    let cur = store.index.current_turn().0;
     Status {
         folder: folder.to_string(),
         mounted: pid.is_some(),
@@ -122,7 +122,7 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
         } else {
             captured as f64 / blob_bytes as f64
         },
-        turns: store.index.turns.iter().map(|t| t.turn).collect(),
+        turns: store.index.turns.iter().map(|t| t.turn.0).collect(),
         warn_bytes: warn_threshold(store),
     }
 }

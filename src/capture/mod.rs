@@ -140,7 +140,7 @@ impl Capturer {
     /// [`Self::lock`] does): reading `.ckpt/turn`, which a shell prompt may do every time,
     /// must not wait for every pending staged capture to be stored.
     pub fn current_turn(&self) -> u64 {
-        self.lock_raw().index.current_turn()
+        self.lock_raw().index.current_turn().0
     }
 
     /// The size limit for stored file content.

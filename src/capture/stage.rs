@@ -14,6 +14,7 @@
 
 use super::{Capturer, Who, lock_ignoring_poison, lock_store, read_preimage};
 use crate::identity::FileId;
+use crate::ids::Seq;
 use crate::relpath::RelPath;
 use crate::store::blob::BlobStore;
 use crate::store::journal::{PreImage, Record};
@@ -38,7 +39,7 @@ pub enum StageBy {
 #[derive(Debug, Clone, Copy)]
 struct Staged {
     epoch: u64,
-    seq: u64,
+    seq: Seq,
 }
 
 /// A staged pre-image whose removal or rename the caller has still to report, returned by
@@ -150,7 +151,7 @@ fn store_staged_batch(
     blobs: &BlobStore,
     staged: &OwnedFd,
     epoch: u64,
-    batch: Vec<u64>,
+    batch: Vec<Seq>,
 ) {
     let stored: Vec<StoredStage> = batch
         .into_iter()
@@ -309,7 +310,7 @@ fn place_in_staged(
     store: &Store,
     parent: BorrowedFd<'_>,
     name: &CStr,
-    seq: u64,
+    seq: Seq,
     by: StageBy,
 ) -> SysResult<()> {
     let staged_name = Store::staged_name(seq);
@@ -332,7 +333,7 @@ fn resolve_unstaged(
     store: &mut Store,
     parent: BorrowedFd<'_>,
     name: &CStr,
-    seq: u64,
+    seq: Seq,
     max_blob: u64,
 ) -> Result<(), Errno> {
     let pre = match read_preimage(&store.blobs, parent, name, max_blob) {
@@ -354,6 +355,7 @@ fn resolve_unstaged(
 mod tests {
     use super::*;
     use crate::capture::tests::{lstat, project, rp};
+    use crate::ids::Turn;
     use crate::store::journal::PreImage;
     use std::os::fd::AsFd;
 
@@ -434,7 +436,7 @@ mod tests {
     }
 
     /// The capture seq of a stage not settled yet.
-    fn seq_of(pending: &PendingStage<'_>) -> u64 {
+    fn seq_of(pending: &PendingStage<'_>) -> Seq {
         pending.staged.expect("not settled").seq
     }
 
@@ -452,9 +454,9 @@ mod tests {
 
     /// What a stage never settled leaves, checked without `Capturer::lock` (which would
     /// store it anyway): resolved in the journal and the index, its staged file gone.
-    fn assert_stored_at_once(dir: &tempfile::TempDir, cap: &Capturer, seq: u64, bytes: &[u8]) {
+    fn assert_stored_at_once(dir: &tempfile::TempDir, cap: &Capturer, seq: Seq, bytes: &[u8]) {
         let records = staged_records(dir);
-        let resolving = records.iter().filter(|s| **s == seq).count();
+        let resolving = records.iter().filter(|s| **s == seq.0).count();
         assert_eq!(resolving, 1, "one staged record in the journal resolves it");
         let store = cap.lock_raw();
         assert!(store.index.pending.is_empty(), "nothing left pending");
@@ -585,7 +587,7 @@ mod tests {
         let mut store = Store::open(root.as_fd(), false, false).expect("store");
         store
             .append(Record::Turn {
-                turn: 2,
+                turn: Turn(2),
                 label: None,
             })
             .expect("turn 2");

@@ -7,6 +7,7 @@
 //! filesystem's handle table) supplies, and decide whether the turn may begin at all.
 
 use super::{Capturer, Who, read_preimage};
+use crate::ids::Turn;
 use crate::relpath::RelPath;
 use crate::store::StoreError;
 use crate::store::journal::Record;
@@ -87,7 +88,7 @@ impl Capturer {
         open_for_write: &OpenForWrite<'_>,
     ) -> Result<bool, TurnError> {
         let mut store = self.lock_raw();
-        let current = store.index.current_turn();
+        let current = store.index.current_turn().0;
         if n == current && label.is_none() {
             return Ok(false);
         }
@@ -95,7 +96,10 @@ impl Capturer {
             return Err(TurnError::NotAfter { current });
         }
         let max_blob = self.max_blob;
-        let mut records = vec![Record::Turn { turn: n, label }];
+        let mut records = vec![Record::Turn {
+            turn: Turn(n),
+            label,
+        }];
         let mut seen = std::collections::HashSet::new();
         let mut failed = None;
         open_for_write(&mut |named| {
@@ -105,7 +109,7 @@ impl Capturer {
                 }
                 let pre = read_preimage(&store.blobs, dir, name, max_blob)?;
                 records.push(Record::Capture {
-                    turn: n,
+                    turn: Turn(n),
                     path: path.clone(),
                     pre,
                     undo_of: None,

@@ -54,7 +54,7 @@ pub fn run(a: TurnArgs) -> CliResult {
         }
         Target::Offline(folder) => {
             let (_root, mut store) = super::open_offline(&folder)?;
-            let current = store.index.current_turn();
+            let current = store.index.current_turn().0;
             match a.turn {
                 None => println!("{current}"),
                 Some(n) if n == current && a.label.is_none() => println!("{current}"),
@@ -66,7 +66,7 @@ pub fn run(a: TurnArgs) -> CliResult {
                 Some(n) => {
                     store
                         .append(Record::Turn {
-                            turn: n,
+                            turn: crate::ids::Turn(n),
                             label: a.label,
                         })
                         .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;

@@ -42,6 +42,7 @@ pub use report::{Failure, Report, RewindError};
 pub use restore::remove_tree;
 pub use verify::verify;
 
+use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::{PreImage, Record};
@@ -75,7 +76,7 @@ pub fn rewind(
     req: Request,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
-    let from = store.index.current_turn();
+    let from = store.index.current_turn().0;
     let Chosen {
         to,
         targets,
@@ -111,7 +112,10 @@ pub fn rewind(
     let begin = match resume {
         Some(b) => b,
         None => store
-            .append(Record::RewindBegin { to, from })
+            .append(Record::RewindBegin {
+                to: Turn(to),
+                from: Turn(from),
+            })
             .map_err(RewindError::Store)?,
     };
     record_saves(store, saves, to, begin)?;
@@ -129,7 +133,7 @@ struct Chosen {
     targets: Vec<(RelPath, PreImage)>,
     /// Where the journal says a rewind that was cut off began, when this run completes it
     /// instead of what was asked.
-    resume: Option<u64>,
+    resume: Option<Seq>,
 }
 
 /// What `req` rewinds to: the last rewind's starting turn for an undo, else the turn of a
@@ -142,7 +146,7 @@ fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
             .as_ref()
             .ok_or(RewindError::NothingToUndo)?;
         Ok(Chosen {
-            to: last.from,
+            to: last.from.0,
             targets: store.index.undo_targets().unwrap_or_default(),
             resume: None,
         })
@@ -150,20 +154,20 @@ fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
         // A rewind was cut off: finish it first, whatever was asked.
         log::warn!(target: "ckpt::rewind", "completing the rewind to turn {to} that was cut off");
         Ok(Chosen {
-            to,
+            to: to.0,
             targets: store.index.plan_targets(to),
             resume: Some(begin),
         })
     } else {
-        if !store.index.has_turn(req.to) {
+        if !store.index.has_turn(Turn(req.to)) {
             return Err(RewindError::NoSuchTurn {
                 turn: req.to,
-                known: store.index.turns.iter().map(|t| t.turn).collect(),
+                known: store.index.turns.iter().map(|t| t.turn.0).collect(),
             });
         }
         Ok(Chosen {
             to: req.to,
-            targets: store.index.plan_targets(req.to),
+            targets: store.index.plan_targets(Turn(req.to)),
             resume: None,
         })
     }
@@ -178,7 +182,7 @@ fn apply_undo(
     report: &mut Report,
     progress: Progress<'_>,
 ) -> Result<(), RewindError> {
-    let rewind = store.index.last_rewind.as_ref().map_or(0, |l| l.begin);
+    let rewind = store.index.last_rewind.as_ref().map_or(Seq(0), |l| l.begin);
     let anchors = link_anchors(root, plan, &HashSet::new());
     apply(root, store, plan, &anchors, report, progress);
     record_renewals(store, report)?;
@@ -194,7 +198,7 @@ fn close_unless_unfinished(
     store: &mut Store,
     plan: &Plan,
     report: &mut Report,
-    begin: u64,
+    begin: Seq,
 ) -> Result<(), RewindError> {
     // A pre-image that was never stored fails every time; anything else (a parent swapped for
     // a symlink meanwhile, an I/O error) may succeed on a second run. Such a rewind stays open,
@@ -229,10 +233,10 @@ pub fn rewind_paths(
     max_blob: u64,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
-    if !store.index.has_turn(to) {
+    if !store.index.has_turn(Turn(to)) {
         return Err(RewindError::NoSuchTurn {
             turn: to,
-            known: store.index.turns.iter().map(|t| t.turn).collect(),
+            known: store.index.turns.iter().map(|t| t.turn.0).collect(),
         });
     }
     // Hard-link groups are formed over every target before choosing the paths: a name's own
@@ -241,7 +245,7 @@ pub fn rewind_paths(
     let all = share_hard_links(
         store
             .index
-            .with_current_identities(store.index.plan_targets(to)),
+            .with_current_identities(store.index.plan_targets(Turn(to))),
     );
     let mut targets: Vec<(RelPath, PreImage)> = all
         .iter()
@@ -255,7 +259,7 @@ pub fn rewind_paths(
     targets.extend(uncaptured_links(root, &all, &targets, paths));
     let plan = plan(targets);
     refuse_unless_verified(&plan, store)?;
-    let from = store.index.current_turn();
+    let from = store.index.current_turn().0;
     let mut report = Report {
         to,
         from,

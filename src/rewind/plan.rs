@@ -119,7 +119,7 @@ mod tests {
     #[test]
     fn paths_below_a_file_target_are_dropped() {
         let file = PreImage::File {
-            blob: "0".repeat(64),
+            blob: "0".repeat(64).parse().expect("a blob id"),
             size: 0,
             mode: 0o644,
             uid: 0,

@@ -12,6 +12,7 @@
 use super::plan::Step;
 use super::resolve::{cname, open_parent};
 use crate::identity::FileId;
+use crate::ids::BlobId;
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::{PreImage, Xattr};
@@ -279,7 +280,7 @@ impl Slot<'_> {
     fn restore_file(
         &self,
         store: &Store,
-        blob: &str,
+        blob: &BlobId,
         owner: (u32, u32),
         mode: u32,
         xattrs: Option<&[Xattr]>,
@@ -471,7 +472,7 @@ pub(super) fn link_step(
 }
 
 /// Writes a blob's original bytes into `dst` from offset 0 (decompressing when stored so).
-fn copy_blob(store: &Store, id: &str, dst: BorrowedFd<'_>) -> Result<(), Errno> {
+fn copy_blob(store: &Store, id: &BlobId, dst: BorrowedFd<'_>) -> Result<(), Errno> {
     let mut off = 0u64;
     store.blobs.read_blob(id, &mut |chunk| {
         crate::sys::write_all(dst, chunk, off)?;

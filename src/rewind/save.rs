@@ -11,6 +11,7 @@ use super::plan::Plan;
 use super::report::{Failure, RewindError};
 use super::resolve::{cname, open_parent_raw};
 use crate::capture::{read_preimage, walk_tree};
+use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::{PreImage, Record};
@@ -101,13 +102,13 @@ pub(super) fn record_saves(
     store: &mut Store,
     saves: Vec<(RelPath, PreImage)>,
     to: u64,
-    begin: u64,
+    begin: Seq,
 ) -> Result<(), RewindError> {
     if !saves.is_empty() {
         let records = saves
             .into_iter()
             .map(|(path, pre)| Record::Capture {
-                turn: to,
+                turn: Turn(to),
                 path,
                 pre,
                 undo_of: Some(begin),
@@ -142,7 +143,7 @@ pub(super) fn capture_for_current_turn(
     )?
     .into_iter()
     .map(|(path, pre)| Record::Capture {
-        turn: from,
+        turn: Turn(from),
         path,
         pre,
         undo_of: None,

@@ -6,6 +6,7 @@
 
 use super::plan::Plan;
 use super::report::{Failure, RewindError};
+use crate::ids::BlobId;
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::PreImage;
@@ -14,7 +15,7 @@ use std::collections::HashSet;
 /// Checks a plan before anything changes: paths re-validated, every blob present and whole.
 pub fn verify(plan: &Plan, store: &Store) -> Vec<Failure> {
     let mut problems = Vec::new();
-    let mut checked: HashSet<&str> = HashSet::new();
+    let mut checked: HashSet<&BlobId> = HashSet::new();
     for step in plan.steps() {
         if RelPath::new(step.path.as_bytes()).is_err() {
             problems.push(Failure {
@@ -24,21 +25,18 @@ pub fn verify(plan: &Plan, store: &Store) -> Vec<Failure> {
             continue;
         }
         if let PreImage::File { blob, .. } = &step.target {
-            if !checked.insert(blob.as_str()) {
+            if !checked.insert(blob) {
                 continue;
             }
             match store.blobs.verify(blob) {
                 Ok(true) => {}
                 Ok(false) => problems.push(Failure {
                     path: step.path.to_string(),
-                    reason: format!(
-                        "blob {} does not match its hash",
-                        &blob[..12.min(blob.len())]
-                    ),
+                    reason: format!("blob {} does not match its hash", blob.short()),
                 }),
                 Err(e) => problems.push(Failure {
                     path: step.path.to_string(),
-                    reason: format!("blob {} unreadable: {e}", &blob[..12.min(blob.len())]),
+                    reason: format!("blob {} unreadable: {e}", blob.short()),
                 }),
             }
         }

@@ -6,9 +6,8 @@
 //! temp file, so a reader never sees a partial blob; identical bytes are stored once, in one
 //! form or another. Temp files are `.tmp-<pid>-<n>` and are removed at open.
 
-use crate::ids::valid_blob_id as valid_id;
+use crate::ids::BlobId;
 use crate::lock_order::{Rank, Ranked};
-use crate::relpath::hex;
 use crate::sys::{self, Errno, SysResult};
 use crate::tree::{Durability, TempFile};
 use sha2::{Digest, Sha256};
@@ -23,8 +22,8 @@ const CHUNK: usize = 256 * 1024;
 /// Outcome of storing content.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stored {
-    /// sha256, lower-case hex.
-    pub id: String,
+    /// The sha256 of the bytes.
+    pub id: BlobId,
     /// Bytes read.
     pub size: u64,
     /// Whether new bytes were written (false when the blob already existed).
@@ -49,7 +48,7 @@ pub struct BlobStore {
     /// it is not loose, so storing a new small blob costs no `fstatat` of its two loose names.
     /// One that is in it is still looked up on disk (a blob deleted by hand is stored again).
     /// `None` for a read-only store, which always looks on disk.
-    loose: Option<Mutex<HashSet<String>>>,
+    loose: Option<Mutex<HashSet<BlobId>>>,
     /// Held while a small blob is looked up and appended, and through a compaction: puts from
     /// the stager thread (outside the store lock) neither store a blob twice nor append to a
     /// pack a compaction is about to delete.
@@ -130,12 +129,8 @@ impl BlobStore {
         })
     }
 
-    fn shard(&self, id: &str, create: bool) -> SysResult<ShardFd<'_>> {
-        if let Some(cell) = id
-            .get(..2)
-            .and_then(|h| u8::from_str_radix(h, 16).ok())
-            .and_then(|i| self.shards.get(usize::from(i)))
-        {
+    fn shard(&self, id: &BlobId, create: bool) -> SysResult<ShardFd<'_>> {
+        if let Some(cell) = self.shards.get(usize::from(id.as_bytes()[0])) {
             if cell.get().is_none() {
                 // Another thread may have set it meanwhile: the same directory, so either does.
                 let _ = cell.set(self.open_shard(id, create)?);
@@ -147,8 +142,9 @@ impl BlobStore {
         self.open_shard(id, create).map(ShardFd::Opened)
     }
 
-    fn open_shard(&self, id: &str, create: bool) -> SysResult<OwnedFd> {
-        let name = CString::new(&id[..2]).map_err(|_| Errno(libc::EINVAL))?;
+    fn open_shard(&self, id: &BlobId, create: bool) -> SysResult<OwnedFd> {
+        let name =
+            CString::new(format!("{:02x}", id.as_bytes()[0])).map_err(|_| Errno(libc::EINVAL))?;
         if create {
             match sys::mkdirat(self.dir.as_fd(), &name, 0o700) {
                 // A new shard's name in `blobs/` is synced before a blob in it is relied on.
@@ -175,17 +171,17 @@ impl BlobStore {
         self.compress.load(Ordering::Relaxed)
     }
 
-    fn names(id: &str) -> SysResult<(CString, CString)> {
-        let raw = CString::new(&id[2..]).map_err(|_| Errno(libc::EINVAL))?;
-        let zst = CString::new(format!("{}{ZST}", &id[2..])).map_err(|_| Errno(libc::EINVAL))?;
+    /// The two names a loose blob can have in its shard: the last 62 hex characters of its id,
+    /// with or without [`ZST`].
+    fn names(id: &BlobId) -> SysResult<(CString, CString)> {
+        let hex = id.to_hex();
+        let raw = CString::new(&hex[2..]).map_err(|_| Errno(libc::EINVAL))?;
+        let zst = CString::new(format!("{}{ZST}", &hex[2..])).map_err(|_| Errno(libc::EINVAL))?;
         Ok((raw, zst))
     }
 
     /// Opens a blob: its descriptor, and whether it is compressed.
-    fn find(&self, id: &str) -> SysResult<(OwnedFd, bool)> {
-        if !valid_id(id) {
-            return Err(Errno(libc::EINVAL));
-        }
+    fn find(&self, id: &BlobId) -> SysResult<(OwnedFd, bool)> {
         let shard = self.shard(id, false)?;
         let (raw, zst) = Self::names(id)?;
         let flags = libc::O_RDONLY | libc::O_NOFOLLOW;
@@ -199,15 +195,12 @@ impl BlobStore {
     }
 
     /// Whether the blob exists (in either form).
-    pub fn exists(&self, id: &str) -> bool {
+    pub fn exists(&self, id: &BlobId) -> bool {
         self.stored_form(id).is_some()
     }
 
     /// `Some(compressed?)` when the blob exists.
-    pub fn stored_form(&self, id: &str) -> Option<bool> {
-        if !valid_id(id) {
-            return None;
-        }
+    pub fn stored_form(&self, id: &BlobId) -> Option<bool> {
         if let Some(loc) = self.packs.as_ref().and_then(|p| p.get(id)) {
             return Some(loc.compressed);
         }
@@ -230,7 +223,7 @@ impl BlobStore {
     /// Streams a blob's original bytes to `sink`, decompressing when needed; returns the size.
     pub fn read_blob(
         &self,
-        id: &str,
+        id: &BlobId,
         sink: &mut dyn FnMut(&[u8]) -> SysResult<()>,
     ) -> SysResult<u64> {
         if let Some(packs) = &self.packs
@@ -279,13 +272,13 @@ impl BlobStore {
 
     /// Re-hashes a blob; `Ok(false)` when its bytes do not match its name (or a compressed
     /// blob does not decompress).
-    pub fn verify(&self, id: &str) -> SysResult<bool> {
+    pub fn verify(&self, id: &BlobId) -> SysResult<bool> {
         let mut h = Sha256::new();
         match self.read_blob(id, &mut |b| {
             h.update(b);
             Ok(())
         }) {
-            Ok(_) => Ok(hex(&h.finalize()) == id),
+            Ok(_) => Ok(BlobId::finish(h) == *id),
             Err(Errno(libc::EIO)) if self.stored_form(id) == Some(true) => Ok(false),
             Err(e) => Err(e),
         }
@@ -339,7 +332,7 @@ impl BlobStore {
             off += n as u64;
         }
         out.finish()?;
-        let id = hex(&h.finalize());
+        let id = BlobId::finish(h);
         if self.exists(&id) {
             // The temp file is removed as it drops.
             return Ok(Stored {
@@ -353,15 +346,12 @@ impl BlobStore {
 
     /// Stores bytes held in memory.
     pub fn put_bytes(&self, bytes: &[u8]) -> SysResult<Stored> {
-        self.put_hashed(&hex(&Sha256::digest(bytes)), bytes)
+        self.put_hashed(&BlobId::of(bytes), bytes)
     }
 
-    /// Stores bytes whose sha256 hex the caller computed (`id`; the caller's duty to be right).
-    pub fn put_hashed(&self, id: &str, bytes: &[u8]) -> SysResult<Stored> {
-        if !valid_id(id) {
-            return Err(Errno(libc::EINVAL));
-        }
-        let id = id.to_string();
+    /// Stores bytes whose sha256 the caller computed (`id`; the caller's duty to be right).
+    pub fn put_hashed(&self, id: &BlobId, bytes: &[u8]) -> SysResult<Stored> {
+        let id = *id;
         let size = bytes.len() as u64;
         if bytes.len() <= SMALL
             && let Some(packs) = &self.packs
@@ -406,7 +396,7 @@ impl BlobStore {
 
     /// Puts a finished temp file in place as the loose blob `id` (`size` raw bytes), by the
     /// one rule of `crate::tree`: synced with `--durable`.
-    fn publish(&self, tmp: TempFile<'_>, id: String, size: u64) -> SysResult<Stored> {
+    fn publish(&self, tmp: TempFile<'_>, id: BlobId, size: u64) -> SysResult<Stored> {
         let shard = self.shard(&id, true)?;
         let (raw, zst) = Self::names(&id)?;
         let final_name = if self.compressing() { zst } else { raw };
@@ -439,7 +429,7 @@ impl BlobStore {
     }
 
     /// Every blob id present, with its size (for fsck, status and prune).
-    pub fn list(&self) -> SysResult<Vec<(String, u64)>> {
+    pub fn list(&self) -> SysResult<Vec<(BlobId, u64)>> {
         let mut out = self
             .packs
             .as_ref()
@@ -466,10 +456,11 @@ impl BlobStore {
                     continue;
                 };
                 let rest = rest.strip_suffix(ZST).unwrap_or(&rest);
-                let id = format!("{}{rest}", String::from_utf8_lossy(&shard.name));
-                if !valid_id(&id) {
+                // A name that is not an id is no blob (and never reaches the callers).
+                let Ok(id) = format!("{}{rest}", String::from_utf8_lossy(&shard.name)).parse()
+                else {
                     continue;
-                }
+                };
                 let Ok(cname) = CString::new(e.name) else {
                     continue;
                 };
@@ -483,7 +474,7 @@ impl BlobStore {
     }
 
     /// Removes a blob (prune).
-    pub fn remove(&self, id: &str) -> SysResult<()> {
+    pub fn remove(&self, id: &BlobId) -> SysResult<()> {
         if self.packs.as_ref().is_some_and(|p| p.remove(id)) {
             return Ok(());
         }
@@ -506,14 +497,14 @@ impl BlobStore {
             .map_or(Ok(()), super::pack::Packs::compact)
     }
 
-    fn note_loose(&self, id: &str) {
+    fn note_loose(&self, id: &BlobId) {
         if let Some(loose) = &self.loose {
-            lock(loose).insert(id.to_string());
+            lock(loose).insert(*id);
         }
     }
 
     /// Removes stale temp files and lists the loose blobs (one pass over the shards at open).
-    fn scan_shards(&self) -> HashSet<String> {
+    fn scan_shards(&self) -> HashSet<BlobId> {
         let mut loose = HashSet::new();
         let Ok(top) = sys::reopen(self.dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY) else {
             return loose;
@@ -540,7 +531,7 @@ impl BlobStore {
                         let mut id = e.name.clone();
                         id.extend_from_slice(rest);
                         if let Ok(id) = String::from_utf8(id)
-                            && valid_id(&id)
+                            && let Ok(id) = id.parse::<BlobId>()
                         {
                             loose.insert(id);
                         }
@@ -611,7 +602,7 @@ mod tests {
         assert!(a.new);
         assert!(!b.new);
         assert_eq!(
-            a.id,
+            a.id.to_hex(),
             "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
         );
         assert_eq!(s.list().expect("list").len(), 1);
@@ -641,8 +632,9 @@ mod tests {
         let s = BlobStore::open(d.as_fd(), false).expect("reopen");
         assert!(!s.put_bytes(&big).expect("put again").new);
         // Deleted by hand under a running store: found missing on disk, stored again.
-        let shard = dir.path().join("blobs").join(&first.id[..2]);
-        std::fs::remove_file(shard.join(&first.id[2..])).expect("delete blob");
+        let hex = first.id.to_hex();
+        let shard = dir.path().join("blobs").join(&hex[..2]);
+        std::fs::remove_file(shard.join(&hex[2..])).expect("delete blob");
         assert!(!s.exists(&first.id));
         assert!(s.put_bytes(&big).expect("put after delete").new);
         assert!(s.verify(&first.id).expect("verify"));
@@ -680,11 +672,12 @@ mod tests {
         })
         .expect("read");
         assert_eq!(back, text);
+        let big_hex = big.id.to_hex();
         let on_disk = std::fs::metadata(
             dir.path()
                 .join("blobs")
-                .join(&big.id[..2])
-                .join(format!("{}.zst", &big.id[2..])),
+                .join(&big_hex[..2])
+                .join(format!("{}.zst", &big_hex[2..])),
         )
         .expect("stat")
         .len();
@@ -693,7 +686,7 @@ mod tests {
             "{on_disk} bytes for {}",
             text.len()
         );
-        let ids: Vec<String> = s
+        let ids: Vec<BlobId> = s
             .list()
             .expect("list")
             .into_iter()
@@ -704,8 +697,8 @@ mod tests {
         std::fs::write(
             dir.path()
                 .join("blobs")
-                .join(&big.id[..2])
-                .join(format!("{}.zst", &big.id[2..])),
+                .join(&big_hex[..2])
+                .join(format!("{}.zst", &big_hex[2..])),
             b"junk",
         )
         .expect("damage");
@@ -730,7 +723,7 @@ mod tests {
             let f = std::fs::File::open(&path).expect("open");
             let st = s.put_fd_sized(f.as_fd(), hint).expect("put");
             assert_eq!(st.size, len as u64, "len {len} hint {hint}");
-            assert_eq!(st.id, hex(&Sha256::digest(&data)), "len {len} hint {hint}");
+            assert_eq!(st.id, BlobId::of(&data), "len {len} hint {hint}");
             assert!(s.exists(&st.id));
         }
     }
@@ -744,13 +737,14 @@ mod tests {
         let f = std::fs::File::open(&path).expect("open");
         let st = s.put_fd(f.as_fd()).expect("put");
         assert_eq!(st.size, data.len() as u64);
-        assert_eq!(st.id, hex(&Sha256::digest(&data)));
+        assert_eq!(st.id, BlobId::of(&data));
         assert!(s.verify(&st.id).expect("verify"));
         let again = s.put_fd(f.as_fd()).expect("put");
         assert!(!again.new);
         // Damage the blob: verify must notice.
+        let hex = st.id.to_hex();
         std::fs::write(
-            dir.path().join("blobs").join(&st.id[..2]).join(&st.id[2..]),
+            dir.path().join("blobs").join(&hex[..2]).join(&hex[2..]),
             b"x",
         )
         .expect("damage");

@@ -5,7 +5,7 @@
 
 use super::blob::BlobStore;
 use super::journal::{self, Line, PreImage, Record};
-use crate::ids::valid_blob_id as valid_id;
+use crate::ids::{BlobId, Seq};
 use crate::relpath::RelPath;
 
 use serde::Serialize;
@@ -91,7 +91,7 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
             return report;
         }
     };
-    let present: BTreeMap<String, u64> = blobs.list().unwrap_or_default().into_iter().collect();
+    let present: BTreeMap<BlobId, u64> = blobs.list().unwrap_or_default().into_iter().collect();
     let (referenced, staged) = references(&lines);
     check_unstored_stages(store_dir, &staged, &mut add);
     check_referenced_blobs(&blobs, &present, &referenced, &mut add);
@@ -99,7 +99,7 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
         add(finding(
             Severity::Warn,
             "blob-orphan",
-            format!("blob {} is referenced by no record", &id[..12]),
+            format!("blob {} is referenced by no record", id.short()),
         ));
     }
     report.records = lines.len();
@@ -140,8 +140,8 @@ fn check_version(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) -> boo
 
 /// Blob id → (size, first path) of every blob a record refers to, and the staged pre-images
 /// no later record says were stored (capture seq → (path, pre-image)).
-type Referenced = BTreeMap<String, (u64, String)>;
-type Unstored = BTreeMap<u64, (RelPath, PreImage)>;
+type Referenced = BTreeMap<BlobId, (u64, String)>;
+type Unstored = BTreeMap<Seq, (RelPath, PreImage)>;
 
 /// What the journal's lines refer to: [`Referenced`] blobs and [`Unstored`] stages.
 fn references(lines: &[Line]) -> (Referenced, Unstored) {
@@ -154,9 +154,7 @@ fn references(lines: &[Line]) -> (Referenced, Unstored) {
                 path,
                 ..
             } => {
-                referenced
-                    .entry(blob.clone())
-                    .or_insert((*size, path.to_string()));
+                referenced.entry(*blob).or_insert((*size, path.to_string()));
             }
             Record::Capture {
                 pre: pre @ PreImage::Staged { .. },
@@ -169,9 +167,7 @@ fn references(lines: &[Line]) -> (Referenced, Unstored) {
                 if let (Some((path, _)), PreImage::File { blob, size, .. }) =
                     (staged.remove(capture), pre)
                 {
-                    referenced
-                        .entry(blob.clone())
-                        .or_insert((*size, path.to_string()));
+                    referenced.entry(*blob).or_insert((*size, path.to_string()));
                 }
             }
             _ => {}
@@ -221,22 +217,16 @@ fn check_unstored_stages(
 }
 
 /// Every referenced blob present, of its recorded size (when stored raw) and matching its hash.
+/// (A record naming a blob by something else than a sha256 did not parse: see
+/// [`bad_blob_id`].)
 fn check_referenced_blobs(
     blobs: &BlobStore,
-    present: &BTreeMap<String, u64>,
+    present: &BTreeMap<BlobId, u64>,
     referenced: &Referenced,
     add: &mut dyn FnMut(Finding),
 ) {
     for (id, (size, path)) in referenced {
-        let short = &id[..12.min(id.len())];
-        if !valid_id(id) {
-            add(finding(
-                Severity::Error,
-                "blob-id",
-                format!("{path}: blob id {id:?} is not a sha256"),
-            ));
-            continue;
-        }
+        let short = id.short();
         match present.get(id) {
             None => add(finding(
                 Severity::Error,
@@ -314,8 +304,8 @@ fn still_at_its_path(store_dir: BorrowedFd<'_>, path: &RelPath, pre: &PreImage) 
 /// Parses line by line, reporting each bad line instead of stopping at the first.
 fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
-    let mut last_seq = 0;
-    let mut begun: HashSet<u64> = HashSet::new();
+    let mut last_seq = Seq(0);
+    let mut begun: HashSet<Seq> = HashSet::new();
     let text_lines: Vec<&[u8]> = bytes.split_inclusive(|b| *b == b'\n').collect();
     for (i, raw) in text_lines.iter().enumerate() {
         let n = i + 1;
@@ -357,11 +347,21 @@ fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
                     journal::JOURNAL_VERSION
                 ),
             )),
-            Err(journal::ParseError::Corrupt { .. }) => add(finding(
-                Severity::Error,
-                "journal-corrupt",
-                format!("line {n}: {}", describe(raw)),
-            )),
+            Err(journal::ParseError::Corrupt { .. }) => match bad_blob_id(raw, &out) {
+                Some((path, id, line)) => {
+                    check_order(n, &line, &mut last_seq, &mut begun, add);
+                    add(finding(
+                        Severity::Error,
+                        "blob-id",
+                        format!("{path}: blob id {id:?} is not a sha256"),
+                    ));
+                }
+                None => add(finding(
+                    Severity::Error,
+                    "journal-corrupt",
+                    format!("line {n}: {}", describe(raw)),
+                )),
+            },
         }
     }
     for b in begun {
@@ -381,8 +381,8 @@ fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
 fn check_order(
     n: usize,
     line: &Line,
-    last_seq: &mut u64,
-    begun: &mut HashSet<u64>,
+    last_seq: &mut Seq,
+    begun: &mut HashSet<Seq>,
     add: &mut dyn FnMut(Finding),
 ) {
     if line.seq <= *last_seq {
@@ -406,6 +406,32 @@ fn check_order(
         }
         _ => {}
     }
+}
+
+/// When all that is wrong with a line is the blob id of its file pre-image (a blob id is
+/// parsed with the line, so such a line is corrupt): the path it is the pre-image of, the id,
+/// and the line with a valid id in its place (still checked for its seq). `None` for a line
+/// with any other fault, and for a `staged` record whose capture is not among `before`.
+fn bad_blob_id(raw: &[u8], before: &[Line]) -> Option<(String, String, Line)> {
+    let mut value: serde_json::Value = serde_json::from_slice(raw).ok()?;
+    let blob = value.get_mut("pre")?.get_mut("blob")?;
+    let id = blob.as_str()?.to_string();
+    if id.parse::<BlobId>().is_ok() {
+        return None;
+    }
+    *blob = serde_json::Value::String("0".repeat(64));
+    let mut text = serde_json::to_vec(&value).ok()?;
+    text.push(b'\n');
+    let line = journal::parse(&text).ok()?.lines.pop()?;
+    let path = match &line.rec {
+        Record::Capture { path, .. } => path.clone(),
+        Record::Staged { capture, .. } => before.iter().find_map(|l| match &l.rec {
+            Record::Capture { path, .. } if l.seq == *capture => Some(path.clone()),
+            _ => None,
+        })?,
+        _ => return None,
+    };
+    Some((path.to_string(), id, line))
 }
 
 /// Why a line did not parse (it is re-parsed alone, so the message names the field).
@@ -432,6 +458,7 @@ use crate::sys::read_file;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::Turn;
     use crate::store::Store;
     use std::os::fd::AsFd;
 
@@ -439,7 +466,7 @@ mod tests {
         r.findings.iter().map(|f| f.kind).collect()
     }
 
-    fn store_with_capture() -> (tempfile::TempDir, String) {
+    fn store_with_capture() -> (tempfile::TempDir, BlobId) {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("f"), b"content").expect("write");
         let root = std::fs::File::open(dir.path()).expect("open");
@@ -447,10 +474,10 @@ mod tests {
         let f = std::fs::File::open(dir.path().join("f")).expect("open f");
         let stored = s.blobs.put_fd(f.as_fd()).expect("put");
         s.append(Record::Capture {
-            turn: 1,
+            turn: Turn(1),
             path: RelPath::new(b"f").expect("valid"),
             pre: PreImage::File {
-                blob: stored.id.clone(),
+                blob: stored.id,
                 size: 7,
                 mode: 0o644,
                 uid: 0,
@@ -516,6 +543,23 @@ mod tests {
                 .iter()
                 .any(|f| f.detail.contains("../../etc/passwd"))
         );
+    }
+
+    #[test]
+    fn a_record_naming_a_blob_by_anything_but_a_sha256_is_a_blob_id_error() {
+        let (dir, _) = store_with_capture();
+        let journal = dir.path().join(".ckpt/journal.jsonl");
+        let mut j = std::fs::read(&journal).expect("read");
+        let bad = "AB".repeat(32);
+        j.extend_from_slice(format!("{{\"v\":1,\"seq\":3,\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"g\",\"pre\":{{\"kind\":\"file\",\"blob\":\"{bad}\",\"size\":3,\"mode\":420,\"uid\":0,\"gid\":0,\"ino\":2,\"nlink\":1}}}}\n").as_bytes());
+        std::fs::write(&journal, j).expect("write");
+        let r = run(&dir);
+        assert_eq!(kinds(&r), vec!["blob-id"], "{:?}", r.findings);
+        assert_eq!(
+            r.findings[0].detail,
+            format!("g: blob id {bad:?} is not a sha256")
+        );
+        assert!(!r.clean());
     }
 
     #[test]

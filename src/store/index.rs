@@ -11,6 +11,7 @@
 
 use super::journal::{Line, PreImage, Record};
 use crate::identity::{FileId, Renewal};
+use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnInfo {
     /// Number.
-    pub turn: u64,
+    pub turn: Turn,
     /// Label, if any.
     pub label: Option<String>,
     /// Unix time it began.
@@ -29,9 +30,9 @@ pub struct TurnInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Capture {
     /// Journal position.
-    pub seq: u64,
+    pub seq: Seq,
     /// Turn.
-    pub turn: u64,
+    pub turn: Turn,
     /// Path.
     pub path: RelPath,
     /// Pre-image.
@@ -46,11 +47,11 @@ pub struct Capture {
 #[derive(Debug, Clone, Default)]
 pub struct LastRewind {
     /// Seq of its `rewind_begin`.
-    pub begin: u64,
+    pub begin: Seq,
     /// Target turn.
-    pub to: u64,
+    pub to: Turn,
     /// Turn current before it.
-    pub from: u64,
+    pub from: Turn,
     /// What it overwrote or deleted, per path.
     pub saved: Vec<Capture>,
     /// Turns it retired.
@@ -71,21 +72,21 @@ pub struct Index {
     /// The last rewind, unless undone.
     pub last_rewind: Option<LastRewind>,
     /// A rewind that began and never finished (the process died): `(begin seq, to, from)`.
-    pub unfinished_rewind: Option<(u64, u64, u64)>,
+    pub unfinished_rewind: Option<(Seq, Turn, Turn)>,
     /// Captures saved by the unfinished rewind.
     pub unfinished_saved: Vec<Capture>,
     /// Highest seq seen.
-    pub last_seq: u64,
+    pub last_seq: Seq,
     /// Captures whose pre-image is still `Staged` (no `staged` record yet): seq -> host inode.
-    pub pending: BTreeMap<u64, u64>,
+    pub pending: BTreeMap<Seq, u64>,
     /// Identities recreated by rewinds: recorded identity -> the file that stands for it now.
     pub renewed: HashMap<FileId, FileId>,
 }
 
 impl Index {
     /// The current turn (0 before the first turn record).
-    pub fn current_turn(&self) -> u64 {
-        self.turns.last().map_or(0, |t| t.turn)
+    pub fn current_turn(&self) -> Turn {
+        self.turns.last().map_or(Turn(0), |t| t.turn)
     }
 
     /// Applies one journal line.
@@ -123,7 +124,7 @@ impl Index {
     }
 
     /// `turn`: turn `turn` begins at `time`; nothing is captured in it yet.
-    fn begin_turn(&mut self, turn: u64, label: Option<String>, time: u64) {
+    fn begin_turn(&mut self, turn: Turn, label: Option<String>, time: u64) {
         self.turns.push(TurnInfo { turn, label, time });
         self.captured_now.clear();
     }
@@ -147,7 +148,7 @@ impl Index {
     /// `rewind_done`: the rewind begun at seq `begin` finished at `time`. Turns after its
     /// target and the captures of its target and later leave the index (kept for an undo),
     /// and the target turn begins afresh. Ignored unless it matches the unfinished rewind.
-    fn finish_rewind(&mut self, begin: u64, time: u64) {
+    fn finish_rewind(&mut self, begin: Seq, time: u64) {
         let Some((b, to, from)) = self.unfinished_rewind.take() else {
             return;
         };
@@ -192,7 +193,7 @@ impl Index {
     }
 
     /// `staged`: capture `capture`'s staged pre-image became `pre`.
-    fn resolve_staged(&mut self, capture: u64, pre: &PreImage) {
+    fn resolve_staged(&mut self, capture: Seq, pre: &PreImage) {
         // Only a pending capture is resolved, only once, and only to what a staged file
         // can become (the journal is untrusted input).
         if !matches!(pre, PreImage::File { .. } | PreImage::Skipped { .. })
@@ -209,7 +210,7 @@ impl Index {
 
     /// `undo_done`: the last rewind (begun at seq `rewind`) was undone. Ignored unless it is
     /// the last rewind.
-    fn undo_rewind(&mut self, rewind: u64) {
+    fn undo_rewind(&mut self, rewind: Seq) {
         let Some(last) = self.last_rewind.take() else {
             return;
         };
@@ -236,12 +237,12 @@ impl Index {
     }
 
     /// Whether turn `n` can be rewound to.
-    pub fn has_turn(&self, n: u64) -> bool {
+    pub fn has_turn(&self, n: Turn) -> bool {
         self.turns.iter().any(|t| t.turn == n)
     }
 
     /// For each path touched in turns `>= n`, the oldest pre-image (rule: oldest wins).
-    pub fn plan_targets(&self, n: u64) -> Vec<(RelPath, PreImage)> {
+    pub fn plan_targets(&self, n: Turn) -> Vec<(RelPath, PreImage)> {
         let mut seen: HashMap<&RelPath, usize> = HashMap::new();
         let mut out: Vec<(RelPath, PreImage)> = Vec::new();
         for c in self.captures.iter().filter(|c| c.turn >= n) {
@@ -314,9 +315,10 @@ pub(super) mod tests {
         RelPath::new(s.as_bytes()).expect("valid")
     }
 
-    pub(in crate::store) fn file(blob: &str) -> PreImage {
+    /// A file pre-image whose blob is that of the bytes `content` (a name per version).
+    pub(in crate::store) fn file(content: &str) -> PreImage {
         PreImage::File {
-            blob: blob.into(),
+            blob: crate::ids::BlobId::of(content.as_bytes()),
             size: 1,
             mode: 0o644,
             uid: 0,
@@ -331,7 +333,7 @@ pub(super) mod tests {
 
     pub(in crate::store) fn cap(turn: u64, path: &str, pre: PreImage) -> Record {
         Record::Capture {
-            turn,
+            turn: Turn(turn),
             path: rp(path),
             pre,
             undo_of: None,
@@ -347,15 +349,15 @@ pub(super) mod tests {
         fn new() -> Self {
             let mut r = Self(Index::default());
             r.append(Record::Turn {
-                turn: 1,
+                turn: Turn(1),
                 label: None,
             });
             r
         }
 
         /// Applies `rec` as the next line and returns its seq.
-        fn append(&mut self, rec: Record) -> u64 {
-            let seq = self.0.last_seq + 1;
+        fn append(&mut self, rec: Record) -> Seq {
+            let seq = Seq(self.0.last_seq.0 + 1);
             self.0.apply(&Line {
                 v: rec.version(),
                 seq,
@@ -398,7 +400,7 @@ pub(super) mod tests {
 
     fn stored_a() -> PreImage {
         PreImage::File {
-            blob: BLOB.into(),
+            blob: BLOB.parse().expect("a blob id"),
             size: 5,
             mode: 0o644,
             uid: 0,
@@ -418,12 +420,12 @@ pub(super) mod tests {
             index.turns,
             vec![
                 TurnInfo {
-                    turn: 1,
+                    turn: Turn(1),
                     label: None,
                     time: 100,
                 },
                 TurnInfo {
-                    turn: 2,
+                    turn: Turn(2),
                     label: Some("edit".into()),
                     time: 200,
                 },
@@ -433,24 +435,24 @@ pub(super) mod tests {
             index.captures,
             vec![
                 Capture {
-                    seq: 2,
-                    turn: 1,
+                    seq: Seq(2),
+                    turn: Turn(1),
                     path: rp("a.txt"),
                     pre: PreImage::Absent,
                     pid: None,
                     comm: None,
                 },
                 Capture {
-                    seq: 4,
-                    turn: 2,
+                    seq: Seq(4),
+                    turn: Turn(2),
                     path: rp("a.txt"),
                     pre: stored_a(),
                     pid: Some(42),
                     comm: Some("rm".into()),
                 },
                 Capture {
-                    seq: 5,
-                    turn: 2,
+                    seq: Seq(5),
+                    turn: Turn(2),
                     path: rp("b.txt"),
                     pre: PreImage::Absent,
                     pid: None,
@@ -458,22 +460,22 @@ pub(super) mod tests {
                 },
             ]
         );
-        assert_eq!(index.current_turn(), 2);
-        assert_eq!(index.last_seq, 6);
+        assert_eq!(index.current_turn(), Turn(2));
+        assert_eq!(index.last_seq, Seq(6));
         assert!(index.pending.is_empty(), "the staged line resolved it");
         assert_eq!(
             index.captured_now,
             HashSet::from([rp("a.txt"), rp("b.txt")])
         );
         assert_eq!(
-            index.plan_targets(1),
+            index.plan_targets(Turn(1)),
             vec![
                 (rp("a.txt"), PreImage::Absent),
                 (rp("b.txt"), PreImage::Absent)
             ]
         );
         assert_eq!(
-            index.plan_targets(2),
+            index.plan_targets(Turn(2)),
             vec![(rp("a.txt"), stored_a()), (rp("b.txt"), PreImage::Absent)]
         );
     }
@@ -490,7 +492,7 @@ pub(super) mod tests {
         assert_eq!(
             index.turns,
             vec![TurnInfo {
-                turn: 1,
+                turn: Turn(1),
                 label: None,
                 time: 301,
             }]
@@ -499,9 +501,9 @@ pub(super) mod tests {
         assert!(index.captured_now.is_empty());
         assert_eq!(index.unfinished_rewind, None);
         let last = index.last_rewind.as_ref().expect("a rewind to undo");
-        assert_eq!((last.begin, last.to, last.from), (7, 1, 2));
+        assert_eq!((last.begin, last.to, last.from), (Seq(7), Turn(1), Turn(2)));
         assert_eq!(
-            last.retired.iter().map(|c| c.seq).collect::<Vec<_>>(),
+            last.retired.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
             vec![2, 4, 5]
         );
         assert_eq!(
@@ -515,11 +517,11 @@ pub(super) mod tests {
         );
         let index = replay_text(&undone);
         assert_eq!(
-            index.turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
+            index.turns.iter().map(|t| t.turn.0).collect::<Vec<_>>(),
             vec![1, 2]
         );
         assert_eq!(
-            index.captures.iter().map(|c| c.seq).collect::<Vec<_>>(),
+            index.captures.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
             vec![2, 4, 5]
         );
         assert!(index.last_rewind.is_none());
@@ -545,7 +547,7 @@ pub(super) mod tests {
         assert_eq!(index.captures[2].pre, PreImage::Absent);
         assert_eq!(index.turns.len(), 2);
         assert!(index.last_rewind.is_none());
-        assert_eq!(index.last_seq, 9);
+        assert_eq!(index.last_seq, Seq(9));
     }
 
     #[test]
@@ -553,22 +555,22 @@ pub(super) mod tests {
         let mut s = Replay::new();
         s.append(cap(1, "f", file("one")));
         s.append(Record::Turn {
-            turn: 2,
+            turn: Turn(2),
             label: None,
         });
         s.append(cap(2, "f", file("two")));
         s.append(Record::Turn {
-            turn: 3,
+            turn: Turn(3),
             label: None,
         });
         s.append(cap(3, "f", file("three")));
         s.append(cap(3, "g", PreImage::Absent));
         assert_eq!(
-            s.0.plan_targets(1),
+            s.0.plan_targets(Turn(1)),
             vec![(rp("f"), file("one")), (rp("g"), PreImage::Absent)]
         );
         assert_eq!(
-            s.0.plan_targets(3),
+            s.0.plan_targets(Turn(3)),
             vec![(rp("f"), file("three")), (rp("g"), PreImage::Absent)]
         );
     }
@@ -577,17 +579,20 @@ pub(super) mod tests {
     fn undo_brings_back_retired_turns() {
         let mut s = Replay::new();
         s.append(Record::Turn {
-            turn: 2,
+            turn: Turn(2),
             label: None,
         });
         s.append(cap(2, "f", file("two")));
         s.append(Record::Turn {
-            turn: 3,
+            turn: Turn(3),
             label: None,
         });
-        let b = s.append(Record::RewindBegin { to: 2, from: 3 });
+        let b = s.append(Record::RewindBegin {
+            to: Turn(2),
+            from: Turn(3),
+        });
         s.append(Record::Capture {
-            turn: 2,
+            turn: Turn(2),
             path: rp("f"),
             pre: file("now"),
             undo_of: Some(b),
@@ -602,8 +607,8 @@ pub(super) mod tests {
             vec![(rp("f"), file("now")), (rp("h"), PreImage::Absent)]
         );
         s.append(Record::UndoDone { rewind: b });
-        assert_eq!(s.0.current_turn(), 3);
-        assert_eq!(s.0.plan_targets(2), vec![(rp("f"), file("two"))]);
+        assert_eq!(s.0.current_turn(), Turn(3));
+        assert_eq!(s.0.plan_targets(Turn(2)), vec![(rp("f"), file("two"))]);
         assert!(s.0.last_rewind.is_none());
     }
 }

@@ -5,6 +5,7 @@
 //! descriptor, so a killed daemon leaves at most one torn last line; a torn last line is cut
 //! off when the journal is opened; any other unreadable line is corruption and is refused.
 
+use crate::ids::{BlobId, Seq, Turn};
 use crate::relpath::RelPath;
 use serde::{Deserialize, Serialize};
 
@@ -71,8 +72,9 @@ pub enum PreImage {
     Absent,
     /// A regular file whose bytes are the blob `blob`.
     File {
-        /// sha256 of the content, lower-case hex.
-        blob: String,
+        /// sha256 of the content (lower-case hex on the line; any other text makes the line
+        /// corrupt).
+        blob: BlobId,
         /// Size in bytes.
         size: u64,
         /// Full `st_mode` permission bits (`0o7777`).
@@ -181,7 +183,7 @@ pub enum PreImage {
 impl PreImage {
     /// What a `Staged` pre-image becomes once its bytes are the blob `blob` of `size` bytes,
     /// with the extended attributes read from the staged file (`None` for any other kind).
-    pub fn stored_as(&self, blob: String, size: u64, xattrs: Xattrs) -> Option<Self> {
+    pub fn stored_as(&self, blob: BlobId, size: u64, xattrs: Xattrs) -> Option<Self> {
         match self {
             Self::Staged {
                 mode,
@@ -316,7 +318,7 @@ pub enum Record {
     /// Turn `turn` begins.
     Turn {
         /// The new turn number.
-        turn: u64,
+        turn: Turn,
         /// Optional label given with `echo "N label" > .ckpt/turn`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         label: Option<String>,
@@ -324,14 +326,14 @@ pub enum Record {
     /// The pre-image of `path` for `turn`.
     Capture {
         /// The turn this pre-image belongs to.
-        turn: u64,
+        turn: Turn,
         /// The path, relative to the folder.
         path: RelPath,
         /// What the path was.
         pre: PreImage,
         /// When set, this capture saves what rewind `undo_of` (a `rewind_begin` seq) overwrote.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        undo_of: Option<u64>,
+        undo_of: Option<Seq>,
         /// Process that caused the capture.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pid: Option<u32>,
@@ -342,19 +344,19 @@ pub enum Record {
     /// A rewind to the start of `to` started, from current turn `from`.
     RewindBegin {
         /// Target turn.
-        to: u64,
+        to: Turn,
         /// Turn current before the rewind.
-        from: u64,
+        from: Turn,
     },
     /// The rewind begun at seq `begin` finished; turns >= `to` leave the index.
     RewindDone {
         /// Seq of the matching `rewind_begin`.
-        begin: u64,
+        begin: Seq,
     },
     /// The rewind begun at seq `rewind` was undone: its turns come back.
     UndoDone {
         /// Seq of the `rewind_begin` that was undone.
-        rewind: u64,
+        rewind: Seq,
     },
     /// Files a rewind or undo recreated from their records: records naming each `was`
     /// identity now mean its `now` file (journal version 3).
@@ -366,7 +368,7 @@ pub enum Record {
     /// its bytes could not be read) replaces it. Journal version 2.
     Staged {
         /// Seq of the capture whose pre-image was staged.
-        capture: u64,
+        capture: Seq,
         /// What it resolved to.
         pre: PreImage,
     },
@@ -415,7 +417,7 @@ pub struct Line {
     /// Format version; anything newer than [`JOURNAL_VERSION`] is refused.
     pub v: u32,
     /// Position in the journal, strictly increasing.
-    pub seq: u64,
+    pub seq: Seq,
     /// Unix time in seconds.
     pub time: u64,
     /// The payload.
@@ -470,7 +472,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
     let mut out = Parsed::default();
     let mut pos = 0;
     let mut line_no = 0;
-    let mut last_seq = 0;
+    let mut last_seq = Seq(0);
     while pos < bytes.len() {
         line_no += 1;
         let Some(nl) = bytes[pos..].iter().position(|b| *b == b'\n') else {
@@ -542,10 +544,10 @@ mod tests {
     fn turn(seq: u64, n: u64) -> Line {
         Line {
             v: 1,
-            seq,
+            seq: Seq(seq),
             time: 0,
             rec: Record::Turn {
-                turn: n,
+                turn: Turn(n),
                 label: None,
             },
         }
@@ -587,10 +589,10 @@ mod tests {
     fn capture_line_format_is_stable() {
         let line = Line {
             v: 1,
-            seq: 7,
+            seq: Seq(7),
             time: 5,
             rec: Record::Capture {
-                turn: 2,
+                turn: Turn(2),
                 path: RelPath::new(b"a/b.txt").expect("valid"),
                 pre: PreImage::Absent,
                 undo_of: None,
@@ -618,6 +620,49 @@ mod tests {
         let good = bytes.len();
         bytes.extend_from_slice(b"\0\0\0{\"v\":1\n");
         assert_eq!(parse(&bytes).expect("a torn tail").valid_len, good);
+    }
+
+    /// A capture line of a file pre-image whose blob is `blob`.
+    fn file_line(seq: u64, blob: &str) -> String {
+        format!(
+            "{{\"v\":1,\"seq\":{seq},\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"g\",\"pre\":{{\"kind\":\"file\",\"blob\":\"{blob}\",\"size\":3,\"mode\":420,\"uid\":0,\"gid\":0,\"ino\":2,\"nlink\":1}}}}\n"
+        )
+    }
+
+    #[test]
+    fn a_file_line_reads_and_writes_its_blob_id_as_hex() {
+        let text = file_line(1, &"0a".repeat(32));
+        let parsed = parse(text.as_bytes()).expect("parses");
+        let [line] = parsed.lines.as_slice() else {
+            panic!("one line: {:?}", parsed.lines);
+        };
+        let Record::Capture {
+            pre: PreImage::File { blob, .. },
+            ..
+        } = &line.rec
+        else {
+            panic!("a file capture: {line:?}");
+        };
+        assert_eq!(blob.as_bytes(), &[0x0a; 32]);
+        assert_eq!(String::from_utf8(encode(line)).expect("utf8"), text);
+    }
+
+    #[test]
+    fn a_line_naming_a_blob_by_anything_but_a_sha256_is_corruption() {
+        for bad in [
+            "AB".repeat(32),
+            "abc".to_string(),
+            format!("{}/x", "a".repeat(62)),
+            "a".repeat(65),
+        ] {
+            let mut bytes = encode(&turn(1, 1));
+            bytes.extend_from_slice(file_line(2, &bad).as_bytes());
+            let err = parse(&bytes).expect_err(&bad);
+            assert!(
+                matches!(&err, ParseError::Corrupt { line: 2, reason } if reason.contains("is not a sha256")),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

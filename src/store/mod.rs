@@ -26,6 +26,7 @@ pub use error::StoreError;
 pub use index::{Capture, Index, LastRewind, TurnInfo};
 pub use staged::StoredStage;
 
+use crate::ids::{Seq, Turn};
 use crate::relpath::STORE_DIR;
 use crate::sys::{self, Errno};
 use blob::BlobStore;
@@ -204,7 +205,7 @@ impl Store {
         };
         if store.index.turns.is_empty() {
             store.append(Record::Turn {
-                turn: 1,
+                turn: Turn(1),
                 label: None,
             })?;
         }
@@ -238,21 +239,21 @@ impl Store {
     }
 
     /// Appends one record (one `write(2)`), applies it to the index and returns its seq.
-    pub fn append(&mut self, rec: Record) -> Result<u64, StoreError> {
+    pub fn append(&mut self, rec: Record) -> Result<Seq, StoreError> {
         self.append_all(vec![rec])
     }
 
     /// Appends records in one `write(2)` (a torn write still leaves whole lines and at most one
     /// torn last line), applies them and returns the last seq.
-    pub fn append_all(&mut self, recs: Vec<Record>) -> Result<u64, StoreError> {
+    pub fn append_all(&mut self, recs: Vec<Record>) -> Result<Seq, StoreError> {
         let time = now();
-        let first = self.index.last_seq + 1;
+        let first = self.index.last_seq.0 + 1;
         let lines: Vec<Line> = recs
             .into_iter()
             .zip(first..)
             .map(|(rec, seq)| Line {
                 v: rec.version(),
-                seq,
+                seq: Seq(seq),
                 time,
                 rec,
             })
@@ -307,31 +308,34 @@ mod tests {
         {
             let mut s = open(&dir);
             s.append(Record::Turn {
-                turn: 2,
+                turn: Turn(2),
                 label: Some("edit".into()),
             })
             .expect("append");
             s.append(cap(2, "f", file("two"))).expect("append");
             s.append(Record::Turn {
-                turn: 3,
+                turn: Turn(3),
                 label: None,
             })
             .expect("append");
             s.append(cap(3, "g", PreImage::Absent)).expect("append");
             let b = s
-                .append(Record::RewindBegin { to: 2, from: 3 })
+                .append(Record::RewindBegin {
+                    to: Turn(2),
+                    from: Turn(3),
+                })
                 .expect("append");
             s.append(Record::RewindDone { begin: b }).expect("append");
-            assert_eq!(s.index.current_turn(), 2);
-            assert!(s.index.plan_targets(2).is_empty());
-            assert!(!s.index.has_turn(3));
+            assert_eq!(s.index.current_turn(), Turn(2));
+            assert!(s.index.plan_targets(Turn(2)).is_empty());
+            assert!(!s.index.has_turn(Turn(3)));
         }
         let s = open(&dir);
-        assert_eq!(s.index.current_turn(), 2);
-        assert!(s.index.plan_targets(1).is_empty());
+        assert_eq!(s.index.current_turn(), Turn(2));
+        assert!(s.index.plan_targets(Turn(1)).is_empty());
         assert_eq!(
             s.index.turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
-            vec![1, 2]
+            vec![Turn(1), Turn(2)]
         );
     }
 
@@ -341,17 +345,20 @@ mod tests {
         {
             let mut s = open(&dir);
             s.append(Record::Turn {
-                turn: 2,
+                turn: Turn(2),
                 label: None,
             })
             .expect("append");
             s.append(cap(2, "f", file("two"))).expect("append");
-            s.append(Record::RewindBegin { to: 2, from: 2 })
-                .expect("append");
+            s.append(Record::RewindBegin {
+                to: Turn(2),
+                from: Turn(2),
+            })
+            .expect("append");
         }
         let s = open(&dir);
-        assert_eq!(s.index.unfinished_rewind.map(|r| r.1), Some(2));
-        assert_eq!(s.index.plan_targets(2).len(), 1);
+        assert_eq!(s.index.unfinished_rewind.map(|r| r.1), Some(Turn(2)));
+        assert_eq!(s.index.plan_targets(Turn(2)).len(), 1);
     }
 
     #[test]

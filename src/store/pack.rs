@@ -8,6 +8,7 @@
 //! record that names the blob after both, so a torn tail of either file names nothing; index
 //! lines that are torn or point past the end of their data file are ignored when loading.
 
+use crate::ids::BlobId;
 use crate::sys::{self, Errno, SysResult};
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
@@ -40,10 +41,10 @@ struct Writer {
 /// The packs of a blob store.
 pub struct Packs {
     dir: OwnedFd,
-    index: Mutex<HashMap<String, Loc>>,
+    index: Mutex<HashMap<BlobId, Loc>>,
     readers: Mutex<HashMap<u32, Arc<OwnedFd>>>,
     writer: Mutex<Option<Writer>>,
-    dead: Mutex<HashSet<String>>,
+    dead: Mutex<HashSet<BlobId>>,
     durable: bool,
     /// Size past which `put` starts the next pack ([`PACK_LIMIT`]; smaller in tests).
     limit: u64,
@@ -63,11 +64,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Parses one index line.
-fn parse_line(line: &[u8], pack: u32) -> Option<(String, Loc)> {
+/// Parses one index line (a line whose first field is not a blob id is not one).
+fn parse_line(line: &[u8], pack: u32) -> Option<(BlobId, Loc)> {
     let text = std::str::from_utf8(line).ok()?;
     let mut it = text.split(' ');
-    let id = it.next()?;
+    let id: BlobId = it.next()?.parse().ok()?;
     let off = it.next()?.parse().ok()?;
     let len = it.next()?.parse().ok()?;
     let compressed = match it.next()? {
@@ -75,11 +76,11 @@ fn parse_line(line: &[u8], pack: u32) -> Option<(String, Loc)> {
         "z" => true,
         _ => return None,
     };
-    if it.next().is_some() || !crate::ids::valid_blob_id(id) {
+    if it.next().is_some() {
         return None;
     }
     Some((
-        id.to_string(),
+        id,
         Loc {
             pack,
             off,
@@ -169,12 +170,12 @@ impl Packs {
     }
 
     /// Where a blob is, if packed.
-    pub fn get(&self, id: &str) -> Option<Loc> {
+    pub fn get(&self, id: &BlobId) -> Option<Loc> {
         lock(&self.index).get(id).copied()
     }
 
     /// Appends a blob's stored bytes (`compressed` says whether they are zstd).
-    pub fn put(&self, id: &str, stored: &[u8], compressed: bool) -> SysResult<()> {
+    pub fn put(&self, id: &BlobId, stored: &[u8], compressed: bool) -> SysResult<()> {
         let len = u32::try_from(stored.len()).map_err(|_| Errno(libc::EFBIG))?;
         let mut guard = lock(&self.writer);
         let Some(w) = guard.as_mut() else {
@@ -209,7 +210,7 @@ impl Packs {
         }
         let pack = w.pack;
         lock(&self.index).insert(
-            id.to_string(),
+            *id,
             Loc {
                 pack,
                 off,
@@ -247,19 +248,19 @@ impl Packs {
     }
 
     /// Every packed blob with its stored length.
-    pub fn entries(&self) -> Vec<(String, u64)> {
+    pub fn entries(&self) -> Vec<(BlobId, u64)> {
         let dead = lock(&self.dead);
         lock(&self.index)
             .iter()
             .filter(|(id, _)| !dead.contains(*id))
-            .map(|(id, l)| (id.clone(), u64::from(l.len)))
+            .map(|(id, l)| (*id, u64::from(l.len)))
             .collect()
     }
 
     /// Marks a packed blob for removal by the next [`Packs::compact`].
-    pub fn remove(&self, id: &str) -> bool {
+    pub fn remove(&self, id: &BlobId) -> bool {
         if lock(&self.index).contains_key(id) {
-            lock(&self.dead).insert(id.to_string());
+            lock(&self.dead).insert(*id);
             true
         } else {
             false
@@ -269,21 +270,18 @@ impl Packs {
     /// Rewrites the packs without the removed blobs (prune): live blobs are copied into a new
     /// pack, which is synced before the old packs are deleted.
     pub fn compact(&self) -> SysResult<()> {
-        let dead: HashSet<String> = std::mem::take(&mut *lock(&self.dead));
+        let dead: HashSet<BlobId> = std::mem::take(&mut *lock(&self.dead));
         if dead.is_empty() {
             return Ok(());
         }
-        let old: Vec<(String, Loc)> = lock(&self.index)
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
+        let old: Vec<(BlobId, Loc)> = lock(&self.index).iter().map(|(k, v)| (*k, *v)).collect();
         let old_packs: HashSet<u32> = old.iter().map(|(_, l)| l.pack).collect();
         let next = old_packs.iter().max().map_or(0, |m| m + 1);
         *lock(&self.writer) = Some(self.open_writer(next)?);
         let mut fresh = HashMap::new();
         for (id, loc) in old.iter().filter(|(id, _)| !dead.contains(id)) {
             let bytes = self.read(*loc)?;
-            fresh.insert(id.clone(), *loc);
+            fresh.insert(*id, *loc);
             self.put(id, &bytes, loc.compressed)?;
         }
         // `put` rolls over to a further pack past PACK_LIMIT: every pack from `next` on is new,
@@ -324,8 +322,8 @@ mod tests {
     fn put_read_reload_and_compact() {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = std::fs::File::open(dir.path()).expect("open");
-        let a = "a".repeat(64);
-        let b = "b".repeat(64);
+        let a: BlobId = "a".repeat(64).parse().expect("blob id");
+        let b: BlobId = "b".repeat(64).parse().expect("blob id");
         {
             let p = Packs::open(d.as_fd(), true, false).expect("packs");
             p.put(&a, b"alpha", false).expect("put");
@@ -348,14 +346,16 @@ mod tests {
         assert_eq!(p.read(p.get(&b).expect("b")).expect("read"), b"beta!");
         assert!(!dir.path().join("packs/pack-0.dat").exists());
         let p = Packs::open(d.as_fd(), false, false).expect("reopen read-only");
-        assert_eq!(p.entries(), vec![(b.clone(), 5)]);
+        assert_eq!(p.entries(), vec![(b, 5)]);
     }
 
     #[test]
     fn a_compaction_that_rolls_over_to_several_new_packs_keeps_every_live_blob() {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = std::fs::File::open(dir.path()).expect("open");
-        let ids: Vec<String> = (0..12).map(|i| format!("{i:064x}")).collect();
+        let ids: Vec<BlobId> = (0..12)
+            .map(|i| format!("{i:064x}").parse().expect("blob id"))
+            .collect();
         let mut p = Packs::open(d.as_fd(), true, false).expect("packs");
         p.limit = 40; // a new pack every few blobs
         for (i, id) in ids.iter().enumerate() {

@@ -6,6 +6,7 @@
 
 use super::journal::{self, Line, PreImage, Record};
 use super::{Store, StoreError, io};
+use crate::ids::{BlobId, Seq, Turn};
 use crate::sys;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -36,12 +37,12 @@ pub struct PruneReport {
 }
 
 /// Bytes of blobs referenced by captures of turns `>= from`.
-fn bytes_needed(store: &Store, from: u64, sizes: &std::collections::HashMap<String, u64>) -> u64 {
+fn bytes_needed(store: &Store, from: Turn, sizes: &std::collections::HashMap<BlobId, u64>) -> u64 {
     let mut seen = HashSet::new();
     let mut total = 0;
     for c in store.index.captures.iter().filter(|c| c.turn >= from) {
         if let PreImage::File { blob, .. } = &c.pre
-            && seen.insert(blob.clone())
+            && seen.insert(*blob)
         {
             total += sizes.get(blob).copied().unwrap_or(0);
         }
@@ -63,7 +64,7 @@ fn store_bytes(store: &Store) -> Result<u64, StoreError> {
 
 /// Applies `policy` to an open store.
 pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreError> {
-    let turns: Vec<u64> = store.index.turns.iter().map(|t| t.turn).collect();
+    let turns: Vec<Turn> = store.index.turns.iter().map(|t| t.turn).collect();
     let Some(&current) = turns.last() else {
         return Ok(PruneReport::default());
     };
@@ -72,7 +73,7 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
         first_kept_idx = turns.len().saturating_sub(k.max(1));
     }
     if let Some(limit) = policy.max_size {
-        let sizes: std::collections::HashMap<String, u64> = store
+        let sizes: std::collections::HashMap<BlobId, u64> = store
             .blobs
             .list()
             .map_err(io("list blobs"))?
@@ -87,12 +88,12 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
     let keep_from = turns.get(first_kept_idx).copied().unwrap_or(current);
     let before = store_bytes(store)?;
     rewrite_journal(store, keep_from)?;
-    let referenced: HashSet<String> = store
+    let referenced: HashSet<BlobId> = store
         .index
         .captures
         .iter()
         .filter_map(|c| match &c.pre {
-            PreImage::File { blob, .. } => Some(blob.clone()),
+            PreImage::File { blob, .. } => Some(*blob),
             _ => None,
         })
         .collect();
@@ -106,8 +107,12 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
     store.blobs.compact().map_err(io("compact packs"))?;
     let after = store_bytes(store)?;
     Ok(PruneReport {
-        dropped_turns: turns.iter().copied().filter(|t| *t < keep_from).collect(),
-        kept_turns: store.index.turns.iter().map(|t| t.turn).collect(),
+        dropped_turns: turns
+            .iter()
+            .filter(|t| **t < keep_from)
+            .map(|t| t.0)
+            .collect(),
+        kept_turns: store.index.turns.iter().map(|t| t.turn.0).collect(),
         removed_blobs: removed,
         freed_bytes: before.saturating_sub(after),
         store_bytes: after,
@@ -115,14 +120,14 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
 }
 
 /// Writes the journal anew with only the turns `>= keep_from` and their captures.
-fn rewrite_journal(store: &mut Store, keep_from: u64) -> Result<(), StoreError> {
+fn rewrite_journal(store: &mut Store, keep_from: Turn) -> Result<(), StoreError> {
     let mut lines = Vec::new();
     let mut seq = 0;
     let mut push = |time: u64, rec: Record| {
         seq += 1;
         lines.push(Line {
             v: rec.version(),
-            seq,
+            seq: Seq(seq),
             time,
             rec,
         });
@@ -194,7 +199,7 @@ mod tests {
     fn file_cap(s: &mut Store, turn: u64, path: &str, content: &[u8]) {
         let stored = s.blobs.put_bytes(content).expect("put");
         s.append(Record::Capture {
-            turn,
+            turn: Turn(turn),
             path: RelPath::new(path.as_bytes()).expect("valid"),
             pre: PreImage::File {
                 blob: stored.id,
@@ -223,7 +228,7 @@ mod tests {
         file_cap(&mut s, 1, "a", b"turn one bytes");
         for t in 2..=4 {
             s.append(Record::Turn {
-                turn: t,
+                turn: Turn(t),
                 label: Some(format!("t{t}")),
             })
             .expect("turn");
@@ -240,18 +245,18 @@ mod tests {
         assert_eq!(r.dropped_turns, vec![1, 2]);
         assert_eq!(r.kept_turns, vec![3, 4]);
         assert_eq!(r.removed_blobs, 2);
-        assert!(!s.index.has_turn(2));
-        assert_eq!(s.index.plan_targets(3).len(), 1);
+        assert!(!s.index.has_turn(Turn(2)));
+        assert_eq!(s.index.plan_targets(Turn(3)).len(), 1);
         drop(s);
         // The rewritten journal replays to the same index, and appends still work.
         let mut s = Store::open(root.as_fd(), false, false).expect("reopen");
         assert_eq!(
-            s.index.turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
+            s.index.turns.iter().map(|t| t.turn.0).collect::<Vec<_>>(),
             vec![3, 4]
         );
         assert_eq!(s.index.turns[0].label.as_deref(), Some("t3"));
         s.append(Record::Turn {
-            turn: 5,
+            turn: Turn(5),
             label: None,
         })
         .expect("append after prune");
@@ -265,7 +270,7 @@ mod tests {
         let mut s = Store::open(root.as_fd(), true, false).expect("store");
         file_cap(&mut s, 1, "a", &[1u8; 5000]);
         s.append(Record::Turn {
-            turn: 2,
+            turn: Turn(2),
             label: None,
         })
         .expect("turn");

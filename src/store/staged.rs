@@ -11,6 +11,7 @@
 use super::journal::{PreImage, Record, Xattr};
 use super::{Store, StoreError, blob, io};
 use crate::identity::FileId;
+use crate::ids::Seq;
 use crate::relpath::RelPath;
 use crate::sys::{self, Errno};
 use crate::xattrs::{self, Via};
@@ -22,7 +23,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 #[derive(Debug)]
 pub struct StoredStage {
     /// Seq of the capture.
-    pub seq: u64,
+    pub seq: Seq,
     /// Inode number of the staged file that was read.
     pub ino: u64,
     /// The stored bytes.
@@ -89,19 +90,19 @@ impl Store {
     }
 
     /// The name of capture `seq`'s staged file.
-    pub fn staged_name(seq: u64) -> CString {
+    pub fn staged_name(seq: Seq) -> CString {
         CString::new(seq.to_string()).unwrap_or_default()
     }
 
     /// Stores the bytes of capture `seq`'s staged pre-image and records what it became. `Err`
     /// leaves it pending with its staged file in place (the bytes are not lost; a later call
     /// tries again).
-    pub fn resolve_stage(&mut self, seq: u64) -> Result<(), StoreError> {
+    pub fn resolve_stage(&mut self, seq: Seq) -> Result<(), StoreError> {
         self.resolve_stages(vec![seq])
     }
 
     /// [`Self::resolve_stage`] for many, with one journal append for all their records.
-    pub fn resolve_stages(&mut self, seqs: Vec<u64>) -> Result<(), StoreError> {
+    pub fn resolve_stages(&mut self, seqs: Vec<Seq>) -> Result<(), StoreError> {
         let mut records = Vec::new();
         let mut first_err = None;
         for seq in seqs {
@@ -113,7 +114,7 @@ impl Store {
                 }
             }
         }
-        let done: Vec<u64> = records
+        let done: Vec<Seq> = records
             .iter()
             .filter_map(|r| match r {
                 Record::Staged { capture, .. } => Some(*capture),
@@ -131,7 +132,7 @@ impl Store {
 
     /// What capture `seq`'s staged pre-image becomes, its bytes stored; `None` when nothing
     /// waits for it.
-    fn resolution(&mut self, seq: u64) -> Result<Option<PreImage>, StoreError> {
+    fn resolution(&mut self, seq: Seq) -> Result<Option<PreImage>, StoreError> {
         let Some(&ino) = self.index.pending.get(&seq) else {
             return Ok(None);
         };
@@ -173,7 +174,7 @@ impl Store {
     }
 
     /// The pre-image of capture `seq` while it is still `Staged`, and its size.
-    fn staged_pre(&self, seq: u64) -> Option<(&PreImage, u64)> {
+    fn staged_pre(&self, seq: Seq) -> Option<(&PreImage, u64)> {
         let i = self
             .index
             .captures
@@ -195,7 +196,7 @@ impl Store {
         &mut self,
         epoch: u64,
         stored: Vec<StoredStage>,
-    ) -> Result<Vec<u64>, StoreError> {
+    ) -> Result<Vec<Seq>, StoreError> {
         if epoch != self.epoch {
             // Renumbered by a prune since they were staged, which stored them itself first.
             return Ok(Vec::new());
@@ -229,7 +230,7 @@ impl Store {
     /// Resolves every pending staged pre-image (before anything reads the index as a whole).
     /// One that cannot be stored stays pending, its bytes in `staged/`, and is logged.
     pub fn settle(&mut self) {
-        let pending: Vec<u64> = self.index.pending.keys().copied().collect();
+        let pending: Vec<Seq> = self.index.pending.keys().copied().collect();
         for seq in pending {
             if let Err(e) = self.resolve_stage(seq) {
                 log::warn!(target: "ckpt::store", "staged pre-image {seq} not stored yet: {e}");
@@ -243,7 +244,7 @@ impl Store {
         if self.index.pending.is_empty() {
             return Ok(());
         }
-        let seqs: Vec<u64> = self
+        let seqs: Vec<Seq> = self
             .index
             .pending
             .iter()
@@ -261,7 +262,7 @@ impl Store {
     /// has written it since (no mount served the folder meanwhile), so it is read from there.
     /// The path is resolved beneath `root` without following any symlink.
     pub(super) fn recover_unmoved(&mut self, root: BorrowedFd<'_>) {
-        let pending: Vec<u64> = self.index.pending.keys().copied().collect();
+        let pending: Vec<Seq> = self.index.pending.keys().copied().collect();
         let mut records = Vec::new();
         for seq in pending {
             if sys::lstatat(self.staged.as_fd(), &Self::staged_name(seq)).is_ok() {
@@ -302,7 +303,8 @@ impl Store {
         for e in sys::read_dir_all(list.as_fd(), false).unwrap_or_default() {
             let seq = std::str::from_utf8(&e.name)
                 .ok()
-                .and_then(|n| n.parse::<u64>().ok());
+                .and_then(|n| n.parse::<u64>().ok())
+                .map(Seq);
             if seq.is_some_and(|s| self.index.pending.contains_key(&s)) {
                 continue;
             }
