@@ -444,6 +444,22 @@ impl Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if self.fs.long_write(ino.0) {
+            // A rewind: answered from its own thread (see `CkptFs::long_write`). Should the
+            // thread not start, the reply is dropped unanswered and fuser answers EIO.
+            let fs = Arc::clone(&self.fs);
+            let data = data.to_vec();
+            let started = std::thread::Builder::new()
+                .name("ckpt-ctl-write".into())
+                .spawn(move || match fs.write(fh.0, offset, &data) {
+                    Ok(n) => reply.written(n),
+                    Err(e) => reply.error(errno("write", ino.0, e)),
+                });
+            if let Err(e) = started {
+                log::warn!(target: "ckpt::fuse", "no thread for a write to .ckpt/rewind: {e}");
+            }
+            return;
+        }
         match self.fs.write(fh.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno("write", ino.0, e)),

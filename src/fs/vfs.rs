@@ -104,6 +104,14 @@ impl CkptFs {
         }
     }
 
+    /// Whether a write to `node` may run long: a write to `.ckpt/rewind` runs a whole rewind.
+    /// The adapter answers such a write from a thread of its own, so the FUSE worker that
+    /// received it goes on serving other requests meanwhile (reads and lookups; mutations
+    /// wait for the rewind's exclusive gate whichever thread runs it).
+    pub fn long_write(&self, node: u64) -> bool {
+        node == CTL_REWIND
+    }
+
     /// `open`.
     pub fn open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
         match side(node) {
