@@ -191,8 +191,8 @@ fn status(fs: &CkptFs, folder: &str) -> Response {
 /// `diff`: what changed since the start of `turn` (the current one when not given).
 fn diff_request(fs: &CkptFs, turn: Option<u64>, paths: &[String]) -> Response {
     let store = fs.capturer().lock();
-    let turn = turn.unwrap_or_else(|| store.index.current_turn().0);
-    if !store.index.has_turn(crate::ids::Turn(turn)) {
+    let turn = turn.unwrap_or_else(|| store.index().current_turn().0);
+    if !store.index().has_turn(crate::ids::Turn(turn)) {
         return Response::fail(
             format!("turn {turn} does not exist"),
             serde_json::Value::Null,
@@ -247,10 +247,10 @@ fn run_inner(
     let mut store = Store::open(root.as_fd(), true, opts.durable)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     init_log(&store, foreground);
-    store.blobs.set_compress(opts.compress);
-    if store.index.unfinished_rewind.is_some() {
+    store.blobs().set_compress(opts.compress);
+    if store.index().unfinished_rewind.is_some() {
         log::warn!(target: "ckpt::rewind", "a rewind was cut off; completing it before mounting");
-        let to = store.index.unfinished_rewind.map_or(0, |r| r.1.0);
+        let to = store.index().unfinished_rewind.map_or(0, |r| r.1.0);
         rewind::rewind(
             root.as_fd(),
             &mut store,
@@ -303,7 +303,7 @@ fn run_inner(
             })
         })
         .map_err(|e| format!("cannot start the control thread: {e}"))?;
-    log::info!(target: "ckpt::fuse", "mounted {} (turn {})", dir.display(), fs.capturer().lock().index.current_turn());
+    log::info!(target: "ckpt::fuse", "mounted {} (turn {})", dir.display(), fs.capturer().lock().index().current_turn());
     if let Some(r) = ready.as_mut() {
         let _ = writeln!(r, "ok");
     }

@@ -124,7 +124,7 @@ fn text_diff(path: &str, old: &[u8], new: &[u8]) -> (String, usize, usize) {
 fn blob_bytes(store: &Store, id: &BlobId) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     store
-        .blobs
+        .blobs()
         .read_blob(id, &mut |chunk| {
             out.extend_from_slice(chunk);
             Ok(())
@@ -137,7 +137,7 @@ fn blob_bytes(store: &Store, id: &BlobId) -> Option<Vec<u8>> {
 /// when given.
 pub fn diff(root: BorrowedFd<'_>, store: &Store, turn: u64, only: &[RelPath]) -> Vec<FileChange> {
     let mut out = Vec::new();
-    for (path, pre) in store.index.plan_targets(crate::ids::Turn(turn)) {
+    for (path, pre) in store.index().plan_targets(crate::ids::Turn(turn)) {
         if !only.is_empty() && !only.iter().any(|o| path.starts_with(o)) {
             continue;
         }

@@ -35,7 +35,7 @@ fn exists(root: BorrowedFd<'_>, path: &crate::relpath::RelPath) -> bool {
 /// The rows of every active turn, oldest first.
 pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
     store
-        .index
+        .index()
         .turns
         .iter()
         .map(|t| {
@@ -50,7 +50,7 @@ pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
                 programs: Vec::new(),
             };
             let mut programs = BTreeSet::new();
-            for c in store.index.captures.iter().filter(|c| c.turn == t.turn) {
+            for c in store.index().captures.iter().filter(|c| c.turn == t.turn) {
                 let now = exists(root, &c.path);
                 match (&c.pre, now) {
                     (PreImage::Absent, true) => row.created += 1,
@@ -98,23 +98,23 @@ pub struct Status {
 
 /// Computes status from a store.
 pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
-    let blobs = store.blobs.list().unwrap_or_default();
+    let blobs = store.blobs().list().unwrap_or_default();
     let blob_bytes: u64 = blobs.iter().map(|(_, s)| s).sum();
     let mut seen = HashSet::new();
     let mut captured = 0u64;
-    for c in &store.index.captures {
+    for c in &store.index().captures {
         if let PreImage::File { size, blob, .. } = &c.pre {
             captured += size;
             seen.insert(*blob);
         }
     }
-    let cur = store.index.current_turn().0;
+    let cur = store.index().current_turn().0;
     Status {
         folder: folder.to_string(),
         mounted: pid.is_some(),
         pid,
         turn: cur,
-        captures_this_turn: store.index.captured_now.len(),
+        captures_this_turn: store.index().captured_now.len(),
         store_bytes: blob_bytes + store.journal_len(),
         blobs: blobs.len(),
         dedup_ratio: if blob_bytes == 0 {
@@ -122,7 +122,7 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
         } else {
             captured as f64 / blob_bytes as f64
         },
-        turns: store.index.turns.iter().map(|t| t.turn.0).collect(),
+        turns: store.index().turns.iter().map(|t| t.turn.0).collect(),
         warn_bytes: warn_threshold(store),
     }
 }

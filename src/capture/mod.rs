@@ -105,8 +105,8 @@ impl Capturer {
     /// when the thread cannot start, nothing is staged).
     pub fn new(store: Store, max_blob: u64) -> Self {
         let staged = store.staged_dir().try_clone_to_owned();
-        let blobs = Arc::clone(&store.blobs);
-        let blobs_for_requests = Arc::clone(&store.blobs);
+        let blobs = Arc::clone(store.blobs());
+        let blobs_for_requests = Arc::clone(store.blobs());
         let store = Arc::new(Mutex::new(store));
         let stager = staged
             .ok()
@@ -125,7 +125,7 @@ impl Capturer {
     /// stored; they are then still in `staged/`, and a rewind reports the path).
     pub fn lock(&self) -> StoreGuard<'_> {
         let mut store = lock_store(&self.store);
-        if !store.index.pending.is_empty() {
+        if !store.index().pending.is_empty() {
             store.settle();
         }
         store
@@ -140,7 +140,7 @@ impl Capturer {
     /// [`Self::lock`] does): reading `.ckpt/turn`, which a shell prompt may do every time,
     /// must not wait for every pending staged capture to be stored.
     pub fn current_turn(&self) -> u64 {
-        self.lock_raw().index.current_turn().0
+        self.lock_raw().index().current_turn().0
     }
 
     /// The size limit for stored file content.
@@ -187,13 +187,13 @@ impl Capturer {
         path: &RelPath,
         who: Who,
     ) -> Result<(), Errno> {
-        if self.lock_raw().index.captured_now.contains(path) {
+        if self.lock_raw().index().captured_now.contains(path) {
             return Ok(()); // the common case: no /proc read for the program's name
         }
         let pre = read_preimage(&self.blobs, parent, name, self.max_blob)?;
         let comm = self.comm(who.pid);
         let mut store = self.lock_raw();
-        if store.index.captured_now.contains(path) {
+        if store.index().captured_now.contains(path) {
             return Ok(());
         }
         Self::record(&mut store, path, pre, who, comm)
@@ -212,14 +212,14 @@ impl Capturer {
         {
             let mut store = self.lock_raw();
             store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
-            if store.index.captured_now.contains(path) {
+            if store.index().captured_now.contains(path) {
                 return Ok(());
             }
         }
         let pre = sys::without_atime(fd, || read_open_file(&self.blobs, fd, st, self.max_blob))?;
         let comm = self.comm(who.pid);
         let mut store = self.lock_raw();
-        if store.index.captured_now.contains(path) {
+        if store.index().captured_now.contains(path) {
             return Ok(());
         }
         Self::record(&mut store, path, pre, who, comm)
@@ -233,8 +233,8 @@ impl Capturer {
         who: Who,
         comm: Option<String>,
     ) -> Result<(), Errno> {
-        log::debug!(target: "ckpt::capture", "captured turn={} path={path} kind={}", store.index.current_turn(), pre.kind());
-        let turn = store.index.current_turn();
+        log::debug!(target: "ckpt::capture", "captured turn={} path={path} kind={}", store.index().current_turn(), pre.kind());
+        let turn = store.index().current_turn();
         store
             .append(Record::Capture {
                 turn,
@@ -258,10 +258,10 @@ impl Capturer {
         who: Who,
         comm: Option<String>,
     ) -> Result<(), Errno> {
-        if store.index.captured_now.contains(path) {
+        if store.index().captured_now.contains(path) {
             return Ok(());
         }
-        let pre = read_preimage(&store.blobs, parent, name, max_blob)?;
+        let pre = read_preimage(store.blobs(), parent, name, max_blob)?;
         Self::record(store, path, pre, who, comm)
     }
 
@@ -291,16 +291,17 @@ impl Capturer {
                 let Some(target) = p.rebase(path, dst_path) else {
                     continue;
                 };
-                if store.index.captured_now.contains(&target) {
+                if store.index().captured_now.contains(&target) {
                     continue;
                 }
                 // Resolve the mirrored path below the destination without following links.
                 let rel = target.as_bytes()[dst_path.as_bytes().len() + 1..].to_vec();
-                let Some(pre) = mirrored_state(dst_parent, dst_name, &rel, &store.blobs, max_blob)?
+                let Some(pre) =
+                    mirrored_state(dst_parent, dst_name, &rel, store.blobs(), max_blob)?
                 else {
                     continue;
                 };
-                let turn = store.index.current_turn();
+                let turn = store.index().current_turn();
                 store
                     .append(Record::Capture {
                         turn,
@@ -393,7 +394,7 @@ mod tests {
             );
         }
         assert_eq!(
-            cap.lock().index.captured_now.len(),
+            cap.lock().index().captured_now.len(),
             4,
             "four paths were captured"
         );

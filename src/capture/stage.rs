@@ -244,7 +244,7 @@ impl Capturer {
         by: StageBy,
     ) -> Result<Option<PendingStage<'_>>, Errno> {
         let mut store = self.lock_raw();
-        if store.index.captured_now.contains(path) {
+        if store.index().captured_now.contains(path) {
             return Ok(None);
         }
         let comm = self.comm(who.pid);
@@ -264,7 +264,7 @@ impl Capturer {
             btime: id.btime,
         };
         Self::record(&mut store, path, pre, who, comm)?;
-        let seq = store.index.last_seq;
+        let seq = store.index().last_seq;
         crate::failpoint::hit("stage-after-record");
         if place_in_staged(&store, parent, name, seq, by).is_err() {
             // Still at its name (or gone): capture it the usual way, as this capture's
@@ -336,7 +336,7 @@ fn resolve_unstaged(
     seq: Seq,
     max_blob: u64,
 ) -> Result<(), Errno> {
-    let pre = match read_preimage(&store.blobs, parent, name, max_blob) {
+    let pre = match read_preimage(store.blobs(), parent, name, max_blob) {
         Ok(pre @ (PreImage::File { .. } | PreImage::Skipped { .. })) => pre,
         Ok(other) => PreImage::Skipped {
             was: other.kind().into(),
@@ -410,7 +410,7 @@ mod tests {
         };
         let mut out = Vec::new();
         store
-            .blobs
+            .blobs()
             .read_blob(blob, &mut |b| {
                 out.extend_from_slice(b);
                 Ok(())
@@ -422,7 +422,7 @@ mod tests {
     /// The stored bytes of every capture, in journal order.
     fn captured_bytes(store: &Store) -> Vec<Vec<u8>> {
         store
-            .index
+            .index()
             .captures
             .iter()
             .map(|c| content_of(store, &c.pre))
@@ -459,8 +459,8 @@ mod tests {
         let resolving = records.iter().filter(|s| **s == seq.0).count();
         assert_eq!(resolving, 1, "one staged record in the journal resolves it");
         let store = cap.lock_raw();
-        assert!(store.index.pending.is_empty(), "nothing left pending");
-        let c = store.index.captures.iter().find(|c| c.seq == seq);
+        assert!(store.index().pending.is_empty(), "nothing left pending");
+        let c = store.index().captures.iter().find(|c| c.seq == seq);
         assert_eq!(content_of(&store, &c.expect("its capture").pre), bytes);
         drop(store);
         assert_eq!(staged_files(dir), 0, "its staged file is removed");
@@ -533,8 +533,8 @@ mod tests {
         assert!(moved, "one rename was the capture and the removal");
         assert!(!dir.path().join("a.txt").exists());
         let store = cap.lock(); // settles whatever the stager has not done yet
-        assert!(store.index.pending.is_empty());
-        let c = store.index.captures.last().expect("a capture");
+        assert!(store.index().pending.is_empty());
+        let c = store.index().captures.last().expect("a capture");
         assert_eq!(c.path, rp("a.txt"));
         assert_eq!(content_of(&store, &c.pre), b"turn-start bytes");
         drop(store);
@@ -542,7 +542,7 @@ mod tests {
         // Replayed from the journal: the resolution holds.
         drop(cap);
         let store = Store::open(root.as_fd(), false, false).expect("reopen");
-        let c = store.index.captures.last().expect("a capture");
+        let c = store.index().captures.last().expect("a capture");
         assert_eq!(content_of(&store, &c.pre), b"turn-start bytes");
     }
 
@@ -566,7 +566,7 @@ mod tests {
         let kept = link_stage(&cap, &root, c"kept", "kept");
         let seq = seq_of(&kept);
         kept.settle(false);
-        let pending = cap.lock_raw().index.pending.contains_key(&seq);
+        let pending = cap.lock_raw().index().pending.contains_key(&seq);
         assert!(!pending, "stored when the rename failed");
         assert_eq!(lstat(&root, c"kept").st_nlink, 1, "the staged link is gone");
         let store = cap.lock();
@@ -604,12 +604,12 @@ mod tests {
             btime: None,
         };
         Capturer::record(&mut store, &rp("f"), pre, Who::default(), None).expect("record");
-        let (seq, epoch) = (store.index.last_seq, store.epoch());
+        let (seq, epoch) = (store.index().last_seq, store.epoch());
         let name = Store::staged_name(seq);
         sys::renameat2(root.as_fd(), c"f", store.staged_dir(), &name, 0).expect("move");
         // What the stager stored outside the lock, for that (epoch, seq).
         let fd = sys::openat(store.staged_dir(), &name, libc::O_RDONLY, 0).expect("open");
-        let blob = store.blobs.put_fd(fd.as_fd()).expect("put");
+        let blob = store.blobs().put_fd(fd.as_fd()).expect("put");
         // A prune meanwhile: it stores every pending stage first, then renumbers every seq.
         store.settle();
         let policy = crate::store::prune::Policy {
@@ -632,7 +632,8 @@ mod tests {
         };
         Capturer::record(&mut store, &rp("g"), pre, Who::default(), None).expect("record g");
         assert_eq!(
-            store.index.last_seq, seq,
+            store.index().last_seq,
+            seq,
             "the collision this guards against"
         );
         let late = store
@@ -648,10 +649,10 @@ mod tests {
             .expect("late record");
         assert!(late.is_empty(), "a stale (epoch, seq) names nothing");
         assert!(
-            store.index.pending.contains_key(&seq),
+            store.index().pending.contains_key(&seq),
             "g still waits for its own bytes"
         );
-        let f = store.index.captures.iter().find(|c| c.path == rp("f"));
+        let f = store.index().captures.iter().find(|c| c.path == rp("f"));
         assert_eq!(content_of(&store, &f.expect("f").pre), b"bytes");
     }
 
@@ -697,22 +698,22 @@ mod tests {
                 btime: None,
             };
             Capturer::record(&mut store, &rp("f"), pre, Who::default(), None).expect("record");
-            let name = Store::staged_name(store.index.last_seq);
+            let name = Store::staged_name(store.index().last_seq);
             sys::renameat2(root.as_fd(), c"f", store.staged_dir(), &name, 0).expect("move");
-            assert_eq!(store.index.pending.len(), 1);
+            assert_eq!(store.index().pending.len(), 1);
         }
         let fst = sys::fstat(racing.as_fd()).expect("fstat");
         cap.ensure_open_file(racing.as_fd(), &fst, &rp("f"), Who::default())
             .expect("the racing open");
         assert!(
-            cap.lock_raw().index.pending.is_empty(),
+            cap.lock_raw().index().pending.is_empty(),
             "stored at the open"
         );
         // Only now may the opener write.
         use std::io::Write;
         (&racing).write_all(b"AFTER").expect("write");
         let store = cap.lock();
-        let c = store.index.captures.last().expect("capture");
+        let c = store.index().captures.last().expect("capture");
         assert_eq!(content_of(&store, &c.pre), b"before");
     }
 
@@ -753,9 +754,9 @@ mod tests {
         drop(store);
         std::fs::write(dir.path().join(".ckpt/staged/999"), b"stray").expect("stray");
         let store = Store::open(root.as_fd(), false, false).expect("reopen");
-        assert!(store.index.pending.is_empty());
+        assert!(store.index().pending.is_empty());
         let pre_of = |p: &str| {
-            let c = store.index.captures.iter().find(|c| c.path == rp(p));
+            let c = store.index().captures.iter().find(|c| c.path == rp(p));
             c.expect("capture").pre.clone()
         };
         // Never moved, still the same inode at its name: read from the folder.

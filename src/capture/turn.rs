@@ -88,7 +88,7 @@ impl Capturer {
         open_for_write: &OpenForWrite<'_>,
     ) -> Result<bool, TurnError> {
         let mut store = self.lock_raw();
-        let current = store.index.current_turn().0;
+        let current = store.index().current_turn().0;
         if n == current && label.is_none() {
             return Ok(false);
         }
@@ -107,7 +107,7 @@ impl Capturer {
                 if !seen.insert(path.clone()) {
                     return Ok(());
                 }
-                let pre = read_preimage(&store.blobs, dir, name, max_blob)?;
+                let pre = read_preimage(store.blobs(), dir, name, max_blob)?;
                 records.push(Record::Capture {
                     turn: Turn(n),
                     path: path.clone(),

@@ -87,8 +87,8 @@ pub fn run(a: DiffArgs) -> CliResult {
         }
         Target::Offline(folder) => {
             let (root, store) = super::open_offline(&folder)?;
-            let turn = a.turn.unwrap_or_else(|| store.index.current_turn().0);
-            if !store.index.has_turn(crate::ids::Turn(turn)) {
+            let turn = a.turn.unwrap_or_else(|| store.index().current_turn().0);
+            if !store.index().has_turn(crate::ids::Turn(turn)) {
                 return Err(CliError::fail(format!("turn {turn} does not exist")));
             }
             let only: Vec<RelPath> = paths

@@ -54,7 +54,7 @@ pub fn run(a: TurnArgs) -> CliResult {
         }
         Target::Offline(folder) => {
             let (_root, mut store) = super::open_offline(&folder)?;
-            let current = store.index.current_turn().0;
+            let current = store.index().current_turn().0;
             match a.turn {
                 None => println!("{current}"),
                 Some(n) if n == current && a.label.is_none() => println!("{current}"),

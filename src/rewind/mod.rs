@@ -76,13 +76,13 @@ pub fn rewind(
     req: Request,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
-    let from = store.index.current_turn().0;
+    let from = store.index().current_turn().0;
     let Chosen {
         to,
         targets,
         resume,
     } = targets_for(store, req)?;
-    let plan = plan(store.index.with_current_identities(targets));
+    let plan = plan(store.index().with_current_identities(targets));
     refuse_unless_verified(&plan, store)?;
     let mut report = Report {
         to,
@@ -141,33 +141,33 @@ struct Chosen {
 fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
     if req.undo {
         let last = store
-            .index
+            .index()
             .last_rewind
             .as_ref()
             .ok_or(RewindError::NothingToUndo)?;
         Ok(Chosen {
             to: last.from.0,
-            targets: store.index.undo_targets().unwrap_or_default(),
+            targets: store.index().undo_targets().unwrap_or_default(),
             resume: None,
         })
-    } else if let Some((begin, to, _)) = store.index.unfinished_rewind {
+    } else if let Some((begin, to, _)) = store.index().unfinished_rewind {
         // A rewind was cut off: finish it first, whatever was asked.
         log::warn!(target: "ckpt::rewind", "completing the rewind to turn {to} that was cut off");
         Ok(Chosen {
             to: to.0,
-            targets: store.index.plan_targets(to),
+            targets: store.index().plan_targets(to),
             resume: Some(begin),
         })
     } else {
-        if !store.index.has_turn(Turn(req.to)) {
+        if !store.index().has_turn(Turn(req.to)) {
             return Err(RewindError::NoSuchTurn {
                 turn: req.to,
-                known: store.index.turns.iter().map(|t| t.turn.0).collect(),
+                known: store.index().turns.iter().map(|t| t.turn.0).collect(),
             });
         }
         Ok(Chosen {
             to: req.to,
-            targets: store.index.plan_targets(Turn(req.to)),
+            targets: store.index().plan_targets(Turn(req.to)),
             resume: None,
         })
     }
@@ -182,7 +182,11 @@ fn apply_undo(
     report: &mut Report,
     progress: Progress<'_>,
 ) -> Result<(), RewindError> {
-    let rewind = store.index.last_rewind.as_ref().map_or(Seq(0), |l| l.begin);
+    let rewind = store
+        .index()
+        .last_rewind
+        .as_ref()
+        .map_or(Seq(0), |l| l.begin);
     let anchors = link_anchors(root, plan, &HashSet::new());
     apply(root, store, plan, &anchors, report, progress);
     record_renewals(store, report)?;
@@ -233,10 +237,10 @@ pub fn rewind_paths(
     max_blob: u64,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
-    if !store.index.has_turn(Turn(to)) {
+    if !store.index().has_turn(Turn(to)) {
         return Err(RewindError::NoSuchTurn {
             turn: to,
-            known: store.index.turns.iter().map(|t| t.turn.0).collect(),
+            known: store.index().turns.iter().map(|t| t.turn.0).collect(),
         });
     }
     // Hard-link groups are formed over every target before choosing the paths: a name's own
@@ -244,8 +248,8 @@ pub fn rewind_paths(
     // capture holds the bytes of the start of the turn.
     let all = share_hard_links(
         store
-            .index
-            .with_current_identities(store.index.plan_targets(Turn(to))),
+            .index()
+            .with_current_identities(store.index().plan_targets(Turn(to))),
     );
     let mut targets: Vec<(RelPath, PreImage)> = all
         .iter()
@@ -259,7 +263,7 @@ pub fn rewind_paths(
     targets.extend(uncaptured_links(root, &all, &targets, paths));
     let plan = plan(targets);
     refuse_unless_verified(&plan, store)?;
-    let from = store.index.current_turn().0;
+    let from = store.index().current_turn().0;
     let mut report = Report {
         to,
         from,

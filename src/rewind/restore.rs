@@ -474,7 +474,7 @@ pub(super) fn link_step(
 /// Writes a blob's original bytes into `dst` from offset 0 (decompressing when stored so).
 fn copy_blob(store: &Store, id: &BlobId, dst: BorrowedFd<'_>) -> Result<(), Errno> {
     let mut off = 0u64;
-    store.blobs.read_blob(id, &mut |chunk| {
+    store.blobs().read_blob(id, &mut |chunk| {
         crate::sys::write_all(dst, chunk, off)?;
         off += chunk.len() as u64;
         Ok(())

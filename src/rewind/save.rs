@@ -55,7 +55,7 @@ fn read_current(
             }
         };
         let name = cname(path);
-        let blobs = &store.blobs;
+        let blobs = store.blobs();
         let mut at = None;
         let walked = walk_tree(parent.as_fd(), &name, path, &mut |p, dir, n| {
             if !skip(p) && !seen.contains(p) {
@@ -88,7 +88,7 @@ pub(super) fn saves_for_undo(
     extra: &[RelPath],
 ) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
     let already: HashSet<&RelPath> = store
-        .index
+        .index()
         .unfinished_saved
         .iter()
         .map(|c| &c.path)
@@ -132,7 +132,7 @@ pub(super) fn capture_for_current_turn(
     from: u64,
     max_blob: u64,
 ) -> Result<(), RewindError> {
-    let captured = &store.index.captured_now;
+    let captured = &store.index().captured_now;
     let records: Vec<Record> = read_current(
         root,
         store,

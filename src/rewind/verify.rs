@@ -28,7 +28,7 @@ pub fn verify(plan: &Plan, store: &Store) -> Vec<Failure> {
             if !checked.insert(blob) {
                 continue;
             }
-            match store.blobs.verify(blob) {
+            match store.blobs().verify(blob) {
                 Ok(true) => {}
                 Ok(false) => problems.push(Failure {
                     path: step.path.to_string(),

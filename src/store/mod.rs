@@ -60,9 +60,10 @@ pub struct Store {
     journal: OwnedFd,
     _lock: OwnedFd,
     /// Content-addressed blobs.
-    pub blobs: std::sync::Arc<BlobStore>,
-    /// State replayed from the journal.
-    pub index: Index,
+    blobs: std::sync::Arc<BlobStore>,
+    /// State replayed from the journal: changed only by appending records (`append`), so it
+    /// always says what the journal says.
+    index: Index,
     durable: bool,
     /// `staged/`: pre-images moved here by their removal, named by their capture's seq.
     staged: OwnedFd,
@@ -231,6 +232,16 @@ impl Store {
     /// Whether every record and blob is synced before the change it guards (`--durable`).
     pub fn durable(&self) -> bool {
         self.durable
+    }
+
+    /// The content-addressed blobs.
+    pub fn blobs(&self) -> &std::sync::Arc<BlobStore> {
+        &self.blobs
+    }
+
+    /// The state the journal describes, replayed from it and kept up to date by every append.
+    pub fn index(&self) -> &Index {
+        &self.index
     }
 
     /// The store directory descriptor (for the daemon log and tests).
