@@ -105,31 +105,16 @@ fn handle(
             paths,
         } => rewind_request(fs, to, dry_run, undo, &paths, progress),
         Request::Status => status(fs, folder),
-        Request::Fsck => {
-            let store = fs.capturer().lock();
-            let r = crate::store::fsck::check(store.dir());
-            Response::ok(serde_json::to_value(&r).unwrap_or_default())
-        }
-        Request::Diff { turn, paths } => diff_request(fs, turn, &paths),
-        Request::Prune {
-            keep_turns,
-            max_size,
-        } => {
+        // What reads or tidies the store: the engine, with the store locked.
+        Request::Log | Request::Fsck | Request::Diff { .. } | Request::Prune { .. } => {
             let mut store = fs.capturer().lock();
-            let policy = crate::store::prune::Policy {
-                keep_turns,
-                max_size,
-            };
-            match crate::store::prune::prune(&mut store, policy) {
-                Ok(r) => Response::ok(serde_json::to_value(&r).unwrap_or_default()),
-                Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
+            let pid = Some(std::process::id());
+            match crate::engine::query(fs.root(), &mut store, folder, pid, &req) {
+                Some(Ok(v)) => Response::ok(v),
+                Some(Err(e)) => Response::fail(e, serde_json::Value::Null),
+                // Not reached: the four requests of this arm are all the engine's.
+                None => Response::fail("not a store request", serde_json::Value::Null),
             }
-        }
-        Request::Log => {
-            let store = fs.capturer().lock();
-            Response::ok(
-                serde_json::to_value(crate::info::log_rows(&store, fs.root())).unwrap_or_default(),
-            )
         }
     }
 }
@@ -172,39 +157,21 @@ fn rewind_request(
     }
 }
 
-/// `status`: the store's figures and the number of nodes the kernel holds.
+/// `status`: the store's figures (the engine's) and the number of nodes the kernel holds.
 fn status(fs: &CkptFs, folder: &str) -> Response {
     // Counted before the store is locked: the node table comes first in the lock order
     // (`crate::lock_order`).
     let nodes = fs.node_count();
-    let store = fs.capturer().lock();
-    let mut v = serde_json::to_value(crate::info::status(
-        &store,
-        folder,
-        Some(std::process::id()),
-    ))
-    .unwrap_or_default();
-    v["nodes"] = serde_json::json!(nodes);
-    Response::ok(v)
-}
-
-/// `diff`: what changed since the start of `turn` (the current one when not given).
-fn diff_request(fs: &CkptFs, turn: Option<u64>, paths: &[String]) -> Response {
-    let store = fs.capturer().lock();
-    let turn = turn.unwrap_or_else(|| store.index().current_turn().0);
-    if !store.index().has_turn(crate::ids::Turn(turn)) {
-        return Response::fail(
-            format!("turn {turn} does not exist"),
-            serde_json::Value::Null,
-        );
+    let mut store = fs.capturer().lock();
+    let pid = Some(std::process::id());
+    match crate::engine::query(fs.root(), &mut store, folder, pid, &Request::Status) {
+        Some(Ok(mut v)) => {
+            v["nodes"] = serde_json::json!(nodes);
+            Response::ok(v)
+        }
+        Some(Err(e)) => Response::fail(e, serde_json::Value::Null),
+        None => Response::fail("not a store request", serde_json::Value::Null),
     }
-    let only: Vec<crate::relpath::RelPath> = paths
-        .iter()
-        .filter_map(|p| crate::relpath::RelPath::new(p.as_bytes()).ok())
-        .collect();
-    Response::ok(
-        serde_json::to_value(crate::diff::diff(fs.root(), &store, turn, &only)).unwrap_or_default(),
-    )
 }
 
 /// Test builds: a panic anywhere in the daemon (a lock-order violation found by

@@ -10,6 +10,7 @@ pub mod capture;
 pub mod cli;
 pub mod daemon;
 pub mod diff;
+pub mod engine;
 pub mod errno;
 pub mod failpoint;
 pub mod fs;

@@ -3,7 +3,6 @@
 use super::{CliError, CliResult, Target};
 use crate::diff::{self, FileChange};
 use crate::ipc::Request;
-use crate::relpath::RelPath;
 use clap::Args;
 use clap::builder::{PathBufValueParser, TypedValueParser};
 use std::io::IsTerminal;
@@ -86,16 +85,12 @@ pub fn run(a: DiffArgs) -> CliResult {
             serde_json::from_value(resp.data).map_err(|e| CliError::fail(e.to_string()))?
         }
         Target::Offline(folder) => {
-            let (root, store) = super::open_offline(&folder)?;
-            let turn = a.turn.unwrap_or_else(|| store.index().current_turn().0);
-            if !store.index().has_turn(crate::ids::Turn(turn)) {
-                return Err(CliError::fail(format!("turn {turn} does not exist")));
-            }
-            let only: Vec<RelPath> = paths
-                .iter()
-                .filter_map(|p| RelPath::new(p.as_bytes()).ok())
-                .collect();
-            diff::diff(std::os::fd::AsFd::as_fd(&root), &store, turn, &only)
+            let req = Request::Diff {
+                turn: a.turn,
+                paths,
+            };
+            let v = super::query_offline(&folder, &req)?.map_err(CliError::fail)?;
+            serde_json::from_value(v).map_err(|e| CliError::fail(e.to_string()))?
         }
     };
     if a.stat {

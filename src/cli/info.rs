@@ -37,21 +37,7 @@ fn fetch(dir: Option<PathBuf>, req: Request) -> Result<serde_json::Value, CliErr
                 Err(CliError::fail(resp.error.unwrap_or_default()))
             }
         }
-        Target::Offline(folder) => {
-            let (root, store) = super::open_offline(&folder)?;
-            let v = match req {
-                Request::Log => serde_json::to_value(crate::info::log_rows(
-                    &store,
-                    std::os::fd::AsFd::as_fd(&root),
-                )),
-                _ => serde_json::to_value(crate::info::status(
-                    &store,
-                    &folder.display().to_string(),
-                    None,
-                )),
-            };
-            v.map_err(|e| CliError::fail(e.to_string()))
-        }
+        Target::Offline(folder) => super::query_offline(&folder, &req)?.map_err(CliError::fail),
     }
 }
 

@@ -286,5 +286,24 @@ pub fn open_offline(
     Ok((root, store))
 }
 
+/// Answers a store request on a folder that is not mounted, as the daemon would answer it
+/// on a mounted one (`crate::engine`): the outer error when the store cannot be opened, the
+/// inner one when the engine refuses the request (each caller words that one).
+pub fn query_offline(
+    folder: &std::path::Path,
+    req: &crate::ipc::Request,
+) -> Result<Result<serde_json::Value, String>, CliError> {
+    let (root, mut store) = open_offline(folder)?;
+    let name = folder.display().to_string();
+    crate::engine::query(
+        std::os::fd::AsFd::as_fd(&root),
+        &mut store,
+        &name,
+        None,
+        req,
+    )
+    .ok_or_else(|| CliError::fail("this request needs the folder mounted"))
+}
+
 #[cfg(test)]
 mod tests;

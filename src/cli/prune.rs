@@ -2,7 +2,6 @@
 
 use super::{CliError, CliResult, Target};
 use crate::ipc::Request;
-use crate::store::prune::{self, Policy};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -60,16 +59,12 @@ pub fn run(a: PruneArgs) -> CliResult {
             resp.data
         }
         Target::Offline(folder) => {
-            let (_root, mut store) = super::open_offline(&folder)?;
-            let r = prune::prune(
-                &mut store,
-                Policy {
-                    keep_turns: a.keep_turns,
-                    max_size: a.max_size,
-                },
-            )
-            .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
-            serde_json::to_value(&r).map_err(|e| CliError::fail(e.to_string()))?
+            let req = Request::Prune {
+                keep_turns: a.keep_turns,
+                max_size: a.max_size,
+            };
+            super::query_offline(&folder, &req)?
+                .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?
         }
     };
     spinner.finish_and_clear();

@@ -1,0 +1,112 @@
+//! The work of the commands that read or tidy a store (`status`, `log`, `diff`, `prune`,
+//! `fsck`), in one place: the daemon runs it for the CLI's requests with its store locked, and
+//! the CLI runs it itself on a folder that is not mounted, so the two answers cannot differ.
+//!
+//! Turn switches and rewinds are not here: on a mounted folder they go through the filesystem
+//! core (`CkptFs::begin_turn`, `CkptFs::rewind`), which holds every other change back while they
+//! run and invalidates the kernel's caches after; offline, the CLI calls `crate::rewind` on the
+//! opened store itself.
+
+use crate::ipc::Request;
+use crate::relpath::RelPath;
+use crate::store::Store;
+use std::os::fd::BorrowedFd;
+
+/// Answers `req` from `store`, as the JSON the CLI prints or reads; `None` for a request this
+/// does not answer (a turn switch or a rewind). `root` is the folder's root (`diff` and `log`
+/// compare with the folder as it is now), `folder` its name for `status`, and `daemon` the pid
+/// of the daemon answering (`None` offline).
+pub fn query(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    folder: &str,
+    daemon: Option<u32>,
+    req: &Request,
+) -> Option<Result<serde_json::Value, String>> {
+    let value = match req {
+        Request::Status => json(crate::info::status(store, folder, daemon)),
+        Request::Log => json(crate::info::log_rows(store, root)),
+        Request::Fsck => json(crate::store::fsck::check(store.dir())),
+        Request::Diff { turn, paths } => diff(root, store, *turn, paths),
+        Request::Prune {
+            keep_turns,
+            max_size,
+        } => {
+            let policy = crate::store::prune::Policy {
+                keep_turns: *keep_turns,
+                max_size: *max_size,
+            };
+            crate::store::prune::prune(store, policy)
+                .map_err(|e| e.to_string())
+                .and_then(json)
+        }
+        Request::Turn { .. } | Request::Rewind { .. } => return None,
+    };
+    Some(value)
+}
+
+/// `diff`: what changed from the start of `turn` (the current one when not given) to now,
+/// below `paths` (everything when empty). A path that is not a valid relative path is ignored.
+fn diff(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    turn: Option<u64>,
+    paths: &[String],
+) -> Result<serde_json::Value, String> {
+    let turn = turn.unwrap_or_else(|| store.index().current_turn().0);
+    if !store.index().has_turn(crate::ids::Turn(turn)) {
+        return Err(format!("turn {turn} does not exist"));
+    }
+    let only: Vec<RelPath> = paths
+        .iter()
+        .filter_map(|p| RelPath::new(p.as_bytes()).ok())
+        .collect();
+    json(crate::diff::diff(root, store, turn, &only))
+}
+
+fn json(v: impl serde::Serialize) -> Result<serde_json::Value, String> {
+    serde_json::to_value(v).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn store_requests_are_answered_and_turns_and_rewinds_are_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("a.txt"), b"a\n").expect("file");
+        let root = std::fs::File::open(dir.path()).expect("open");
+        let mut store = Store::open(root.as_fd(), true, false).expect("store");
+        let status = query(root.as_fd(), &mut store, "f", None, &Request::Status)
+            .expect("answered")
+            .expect("status");
+        assert_eq!(status["turn"], 1, "{status}");
+        let diff = Request::Diff {
+            turn: Some(9),
+            paths: Vec::new(),
+        };
+        assert_eq!(
+            query(root.as_fd(), &mut store, "f", None, &diff).expect("answered"),
+            Err("turn 9 does not exist".to_string())
+        );
+        let diff = Request::Diff {
+            turn: None,
+            paths: Vec::new(),
+        };
+        let changes = query(root.as_fd(), &mut store, "f", None, &diff)
+            .expect("answered")
+            .expect("diff");
+        assert_eq!(changes, serde_json::json!([]), "nothing captured yet");
+        let fsck = query(root.as_fd(), &mut store, "f", None, &Request::Fsck)
+            .expect("answered")
+            .expect("fsck");
+        assert_eq!(fsck["findings"], serde_json::json!([]), "{fsck}");
+        let turn = Request::Turn {
+            set: Some(2),
+            label: None,
+        };
+        assert!(query(root.as_fd(), &mut store, "f", None, &turn).is_none());
+    }
+}
