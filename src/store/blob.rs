@@ -148,7 +148,7 @@ impl BlobStore {
         if create {
             match sys::mkdirat(self.dir.as_fd(), &name, 0o700) {
                 // A new shard's name in `blobs/` is synced before a blob in it is relied on.
-                Ok(()) if self.durable => self.sync_dir(self.dir.as_fd())?,
+                Ok(()) if self.durable => crate::tree::sync_dir(self.dir.as_fd())?,
                 Ok(()) | Err(Errno(libc::EEXIST)) => {}
                 Err(e) => return Err(e),
             }
@@ -417,10 +417,6 @@ impl BlobStore {
     /// How loose blobs are persisted: synced with `--durable` (see `crate::tree`).
     fn durability(&self) -> Durability {
         Durability::from_flag(self.durable)
-    }
-
-    fn sync_dir(&self, dir: BorrowedFd<'_>) -> SysResult<()> {
-        crate::tree::sync_dir(dir)
     }
 
     fn temp_name(&self) -> CString {

@@ -165,8 +165,7 @@ impl Packs {
 
     /// Makes the entries of `packs/` (new pack files, removed ones) durable.
     fn sync_dir(&self) -> SysResult<()> {
-        let d = sys::reopen(self.dir.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
-        sys::fsync(d.as_fd(), false)
+        crate::tree::sync_dir(self.dir.as_fd())
     }
 
     /// Where a blob is, if packed.

@@ -8,6 +8,7 @@ use super::journal::{self, Line, PreImage, Record};
 use super::{Store, StoreError, io};
 use crate::ids::{BlobId, Seq, Turn};
 use crate::sys;
+use crate::tree::{Durability, TempFile};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::os::fd::AsFd;
@@ -160,20 +161,18 @@ fn rewrite_journal(store: &mut Store, keep_from: Turn) -> Result<(), StoreError>
     }
     let d = store.dir.as_fd();
     let tmp = c"journal.jsonl.new";
-    let fd = sys::openat(
+    // A leftover of a prune cut off by a crash (the name is the prune's alone).
+    let _ = sys::unlinkat(d, tmp, 0);
+    let file = TempFile::create(d, tmp.into()).map_err(io("write new journal"))?;
+    sys::write_all(file.fd(), &bytes, 0).map_err(io("write new journal"))?;
+    // Synced, renamed over the journal, the directory synced: the rule of `crate::tree`.
+    file.persist(
         d,
-        tmp,
-        libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_NOFOLLOW,
-        0o600,
+        c"journal.jsonl",
+        Durability::Synced,
+        "prune-before-rename",
     )
-    .map_err(io("write new journal"))?;
-    sys::write_all(fd.as_fd(), &bytes, 0).map_err(io("write new journal"))?;
-    sys::fsync(fd.as_fd(), false).map_err(io("sync new journal"))?;
-    sys::renameat2(d, tmp, d, c"journal.jsonl", 0).map_err(io("replace journal"))?;
-    // The rename itself is durable only once the directory is synced.
-    sys::reopen(d, libc::O_RDONLY | libc::O_DIRECTORY)
-        .and_then(|dir| sys::fsync(dir.as_fd(), false))
-        .map_err(io("sync the store directory"))?;
+    .map_err(io("replace journal"))?;
     let journal = sys::openat(
         d,
         c"journal.jsonl",
