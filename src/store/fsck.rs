@@ -355,6 +355,9 @@ fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
                         "blob-id",
                         format!("{path}: blob id {id:?} is not a sha256"),
                     ));
+                    // Still a record: counted, and a `staged` one still resolves its capture
+                    // (its blanked pre-image refers to no blob).
+                    out.push(line);
                 }
                 None => add(finding(
                     Severity::Error,
@@ -410,8 +413,9 @@ fn check_order(
 
 /// When all that is wrong with a line is the blob id of its file pre-image (a blob id is
 /// parsed with the line, so such a line is corrupt): the path it is the pre-image of, the id,
-/// and the line with a valid id in its place (still checked for its seq). `None` for a line
-/// with any other fault, and for a `staged` record whose capture is not among `before`.
+/// and the line with that pre-image blanked to `Absent` (still checked for its seq, and
+/// referring to no blob). `None` for a line with any other fault, and for a `staged` record
+/// whose capture is not among `before`.
 fn bad_blob_id(raw: &[u8], before: &[Line]) -> Option<(String, String, Line)> {
     let mut value: serde_json::Value = serde_json::from_slice(raw).ok()?;
     let blob = value.get_mut("pre")?.get_mut("blob")?;
@@ -422,7 +426,10 @@ fn bad_blob_id(raw: &[u8], before: &[Line]) -> Option<(String, String, Line)> {
     *blob = serde_json::Value::String("0".repeat(64));
     let mut text = serde_json::to_vec(&value).ok()?;
     text.push(b'\n');
-    let line = journal::parse(&text).ok()?.lines.pop()?;
+    let mut line = journal::parse(&text).ok()?.lines.pop()?;
+    if let Record::Capture { pre, .. } | Record::Staged { pre, .. } = &mut line.rec {
+        *pre = PreImage::Absent;
+    }
     let path = match &line.rec {
         Record::Capture { path, .. } => path.clone(),
         Record::Staged { capture, .. } => before.iter().find_map(|l| match &l.rec {
@@ -560,6 +567,25 @@ mod tests {
             format!("g: blob id {bad:?} is not a sha256")
         );
         assert!(!r.clean());
+    }
+
+    #[test]
+    fn a_staged_record_naming_a_bad_blob_id_still_resolves_its_capture() {
+        let (dir, _) = store_with_capture();
+        let journal = dir.path().join(".ckpt/journal.jsonl");
+        let mut j = std::fs::read(&journal).expect("read");
+        let bad = "AB".repeat(32);
+        j.extend_from_slice(b"{\"v\":2,\"seq\":3,\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"old\",\"pre\":{\"kind\":\"staged\",\"size\":3,\"mode\":420,\"uid\":0,\"gid\":0,\"ino\":9,\"nlink\":1}}\n");
+        j.extend_from_slice(format!("{{\"v\":2,\"seq\":4,\"time\":0,\"op\":\"staged\",\"capture\":3,\"pre\":{{\"kind\":\"file\",\"blob\":\"{bad}\",\"size\":3,\"mode\":420,\"uid\":0,\"gid\":0,\"ino\":9,\"nlink\":1}}}}\n").as_bytes());
+        std::fs::write(&journal, j).expect("write");
+        let r = run(&dir);
+        // Only the bad id: the capture is resolved, not also reported as a missing stage.
+        assert_eq!(kinds(&r), vec!["blob-id"], "{:?}", r.findings);
+        assert_eq!(
+            r.findings[0].detail,
+            format!("old: blob id {bad:?} is not a sha256")
+        );
+        assert_eq!(r.records, 4, "the bad line is still a record");
     }
 
     #[test]
