@@ -18,14 +18,16 @@
 //!
 //! Every item is re-exported here: callers name `crate::capture::X`, never a submodule.
 //!
-//! The lock: every capture holds the store's mutex from the check "does this turn have the
-//! path already?" through the journal append, so two requests on one path capture it once and
-//! a turn switch never lands between a check and its record. Reading a pre-image's bytes
-//! happens under it too, except a staged file's, which the stager reads outside it (that file
-//! has no other name and no open descriptor). Lock order: the store, then the stager queue or
-//! the command-name cache; nothing takes the store while holding either. Above this module the
-//! filesystem holds its gate (shared) around a request's capture and mutation; a rewind takes
-//! the gate exclusively, then [`Capturer::lock`].
+//! The lock: every capture checks "does this turn have the path already?" and appends its
+//! record under the store's mutex, so two requests on one path record it once. A request's
+//! capture ([`Capturer::ensure`], [`Capturer::ensure_open_file`]) reads, hashes and stores the
+//! pre-image's bytes between two short holds, outside the mutex; that stays exact because
+//! every mutation of a path follows a recorded capture of it, and the filesystem's gate (held
+//! shared around a request's capture and mutation) keeps turn switches out. Tree captures and
+//! the turn switch's captures still read under it; a staged file's bytes are read by the stager
+//! outside it (that file has no other name and no open descriptor). Lock order: the store,
+//! then the stager queue or the command-name cache; nothing takes the store while holding
+//! either (`crate::lock_order`). A rewind takes the gate exclusively, then [`Capturer::lock`].
 
 mod preimage;
 mod stage;
@@ -106,14 +108,13 @@ impl Capturer {
     pub fn new(store: Store, max_blob: u64) -> Self {
         let staged = store.staged_dir().try_clone_to_owned();
         let blobs = Arc::clone(store.blobs());
-        let blobs_for_requests = Arc::clone(store.blobs());
         let store = Arc::new(Mutex::new(store));
         let stager = staged
             .ok()
-            .and_then(|staged| Stager::start(&store, blobs, staged));
+            .and_then(|staged| Stager::start(&store, Arc::clone(&blobs), staged));
         Self {
             store,
-            blobs: Arc::clone(&blobs_for_requests),
+            blobs,
             max_blob,
             comms: Mutex::new(HashMap::new()),
             stager: Mutex::new(stager),
@@ -219,6 +220,10 @@ impl Capturer {
         let pre = sys::without_atime(fd, || read_open_file(&self.blobs, fd, st, self.max_blob))?;
         let comm = self.comm(who.pid);
         let mut store = self.lock_raw();
+        // Settled again: the caller's handle is not registered yet, so an unlink while the
+        // store was unlocked may have staged this very inode; its bytes are stored before the
+        // caller can write through the descriptor it is about to get.
+        store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
         if store.index().captured_now.contains(path) {
             return Ok(());
         }

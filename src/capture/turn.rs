@@ -2,7 +2,7 @@
 //!
 //! A file held open for writing can be written in the new turn without another `open`, so
 //! nothing on the request path would capture it first; these captures are taken here, at the
-//! switch, under the same store lock as every other capture (see `mod.rs`). They are apart
+//! switch, read and recorded under the store lock (see `mod.rs`). They are apart
 //! from the per-request policy because they run once per turn, for a list the caller (the
 //! filesystem's handle table) supplies, and decide whether the turn may begin at all.
 

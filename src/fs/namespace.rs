@@ -382,10 +382,16 @@ impl CkptFs {
         let who = Who { pid: caller.pid };
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let (sdir, ddir) = (ends.sdir.as_fd(), ends.ddir.as_fd());
-        let src_is_dir = src.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        let mirror = src_is_dir.then_some((ddir, ends.dc.as_c_str(), &ends.dpath));
-        self.capture
-            .ensure_tree(sdir, &ends.sc, &ends.spath, mirror, who)?;
+        // A directory is captured with everything below it (and mirrored at the destination);
+        // anything else is one path, read outside the store lock (`Capturer::ensure`). The
+        // kernel holds both parents locked for the rename, so neither name changes meanwhile.
+        if src.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            let mirror = (ddir, ends.dc.as_c_str(), &ends.dpath);
+            self.capture
+                .ensure_tree(sdir, &ends.sc, &ends.spath, Some(mirror), who)?;
+        } else {
+            self.capture.ensure(sdir, &ends.sc, &ends.spath, who)?;
+        }
         let dst_is_dir = dst.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
         match dst {
             Some(d)
@@ -405,11 +411,14 @@ impl CkptFs {
                     StageBy::Link,
                 )
             }
-            _ => {
-                let back =
-                    (exchange && dst_is_dir).then_some((sdir, ends.sc.as_c_str(), &ends.spath));
+            _ if dst_is_dir => {
+                let back = exchange.then_some((sdir, ends.sc.as_c_str(), &ends.spath));
                 self.capture
                     .ensure_tree(ddir, &ends.dc, &ends.dpath, back, who)?;
+                Ok(None)
+            }
+            _ => {
+                self.capture.ensure(ddir, &ends.dc, &ends.dpath, who)?;
                 Ok(None)
             }
         }
