@@ -104,18 +104,8 @@ fn handle(
             undo,
             paths,
         } => rewind_request(fs, to, dry_run, undo, &paths, progress),
-        Request::Status => status(fs, folder),
-        // What reads or tidies the store: the engine, with the store locked.
-        Request::Log | Request::Fsck | Request::Diff { .. } | Request::Prune { .. } => {
-            let mut store = fs.capturer().lock();
-            let pid = Some(std::process::id());
-            match crate::engine::query(fs.root(), &mut store, folder, pid, &req) {
-                Some(Ok(v)) => Response::ok(v),
-                Some(Err(e)) => Response::fail(e, serde_json::Value::Null),
-                // Not reached: the four requests of this arm are all the engine's.
-                None => Response::fail("not a store request", serde_json::Value::Null),
-            }
-        }
+        // What reads or tidies the store: the engine's.
+        store_request => store_query(fs, folder, &store_request),
     }
 }
 
@@ -157,20 +147,20 @@ fn rewind_request(
     }
 }
 
-/// `status`: the store's figures (the engine's) and the number of nodes the kernel holds.
-fn status(fs: &CkptFs, folder: &str) -> Response {
-    // Counted before the store is locked: the node table comes first in the lock order
-    // (`crate::lock_order`).
-    let nodes = fs.node_count();
+/// A request the engine answers (`status`, `log`, `diff`, `prune`, `fsck`), with the store
+/// locked; `status` also says how many nodes the kernel holds, counted before the store is
+/// locked because the node table comes first in the lock order (`crate::lock_order`).
+fn store_query(fs: &CkptFs, folder: &str, req: &Request) -> Response {
+    let nodes = matches!(req, Request::Status).then(|| fs.node_count());
     let mut store = fs.capturer().lock();
-    let pid = Some(std::process::id());
-    match crate::engine::query(fs.root(), &mut store, folder, pid, &Request::Status) {
-        Some(Ok(mut v)) => {
-            v["nodes"] = serde_json::json!(nodes);
+    match crate::engine::query(fs.root(), &mut store, folder, Some(std::process::id()), req) {
+        Ok(mut v) => {
+            if let Some(n) = nodes {
+                v["nodes"] = serde_json::json!(n);
+            }
             Response::ok(v)
         }
-        Some(Err(e)) => Response::fail(e, serde_json::Value::Null),
-        None => Response::fail("not a store request", serde_json::Value::Null),
+        Err(e) => Response::fail(e, serde_json::Value::Null),
     }
 }
 
@@ -270,7 +260,7 @@ fn run_inner(
             })
         })
         .map_err(|e| format!("cannot start the control thread: {e}"))?;
-    log::info!(target: "ckpt::fuse", "mounted {} (turn {})", dir.display(), fs.capturer().lock().index().current_turn());
+    log::info!(target: "ckpt::fuse", "mounted {} (turn {})", dir.display(), fs.capturer().current_turn());
     if let Some(r) = ready.as_mut() {
         let _ = writeln!(r, "ok");
     }

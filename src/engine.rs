@@ -12,8 +12,8 @@ use crate::relpath::RelPath;
 use crate::store::Store;
 use std::os::fd::BorrowedFd;
 
-/// Answers `req` from `store`, as the JSON the CLI prints or reads; `None` for a request this
-/// does not answer (a turn switch or a rewind). `root` is the folder's root (`diff` and `log`
+/// Answers `req` from `store`, as the JSON the CLI prints or reads, or says why not (a turn
+/// switch or a rewind is not the engine's: see the module header). `root` is the folder's root (`diff` and `log`
 /// compare with the folder as it is now), `folder` its name for `status`, and `daemon` the pid
 /// of the daemon answering (`None` offline).
 pub fn query(
@@ -22,8 +22,8 @@ pub fn query(
     folder: &str,
     daemon: Option<u32>,
     req: &Request,
-) -> Option<Result<serde_json::Value, String>> {
-    let value = match req {
+) -> Result<serde_json::Value, String> {
+    match req {
         Request::Status => json(crate::info::status(store, folder, daemon)),
         Request::Log => json(crate::info::log_rows(store, root)),
         Request::Fsck => json(crate::store::fsck::check(store.dir())),
@@ -40,9 +40,10 @@ pub fn query(
                 .map_err(|e| e.to_string())
                 .and_then(json)
         }
-        Request::Turn { .. } | Request::Rewind { .. } => return None,
-    };
-    Some(value)
+        Request::Turn { .. } | Request::Rewind { .. } => {
+            Err("turn switches and rewinds are not answered from the store alone".into())
+        }
+    }
 }
 
 /// `diff`: what changed from the start of `turn` (the current one when not given) to now,
@@ -79,34 +80,28 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), b"a\n").expect("file");
         let root = std::fs::File::open(dir.path()).expect("open");
         let mut store = Store::open(root.as_fd(), true, false).expect("store");
-        let status = query(root.as_fd(), &mut store, "f", None, &Request::Status)
-            .expect("answered")
-            .expect("status");
+        let status = query(root.as_fd(), &mut store, "f", None, &Request::Status).expect("status");
         assert_eq!(status["turn"], 1, "{status}");
         let diff = Request::Diff {
             turn: Some(9),
             paths: Vec::new(),
         };
         assert_eq!(
-            query(root.as_fd(), &mut store, "f", None, &diff).expect("answered"),
+            query(root.as_fd(), &mut store, "f", None, &diff),
             Err("turn 9 does not exist".to_string())
         );
         let diff = Request::Diff {
             turn: None,
             paths: Vec::new(),
         };
-        let changes = query(root.as_fd(), &mut store, "f", None, &diff)
-            .expect("answered")
-            .expect("diff");
+        let changes = query(root.as_fd(), &mut store, "f", None, &diff).expect("diff");
         assert_eq!(changes, serde_json::json!([]), "nothing captured yet");
-        let fsck = query(root.as_fd(), &mut store, "f", None, &Request::Fsck)
-            .expect("answered")
-            .expect("fsck");
+        let fsck = query(root.as_fd(), &mut store, "f", None, &Request::Fsck).expect("fsck");
         assert_eq!(fsck["findings"], serde_json::json!([]), "{fsck}");
         let turn = Request::Turn {
             set: Some(2),
             label: None,
         };
-        assert!(query(root.as_fd(), &mut store, "f", None, &turn).is_none());
+        assert!(query(root.as_fd(), &mut store, "f", None, &turn).is_err());
     }
 }

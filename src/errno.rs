@@ -11,12 +11,6 @@ use crate::rewind::RewindError;
 use crate::store::StoreError;
 use crate::sys::{Errno, ToErrno};
 
-impl ToErrno for Errno {
-    fn to_errno(&self) -> Errno {
-        *self
-    }
-}
-
 impl ToErrno for StoreError {
     fn to_errno(&self) -> Errno {
         Errno(match self {
