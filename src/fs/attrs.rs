@@ -271,8 +271,6 @@ impl CkptFs {
         sys::readlinkat(dir.as_fd(), &name)
     }
 
-    // ---- namespace changes ----
-
     /// `getxattr`; with `size == 0` the value's length only.
     pub(super) fn host_getxattr(&self, node: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
         let fd = self.attr_fd(node)?;
@@ -335,6 +333,4 @@ impl CkptFs {
             inv.inval_attr(node);
         }
     }
-
-    // ---- turns and rewinds ----
 }

@@ -106,8 +106,6 @@ impl CkptFs {
         }
     }
 
-    // ---- lookups and attributes ----
-
     /// The control directory's listing; `offset` cookies 1, 2, … in this order.
     pub(super) fn control_dir_items(&self) -> Vec<DirItem> {
         let mut v = vec![

@@ -99,6 +99,4 @@ impl CkptFs {
     pub fn statfs(&self) -> FsResult<libc::statvfs> {
         sys::fstatvfs(self.root.as_fd())
     }
-
-    // ---- extended attributes ----
 }

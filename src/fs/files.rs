@@ -383,6 +383,4 @@ impl CkptFs {
         )?;
         Ok(n as u32)
     }
-
-    // ---- directories ----
 }

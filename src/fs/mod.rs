@@ -6,7 +6,8 @@
 //!
 //! | file | job |
 //! |---|---|
-//! | `mod.rs` | the `CkptFs` state, its locks and their order, lookup/forget, capture of a node |
+//! | `mod.rs` | the `CkptFs` state, its locks and their order, capture of a node |
+//! | `vfs.rs` | routing: each operation to the host side or to `ctlfs.rs`, by the node's id |
 //! | `resolve.rs` | how a node reaches its host inode: names, open handles, orphans, ghosts |
 //! | `attrs.rs` | `stat` as the kernel sees it, getattr/setattr/readlink, xattrs, attribute TTLs |
 //! | `files.rs` | handles, open/create (capture through the handle), read, write, release |
@@ -295,7 +296,7 @@ impl CkptFs {
             attr: attr_of(st),
             node,
             ttl: self.config.ttl,
-            attr_ttl: self.attr_ttl(node),
+            attr_ttl: self.host_attr_ttl(node),
         }
     }
 

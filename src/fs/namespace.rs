@@ -436,8 +436,6 @@ impl CkptFs {
             self.lock_ghosts().insert(node, Arc::new(fd));
         }
     }
-
-    // ---- files ----
 }
 
 /// Both ends of a rename: the directories, the names, and the paths beneath the folder.

@@ -278,7 +278,6 @@ impl CkptFs {
         Ok(st)
     }
 
-    /// Every name the kernel knows `node` by, each located from its own parent.
     /// Every name of `node`, with its parent's descriptor. A name whose parent is gone
     /// (`ENOENT`, `ESTALE`: nothing stands at that name any more) is left out; any other
     /// failure to reach a parent is the caller's error, so no name goes uncaptured unseen.

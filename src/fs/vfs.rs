@@ -6,9 +6,10 @@
 //! `pseudo_fs`. Neither side checks for the other.
 //!
 //! Operations by a parent and a name (mknod, mkdir, symlink, create, link, unlink, rmdir,
-//! rename) route on the parent the same way, through [`CkptFs::refuse_store`] at their start:
-//! a control node as the parent, or the store's own name at the root, refuses every change
-//! with `EPERM`, since nothing in the mount may change the store.
+//! rename) route on the parent the same way, through [`CkptFs::refuse_store`], the first check
+//! of each of them (in `namespace.rs`, before any capture or host call): a control node as the
+//! parent, or the store's own name at the root, refuses every change with `EPERM`, since
+//! nothing in the mount may change the store.
 
 use super::*;
 

@@ -89,6 +89,15 @@ impl Index {
         self.turns.last().map_or(Turn(0), |t| t.turn)
     }
 
+    /// The index a journal's lines describe, replayed in order.
+    pub fn replay(lines: &[Line]) -> Self {
+        let mut index = Self::default();
+        for line in lines {
+            index.apply(line);
+        }
+        index
+    }
+
     /// Applies one journal line.
     pub fn apply(&mut self, line: &Line) {
         self.last_seq = line.seq;
@@ -372,11 +381,7 @@ pub(super) mod tests {
     fn replay_text(text: &str) -> Index {
         let parsed = journal::parse(text.as_bytes()).expect("a valid journal");
         assert_eq!(parsed.valid_len, text.len(), "no torn tail");
-        let mut index = Index::default();
-        for line in &parsed.lines {
-            index.apply(line);
-        }
-        index
+        Index::replay(&parsed.lines)
     }
 
     const BLOB: &str = "a94a8fe5ccb19ba61c4c0873d391e987982fbbd3a94a8fe5ccb19ba61c4c0873";

@@ -61,8 +61,9 @@ pub struct Store {
     _lock: OwnedFd,
     /// Content-addressed blobs.
     blobs: std::sync::Arc<BlobStore>,
-    /// State replayed from the journal: changed only by appending records (`append`), so it
-    /// always says what the journal says.
+    /// State replayed from the journal, changed by appending records (`append`) and, for one
+    /// case an untrusted journal can make (a staged capture a rewind retired), by dropping its
+    /// pending entry (`staged.rs`); outside the store it is read only (`index()`).
     index: Index,
     durable: bool,
     /// `staged/`: pre-images moved here by their removal, named by their capture's seq.
@@ -174,11 +175,7 @@ fn open_journal(d: BorrowedFd<'_>) -> Result<(OwnedFd, Index), StoreError> {
         sys::ftruncate(journal.as_fd(), parsed.valid_len as u64)
             .map_err(io("truncate torn journal tail"))?;
     }
-    let mut index = Index::default();
-    for line in &parsed.lines {
-        index.apply(line);
-    }
-    Ok((journal, index))
+    Ok((journal, Index::replay(&parsed.lines)))
 }
 
 impl Store {

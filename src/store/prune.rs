@@ -180,10 +180,7 @@ fn rewrite_journal(store: &mut Store, keep_from: Turn) -> Result<(), StoreError>
         0,
     )
     .map_err(io("reopen journal"))?;
-    let mut index = super::Index::default();
-    for l in &lines {
-        index.apply(l);
-    }
+    let index = super::Index::replay(&lines);
     store.journal = journal;
     store.index = index;
     store.epoch += 1;
