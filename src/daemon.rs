@@ -12,7 +12,7 @@ use std::ffi::CString;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// How to mount.
@@ -36,36 +36,6 @@ pub struct MountOptions {
     pub compress: bool,
 }
 
-/// Refuses folders that must not be mounted over; returns the canonical path.
-pub fn check_folder(dir: &Path) -> Result<PathBuf, String> {
-    let canon = dir
-        .canonicalize()
-        .map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
-    if !canon.is_dir() {
-        return Err(format!("{} is not a directory", canon.display()));
-    }
-    if canon == Path::new("/") {
-        return Err("refusing to mount over / (mount a project folder)".into());
-    }
-    if let Some(home) = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .and_then(|h| h.canonicalize().ok())
-        && canon == home
-    {
-        return Err(format!(
-            "refusing to mount over the home directory {} (mount a project folder)",
-            canon.display()
-        ));
-    }
-    if crate::mounts::is_ckpt_mount(&canon) {
-        return Err(format!(
-            "{} is already mounted by ckpt-mount",
-            canon.display()
-        ));
-    }
-    Ok(canon)
-}
-
 fn init_log(store: &Store, foreground: bool) {
     let mut b = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
     if !foreground
@@ -84,6 +54,7 @@ fn init_log(store: &Store, foreground: bool) {
 fn handle(
     fs: &CkptFs,
     folder: &str,
+    io: &IoMode,
     req: Request,
     progress: crate::rewind::Progress<'_>,
 ) -> Response {
@@ -105,7 +76,7 @@ fn handle(
             paths,
         } => rewind_request(fs, to, dry_run, undo, &paths, progress),
         // What reads or tidies the store: the engine's.
-        store_request => store_query(fs, folder, &store_request),
+        store_request => store_query(fs, folder, io, &store_request),
     }
 }
 
@@ -150,13 +121,15 @@ fn rewind_request(
 /// A request the engine answers (`status`, `log`, `diff`, `prune`, `fsck`), with the store
 /// locked; `status` also says how many nodes the kernel holds, counted before the store is
 /// locked because the node table comes first in the lock order (`crate::lock_order`).
-fn store_query(fs: &CkptFs, folder: &str, req: &Request) -> Response {
+fn store_query(fs: &CkptFs, folder: &str, io: &IoMode, req: &Request) -> Response {
     let nodes = matches!(req, Request::Status).then(|| fs.node_count());
     let mut store = fs.capturer().lock();
     match crate::engine::query(fs.root(), &mut store, folder, Some(std::process::id()), req) {
         Ok(mut v) => {
             if let Some(n) = nodes {
                 v["nodes"] = serde_json::json!(n);
+                v["io"] = serde_json::json!(io.describe(fs.passthrough()));
+                v["uid"] = serde_json::json!(sys::geteuid());
             }
             Response::ok(v)
         }
@@ -228,27 +201,10 @@ fn run_inner(
         ..FsConfig::default()
     };
     let fs = Arc::new(CkptFs::new(root_for_fs, capturer, config).map_err(|e| format!("{e}"))?);
-    let mut options = vec![
-        fuser::MountOption::FSName(crate::mounts::FSNAME.into()),
-        fuser::MountOption::Subtype("ckpt-mount".into()),
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::NoSuid,
-        fuser::MountOption::NoDev,
-    ];
-    if opts.allow_other {
-        options.push(fuser::MountOption::CUSTOM("allow_other".into()));
-    }
-    let mut cfg = fuser::Config::default();
-    cfg.mount_options = options;
-    cfg.acl = if opts.allow_other {
-        fuser::SessionACL::All
-    } else {
-        fuser::SessionACL::Owner
-    };
-    cfg.n_threads = Some(opts.threads.max(1));
-    cfg.clone_fd = true;
-    let session = fuser::Session::new(FuseAdapter::new(fs.clone(), opts.passthrough), dir, &cfg)
-        .map_err(|e| format!("cannot mount {}: {e}", dir.display()))?;
+    let io = IoMode::choose(opts.passthrough);
+    let adapter = FuseAdapter::new(fs.clone(), io.passthrough_wanted());
+    let session = open_session(adapter, opts)?;
+    log_io_mode(&io);
     fs.set_invalidator(Arc::new(KernelInvalidator(session.notifier())));
     let folder = dir.display().to_string();
     let fs_ctl = fs.clone();
@@ -256,7 +212,7 @@ fn run_inner(
         .name("ckpt-ctl-accept".into())
         .spawn(move || {
             ipc::serve(listener, move |req, progress| {
-                handle(&fs_ctl, &folder, req, progress)
+                handle(&fs_ctl, &folder, &io, req, progress)
             })
         })
         .map_err(|e| format!("cannot start the control thread: {e}"))?;
@@ -268,6 +224,98 @@ fn run_inner(
     let r = session.run();
     log::info!(target: "ckpt::fuse", "unmounted {}", dir.display());
     r.map_err(|e| format!("FUSE session ended with an error: {e}"))
+}
+
+/// How file reads and writes are served, and why: kernel passthrough needs the daemon to hold
+/// `CAP_SYS_ADMIN` (the kernel checks it when a backing file is registered), so a user's
+/// daemon serves them itself.
+#[derive(Debug, Clone)]
+struct IoMode {
+    /// `--no-passthrough` was not given.
+    asked: bool,
+    /// The daemon holds `CAP_SYS_ADMIN`.
+    capable: bool,
+}
+
+impl IoMode {
+    fn choose(asked: bool) -> Self {
+        Self {
+            asked,
+            capable: crate::fusermount::has_cap_sys_admin(),
+        }
+    }
+
+    fn passthrough_wanted(&self) -> bool {
+        self.asked && self.capable
+    }
+
+    /// One line for `status`: the mode that runs and, when it is not passthrough, why.
+    fn describe(&self, passthrough_on: bool) -> String {
+        if passthrough_on {
+            "kernel passthrough".into()
+        } else if !self.asked {
+            "served by the daemon (--no-passthrough)".into()
+        } else if !self.capable {
+            "served by the daemon (kernel passthrough needs CAP_SYS_ADMIN, which a user's daemon lacks)".into()
+        } else {
+            "served by the daemon (this kernel offers no FUSE passthrough)".into()
+        }
+    }
+}
+
+fn log_io_mode(io: &IoMode) {
+    if io.asked && !io.capable {
+        log::info!(target: "ckpt::fuse", "no CAP_SYS_ADMIN: file I/O is served by the daemon, not kernel passthrough");
+    }
+}
+
+/// Mounts and opens the FUSE session: by `mount(2)` as root, through `fusermount3` otherwise
+/// (see `crate::fusermount`).
+fn open_session(
+    adapter: FuseAdapter,
+    opts: &MountOptions,
+) -> Result<fuser::Session<FuseAdapter>, String> {
+    let dir = &opts.dir;
+    let mut cfg = fuser::Config::default();
+    cfg.acl = if opts.allow_other {
+        fuser::SessionACL::All
+    } else {
+        fuser::SessionACL::Owner
+    };
+    cfg.n_threads = Some(opts.threads.max(1));
+    let failed = |e: String| format!("cannot mount {}: {e}", dir.display());
+    if crate::fusermount::mounts_directly() {
+        let mut options = vec![
+            fuser::MountOption::FSName(crate::mounts::FSNAME.into()),
+            fuser::MountOption::Subtype("ckpt-mount".into()),
+            fuser::MountOption::DefaultPermissions,
+            fuser::MountOption::NoSuid,
+            fuser::MountOption::NoDev,
+        ];
+        if opts.allow_other {
+            options.push(fuser::MountOption::CUSTOM("allow_other".into()));
+        }
+        cfg.mount_options = options;
+        cfg.clone_fd = true;
+        return fuser::Session::new(adapter, dir, &cfg).map_err(|e| failed(e.to_string()));
+    }
+    let mut options = format!(
+        "fsname={},subtype=ckpt-mount,default_permissions,nosuid,nodev",
+        crate::mounts::FSNAME
+    );
+    if opts.allow_other {
+        options.push_str(",allow_other");
+    }
+    let device = crate::fusermount::mount(dir, &options).map_err(failed)?;
+    // Worker channels are clones made by opening /dev/fuse again; a user who cannot open it
+    // shares the one descriptor the helper handed over.
+    cfg.clone_fd = crate::fusermount::device_opens();
+    let acl = cfg.acl;
+    fuser::Session::from_fd(adapter, device, acl, cfg).map_err(|e| {
+        // The helper mounted; without a session nobody serves it, so take it down again.
+        let _ = crate::fusermount::unmount(dir, true);
+        failed(e.to_string())
+    })
 }
 
 /// Builds a descriptor from an inherited number (the readiness pipe).

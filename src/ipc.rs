@@ -88,6 +88,13 @@ impl Response {
     }
 }
 
+/// Whether a daemon listens on the folder's control socket (connects, sends nothing).
+pub fn listening(folder: &Path) -> bool {
+    SocketAddr::from_abstract_name(socket_name(folder).as_bytes())
+        .and_then(|addr| UnixStream::connect_addr(&addr))
+        .is_ok()
+}
+
 /// The abstract socket name for a folder.
 pub fn socket_name(folder: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;

@@ -101,6 +101,125 @@ pub fn find_folder(start: &Path) -> Option<PathBuf> {
     None
 }
 
+/// Whether ckpt-mount serves a folder, and whether its daemon still answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountState {
+    /// No ckpt-mount mount at the folder.
+    NotMounted,
+    /// Mounted and served.
+    Live,
+    /// Still mounted, but its daemon is gone (killed, crashed): every access fails with
+    /// `ENOTCONN` until the mount is detached.
+    Dead,
+}
+
+/// `dir` made absolute and canonical, even when it is a dead mount point, where
+/// `canonicalize` itself fails (`ENOTCONN`): then its parent is canonicalized and its name
+/// appended.
+pub fn canonical(dir: &Path) -> std::io::Result<PathBuf> {
+    match dir.canonicalize() {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            let abs = std::path::absolute(dir)?;
+            match (abs.parent(), abs.file_name()) {
+                (Some(parent), Some(name)) => Ok(parent.canonicalize()?.join(name)),
+                _ => Err(e),
+            }
+        }
+        other => other,
+    }
+}
+
+/// The state of the folder at `dir` (canonical, see [`canonical`]). A daemon that answers on
+/// its control socket is alive; one that does not may be gone, which the mount itself
+/// confirms: opening its root fails with `ENOTCONN` once the kernel has lost the daemon
+/// (`stat` alone can still answer from the kernel's attribute cache).
+pub fn state(dir: &Path) -> MountState {
+    if !is_ckpt_mount(dir) {
+        return MountState::NotMounted;
+    }
+    if crate::ipc::listening(dir) {
+        return MountState::Live;
+    }
+    match std::fs::File::open(dir) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => MountState::Dead,
+        _ => MountState::Live,
+    }
+}
+
+/// The line a command prints for a dead mount: what happened and the one command that
+/// recovers.
+pub fn dead_mount_line(dir: &Path) -> String {
+    format!(
+        "{} is a dead mount: its ckpt-mount daemon is gone (killed or crashed); recover with: ckpt-mount mount {}",
+        dir.display(),
+        dir.display()
+    )
+}
+
+/// A process that keeps a mount busy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// Its pid.
+    pub pid: i32,
+    /// Its command name (`/proc/PID/comm`).
+    pub command: String,
+    /// What it holds: "working directory", "root" or "open file".
+    pub what: &'static str,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}, {})", self.pid, self.command, self.what)
+    }
+}
+
+/// The processes (those this user may inspect) whose working directory, root or an open file
+/// is on the mount at `dir` (canonical). A path under `dir` is not enough: a shell that stood
+/// in the folder before the mount shows the same path but holds the folder underneath, so the
+/// device of what each link leads to decides.
+pub fn holders(dir: &Path) -> Vec<Holder> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dev) = std::fs::metadata(dir).map(|m| m.dev()) else {
+        return Vec::new();
+    };
+    let on_mount = |link: &Path| {
+        std::fs::read_link(link).is_ok_and(|target| target.starts_with(dir))
+            && std::fs::metadata(link).is_ok_and(|m| m.dev() == dev)
+    };
+    let me = std::process::id().to_string();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in procs.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if name.to_str() == Some(me.as_str()) {
+            continue;
+        }
+        let base = entry.path();
+        let what = if on_mount(&base.join("cwd")) {
+            Some("working directory")
+        } else if on_mount(&base.join("root")) {
+            Some("root")
+        } else {
+            std::fs::read_dir(base.join("fd"))
+                .ok()
+                .and_then(|fds| fds.flatten().find(|fd| on_mount(&fd.path())))
+                .map(|_| "open file")
+        };
+        if let Some(what) = what {
+            let command = std::fs::read_to_string(base.join("comm"))
+                .map(|c| c.trim_end().to_string())
+                .unwrap_or_else(|_| "?".into());
+            found.push(Holder { pid, command, what });
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

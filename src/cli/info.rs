@@ -90,8 +90,11 @@ pub fn status(a: StatusArgs) -> CliResult {
     }
     println!("folder:   {}", v["folder"].as_str().unwrap_or("?"));
     match v["pid"].as_u64() {
-        Some(pid) => println!("mounted:  yes (daemon pid {pid})"),
+        Some(pid) => println!("mounted:  yes (daemon pid {pid}, uid {})", v["uid"]),
         None => println!("mounted:  no"),
+    }
+    if let Some(io) = v["io"].as_str() {
+        println!("file I/O: {io}");
     }
     println!(
         "turn:     {} ({} paths captured in it)",

@@ -178,7 +178,12 @@ pub fn target(dir: Option<PathBuf>) -> Result<Target, CliError> {
     let folder = match dir {
         Some(d) => d
             .canonicalize()
-            .map_err(|e| CliError::fail(format!("cannot open {}: {e}", d.display())))?,
+            .map_err(|e| match crate::mounts::canonical(&d) {
+                Ok(c) if crate::mounts::state(&c) == crate::mounts::MountState::Dead => {
+                    CliError::fail(crate::mounts::dead_mount_line(&c))
+                }
+                _ => CliError::fail(format!("cannot open {}: {e}", d.display())),
+            })?,
         None => {
             let cwd = std::env::current_dir()
                 .map_err(|e| CliError::fail(format!("no current directory: {e}")))?;
@@ -187,11 +192,15 @@ pub fn target(dir: Option<PathBuf>) -> Result<Target, CliError> {
             })?
         }
     };
-    if crate::mounts::is_ckpt_mount(&folder) {
-        warn_if_under_the_mount(&folder);
-        Ok(Target::Mounted(folder))
-    } else {
-        Ok(Target::Offline(folder))
+    match crate::mounts::state(&folder) {
+        crate::mounts::MountState::Live => {
+            warn_if_under_the_mount(&folder);
+            Ok(Target::Mounted(folder))
+        }
+        crate::mounts::MountState::Dead => {
+            Err(CliError::fail(crate::mounts::dead_mount_line(&folder)))
+        }
+        crate::mounts::MountState::NotMounted => Ok(Target::Offline(folder)),
     }
 }
 

@@ -38,6 +38,9 @@ pub struct MountArgs {
     /// Serve every read and write in the daemon instead of kernel passthrough
     #[arg(long)]
     pub no_passthrough: bool,
+    /// Mount a home, system or shared directory (such as /tmp) even so
+    #[arg(long)]
+    pub force: bool,
     /// Internal: the readiness pipe of a background daemon
     #[arg(long, hide = true)]
     pub ready_fd: Option<i32>,
@@ -52,7 +55,10 @@ pub struct UnmountArgs {
 
 /// Mounts; in the background unless `--foreground`.
 pub fn mount(a: MountArgs) -> CliResult {
-    let dir = daemon::check_folder(&a.dir).map_err(CliError::fail)?;
+    if !a.foreground {
+        recover_dead_mount(&a.dir)?;
+    }
+    let dir = crate::mount_policy::check_folder(&a.dir, a.force).map_err(CliError::fail)?;
     let opts = MountOptions {
         dir: dir.clone(),
         max_blob: a.max_blob,
@@ -91,6 +97,36 @@ pub fn mount(a: MountArgs) -> CliResult {
     Ok(())
 }
 
+/// Clears a dead mount at `dir` (its daemon killed or crashed: every access fails with
+/// `ENOTCONN`) so that it can be mounted again. The store needs nothing: it is crash-safe, and
+/// the new daemon completes a rewind the old one left unfinished.
+pub fn recover_dead_mount(dir: &std::path::Path) -> CliResult {
+    let Ok(canon) = crate::mounts::canonical(dir) else {
+        return Ok(());
+    };
+    if crate::mounts::state(&canon) != crate::mounts::MountState::Dead {
+        return Ok(());
+    }
+    eprintln!(
+        "ckpt-mount: {} was a dead mount (its daemon is gone); detaching it and mounting again",
+        canon.display()
+    );
+    crate::fusermount::unmount(&canon, true).map_err(|e| {
+        CliError::fail(format!(
+            "cannot detach the dead mount at {}: {}",
+            canon.display(),
+            unmount_error_text(&e)
+        ))
+    })
+}
+
+fn unmount_error_text(e: &crate::fusermount::UnmountError) -> String {
+    match e {
+        crate::fusermount::UnmountError::Busy => "it is busy".into(),
+        crate::fusermount::UnmountError::Other(s) => s.clone(),
+    }
+}
+
 /// Starts a background daemon for `dir` and waits until its mount answers; returns its pid.
 pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliError> {
     let exe = std::env::current_exe()
@@ -108,7 +144,9 @@ pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliErro
         .arg(format!("--ttl={}", a.ttl))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(std::process::Stdio::null())
+        // The daemon must not pin the caller's working directory (another mount, say).
+        .current_dir("/");
     if a.allow_other {
         cmd.arg("--allow-other");
     }
@@ -120,6 +158,9 @@ pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliErro
     }
     if a.compress {
         cmd.arg("--compress");
+    }
+    if a.force {
+        cmd.arg("--force");
     }
     sys::detach_with_fd(&mut cmd, w.as_raw_fd(), 3);
     let child = cmd
@@ -161,14 +202,10 @@ pub fn unmount(a: UnmountArgs) -> CliResult {
 
 /// Unmounts `dir` and waits for its daemon to exit; returns the canonical path.
 pub fn unmount_quietly(dir: &std::path::Path) -> Result<PathBuf, CliError> {
-    let a = UnmountArgs {
-        dir: dir.to_path_buf(),
-    };
-    let dir = a
-        .dir
-        .canonicalize()
-        .map_err(|e| CliError::fail(format!("cannot open {}: {e}", a.dir.display())))?;
-    if !crate::mounts::is_ckpt_mount(&dir) {
+    let dir = crate::mounts::canonical(dir)
+        .map_err(|e| CliError::fail(format!("cannot open {}: {e}", dir.display())))?;
+    let state = crate::mounts::state(&dir);
+    if state == crate::mounts::MountState::NotMounted {
         return Err(CliError::fail(format!(
             "{} is not mounted by ckpt-mount",
             dir.display()
@@ -178,17 +215,14 @@ pub fn unmount_quietly(dir: &std::path::Path) -> Result<PathBuf, CliError> {
         .ok()
         .and_then(|r| r.data["pid"].as_i64())
         .map(|p| p as i32);
-    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
-        .map_err(|_| CliError::fail("path contains NUL"))?;
-    match sys::umount(&c, 0) {
+    // A dead mount has nobody to wait for and nothing to flush: detach it.
+    let lazy = state == crate::mounts::MountState::Dead;
+    match crate::fusermount::unmount(&dir, lazy) {
         Ok(()) => {}
-        Err(sys::Errno(libc::EBUSY)) => {
-            return Err(CliError::fail(format!(
-                "{} is busy: a process has a file open or its working directory inside; close it and retry",
-                dir.display()
-            )));
+        Err(crate::fusermount::UnmountError::Busy) => {
+            return Err(CliError::fail(busy_line(&dir)));
         }
-        Err(e) => {
+        Err(crate::fusermount::UnmountError::Other(e)) => {
             return Err(CliError::fail(format!(
                 "cannot unmount {}: {e}",
                 dir.display()
@@ -202,4 +236,21 @@ pub fn unmount_quietly(dir: &std::path::Path) -> Result<PathBuf, CliError> {
         }
     }
     Ok(dir)
+}
+
+/// The line for a busy mount: who holds it, and what to do.
+pub fn busy_line(dir: &std::path::Path) -> String {
+    let holders = crate::mounts::holders(dir);
+    if holders.is_empty() {
+        return format!(
+            "{} is busy: a process has a file open or its working directory inside; close it and retry",
+            dir.display()
+        );
+    }
+    let list: Vec<String> = holders.iter().map(ToString::to_string).collect();
+    format!(
+        "{} is busy: in use by {}; close or leave it and retry",
+        dir.display(),
+        list.join(", ")
+    )
 }

@@ -11,6 +11,9 @@ pub struct RunArgs {
     /// current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Mount a home, system or shared directory (such as /tmp) even so
+    #[arg(long)]
+    pub force: bool,
     /// The command and its arguments
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -26,9 +29,21 @@ pub fn run(a: RunArgs) -> CliResult {
             .map_err(|e| CliError::fail(format!("cannot open {}: {e}", d.display())))?,
         None => crate::mounts::find_folder(&cwd).unwrap_or_else(|| cwd.clone()),
     };
+    let (prog, rest) = a
+        .command
+        .split_first()
+        .ok_or_else(|| CliError::usage("run needs a command after --"))?;
+    // Before anything is mounted: a typo must not leave a mount (or a store) behind.
+    if find_program(prog, &cwd).is_none() {
+        return Err(CliError {
+            message: format!("cannot run {prog}: command not found (nothing was mounted)"),
+            code: 127,
+        });
+    }
+    super::mount::recover_dead_mount(&folder)?;
     let mounted_before = crate::mounts::is_ckpt_mount(&folder);
     if !mounted_before {
-        let dir = crate::daemon::check_folder(&folder).map_err(CliError::fail)?;
+        let dir = crate::mount_policy::check_folder(&folder, a.force).map_err(CliError::fail)?;
         let args = super::mount::MountArgs {
             dir: dir.clone(),
             foreground: false,
@@ -38,6 +53,7 @@ pub fn run(a: RunArgs) -> CliResult {
             threads: 4,
             ttl: 60,
             no_passthrough: false,
+            force: a.force,
             compress: false,
             ready_fd: None,
         };
@@ -49,10 +65,7 @@ pub fn run(a: RunArgs) -> CliResult {
         .strip_prefix(&folder)
         .map(|p| folder.join(p))
         .unwrap_or_else(|_| folder.clone());
-    let (prog, rest) = a
-        .command
-        .split_first()
-        .ok_or_else(|| CliError::usage("run needs a command after --"))?;
+    banner(&folder);
     let status = std::process::Command::new(prog)
         .args(rest)
         .current_dir(&sub)
@@ -64,17 +77,7 @@ pub fn run(a: RunArgs) -> CliResult {
         Err(_) => 127,
     };
     if !mounted_before {
-        let mut last = Ok(());
-        for _ in 0..50 {
-            last = super::mount::unmount_quietly(&folder).map(drop);
-            if last.is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        if let Err(e) = last {
-            eprintln!("ckpt-mount: {}", e.message);
-        }
+        unmount_after(&folder);
     }
     match status {
         Err(e) => Err(CliError {
@@ -87,4 +90,73 @@ pub fn run(a: RunArgs) -> CliResult {
             code,
         }),
     }
+}
+
+/// Unmounts the folder `run` mounted, waiting up to five seconds for stragglers (a pager, a
+/// language server) to leave; if others still use it, it stays mounted and the user is told
+/// who holds it and how to finish.
+fn unmount_after(folder: &std::path::Path) {
+    let mut last = Ok(());
+    for _ in 0..50 {
+        last = super::mount::unmount_quietly(folder).map(drop);
+        if last.is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let holders = crate::mounts::holders(folder);
+    if holders.is_empty() {
+        if let Err(e) = last {
+            eprintln!("ckpt-mount: {}", e.message);
+        }
+        return;
+    }
+    let list: Vec<String> = holders.iter().map(ToString::to_string).collect();
+    eprintln!(
+        "ckpt-mount: {} stays mounted: still in use by {}; when they are done, run: ckpt-mount unmount {}",
+        folder.display(),
+        list.join(", "),
+        folder.display()
+    );
+}
+
+/// On a terminal, one line before the command starts: which folder is captured, from which
+/// turn, and how to undo.
+fn banner(folder: &std::path::Path) {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return;
+    }
+    let turn = crate::ipc::call(
+        folder,
+        &crate::ipc::Request::Turn {
+            set: None,
+            label: None,
+        },
+    )
+    .ok()
+    .and_then(|r| r.data["turn"].as_u64())
+    .unwrap_or(0);
+    eprintln!(
+        "ckpt-mount: capturing {} from turn {turn}; undo with: ckpt-mount rewind {turn} --dir {}",
+        folder.display(),
+        folder.display()
+    );
+}
+
+/// Where `prog` would be run from: itself when it names a path (relative to `cwd`), else the
+/// first executable file of that name on `$PATH`.
+fn find_program(prog: &str, cwd: &std::path::Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if prog.contains('/') {
+        let p = cwd.join(prog);
+        return runnable(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| runnable(p))
 }

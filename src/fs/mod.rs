@@ -219,6 +219,11 @@ impl CkptFs {
         self.passthrough.store(on, Ordering::Relaxed);
     }
 
+    /// Whether the kernel passes file I/O through to the host (decided at FUSE init).
+    pub fn passthrough(&self) -> bool {
+        self.passthrough.load(Ordering::Relaxed)
+    }
+
     /// The capture engine (for the control socket).
     pub fn capturer(&self) -> &Capturer {
         &self.capture

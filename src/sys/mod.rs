@@ -17,7 +17,7 @@
 //! | `io.rs` | data through an open descriptor: `pread`/`pwrite` and their loops, `fsync`, `fallocate`, `lseek`, `copy_file_range`, `ftruncate`, `flock`, `pipe` |
 //! | `xattr.rs` | extended attributes, by `O_PATH` descriptor or by open one |
 //! | `dirent.rs` | directory listings through `getdents64` |
-//! | `process.rs` | the process and its threads: umask, sessions, signals, `dup2`, socket peer credentials, priority, unmount |
+//! | `process.rs` | the process and its threads: umask, sessions, signals, `dup2`, socket peer credentials, descriptors passed to or from helpers, priority, unmount |
 #![allow(unsafe_code)]
 
 use std::ffi::{CString, OsStr};
@@ -43,8 +43,8 @@ pub use io::{
     read_full, read_to_end, write, write_all,
 };
 pub use process::{
-    detach_with_fd, dup2, geteuid, kill, kill_self, lower_thread_priority, own_fd, peer_cred,
-    process_alive, set_umask, setsid, umount, unshare_fs,
+    detach_with_fd, dup2, geteuid, inherit_fd, kill, kill_self, lower_thread_priority, own_fd,
+    peer_cred, process_alive, recv_fd, set_umask, setsid, umount, unshare_fs,
 };
 pub use xattr::{
     fgetxattr, flistxattr, fremovexattr, fsetxattr, getxattr, listxattr, removexattr, setxattr,

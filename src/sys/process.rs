@@ -149,3 +149,70 @@ pub fn lower_thread_priority(nice: i32) {
         let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
     }
 }
+
+/// Makes `cmd` inherit `fd` under its own number (clears `FD_CLOEXEC` in the child only), for
+/// a helper that is told the number, such as `fusermount3` with `_FUSE_COMMFD`.
+pub fn inherit_fd(cmd: &mut std::process::Command, fd: RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and calls only fcntl, which is
+    // async-signal-safe, allocating nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Receives one descriptor sent with `SCM_RIGHTS` over a Unix socket (how `fusermount3` hands
+/// over the `/dev/fuse` descriptor it mounted with). `ENODATA` when the peer closed the socket
+/// without sending one (the helper failed; its stderr says why).
+pub fn recv_fd(sock: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: byte.len(),
+    };
+    // Room for one descriptor's control message, aligned for `cmsghdr`.
+    let mut control = [0u64; 8];
+    // SAFETY: a zeroed msghdr is a valid empty header; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    let received = loop {
+        // SAFETY: `msg` points at live buffers of the stated sizes for the whole call.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n;
+        }
+        let e = super::Errno::last();
+        if e.0 != libc::EINTR {
+            return Err(e);
+        }
+    };
+    if received == 0 {
+        return Err(super::Errno(libc::ENODATA));
+    }
+    // SAFETY: `msg` was filled by recvmsg; CMSG_FIRSTHDR reads only within msg_control.
+    let cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    if cmsg.is_null() {
+        return Err(super::Errno(libc::ENODATA));
+    }
+    // SAFETY: `cmsg` is non-null and points inside `control`, which the kernel filled.
+    let (level, kind, len) = unsafe { ((*cmsg).cmsg_level, (*cmsg).cmsg_type, (*cmsg).cmsg_len) };
+    // SAFETY: CMSG_LEN is arithmetic on a constant.
+    let want = unsafe { libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) } as usize;
+    if level != libc::SOL_SOCKET || kind != libc::SCM_RIGHTS || len < want {
+        return Err(super::Errno(libc::EPROTO));
+    }
+    // SAFETY: an SCM_RIGHTS message of at least one descriptor's length carries a descriptor
+    // at CMSG_DATA; read unaligned because the data need not be aligned for an int.
+    let fd = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>()) };
+    // SAFETY: the kernel installed this descriptor in our table for us alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

@@ -1,0 +1,174 @@
+//! Mounting and unmounting as whoever runs ckpt-mount.
+//!
+//! As root the daemon mounts by itself (fuser's `mount(2)`). Anyone else is refused `mount(2)`,
+//! and with `/dev/fuse` at mode 0600 even the device, so the set-uid helper `fusermount3`
+//! mounts for them and hands the device's descriptor back over a socket pair (libfuse's
+//! protocol: the socket's number in `_FUSE_COMMFD`, one `SCM_RIGHTS` message). Unmounting
+//! follows the same split: `umount2(2)` as root, `fusermount3 -u` otherwise, because the kernel
+//! lets a user unmount nothing by itself, not even their own FUSE mount.
+
+use crate::sys;
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The helper's name; `fusermount` (FUSE 2) is tried after it.
+pub const HELPER: &str = "fusermount3";
+
+/// Where the helper is: `$FUSERMOUNT_PATH` if set, else the first `fusermount3` or
+/// `fusermount` on `$PATH` or in the system directories (a mount helper run by `mount(8)` gets
+/// a minimal `PATH`).
+pub fn helper() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("FUSERMOUNT_PATH") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::env::split_paths(&path)
+        .chain(["/usr/bin", "/bin", "/usr/sbin", "/sbin"].map(PathBuf::from));
+    let dirs: Vec<PathBuf> = dirs.collect();
+    [HELPER, "fusermount"].iter().find_map(|name| {
+        dirs.iter()
+            .map(|d| d.join(name))
+            .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+    })
+}
+
+/// Whether this process mounts by itself (`mount(2)`) rather than through the helper.
+pub fn mounts_directly() -> bool {
+    sys::geteuid() == 0
+}
+
+/// Whether `/dev/fuse` opens for this process: the daemon's extra worker channels are clones
+/// of the first descriptor made by opening the device again, which a user cannot when it is
+/// mode 0600; they then share the one descriptor the helper handed over.
+pub fn device_opens() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .is_ok()
+}
+
+/// Whether this process has `CAP_SYS_ADMIN`, which the kernel requires to register a backing
+/// file for FUSE passthrough (`FUSE_DEV_IOC_BACKING_OPEN`).
+pub fn has_cap_sys_admin() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+}
+
+/// Mounts FUSE at `dir` through the helper with the `-o` options `options`; returns the
+/// `/dev/fuse` descriptor to serve. The error is one line: the helper's own message when it
+/// gave one.
+pub fn mount(dir: &Path, options: &str) -> Result<OwnedFd, String> {
+    let helper = helper().ok_or_else(|| {
+        format!("cannot mount as a user without {HELPER}: install fuse3 (it provides {HELPER}), or run as root")
+    })?;
+    // The helper opens the device with the user's own rights (it drops its set-uid ones
+    // first), so a device closed to the user fails there too; say what helps instead.
+    if !device_opens() {
+        return Err(format!(
+            "/dev/fuse is not open to this user (uid {}): as root, run `chmod 0666 /dev/fuse` (what distributions' udev rules do) or `setfacl -m u:$USER:rw /dev/fuse`, or mount as root",
+            sys::geteuid()
+        ));
+    }
+    let (ours, theirs) =
+        UnixStream::pair().map_err(|e| format!("cannot make a socket pair: {e}"))?;
+    let mut cmd = Command::new(&helper);
+    cmd.arg("-o")
+        .arg(options)
+        .arg("--")
+        .arg(dir)
+        .env("_FUSE_COMMFD", theirs.as_raw_fd().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    sys::inherit_fd(&mut cmd, theirs.as_raw_fd());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", helper.display()))?;
+    // Only the helper may hold the other end now, so its exit ends our receive.
+    drop(theirs);
+    let received = sys::recv_fd(ours.as_fd());
+    let mut stderr = String::new();
+    if let Some(mut s) = child.stderr.take() {
+        let _ = s.read_to_string(&mut stderr);
+    }
+    let status = child.wait();
+    match received {
+        Ok(fd) => Ok(fd),
+        Err(e) => {
+            let said = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            Err(match (said, status) {
+                ("", Ok(s)) => format!(
+                    "{} failed ({s}) and sent no descriptor: {e}",
+                    helper.display()
+                ),
+                ("", Err(w)) => format!("{} failed: {w}", helper.display()),
+                (line, _) => line.trim().to_string(),
+            })
+        }
+    }
+}
+
+/// Why an unmount did not happen.
+#[derive(Debug, PartialEq, Eq)]
+pub enum UnmountError {
+    /// A process has a file open or its working directory inside.
+    Busy,
+    /// Anything else, in one line.
+    Other(String),
+}
+
+/// Unmounts the FUSE mount at `dir`: `lazy` detaches it at once even when busy or dead (the
+/// kernel finishes when the last user leaves), which is how a mount whose daemon died is
+/// cleared.
+pub fn unmount(dir: &Path, lazy: bool) -> Result<(), UnmountError> {
+    if mounts_directly() {
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+            .map_err(|_| UnmountError::Other("path contains NUL".into()))?;
+        return match sys::umount(&c, if lazy { libc::MNT_DETACH } else { 0 }) {
+            Ok(()) => Ok(()),
+            Err(sys::Errno(libc::EBUSY)) => Err(UnmountError::Busy),
+            Err(e) => Err(UnmountError::Other(e.to_string())),
+        };
+    }
+    let helper = helper().ok_or_else(|| {
+        UnmountError::Other(format!(
+            "cannot unmount as a user without {HELPER}: install fuse3"
+        ))
+    })?;
+    let mut cmd = Command::new(&helper);
+    cmd.arg("-u").arg("-q");
+    if lazy {
+        cmd.arg("-z");
+    }
+    let out = cmd
+        .arg("--")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| UnmountError::Other(format!("cannot run {}: {e}", helper.display())))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    if said.contains("busy") {
+        return Err(UnmountError::Busy);
+    }
+    let line = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    Err(UnmountError::Other(if line.is_empty() {
+        format!("{} -u failed ({})", helper.display(), out.status)
+    } else {
+        line.trim().to_string()
+    }))
+}

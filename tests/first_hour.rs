@@ -1,0 +1,351 @@
+//! A new user's first hour, as seen: mounting what is not a project, a typo in `run`, a daemon
+//! killed with `kill -9`, an unmount refused because something is still inside. Each test
+//! does what the user did and checks what they are told and what is left behind.
+
+mod common;
+use common::{Mounted, bin, require_fuse};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn ck(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run ckpt-mount")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .expect("mountinfo")
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(dir.to_str().expect("utf-8")))
+}
+
+#[test]
+fn shared_and_system_directories_are_refused_with_a_reason() {
+    if !require_fuse() {
+        return;
+    }
+    let tmp_had_store = Path::new("/tmp/.ckpt").exists();
+    for dir in ["/tmp", "/usr", "/var/tmp"] {
+        let o = ck(&["mount", dir]);
+        assert_eq!(o.status.code(), Some(1), "{dir}: {}", text(&o));
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(said.lines().count(), 1, "one line: {said}");
+        assert!(said.contains("system or shared directory"), "{said}");
+        assert!(said.contains("--force"), "{said}");
+        assert!(!is_mounted(Path::new(dir)), "{dir} was mounted");
+    }
+    let o = ck(&["mount", "/"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        !text(&o).contains("--force"),
+        "/ cannot be forced: {}",
+        text(&o)
+    );
+    let o = ck(&["mount", "/proc", "--force"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("kernel or runtime filesystem"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        Path::new("/tmp/.ckpt").exists(),
+        tmp_had_store,
+        "a store was left in /tmp"
+    );
+}
+
+#[test]
+fn the_home_directory_is_refused_unless_forced() {
+    if !require_fuse() {
+        return;
+    }
+    let home = tempfile::Builder::new()
+        .prefix("ckpt-home-")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let o = Command::new(bin())
+        .args(["mount"])
+        .arg(home.path())
+        .env("HOME", home.path())
+        .output()
+        .expect("mount");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("home directory"), "{}", text(&o));
+    assert!(
+        !home.path().join(".ckpt").exists(),
+        "a store was left in the home directory"
+    );
+    let o = Command::new(bin())
+        .args(["mount", "--force"])
+        .arg(home.path())
+        .env("HOME", home.path())
+        .output()
+        .expect("mount --force");
+    assert!(o.status.success(), "{}", text(&o));
+    let _guard = Mounted::attach(home.path());
+    assert!(is_mounted(home.path()));
+}
+
+#[test]
+fn run_with_a_missing_command_mounts_nothing() {
+    if !require_fuse() {
+        return;
+    }
+    let tmp = tempfile::tempdir_in("/tmp").expect("tempdir");
+    let o = Command::new(bin())
+        .args(["run", "--", "no-such-command-ckpt"])
+        .current_dir(tmp.path())
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(127), "{}", text(&o));
+    assert!(text(&o).contains("command not found"), "{}", text(&o));
+    assert!(
+        !tmp.path().join(".ckpt").exists(),
+        "a store was left behind"
+    );
+    assert!(!is_mounted(tmp.path()));
+    // From /tmp itself, as seen: refused before anything else.
+    let o = Command::new(bin())
+        .args(["run", "--", "true"])
+        .current_dir("/tmp")
+        .output()
+        .expect("run from /tmp");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("/tmp"), "{}", text(&o));
+    assert!(!is_mounted(Path::new("/tmp")));
+}
+
+#[test]
+fn a_folder_inside_or_around_a_mounted_one_is_refused() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| std::fs::create_dir(d.join("src")).expect("mkdir"));
+    let o = ck(&["mount", m.path("src").to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("inside the ckpt-mount folder"),
+        "{}",
+        text(&o)
+    );
+    let parent = m.dir.parent().expect("parent");
+    let o = ck(&["mount", parent.to_str().expect("utf-8"), "--force"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("contains the ckpt-mount folder"),
+        "{}",
+        text(&o)
+    );
+    assert!(!m.dir.join("src/.ckpt").exists());
+    assert!(!parent.join(".ckpt").exists());
+}
+
+#[test]
+fn a_mount_whose_daemon_was_killed_is_recognised_and_recovered() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| std::fs::write(d.join("a.txt"), "one\n").expect("write"));
+    m.turn(2);
+    std::fs::write(m.path("a.txt"), "two\n").expect("write");
+    let status = m.cli(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status json");
+    let pid = v["pid"].as_i64().expect("pid") as i32;
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // `status` and `turn` say what happened and the one command that recovers.
+    for args in [
+        &["status"][..],
+        &["turn"][..],
+        &["rewind", "2", "--dry-run"][..],
+    ] {
+        let o = m.cli(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let said = text(&o);
+        assert!(said.contains("dead mount"), "{args:?}: {said}");
+        assert!(
+            said.contains(&format!("ckpt-mount mount {}", m.dir.display())),
+            "{args:?}: {said}"
+        );
+    }
+    // `mount` completes the detach and mounts again; what was captured is still there.
+    let o = ck(&["mount", m.dir.to_str().expect("utf-8")]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("dead mount"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(m.path("a.txt")).expect("read"),
+        "two\n"
+    );
+    m.rewind(2);
+    assert_eq!(
+        std::fs::read_to_string(m.path("a.txt")).expect("read"),
+        "one\n"
+    );
+}
+
+#[test]
+fn a_dead_mount_unmounts() {
+    if !require_fuse() {
+        return;
+    }
+    let mut m = Mounted::new();
+    let v: serde_json::Value =
+        serde_json::from_slice(&m.cli(&["status", "--json"]).stdout).expect("json");
+    let pid = v["pid"].as_i64().expect("pid");
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
+    std::thread::sleep(Duration::from_millis(200));
+    m.unmount();
+    assert!(!is_mounted(&m.dir));
+}
+
+/// A child that holds the mount until dropped.
+struct Holder(std::process::Child);
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_busy_unmount_names_the_processes_that_hold_it() {
+    if !require_fuse() {
+        return;
+    }
+    let mut m = Mounted::with(|d| std::fs::write(d.join("f"), "x").expect("write"));
+    let inside = Holder(
+        Command::new("sleep")
+            .arg("60")
+            .current_dir(&m.dir)
+            .spawn()
+            .expect("sleep"),
+    );
+    let open = Holder(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec 3<'{}'; exec sleep 60", m.path("f").display()))
+            .current_dir("/")
+            .spawn()
+            .expect("sh"),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let o = ck(&["unmount", m.dir.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let said = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains(&format!("{} (sleep, working directory)", inside.0.id())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("{} (sleep, open file)", open.0.id())),
+        "{said}"
+    );
+    assert!(is_mounted(&m.dir), "a busy mount must not be torn");
+    drop(inside);
+    drop(open);
+    m.unmount();
+}
+
+#[test]
+fn run_says_who_keeps_the_folder_mounted_after_its_command() {
+    if !require_fuse() {
+        return;
+    }
+    let tmp = tempfile::tempdir_in("/tmp").expect("tempdir");
+    let dir = tmp.path().join("site");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let pid_file = tmp.path().join("straggler.pid");
+    // The command starts a straggler that outlives it, standing inside the folder.
+    let o = Command::new(bin())
+        .args(["run", "--dir"])
+        .arg(&dir)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "sleep 30 </dev/null >/dev/null 2>&1 & echo $! > \"$1\"",
+            "sh",
+        ])
+        .arg(&pid_file)
+        .output()
+        .expect("run");
+    let _guard = Mounted::attach(&dir);
+    let straggler = std::fs::read_to_string(&pid_file).unwrap_or_default();
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    assert!(said.contains("stays mounted"), "{said}");
+    assert!(
+        said.contains(&format!("{} (sleep", straggler.trim())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("ckpt-mount unmount {}", dir.display())),
+        "{said}"
+    );
+    let _ = Command::new("kill").arg(straggler.trim()).status();
+}
+
+#[test]
+fn run_on_a_terminal_prints_a_banner_with_the_way_back() {
+    if !require_fuse() {
+        return;
+    }
+    if Command::new("script").arg("--version").output().is_err() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "script (util-linux) is missing"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir_in("/tmp").expect("tempdir");
+    let dir = tmp.path().join("site");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let cmd = format!("{} run --dir {} -- true", bin(), dir.display());
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .expect("script");
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "capturing {} from turn 1; undo with: ckpt-mount rewind 1 --dir {}",
+            dir.display(),
+            dir.display()
+        )),
+        "{said}"
+    );
+    assert!(!is_mounted(&dir));
+    // Not on a terminal: no banner.
+    let o = Command::new(bin())
+        .args(["run", "--dir"])
+        .arg(&dir)
+        .args(["--", "true"])
+        .output()
+        .expect("run");
+    assert!(!text(&o).contains("capturing"), "{}", text(&o));
+}

@@ -1,0 +1,237 @@
+//! The non-root tier: ckpt-mount used as a normal user, as most people run their agents. The
+//! mount goes through `fusermount3`, file I/O is served by the daemon (kernel passthrough
+//! needs `CAP_SYS_ADMIN`), and mount, a shell turn, diff, preview, rewind, the recovery of a
+//! killed daemon, `run` and unmount all work; the store stays the user's, private.
+//!
+//! Needs the account `ckpt-ci` with read-write access to `/dev/fuse` (`.ci/run` creates it and
+//! grants access with an ACL, as a distribution's udev rule would with mode 0666). Without it
+//! the tier says so and skips; under `CI=true` that is a failure.
+
+mod common;
+use common::{bin, require_fuse};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const USER: &str = "ckpt-ci";
+
+/// The user's uid and gid, if the account exists.
+fn account(name: &str) -> Option<(u32, u32)> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.first() == Some(&name))
+            .then(|| Some((f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?)))?
+    })
+}
+
+fn tier_runs() -> Option<(u32, u32)> {
+    if !require_fuse() {
+        return None;
+    }
+    let who = account(USER);
+    if who.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the non-root tier needs the account {USER} (.ci/run creates it)"
+        );
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped (non-root tier): no account {USER}; .ci/run creates it"
+        );
+    }
+    who
+}
+
+/// A scratch area the user owns, with a copy of the binary every user can run (the build's
+/// own directory may sit where the user cannot reach). Dropping it detaches what is still
+/// mounted there and removes it.
+struct UserArea {
+    root: tempfile::TempDir,
+    site: PathBuf,
+    bin: PathBuf,
+}
+
+impl UserArea {
+    fn new(uid: u32, gid: u32) -> Self {
+        let root = tempfile::Builder::new()
+            .prefix("ckpt-nonroot-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let bin_copy = root.path().join("ckpt-mount");
+        std::fs::copy(bin(), &bin_copy).expect("copy binary");
+        std::fs::set_permissions(&bin_copy, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let site = root.path().join("site");
+        std::fs::create_dir(&site).expect("mkdir");
+        std::os::unix::fs::chown(&site, Some(uid), Some(gid)).expect("chown");
+        Self {
+            root,
+            site,
+            bin: bin_copy,
+        }
+    }
+
+    /// Runs `script` with `sh -e` as the user, in the scratch area, `ck` naming the binary.
+    fn sh_as(&self, user: &str, script: &str) -> Output {
+        Command::new("runuser")
+            .args(["-u", user, "--", "env"])
+            .arg(format!("HOME={}", self.root.path().display()))
+            .arg(format!("ck={}", self.bin.display()))
+            .args(["sh", "-ec", script])
+            .current_dir(self.root.path())
+            .output()
+            .expect("runuser")
+    }
+
+    fn sh(&self, script: &str) -> String {
+        let o = self.sh_as(USER, script);
+        assert!(
+            o.status.success(),
+            "as {USER}: {script}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+}
+
+impl Drop for UserArea {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.site).output();
+    }
+}
+
+fn mounted(dir: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .expect("mountinfo")
+        .lines()
+        .any(|l| l.split(' ').nth(4) == dir.to_str())
+}
+
+#[test]
+fn a_normal_user_mounts_marks_a_turn_previews_rewinds_and_unmounts() {
+    let Some((uid, gid)) = tier_runs() else {
+        return;
+    };
+    let area = UserArea::new(uid, gid);
+    area.sh("printf 'one\\n' > site/a.txt; printf 'keep\\n' > site/b.txt; chmod 640 site/b.txt");
+    let out = area.sh("$ck mount site");
+    assert!(out.contains("mounted"), "{out}");
+    assert!(mounted(&area.site));
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    assert!(
+        info.lines()
+            .any(|l| l.contains(area.site.to_str().expect("utf-8"))
+                && l.contains(&format!("user_id={uid}"))),
+        "a user mount: {info}"
+    );
+    // An agent's turn through the shell.
+    area.sh(
+        "cd site && echo 2 > .ckpt/turn && sed -i s/one/two/ a.txt && rm b.txt && echo new > c.txt && mkdir d",
+    );
+    let status = area.sh("$ck status --dir site");
+    assert!(
+        status.contains("file I/O: served by the daemon (kernel passthrough needs CAP_SYS_ADMIN"),
+        "{status}"
+    );
+    assert!(status.contains(&format!("uid {uid}")), "{status}");
+    let diff = area.sh("$ck diff 2 --stat --dir site");
+    for p in ["a.txt", "b.txt", "c.txt"] {
+        assert!(diff.contains(p), "{p} in {diff}");
+    }
+    let preview = area.sh("$ck rewind 2 --dry-run --dir site");
+    assert!(preview.contains("c.txt"), "{preview}");
+    area.sh("$ck rewind 2 --dir site");
+    // Read through the mount as the user: without allow_other the kernel lets no one else in,
+    // root included.
+    let seen = area.sh("cd site && cat a.txt && stat -c '%a %u %g' b.txt && ls");
+    assert_eq!(seen, format!("one\n640 {uid} {gid}\na.txt\nb.txt\n"));
+    area.sh("$ck unmount site");
+    assert!(!mounted(&area.site));
+    // The store is the user's and private.
+    let store = area.site.join(".ckpt");
+    let mut checked = 0;
+    for entry in walk(&store) {
+        let m = std::fs::symlink_metadata(&entry).expect("stat");
+        assert_eq!(m.uid(), uid, "{} owned by the user", entry.display());
+        let mode = m.mode() & 0o777;
+        let want = if m.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode, want, "{} is {mode:o}", entry.display());
+        checked += 1;
+    }
+    assert!(checked > 4, "walked the store: {checked} entries");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = e.path();
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_normal_users_killed_daemon_is_recovered_and_run_cleans_up() {
+    let Some((uid, gid)) = tier_runs() else {
+        return;
+    };
+    let area = UserArea::new(uid, gid);
+    area.sh("echo one > site/a.txt && $ck mount site && echo 2 > site/.ckpt/turn && echo two > site/a.txt");
+    let pid = area.sh("$ck status --json --dir site | sed -n 's/.*\"pid\": *\\([0-9]*\\).*/\\1/p'");
+    area.sh(&format!("kill -9 {}", pid.trim()));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = area.sh_as(USER, "$ck status --dir site");
+    assert_eq!(o.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("dead mount"), "{said}");
+    // `mount` detaches the dead mount through fusermount3 and mounts again.
+    let out = area.sh("$ck mount site 2>&1");
+    assert!(out.contains("dead mount"), "{out}");
+    assert_eq!(area.sh("cat site/a.txt"), "two\n");
+    area.sh("$ck rewind 2 --dir site && $ck unmount site");
+    assert_eq!(
+        std::fs::read_to_string(area.site.join("a.txt")).expect("a"),
+        "one\n"
+    );
+    // `run` mounts, runs the command inside, and unmounts as the user.
+    area.sh("$ck run --dir site -- sh -c 'echo three > a.txt'");
+    assert!(!mounted(&area.site), "run left the mount behind");
+    assert_eq!(
+        std::fs::read_to_string(area.site.join("a.txt")).expect("a"),
+        "three\n"
+    );
+}
+
+#[test]
+fn a_user_without_access_to_dev_fuse_is_told_what_helps() {
+    let Some((uid, gid)) = tier_runs() else {
+        return;
+    };
+    let mode = std::fs::metadata("/dev/fuse").expect("/dev/fuse").mode();
+    if mode & 0o006 == 0o006 {
+        // Every user may open the device here: there is no refusal to see.
+        return;
+    }
+    let area = UserArea::new(uid, gid);
+    let nobody = PathBuf::from(area.root.path()).join("nobody-site");
+    std::fs::create_dir(&nobody).expect("mkdir");
+    std::os::unix::fs::chown(&nobody, Some(65534), Some(65534)).expect("chown");
+    let o = area.sh_as("nobody", "$ck mount nobody-site");
+    assert_eq!(o.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("/dev/fuse is not open to this user"),
+        "{said}"
+    );
+    assert!(said.contains("chmod 0666 /dev/fuse"), "{said}");
+    assert!(!mounted(&nobody));
+}
