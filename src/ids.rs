@@ -205,6 +205,22 @@ number_id! {
     /// (`fs/control.rs`), a host inode its own inode number where that can serve; 0 is the
     /// kernel's "no such name" (a negative entry). Made from and turned back into fuser's
     /// `INodeNo` only in `fs/fuse.rs`.
+    ///
+    /// A handle number is not a node id, and the core's methods say which one they take:
+    ///
+    /// ```
+    /// use ckpt_mount::{fs::CkptFs, ids::{Fh, NodeId}};
+    /// fn attrs(fs: &CkptFs, node: NodeId, fh: Fh) {
+    ///     let _ = fs.getattr(node, Some(fh));
+    /// }
+    /// ```
+    ///
+    /// ```compile_fail,E0308
+    /// use ckpt_mount::{fs::CkptFs, ids::{Fh, NodeId}};
+    /// fn attrs(fs: &CkptFs, node: NodeId, fh: Fh) {
+    ///     let _ = fs.getattr(fh, Some(node));
+    /// }
+    /// ```
     NodeId
 }
 

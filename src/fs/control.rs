@@ -5,33 +5,34 @@
 //! Input is parsed strictly: anything but the documented forms is `EINVAL` and changes nothing.
 
 use crate::capture::MAX_TURN;
+use crate::ids::NodeId;
 
 /// Node id of the virtual `.ckpt` directory.
-pub const CTL_DIR: u64 = 2;
+pub const CTL_DIR: NodeId = NodeId(2);
 /// Node id of `.ckpt/turn`.
-pub const CTL_TURN: u64 = 3;
+pub const CTL_TURN: NodeId = NodeId(3);
 /// Node id of `.ckpt/rewind`.
-pub const CTL_REWIND: u64 = 4;
+pub const CTL_REWIND: NodeId = NodeId(4);
 /// Node id of `.ckpt/.gitignore`.
-pub const CTL_GITIGNORE: u64 = 5;
+pub const CTL_GITIGNORE: NodeId = NodeId(5);
 
 /// Largest write accepted by a control file.
 pub const MAX_INPUT: usize = 4096;
 
-/// Whether `ino` is one of the virtual nodes.
-pub fn is_control(ino: u64) -> bool {
-    (CTL_DIR..=CTL_GITIGNORE).contains(&ino)
+/// Whether `node` is one of the virtual nodes.
+pub fn is_control(node: NodeId) -> bool {
+    (CTL_DIR..=CTL_GITIGNORE).contains(&node)
 }
 
-/// The entries of the virtual directory: (node, name, is_dir).
-pub const ENTRIES: [(u64, &str); 3] = [
+/// The entries of the virtual directory: (node, name).
+pub const ENTRIES: [(NodeId, &str); 3] = [
     (CTL_TURN, "turn"),
     (CTL_REWIND, "rewind"),
     (CTL_GITIGNORE, ".gitignore"),
 ];
 
 /// The node for a name inside `.ckpt`.
-pub fn lookup(name: &[u8]) -> Option<u64> {
+pub fn lookup(name: &[u8]) -> Option<NodeId> {
     ENTRIES
         .iter()
         .find(|(_, n)| n.as_bytes() == name)
