@@ -50,7 +50,7 @@
 use ckpt_mount::capture::{Capturer, DEFAULT_MAX_BLOB};
 use ckpt_mount::fs::inode::ROOT;
 use ckpt_mount::fs::{Caller, CkptFs, FsConfig, SetAttr};
-use ckpt_mount::ids::{Fh, NodeId};
+use ckpt_mount::ids::{Fh, NodeId, Turn};
 use ckpt_mount::relpath::RelPath;
 use ckpt_mount::rewind::{self, RewindError};
 use ckpt_mount::store::Store;
@@ -2149,7 +2149,7 @@ impl Case {
     fn rewind(&mut self, k: u64, seen: Option<Observed>) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let req = rewind::Request {
-            to: k,
+            to: Turn(k),
             dry_run: false,
             undo: false,
         };
@@ -2215,7 +2215,7 @@ impl Case {
     fn undo(&mut self, seen: Option<Observed>) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let req = rewind::Request {
-            to: 0,
+            to: Turn(0),
             dry_run: false,
             undo: true,
         };
@@ -2283,7 +2283,7 @@ impl Case {
     ) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let rel = RelPath::new(o.as_bytes()).expect("a valid path");
-        let r = match self.fs().rewind_paths(k, &[rel], false, &|_, _| {}) {
+        let r = match self.fs().rewind_paths(Turn(k), &[rel], false, &|_, _| {}) {
             Ok(r) => r,
             Err(e) => return fail("core-error", format!("rewind_paths({k}, {o:?}): {e}")),
         };

@@ -5,7 +5,7 @@
 //! Input is parsed strictly: anything but the documented forms is `EINVAL` and changes nothing.
 
 use crate::capture::MAX_TURN;
-use crate::ids::NodeId;
+use crate::ids::{NodeId, Turn};
 
 /// Node id of the virtual `.ckpt` directory.
 pub const CTL_DIR: NodeId = NodeId(2);
@@ -70,7 +70,7 @@ pub fn parse_turn(input: &[u8]) -> Option<TurnInput> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RewindInput {
     /// Rewind to the start of this turn.
-    To(u64),
+    To(Turn),
     /// Undo the last rewind.
     Undo,
 }
@@ -81,7 +81,7 @@ pub fn parse_rewind(input: &[u8]) -> Option<RewindInput> {
     if text == "undo" {
         return Some(RewindInput::Undo);
     }
-    parse_number(text).map(RewindInput::To)
+    parse_number(text).map(|n| RewindInput::To(Turn(n)))
 }
 
 fn strip(input: &[u8]) -> Option<&str> {
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn rewind_input() {
-        assert_eq!(parse_rewind(b"3\n"), Some(RewindInput::To(3)));
+        assert_eq!(parse_rewind(b"3\n"), Some(RewindInput::To(Turn(3))));
         assert_eq!(parse_rewind(b"undo"), Some(RewindInput::Undo));
         assert_eq!(parse_rewind(b"3 x"), None);
     }

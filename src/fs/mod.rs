@@ -56,7 +56,7 @@ use files::*;
 use resolve::*;
 
 use crate::capture::{Capturer, PendingStage, StageBy, TurnError, Who};
-use crate::ids::{Fh, NodeId};
+use crate::ids::{Fh, NodeId, Turn};
 use crate::lock_order::{Rank, Ranked};
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::rewind::{self, Report, RewindError};

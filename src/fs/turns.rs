@@ -85,7 +85,7 @@ impl CkptFs {
     /// Rewinds only some paths (see [`rewind::rewind_paths`]), holding back other mutations.
     pub fn rewind_paths(
         &self,
-        to: u64,
+        to: Turn,
         paths: &[RelPath],
         dry_run: bool,
         progress: rewind::Progress<'_>,
