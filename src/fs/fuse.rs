@@ -1,9 +1,10 @@
 //! The fuser adapter: translate each request into a core call and the result into a reply.
 //! What to answer is the core's decision (TTLs in [`Entry`], negative entries'
 //! [`CkptFs::negative_ttl`], direct I/O or passthrough in [`OpenedAs`]); what lives here is
-//! how fuser says it: the node id swapped into `st_ino` (`fix`), kernel passthrough's backing
-//! ids (one per inode, as the kernel requires), the negotiation at `init`, and the log level of
-//! each errno. Every request method is a few lines.
+//! how fuser says it: its `INodeNo` and `FileHandle` as the core's [`NodeId`] and [`Fh`] (the
+//! one place they are converted), the node id swapped into `st_ino` (`fix`), kernel
+//! passthrough's backing ids (one per inode, as the kernel requires), the negotiation at
+//! `init`, and the log level of each errno. Every request method is a few lines.
 
 use super::{Caller, CkptFs, Entry, Invalidator, OpenedAs, SetAttr, SetTime, XattrReply};
 use crate::ids::{Fh, NodeId};
