@@ -90,7 +90,7 @@ fn rewind_request(
     paths: &[String],
     progress: crate::rewind::Progress<'_>,
 ) -> Response {
-    let to = to.unwrap_or_else(|| fs.capturer().current_turn());
+    let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
     let result = if paths.is_empty() {
         fs.rewind(rewind::Request { to, dry_run, undo }, progress)
     } else {
@@ -180,7 +180,10 @@ fn run_inner(
     store.blobs().set_compress(opts.compress);
     if store.index().unfinished_rewind.is_some() {
         log::warn!(target: "ckpt::rewind", "a rewind was cut off; completing it before mounting");
-        let to = store.index().unfinished_rewind.map_or(0, |r| r.1.0);
+        let to = store
+            .index()
+            .unfinished_rewind
+            .map_or(crate::ids::Turn(0), |r| r.1);
         rewind::rewind(
             root.as_fd(),
             &mut store,

@@ -55,6 +55,7 @@ impl ToErrno for TurnError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::Turn;
 
     #[test]
     fn host_errnos_pass_through_and_store_failures_are_mapped() {
@@ -67,8 +68,8 @@ mod tests {
         assert_eq!(StoreError::Missing.to_errno(), Errno(libc::ENOENT));
         assert_eq!(
             RewindError::NoSuchTurn {
-                turn: 9,
-                known: vec![1, 2]
+                turn: Turn(9),
+                known: vec![Turn(1), Turn(2)]
             }
             .to_errno(),
             Errno(libc::EINVAL)

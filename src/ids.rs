@@ -1,9 +1,11 @@
-//! Identifiers of the store, as types: a value of one is valid by construction, so it is
-//! checked once, where untrusted text is read (the journal, the pack indexes, the names of the
-//! files in `blobs/`), and never again; and the numbers of the journal, turns and seqs, each a
-//! type of its own so one cannot be passed for the other. Issue 13's node ids, handles and
-//! epochs are to follow. Outside `crate::store`, turns are still bare `u64` (converted with
-//! `Turn(n)` / `.0` where they meet the store).
+//! Identifiers, as types: a value of one is valid by construction, so it is checked once,
+//! where untrusted text is read (the journal, the pack indexes, the names of the files in
+//! `blobs/`), and never again; and the numbers, each a type of its own so one cannot be passed
+//! for another: the journal's turns and seqs and the journal epoch of the store, and the
+//! FUSE core's node ids and open-handle numbers. A number becomes one of these types where it
+//! enters (the journal, the kernel's requests in `fs/fuse.rs`, the control nodes' fixed ids)
+//! and a bare `u64` again only where it leaves. Outside `crate::store` and `crate::rewind`,
+//! turns are still bare `u64` (converted with `Turn(n)` / `.0` where they meet those).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
@@ -126,13 +128,21 @@ impl<'de> Deserialize<'de> for BlobId {
     }
 }
 
-/// A number type of the store: a `u64` on disk (`#[serde(transparent)]`) and in every
-/// message (`Display` and `Debug` write the bare number), a type of its own in the code.
+/// A number type: a bare `u64` in every message (`Display` and `Debug` write the number), a
+/// type of its own in the code, converted only explicitly (`From`, or the field where it
+/// enters and leaves). `stored` ones are also a bare `u64` on disk (`#[serde(transparent)]`).
 macro_rules! number_id {
+    ($(#[$doc:meta])* stored $name:ident) => {
+        number_id! {
+            $(#[$doc])*
+            #[derive(Default, Serialize, Deserialize)]
+            #[serde(transparent)]
+            $name
+        }
+    };
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-        #[serde(transparent)]
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $name(pub u64);
 
         impl From<u64> for $name {
@@ -164,14 +174,61 @@ macro_rules! number_id {
 number_id! {
     /// A turn number: turn 0 is before the first `turn` record; `echo N > .ckpt/turn` begins
     /// turn `N`.
-    Turn
+    stored Turn
 }
 
 number_id! {
     /// A journal position: the `seq` of a line, strictly increasing through the journal (a
     /// prune renumbers them). Records name other records by it (`rewind_done`'s `begin`,
     /// `staged`'s `capture`, …), and a staged pre-image is the file `staged/<seq>`.
-    Seq
+    stored Seq
+}
+
+number_id! {
+    /// The numbering of the journal an open store has: 0 when opened, one more each time a
+    /// prune rewrites the journal and renumbers every [`Seq`]. A staged pre-image handed to
+    /// the stager names its capture by `(Epoch, Seq)`, so a result that comes back after a
+    /// prune names nothing. Never written anywhere.
+    Epoch
+}
+
+impl Epoch {
+    /// The numbering after the journal is rewritten once more.
+    pub fn next(self) -> Self {
+        Self(self.0 + 1)
+    }
+}
+
+number_id! {
+    /// A FUSE node id: the number the kernel names one inode of the mount by, for as long as it
+    /// knows it (`fs/inode.rs`). The root is 1, the `.ckpt/` control nodes 2 to 5
+    /// (`fs/control.rs`), a host inode its own inode number where that can serve; 0 is the
+    /// kernel's "no such name" (a negative entry). Made from and turned back into fuser's
+    /// `INodeNo` only in `fs/fuse.rs`.
+    ///
+    /// A handle number is not a node id, and the core's methods say which one they take:
+    ///
+    /// ```
+    /// use ckpt_mount::{fs::CkptFs, ids::{Fh, NodeId}};
+    /// fn attrs(fs: &CkptFs, node: NodeId, fh: Fh) {
+    ///     let _ = fs.getattr(node, Some(fh));
+    /// }
+    /// ```
+    ///
+    /// ```compile_fail,E0308
+    /// use ckpt_mount::{fs::CkptFs, ids::{Fh, NodeId}};
+    /// fn attrs(fs: &CkptFs, node: NodeId, fh: Fh) {
+    ///     let _ = fs.getattr(fh, Some(node));
+    /// }
+    /// ```
+    NodeId
+}
+
+number_id! {
+    /// An open handle's number (`fh`): what `open` and `create` return and every call on an
+    /// open file names it by (`fs/handles.rs`). Never reused while the mount lives. Made from
+    /// and turned back into fuser's `FileHandle` only in `fs/fuse.rs`.
+    Fh
 }
 
 #[cfg(test)]
@@ -264,5 +321,15 @@ mod tests {
         );
         assert_eq!(u64::from(Turn::from(9)), 9);
         assert!(Seq(2) > Seq(1));
+    }
+
+    #[test]
+    fn node_ids_handles_and_epochs_print_as_bare_numbers() {
+        assert_eq!(
+            format!("{} {:?} {}", NodeId(7), Fh(42), Epoch(0).next()),
+            "7 42 1"
+        );
+        assert_eq!(u64::from(NodeId::from(9)), 9);
+        assert!(NodeId(2) < NodeId(16));
     }
 }

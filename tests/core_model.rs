@@ -50,6 +50,7 @@
 use ckpt_mount::capture::{Capturer, DEFAULT_MAX_BLOB};
 use ckpt_mount::fs::inode::ROOT;
 use ckpt_mount::fs::{Caller, CkptFs, FsConfig, SetAttr};
+use ckpt_mount::ids::{Fh, NodeId, Turn};
 use ckpt_mount::relpath::RelPath;
 use ckpt_mount::rewind::{self, RewindError};
 use ckpt_mount::store::Store;
@@ -1231,23 +1232,23 @@ impl Core {
 /// them), and path walks by `lookup` from the root.
 #[derive(Default)]
 struct Vfs {
-    lookups: HashMap<u64, u64>,
+    lookups: HashMap<NodeId, u64>,
 }
 
 impl Vfs {
-    fn got(&mut self, node: u64) {
+    fn got(&mut self, node: NodeId) {
         if node != ROOT {
             *self.lookups.entry(node).or_default() += 1;
         }
     }
 
-    fn lookup(&mut self, fs: &CkptFs, parent: u64, name: &str) -> Result<u64, Errno> {
+    fn lookup(&mut self, fs: &CkptFs, parent: NodeId, name: &str) -> Result<NodeId, Errno> {
         let e = fs.lookup(parent, OsStr::new(name))?;
         self.got(e.node);
         Ok(e.node)
     }
 
-    fn node(&mut self, fs: &CkptFs, path: &str) -> Result<u64, String> {
+    fn node(&mut self, fs: &CkptFs, path: &str) -> Result<NodeId, String> {
         let mut n = ROOT;
         if path.is_empty() {
             return Ok(n);
@@ -1261,7 +1262,7 @@ impl Vfs {
     }
 
     /// Forgets every lookup but one of each node a handle holds.
-    fn forget_all(&mut self, fs: &CkptFs, pinned: &HashSet<u64>) {
+    fn forget_all(&mut self, fs: &CkptFs, pinned: &HashSet<NodeId>) {
         for (node, n) in std::mem::take(&mut self.lookups) {
             let keep = u64::from(pinned.contains(&node));
             if n > keep {
@@ -1276,8 +1277,8 @@ impl Vfs {
 
 /// A handle held open: the core's handle and node, and the model inode it writes.
 struct Held {
-    fh: u64,
-    node: u64,
+    fh: Fh,
+    node: NodeId,
     ino: u64,
 }
 
@@ -1732,7 +1733,7 @@ impl Case {
         Ok(())
     }
 
-    fn expect_absent(&mut self, parent: u64, name: &str) -> Result<(), Failure> {
+    fn expect_absent(&mut self, parent: NodeId, name: &str) -> Result<(), Failure> {
         match self.fs().lookup(parent, OsStr::new(name)) {
             Err(Errno(libc::ENOENT)) => Ok(()),
             Err(e) => fail("core-error", format!("lookup of new name {name:?}: {e}")),
@@ -1747,12 +1748,12 @@ impl Case {
     }
 
     /// The parent's node of `p` (walked) and `p`'s name.
-    fn parent_node(&mut self, p: &'static str) -> Result<(u64, &'static str), Failure> {
+    fn parent_node(&mut self, p: &'static str) -> Result<(NodeId, &'static str), Failure> {
         let parent = vfs(self.vfs.node(self.core.fs(), parent(p)))?;
         Ok((parent, file_name(p)))
     }
 
-    fn node(&mut self, p: &str) -> Result<u64, Failure> {
+    fn node(&mut self, p: &str) -> Result<NodeId, Failure> {
         vfs(self.vfs.node(self.core.fs(), p))
     }
 
@@ -2054,7 +2055,7 @@ impl Case {
             Forget => {
                 // The kernel never forgets a file it holds open, nor the directories above it
                 // (an open file pins its dentry, and a dentry its parent).
-                let mut pinned: HashSet<u64> = self.held.iter().map(|h| h.node).collect();
+                let mut pinned: HashSet<NodeId> = self.held.iter().map(|h| h.node).collect();
                 let held: HashSet<u64> = self.held.iter().map(|h| h.ino).collect();
                 let fs = self.core.fs();
                 for (path, _) in self
@@ -2148,7 +2149,7 @@ impl Case {
     fn rewind(&mut self, k: u64, seen: Option<Observed>) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let req = rewind::Request {
-            to: k,
+            to: Turn(k),
             dry_run: false,
             undo: false,
         };
@@ -2214,7 +2215,7 @@ impl Case {
     fn undo(&mut self, seen: Option<Observed>) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let req = rewind::Request {
-            to: 0,
+            to: Turn(0),
             dry_run: false,
             undo: true,
         };
@@ -2282,7 +2283,7 @@ impl Case {
     ) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let rel = RelPath::new(o.as_bytes()).expect("a valid path");
-        let r = match self.fs().rewind_paths(k, &[rel], false, &|_, _| {}) {
+        let r = match self.fs().rewind_paths(Turn(k), &[rel], false, &|_, _| {}) {
             Ok(r) => r,
             Err(e) => return fail("core-error", format!("rewind_paths({k}, {o:?}): {e}")),
         };

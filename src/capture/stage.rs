@@ -14,7 +14,7 @@
 
 use super::{Capturer, Who, lock_ignoring_poison, lock_store, read_preimage};
 use crate::identity::FileId;
-use crate::ids::Seq;
+use crate::ids::{Epoch, Seq};
 use crate::relpath::RelPath;
 use crate::store::blob::BlobStore;
 use crate::store::journal::{PreImage, Record};
@@ -38,7 +38,7 @@ pub enum StageBy {
 /// A staged pre-image waiting for its bytes to be stored: its capture's seq in journal `epoch`.
 #[derive(Debug, Clone, Copy)]
 struct Staged {
-    epoch: u64,
+    epoch: Epoch,
     seq: Seq,
 }
 
@@ -150,7 +150,7 @@ fn store_staged_batch(
     store: &Mutex<Store>,
     blobs: &BlobStore,
     staged: &OwnedFd,
-    epoch: u64,
+    epoch: Epoch,
     batch: Vec<Seq>,
 ) {
     let stored: Vec<StoredStage> = batch
@@ -617,7 +617,7 @@ mod tests {
             max_size: None,
         };
         crate::store::prune::prune(&mut store, policy).expect("prune");
-        assert_eq!(store.epoch(), epoch + 1);
+        assert_eq!(store.epoch(), epoch.next());
         // A new stage after the prune gets the same seq (renumbered) and, by inode reuse, the
         // same inode number: the late result must not become its pre-image.
         let pre = PreImage::Staged {

@@ -138,7 +138,9 @@ pub fn run(a: RewindArgs) -> CliResult {
         }
         Target::Offline(folder) => {
             let (root, mut store) = super::open_offline(&folder)?;
-            let to = a.turn.unwrap_or_else(|| store.index().current_turn().0);
+            let to = a
+                .turn
+                .map_or_else(|| store.index().current_turn(), crate::ids::Turn);
             let root = std::os::fd::AsFd::as_fd(&root);
             let bar = progress_bar();
             let progress = |done: usize, total: usize| {

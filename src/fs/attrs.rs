@@ -154,7 +154,7 @@ impl CkptFs {
     /// which the kernel marks the attributes stale itself. The one case left: a mapping kept
     /// after its descriptor is closed, written after a `stat` that followed the close (the
     /// kernel tells the daemon nothing of either).
-    pub(super) fn host_attr_ttl(&self, node: u64) -> Duration {
+    pub(super) fn host_attr_ttl(&self, node: NodeId) -> Duration {
         if self.passthrough.load(Ordering::Relaxed)
             && self.mappable_open.load(Ordering::Relaxed) > 0
             && self
@@ -168,7 +168,7 @@ impl CkptFs {
     }
 
     /// `getattr`.
-    pub(super) fn host_getattr(&self, node: u64, fh: Option<u64>) -> FsResult<FileAttr> {
+    pub(super) fn host_getattr(&self, node: NodeId, fh: Option<Fh>) -> FsResult<FileAttr> {
         if let Some(h) = fh.and_then(|fh| self.lock_handles().get(fh))
             && let Some(fd) = &h.fd
         {
@@ -201,8 +201,8 @@ impl CkptFs {
     /// `setattr`.
     pub(super) fn host_setattr(
         &self,
-        node: u64,
-        fh: Option<u64>,
+        node: NodeId,
+        fh: Option<Fh>,
         set: SetAttr,
         caller: Caller,
     ) -> FsResult<FileAttr> {
@@ -266,13 +266,18 @@ impl CkptFs {
     }
 
     /// `readlink`.
-    pub fn readlink(&self, node: u64) -> FsResult<Vec<u8>> {
+    pub fn readlink(&self, node: NodeId) -> FsResult<Vec<u8>> {
         let (dir, name, _) = self.locate(node)?;
         sys::readlinkat(dir.as_fd(), &name)
     }
 
     /// `getxattr`; with `size == 0` the value's length only.
-    pub(super) fn host_getxattr(&self, node: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
+    pub(super) fn host_getxattr(
+        &self,
+        node: NodeId,
+        name: &OsStr,
+        size: u32,
+    ) -> FsResult<XattrReply> {
         let fd = self.attr_fd(node)?;
         let c = cname(name)?;
         let mut buf = vec![0u8; size as usize];
@@ -285,7 +290,7 @@ impl CkptFs {
     }
 
     /// `listxattr`.
-    pub(super) fn host_listxattr(&self, node: u64, size: u32) -> FsResult<XattrReply> {
+    pub(super) fn host_listxattr(&self, node: NodeId, size: u32) -> FsResult<XattrReply> {
         let fd = self.attr_fd(node)?;
         let mut buf = vec![0u8; size as usize];
         let n = fd.listxattr(&mut buf)?;
@@ -299,7 +304,7 @@ impl CkptFs {
     /// `setxattr`.
     pub(super) fn host_setxattr(
         &self,
-        node: u64,
+        node: NodeId,
         name: &OsStr,
         value: &[u8],
         flags: i32,
@@ -313,7 +318,12 @@ impl CkptFs {
     }
 
     /// `removexattr`.
-    pub(super) fn host_removexattr(&self, node: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+    pub(super) fn host_removexattr(
+        &self,
+        node: NodeId,
+        name: &OsStr,
+        caller: Caller,
+    ) -> FsResult<()> {
         let _gate = self.shared_gate();
         self.capture_node(node, Who { pid: caller.pid })?;
         self.attr_fd(node)?.removexattr(&cname(name)?)?;
@@ -328,7 +338,7 @@ impl CkptFs {
     /// only the ctime stale, so a `stat` asking for the mode alone kept the old one for the
     /// whole TTL (xfstests generic/375). Sent before the reply, while the kernel holds the
     /// inode for the request.
-    pub(super) fn attributes_changed(&self, node: u64) {
+    pub(super) fn attributes_changed(&self, node: NodeId) {
         if let Some(inv) = self.invalidator.get() {
             inv.inval_attr(node);
         }

@@ -5,33 +5,34 @@
 //! Input is parsed strictly: anything but the documented forms is `EINVAL` and changes nothing.
 
 use crate::capture::MAX_TURN;
+use crate::ids::{NodeId, Turn};
 
 /// Node id of the virtual `.ckpt` directory.
-pub const CTL_DIR: u64 = 2;
+pub const CTL_DIR: NodeId = NodeId(2);
 /// Node id of `.ckpt/turn`.
-pub const CTL_TURN: u64 = 3;
+pub const CTL_TURN: NodeId = NodeId(3);
 /// Node id of `.ckpt/rewind`.
-pub const CTL_REWIND: u64 = 4;
+pub const CTL_REWIND: NodeId = NodeId(4);
 /// Node id of `.ckpt/.gitignore`.
-pub const CTL_GITIGNORE: u64 = 5;
+pub const CTL_GITIGNORE: NodeId = NodeId(5);
 
 /// Largest write accepted by a control file.
 pub const MAX_INPUT: usize = 4096;
 
-/// Whether `ino` is one of the virtual nodes.
-pub fn is_control(ino: u64) -> bool {
-    (CTL_DIR..=CTL_GITIGNORE).contains(&ino)
+/// Whether `node` is one of the virtual nodes.
+pub fn is_control(node: NodeId) -> bool {
+    (CTL_DIR..=CTL_GITIGNORE).contains(&node)
 }
 
-/// The entries of the virtual directory: (node, name, is_dir).
-pub const ENTRIES: [(u64, &str); 3] = [
+/// The entries of the virtual directory: (node, name).
+pub const ENTRIES: [(NodeId, &str); 3] = [
     (CTL_TURN, "turn"),
     (CTL_REWIND, "rewind"),
     (CTL_GITIGNORE, ".gitignore"),
 ];
 
 /// The node for a name inside `.ckpt`.
-pub fn lookup(name: &[u8]) -> Option<u64> {
+pub fn lookup(name: &[u8]) -> Option<NodeId> {
     ENTRIES
         .iter()
         .find(|(_, n)| n.as_bytes() == name)
@@ -69,7 +70,7 @@ pub fn parse_turn(input: &[u8]) -> Option<TurnInput> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RewindInput {
     /// Rewind to the start of this turn.
-    To(u64),
+    To(Turn),
     /// Undo the last rewind.
     Undo,
 }
@@ -80,7 +81,7 @@ pub fn parse_rewind(input: &[u8]) -> Option<RewindInput> {
     if text == "undo" {
         return Some(RewindInput::Undo);
     }
-    parse_number(text).map(RewindInput::To)
+    parse_number(text).map(|n| RewindInput::To(Turn(n)))
 }
 
 fn strip(input: &[u8]) -> Option<&str> {
@@ -149,7 +150,7 @@ mod tests {
 
     #[test]
     fn rewind_input() {
-        assert_eq!(parse_rewind(b"3\n"), Some(RewindInput::To(3)));
+        assert_eq!(parse_rewind(b"3\n"), Some(RewindInput::To(Turn(3))));
         assert_eq!(parse_rewind(b"undo"), Some(RewindInput::Undo));
         assert_eq!(parse_rewind(b"3 x"), None);
     }

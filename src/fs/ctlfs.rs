@@ -5,7 +5,7 @@ use super::*;
 
 impl CkptFs {
     /// `lookup` in a control node: the entries of `.ckpt/`; nothing lies below a file.
-    pub(super) fn ctl_lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+    pub(super) fn ctl_lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         if parent != CTL_DIR {
             return Err(Errno(libc::ENOTDIR));
         }
@@ -16,7 +16,7 @@ impl CkptFs {
 
     /// `setattr` of a control node: `echo N > .ckpt/turn` truncates first, which is accepted
     /// and changes nothing; any other change is refused.
-    pub(super) fn ctl_setattr(&self, node: u64, set: &SetAttr) -> FsResult<FileAttr> {
+    pub(super) fn ctl_setattr(&self, node: NodeId, set: &SetAttr) -> FsResult<FileAttr> {
         if set.mode.is_none() && set.uid.is_none() && set.gid.is_none() && set.size == Some(0) {
             return Ok(self.control_attr(node));
         }
@@ -27,7 +27,7 @@ impl CkptFs {
     /// each with its entry (fixed ids, no lookup count); a file is not a directory.
     pub(super) fn ctl_readdir(
         &self,
-        node: u64,
+        node: NodeId,
         offset: u64,
         sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
     ) -> FsResult<()> {
@@ -52,7 +52,7 @@ impl CkptFs {
     /// `open` of a control node: a handle with no descriptor. A read from offset 0 takes a
     /// fresh snapshot of the content (later offsets read on in it); each write is one whole
     /// input; a handle opened for writing and closed with nothing written is an empty input.
-    pub(super) fn open_control(&self, node: u64, flags: i32) -> FsResult<u64> {
+    pub(super) fn open_control(&self, node: NodeId, flags: i32) -> FsResult<Fh> {
         if node == CTL_DIR {
             return Err(Errno(libc::EISDIR));
         }
@@ -71,7 +71,7 @@ impl CkptFs {
         }))
     }
 
-    pub(super) fn control_attr(&self, node: u64) -> FileAttr {
+    pub(super) fn control_attr(&self, node: NodeId) -> FileAttr {
         let (kind, perm, size) = match node {
             CTL_DIR => (FileType::Directory, 0o755, 0),
             CTL_GITIGNORE => (FileType::RegularFile, 0o444, 2),
@@ -79,7 +79,9 @@ impl CkptFs {
         };
         let t = now_ts();
         FileAttr {
-            ino: fuser::INodeNo(node),
+            // A control node shows its node id as its inode number (the adapter puts the node
+            // id in `st_ino` of every entry anyway).
+            ino: fuser::INodeNo(node.0),
             size,
             blocks: 0,
             atime: t,
@@ -97,7 +99,7 @@ impl CkptFs {
         }
     }
 
-    pub(super) fn control_entry(&self, node: u64) -> Entry {
+    pub(super) fn control_entry(&self, node: NodeId) -> Entry {
         Entry {
             attr: self.control_attr(node),
             node,
@@ -106,11 +108,12 @@ impl CkptFs {
         }
     }
 
-    /// The control directory's listing; `offset` cookies 1, 2, … in this order.
+    /// The control directory's listing; `offset` cookies 1, 2, … in this order. A control
+    /// node's `d_ino` is its node id, as its `st_ino` is.
     pub(super) fn control_dir_items(&self) -> Vec<DirItem> {
         let mut v = vec![
             DirItem {
-                ino: CTL_DIR,
+                ino: CTL_DIR.0,
                 offset: 1,
                 kind: FileType::Directory,
                 name: ".".into(),
@@ -124,7 +127,7 @@ impl CkptFs {
         ];
         for (i, (n, name)) in control::ENTRIES.iter().enumerate() {
             v.push(DirItem {
-                ino: *n,
+                ino: n.0,
                 offset: i as u64 + 3,
                 kind: FileType::RegularFile,
                 name: (*name).into(),
@@ -133,7 +136,7 @@ impl CkptFs {
         v
     }
 
-    pub(super) fn control_content(&self, node: u64) -> Vec<u8> {
+    pub(super) fn control_content(&self, node: NodeId) -> Vec<u8> {
         match node {
             CTL_TURN => format!("{}\n", self.capture.current_turn()).into_bytes(),
             CTL_REWIND => self
@@ -147,7 +150,7 @@ impl CkptFs {
         }
     }
 
-    pub(super) fn control_write(&self, node: u64, data: &[u8]) -> FsResult<()> {
+    pub(super) fn control_write(&self, node: NodeId, data: &[u8]) -> FsResult<()> {
         match node {
             CTL_TURN => {
                 let input = control::parse_turn(data).ok_or(Errno(libc::EINVAL))?;

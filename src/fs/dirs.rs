@@ -13,7 +13,7 @@ impl CkptFs {
     /// it does on the host: no snapshot to go stale, nothing held between calls.
     pub(super) fn each_dir_item(
         &self,
-        node: u64,
+        node: NodeId,
         offset: u64,
         f: &mut dyn FnMut(&DirItem, BorrowedFd<'_>) -> FsResult<bool>,
     ) -> FsResult<()> {
@@ -52,7 +52,7 @@ impl CkptFs {
     /// full (that entry was not sent).
     pub(super) fn host_readdir(
         &self,
-        node: u64,
+        node: NodeId,
         offset: u64,
         sink: &mut dyn FnMut(&DirItem) -> bool,
     ) -> FsResult<()> {
@@ -62,7 +62,7 @@ impl CkptFs {
     /// `readdirplus`: as `readdir`, with an entry (and a lookup) for each name but `.`/`..`.
     pub(super) fn host_readdirplus(
         &self,
-        node: u64,
+        node: NodeId,
         offset: u64,
         sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
     ) -> FsResult<()> {
@@ -89,7 +89,7 @@ impl CkptFs {
     }
 
     /// `fsyncdir`: the directory's entries made durable on the host.
-    pub(super) fn host_fsyncdir(&self, node: u64, datasync: bool) -> FsResult<()> {
+    pub(super) fn host_fsyncdir(&self, node: NodeId, datasync: bool) -> FsResult<()> {
         let dir = self.dir_fd(node)?;
         let rd = sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
         sys::fsync(rd.as_fd(), datasync)

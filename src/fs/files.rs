@@ -14,7 +14,7 @@ pub(super) enum HandleKind {
         mappable: bool,
     },
     Control {
-        node: u64,
+        node: NodeId,
         snapshot: Mutex<Vec<u8>>,
         /// Opened for writing and nothing written yet: closing it so is an empty input.
         unwritten: AtomicBool,
@@ -22,13 +22,13 @@ pub(super) enum HandleKind {
 }
 
 pub(super) struct Handle {
-    pub(super) node: u64,
+    pub(super) node: NodeId,
     pub(super) fd: Option<OwnedFd>,
     pub(super) kind: HandleKind,
 }
 
 impl NodeHandle for Handle {
-    fn node(&self) -> u64 {
+    fn node(&self) -> NodeId {
         self.node
     }
 }
@@ -63,8 +63,8 @@ pub(super) fn h_writable(h: Option<&Handle>) -> Option<bool> {
 }
 
 impl CkptFs {
-    pub(super) fn add_handle(&self, h: Handle) -> u64 {
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+    pub(super) fn add_handle(&self, h: Handle) -> Fh {
+        let fh = Fh(self.next_fh.fetch_add(1, Ordering::Relaxed));
         if h.mappable() {
             self.mappable_open.fetch_add(1, Ordering::Relaxed);
         }
@@ -72,11 +72,11 @@ impl CkptFs {
         fh
     }
 
-    pub(super) fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
+    pub(super) fn handle(&self, fh: Fh) -> FsResult<Arc<Handle>> {
         self.lock_handles().get(fh).ok_or(Errno(libc::EBADF))
     }
 
-    pub(super) fn handle_fd(&self, fh: u64) -> FsResult<Arc<Handle>> {
+    pub(super) fn handle_fd(&self, fh: Fh) -> FsResult<Arc<Handle>> {
         let h = self.handle(fh)?;
         if h.fd.is_none() {
             return Err(Errno(libc::EBADF));
@@ -85,7 +85,7 @@ impl CkptFs {
     }
 
     /// `open` of a file of the folder.
-    pub(super) fn host_open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
+    pub(super) fn host_open(&self, node: NodeId, flags: i32, caller: Caller) -> FsResult<Fh> {
         let fh = self.open_handle(node, flags, caller)?;
         if flags & libc::O_ACCMODE == libc::O_RDWR && self.passthrough.load(Ordering::Relaxed) {
             // Attributes cached before (from the lookup that led here) would outlive a write
@@ -95,7 +95,7 @@ impl CkptFs {
         Ok(fh)
     }
 
-    pub(super) fn open_handle(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
+    pub(super) fn open_handle(&self, node: NodeId, flags: i32, caller: Caller) -> FsResult<Fh> {
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let mappable = flags & libc::O_ACCMODE == libc::O_RDWR;
         let clean = host_open_flags(flags);
@@ -155,7 +155,7 @@ impl CkptFs {
 
     /// Opens a file unlinked while open (through `/proc/PID/fd/N`) by reopening an open
     /// handle's descriptor; `e` is the error of reaching it by name, returned when none is open.
-    fn open_orphan(&self, node: u64, clean: i32, e: Errno) -> FsResult<u64> {
+    fn open_orphan(&self, node: NodeId, clean: i32, e: Errno) -> FsResult<Fh> {
         let orphan = self.orphan_fd(node).ok_or(e)?;
         let fd = sys::reopen(orphan.as_fd(), clean | libc::O_NOFOLLOW)?;
         let writable = clean & libc::O_ACCMODE != libc::O_RDONLY || clean & libc::O_TRUNC != 0;
@@ -178,13 +178,13 @@ impl CkptFs {
     /// the caller's flags.
     pub(super) fn open_for_write(
         &self,
-        node: u64,
+        node: NodeId,
         dir: &OwnedFd,
         name: &CStr,
         path: &RelPath,
         clean: i32,
         caller: Caller,
-    ) -> FsResult<u64> {
+    ) -> FsResult<Fh> {
         let _gate = self.shared_gate();
         let read_write = (clean & !libc::O_ACCMODE) | libc::O_RDWR;
         let fd = sys::openat(dir.as_fd(), name, read_write | libc::O_NOFOLLOW, 0)?;
@@ -217,13 +217,13 @@ impl CkptFs {
     /// `create`: make and open a new file.
     pub fn create(
         &self,
-        parent: u64,
+        parent: NodeId,
         name: &OsStr,
         mode: u32,
         umask: u32,
         flags: i32,
         caller: Caller,
-    ) -> FsResult<(Entry, u64)> {
+    ) -> FsResult<(Entry, Fh)> {
         let _gate = self.shared_gate();
         let (dir, c) = self.prepare_new(parent, name, caller)?;
         let fd = {
@@ -253,7 +253,7 @@ impl CkptFs {
     }
 
     /// `read`.
-    pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+    pub fn read(&self, fh: Fh, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let h = self.handle(fh)?;
         if let HandleKind::Control { node, snapshot, .. } = &h.kind {
             let mut snap = snapshot
@@ -274,7 +274,7 @@ impl CkptFs {
     }
 
     /// `write`.
-    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+    pub fn write(&self, fh: Fh, offset: u64, data: &[u8]) -> FsResult<u32> {
         let h = self.handle(fh)?;
         if let HandleKind::Control {
             node, unwritten, ..
@@ -296,7 +296,7 @@ impl CkptFs {
     /// the inode).
     pub fn with_backing_fd<R>(
         &self,
-        fh: u64,
+        fh: Fh,
         register: impl FnOnce(BorrowedFd<'_>) -> R,
     ) -> FsResult<R> {
         let h = self.handle_fd(fh)?;
@@ -313,7 +313,7 @@ impl CkptFs {
 
     /// `flush` (each `close`): a control file opened for writing and closed without a byte
     /// written got empty input, which is `EINVAL` like any other bad input.
-    pub fn flush(&self, fh: u64) -> FsResult<()> {
+    pub fn flush(&self, fh: Fh) -> FsResult<()> {
         match self.handle(fh)?.kind {
             HandleKind::Control { ref unwritten, .. }
                 if unwritten.swap(false, Ordering::Relaxed) =>
@@ -325,7 +325,7 @@ impl CkptFs {
     }
 
     /// `release`.
-    pub fn release(&self, fh: u64) {
+    pub fn release(&self, fh: Fh) {
         // Closed after the lock is released: a close can take as long as a flush.
         let handle = self.lock_handles().remove(fh);
         if handle.as_ref().is_some_and(|h| h.mappable()) {
@@ -335,7 +335,7 @@ impl CkptFs {
     }
 
     /// `fsync`.
-    pub fn fsync(&self, fh: u64, datasync: bool) -> FsResult<()> {
+    pub fn fsync(&self, fh: Fh, datasync: bool) -> FsResult<()> {
         let h = self.handle(fh)?;
         match &h.fd {
             Some(fd) => sys::fsync(fd.as_fd(), datasync),
@@ -344,7 +344,7 @@ impl CkptFs {
     }
 
     /// `fallocate` (the handle is writable, so its file was captured at open).
-    pub fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: i32) -> FsResult<()> {
+    pub fn fallocate(&self, fh: Fh, offset: u64, length: u64, mode: i32) -> FsResult<()> {
         let h = self.handle_fd(fh)?;
         let _gate = self.shared_gate();
         let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
@@ -352,7 +352,7 @@ impl CkptFs {
     }
 
     /// `lseek` (`SEEK_DATA` / `SEEK_HOLE`).
-    pub fn lseek(&self, fh: u64, offset: i64, whence: i32) -> FsResult<i64> {
+    pub fn lseek(&self, fh: Fh, offset: i64, whence: i32) -> FsResult<i64> {
         let h = self.handle_fd(fh)?;
         let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
         sys::lseek(fd.as_fd(), offset, whence)
@@ -361,9 +361,9 @@ impl CkptFs {
     /// `copy_file_range` between two handles.
     pub fn copy_file_range(
         &self,
-        fh_in: u64,
+        fh_in: Fh,
         off_in: u64,
-        fh_out: u64,
+        fh_out: Fh,
         off_out: u64,
         len: u64,
     ) -> FsResult<u32> {

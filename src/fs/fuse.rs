@@ -1,11 +1,13 @@
 //! The fuser adapter: translate each request into a core call and the result into a reply.
 //! What to answer is the core's decision (TTLs in [`Entry`], negative entries'
 //! [`CkptFs::negative_ttl`], direct I/O or passthrough in [`OpenedAs`]); what lives here is
-//! how fuser says it: the node id swapped into `st_ino` (`fix`), kernel passthrough's backing
-//! ids (one per inode, as the kernel requires), the negotiation at `init`, and the log level of
-//! each errno. Every request method is a few lines.
+//! how fuser says it: its `INodeNo` and `FileHandle` as the core's [`NodeId`] and [`Fh`] (the
+//! one place they are converted), the node id swapped into `st_ino` (`fix`), kernel
+//! passthrough's backing ids (one per inode, as the kernel requires), the negotiation at
+//! `init`, and the log level of each errno. Every request method is a few lines.
 
 use super::{Caller, CkptFs, Entry, Invalidator, OpenedAs, SetAttr, SetTime, XattrReply};
+use crate::ids::{Fh, NodeId};
 use crate::sys::Errno as SysErrno;
 use fuser::BackingId;
 use fuser::{
@@ -52,8 +54,8 @@ impl FuseAdapter {
     /// requires one backing file per inode), registered on first use.
     fn backing_for(
         &self,
-        node: u64,
-        fh: u64,
+        node: NodeId,
+        fh: Fh,
         register: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> std::io::Result<BackingId>,
     ) -> Option<Arc<BackingId>> {
         if !self.passthrough.load(Ordering::Relaxed) {
@@ -79,16 +81,42 @@ impl FuseAdapter {
 /// hold a deleted file's space until unmount (measured: `rm` of 8 MB freed nothing).
 #[derive(Default)]
 struct BackingCache {
-    by_handle: HashMap<u64, Arc<BackingId>>,
-    by_node: HashMap<u64, Weak<BackingId>>,
+    by_handle: HashMap<Fh, Arc<BackingId>>,
+    by_node: HashMap<NodeId, Weak<BackingId>>,
 }
 
 impl BackingCache {
-    fn release(&mut self, fh: u64) {
+    fn release(&mut self, fh: Fh) {
         self.by_handle.remove(&fh);
         if self.by_node.len() > 4096 {
             self.by_node.retain(|_, w| w.strong_count() > 0);
         }
+    }
+}
+
+// The kernel's numbers and the core's: the same values, and the one place where one becomes
+// the other. Nowhere else does a `u64` become a node id or a handle.
+impl From<INodeNo> for NodeId {
+    fn from(ino: INodeNo) -> Self {
+        NodeId(ino.0)
+    }
+}
+
+impl From<NodeId> for INodeNo {
+    fn from(node: NodeId) -> Self {
+        INodeNo(node.0)
+    }
+}
+
+impl From<FileHandle> for Fh {
+    fn from(fh: FileHandle) -> Self {
+        Fh(fh.0)
+    }
+}
+
+impl From<Fh> for FileHandle {
+    fn from(fh: Fh) -> Self {
+        FileHandle(fh.0)
     }
 }
 
@@ -103,7 +131,7 @@ fn caller(req: &Request) -> Caller {
 /// The reply to a failed request: the errno as the core gave it, logged with the operation
 /// and the node (debug for outcomes a filesystem gives every day, a warning for the rest).
 /// Which errno each failure gets is decided in `src/errno.rs` and the core, not here.
-fn errno(op: &str, node: u64, e: SysErrno) -> Errno {
+fn errno(op: &str, node: INodeNo, e: SysErrno) -> Errno {
     match e.0 {
         libc::ENOENT
         | libc::EEXIST
@@ -122,7 +150,7 @@ fn errno(op: &str, node: u64, e: SysErrno) -> Errno {
     Errno::from_i32(e.0)
 }
 
-fn reply_entry(reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str, node: u64) {
+fn reply_entry(reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str, node: INodeNo) {
     match r {
         Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.ttl, &fix(e), Generation(0)),
         Err(e) => reply.error(errno(op, node, e)),
@@ -134,7 +162,7 @@ fn reply_entry(reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str, node: u6
 /// the node id; `st_ino` then equals the node id, which is stable per host inode.
 fn fix(e: Entry) -> fuser::FileAttr {
     let mut a = e.attr;
-    a.ino = INodeNo(e.node);
+    a.ino = e.node.into();
     a
 }
 
@@ -170,15 +198,15 @@ fn time(t: Option<TimeOrNow>) -> Option<SetTime> {
 pub struct KernelInvalidator(pub Notifier);
 
 impl Invalidator for KernelInvalidator {
-    fn inval_entry(&self, parent: u64, name: &OsStr) {
-        let _ = self.0.inval_entry(INodeNo(parent), name);
+    fn inval_entry(&self, parent: NodeId, name: &OsStr) {
+        let _ = self.0.inval_entry(parent.into(), name);
     }
-    fn inval_inode(&self, node: u64) {
-        let _ = self.0.inval_inode(INodeNo(node), 0, 0);
+    fn inval_inode(&self, node: NodeId) {
+        let _ = self.0.inval_inode(node.into(), 0, 0);
     }
-    fn inval_attr(&self, node: u64) {
+    fn inval_attr(&self, node: NodeId) {
         // A negative offset: attributes only, no page of the file is dropped.
-        let _ = self.0.inval_inode(INodeNo(node), -1, 0);
+        let _ = self.0.inval_inode(node.into(), -1, 0);
     }
 }
 
@@ -223,7 +251,7 @@ impl Filesystem for FuseAdapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.fs.lookup(parent.0, name) {
+        match self.fs.lookup(parent.into(), name) {
             // Node id 0 is a negative entry the kernel keeps for the TTL: the next lookup of
             // a name that does not exist (compilers' search paths, git's .gitignore probes)
             // costs no request. Safe as positive entries are: every creation passes through
@@ -233,21 +261,21 @@ impl Filesystem for FuseAdapter {
                 &placeholder_attr(INodeNo(0), FileType::RegularFile),
                 Generation(0),
             ),
-            r => reply_entry(reply, r, "lookup", parent.0),
+            r => reply_entry(reply, r, "lookup", parent),
         }
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.fs.forget(ino.0, nlookup);
+        self.fs.forget(ino.into(), nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.fs.getattr(ino.0, fh.map(|f| f.0)) {
+        match self.fs.getattr(ino.into(), fh.map(Fh::from)) {
             Ok(mut a) => {
                 a.ino = ino;
-                reply.attr(&self.fs.attr_ttl(ino.0), &a);
+                reply.attr(&self.fs.attr_ttl(ino.into()), &a);
             }
-            Err(e) => reply.error(errno("getattr", ino.0, e)),
+            Err(e) => reply.error(errno("getattr", ino, e)),
         }
     }
 
@@ -277,19 +305,22 @@ impl Filesystem for FuseAdapter {
             atime: time(atime),
             mtime: time(mtime),
         };
-        match self.fs.setattr(ino.0, fh.map(|f| f.0), set, caller(req)) {
+        match self
+            .fs
+            .setattr(ino.into(), fh.map(Fh::from), set, caller(req))
+        {
             Ok(mut a) => {
                 a.ino = ino;
-                reply.attr(&self.fs.attr_ttl(ino.0), &a);
+                reply.attr(&self.fs.attr_ttl(ino.into()), &a);
             }
-            Err(e) => reply.error(errno("setattr", ino.0, e)),
+            Err(e) => reply.error(errno("setattr", ino, e)),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.fs.readlink(ino.0) {
+        match self.fs.readlink(ino.into()) {
             Ok(t) => reply.data(&t),
-            Err(e) => reply.error(errno("readlink", ino.0, e)),
+            Err(e) => reply.error(errno("readlink", ino, e)),
         }
     }
 
@@ -306,9 +337,9 @@ impl Filesystem for FuseAdapter {
         reply_entry(
             reply,
             self.fs
-                .mknod(parent.0, name, mode, umask, rdev, caller(req)),
+                .mknod(parent.into(), name, mode, umask, rdev, caller(req)),
             "mknod",
-            parent.0,
+            parent,
         );
     }
 
@@ -323,23 +354,23 @@ impl Filesystem for FuseAdapter {
     ) {
         reply_entry(
             reply,
-            self.fs.mkdir(parent.0, name, mode, umask, caller(req)),
+            self.fs.mkdir(parent.into(), name, mode, umask, caller(req)),
             "mkdir",
-            parent.0,
+            parent,
         );
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.fs.unlink(parent.0, name, caller(req)) {
+        match self.fs.unlink(parent.into(), name, caller(req)) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("unlink", parent.0, e)),
+            Err(e) => reply.error(errno("unlink", parent, e)),
         }
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.fs.rmdir(parent.0, name, caller(req)) {
+        match self.fs.rmdir(parent.into(), name, caller(req)) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("rmdir", parent.0, e)),
+            Err(e) => reply.error(errno("rmdir", parent, e)),
         }
     }
 
@@ -354,9 +385,9 @@ impl Filesystem for FuseAdapter {
         reply_entry(
             reply,
             self.fs
-                .symlink(parent.0, link_name, target.as_os_str(), caller(req)),
+                .symlink(parent.into(), link_name, target.as_os_str(), caller(req)),
             "symlink",
-            parent.0,
+            parent,
         );
     }
 
@@ -371,15 +402,15 @@ impl Filesystem for FuseAdapter {
         reply: ReplyEmpty,
     ) {
         match self.fs.rename(
-            parent.0,
+            parent.into(),
             name,
-            newparent.0,
+            newparent.into(),
             newname,
             flags.bits(),
             caller(req),
         ) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("rename", parent.0, e)),
+            Err(e) => reply.error(errno("rename", parent, e)),
         }
     }
 
@@ -393,25 +424,26 @@ impl Filesystem for FuseAdapter {
     ) {
         reply_entry(
             reply,
-            self.fs.link(ino.0, newparent.0, newname, caller(req)),
+            self.fs
+                .link(ino.into(), newparent.into(), newname, caller(req)),
             "link",
-            ino.0,
+            ino,
         );
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.fs.open(ino.0, flags.0, caller(req)) {
-            Ok(fh) => match self.fs.opened_as(ino.0) {
-                OpenedAs::Direct => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
+        match self.fs.open(ino.into(), flags.0, caller(req)) {
+            Ok(fh) => match self.fs.opened_as(ino.into()) {
+                OpenedAs::Direct => reply.opened(fh.into(), FopenFlags::FOPEN_DIRECT_IO),
                 OpenedAs::Host => {
                     let f = FopenFlags::FOPEN_NOFLUSH;
-                    match self.backing_for(ino.0, fh, |fd| reply.open_backing(fd)) {
-                        Some(id) => reply.opened_passthrough(FileHandle(fh), f, &id),
-                        None => reply.opened(FileHandle(fh), f),
+                    match self.backing_for(ino.into(), fh, |fd| reply.open_backing(fd)) {
+                        Some(id) => reply.opened_passthrough(fh.into(), f, &id),
+                        None => reply.opened(fh.into(), f),
                     }
                 }
             },
-            Err(e) => reply.error(errno("open", ino.0, e)),
+            Err(e) => reply.error(errno("open", ino, e)),
         }
     }
 
@@ -426,9 +458,9 @@ impl Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.fs.read(fh.0, offset, size) {
+        match self.fs.read(fh.into(), offset, size) {
             Ok(d) => reply.data(&d),
-            Err(e) => reply.error(errno("read", ino.0, e)),
+            Err(e) => reply.error(errno("read", ino, e)),
         }
     }
 
@@ -444,25 +476,25 @@ impl Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if self.fs.long_write(ino.0) {
+        if self.fs.long_write(ino.into()) {
             // A rewind: answered from its own thread (see `CkptFs::long_write`). Should the
             // thread not start, the reply is dropped unanswered and fuser answers EIO.
             let fs = Arc::clone(&self.fs);
             let data = data.to_vec();
             let started = std::thread::Builder::new()
                 .name("ckpt-ctl-write".into())
-                .spawn(move || match fs.write(fh.0, offset, &data) {
+                .spawn(move || match fs.write(fh.into(), offset, &data) {
                     Ok(n) => reply.written(n),
-                    Err(e) => reply.error(errno("write", ino.0, e)),
+                    Err(e) => reply.error(errno("write", ino, e)),
                 });
             if let Err(e) = started {
                 log::warn!(target: "ckpt::fuse", "no thread for a write to .ckpt/rewind: {e}");
             }
             return;
         }
-        match self.fs.write(fh.0, offset, data) {
+        match self.fs.write(fh.into(), offset, data) {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno("write", ino.0, e)),
+            Err(e) => reply.error(errno("write", ino, e)),
         }
     }
 
@@ -474,9 +506,9 @@ impl Filesystem for FuseAdapter {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self.fs.flush(fh.0) {
+        match self.fs.flush(fh.into()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("flush", ino.0, e)),
+            Err(e) => reply.error(errno("flush", ino, e)),
         }
     }
 
@@ -490,8 +522,8 @@ impl Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.lock_backing().release(fh.0);
-        self.fs.release(fh.0);
+        self.lock_backing().release(fh.into());
+        self.fs.release(fh.into());
         reply.ok();
     }
 
@@ -503,9 +535,9 @@ impl Filesystem for FuseAdapter {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.fs.fsync(fh.0, datasync) {
+        match self.fs.fsync(fh.into(), datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fsync", ino.0, e)),
+            Err(e) => reply.error(errno("fsync", ino, e)),
         }
     }
 
@@ -526,12 +558,12 @@ impl Filesystem for FuseAdapter {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let r = self.fs.readdir(ino.0, offset, &mut |d| {
+        let r = self.fs.readdir(ino.into(), offset, &mut |d| {
             reply.add(INodeNo(d.ino), d.offset, d.kind, &d.name)
         });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("readdir", ino.0, e)),
+            Err(e) => reply.error(errno("readdir", ino, e)),
         }
     }
 
@@ -545,11 +577,11 @@ impl Filesystem for FuseAdapter {
     ) {
         let r = self
             .fs
-            .readdirplus(ino.0, offset, &mut |d, entry| match entry {
+            .readdirplus(ino.into(), offset, &mut |d, entry| match entry {
                 // One TTL for both here: a node whose attributes may not be cached (rare: open
                 // read-write) gets its name looked up again too.
                 Some(e) => reply.add(
-                    INodeNo(e.node),
+                    e.node.into(),
                     d.offset,
                     &d.name,
                     &e.ttl.min(e.attr_ttl),
@@ -571,7 +603,7 @@ impl Filesystem for FuseAdapter {
             });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("readdirplus", ino.0, e)),
+            Err(e) => reply.error(errno("readdirplus", ino, e)),
         }
     }
 
@@ -583,9 +615,9 @@ impl Filesystem for FuseAdapter {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.fs.fsyncdir(ino.0, datasync) {
+        match self.fs.fsyncdir(ino.into(), datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fsyncdir", ino.0, e)),
+            Err(e) => reply.error(errno("fsyncdir", ino, e)),
         }
     }
 
@@ -601,7 +633,7 @@ impl Filesystem for FuseAdapter {
                 s.f_namemax as u32,
                 s.f_frsize as u32,
             ),
-            Err(e) => reply.error(errno("statfs", ino.0, e)),
+            Err(e) => reply.error(errno("statfs", ino, e)),
         }
     }
 
@@ -615,32 +647,35 @@ impl Filesystem for FuseAdapter {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match self.fs.setxattr(ino.0, name, value, flags, caller(req)) {
+        match self
+            .fs
+            .setxattr(ino.into(), name, value, flags, caller(req))
+        {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("setxattr", ino.0, e)),
+            Err(e) => reply.error(errno("setxattr", ino, e)),
         }
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        match self.fs.getxattr(ino.0, name, size) {
+        match self.fs.getxattr(ino.into(), name, size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
-            Err(e) => reply.error(errno("getxattr", ino.0, e)),
+            Err(e) => reply.error(errno("getxattr", ino, e)),
         }
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        match self.fs.listxattr(ino.0, size) {
+        match self.fs.listxattr(ino.into(), size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
-            Err(e) => reply.error(errno("listxattr", ino.0, e)),
+            Err(e) => reply.error(errno("listxattr", ino, e)),
         }
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.fs.removexattr(ino.0, name, caller(req)) {
+        match self.fs.removexattr(ino.into(), name, caller(req)) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("removexattr", ino.0, e)),
+            Err(e) => reply.error(errno("removexattr", ino, e)),
         }
     }
 
@@ -661,14 +696,14 @@ impl Filesystem for FuseAdapter {
     ) {
         match self
             .fs
-            .create(parent.0, name, mode, umask, flags, caller(req))
+            .create(parent.into(), name, mode, umask, flags, caller(req))
         {
             Ok((e, fh)) => match self.backing_for(e.node, fh, |fd| reply.open_backing(fd)) {
                 Some(id) => reply.created_passthrough(
                     &e.ttl,
                     &fix(e),
                     Generation(0),
-                    FileHandle(fh),
+                    fh.into(),
                     FopenFlags::FOPEN_NOFLUSH,
                     &id,
                 ),
@@ -676,11 +711,11 @@ impl Filesystem for FuseAdapter {
                     &e.ttl,
                     &fix(e),
                     Generation(0),
-                    FileHandle(fh),
+                    fh.into(),
                     FopenFlags::FOPEN_NOFLUSH,
                 ),
             },
-            Err(e) => reply.error(errno("create", parent.0, e)),
+            Err(e) => reply.error(errno("create", parent, e)),
         }
     }
 
@@ -694,9 +729,9 @@ impl Filesystem for FuseAdapter {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        match self.fs.fallocate(fh.0, offset, length, mode) {
+        match self.fs.fallocate(fh.into(), offset, length, mode) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fallocate", ino.0, e)),
+            Err(e) => reply.error(errno("fallocate", ino, e)),
         }
     }
 
@@ -709,9 +744,9 @@ impl Filesystem for FuseAdapter {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        match self.fs.lseek(fh.0, offset, whence) {
+        match self.fs.lseek(fh.into(), offset, whence) {
             Ok(o) => reply.offset(o),
-            Err(e) => reply.error(errno("lseek", ino.0, e)),
+            Err(e) => reply.error(errno("lseek", ino, e)),
         }
     }
 
@@ -730,10 +765,10 @@ impl Filesystem for FuseAdapter {
     ) {
         match self
             .fs
-            .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
+            .copy_file_range(fh_in.into(), offset_in, fh_out.into(), offset_out, len)
         {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno("copy_file_range", ino_in.0, e)),
+            Err(e) => reply.error(errno("copy_file_range", ino_in, e)),
         }
     }
 

@@ -2,6 +2,7 @@
 //! unlink and rename-over ("is this node open?", "give me a descriptor of this orphan") cost
 //! the same with ten open files as with ten thousand.
 
+use crate::ids::{Fh, NodeId};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::Hash;
@@ -9,13 +10,13 @@ use std::sync::Arc;
 
 /// Handles by number, plus the numbers open on each node.
 pub(super) struct HandleTable<H> {
-    by_fh: HashMap<u64, Arc<H>>,
-    by_node: HashMap<u64, Vec<u64>>,
+    by_fh: HashMap<Fh, Arc<H>>,
+    by_node: HashMap<NodeId, Vec<Fh>>,
 }
 
 /// What the table needs to know of a handle.
 pub(super) trait NodeHandle {
-    fn node(&self) -> u64;
+    fn node(&self) -> NodeId;
 }
 
 impl<H: NodeHandle> HandleTable<H> {
@@ -26,30 +27,30 @@ impl<H: NodeHandle> HandleTable<H> {
         }
     }
 
-    pub(super) fn insert(&mut self, fh: u64, h: H) {
+    pub(super) fn insert(&mut self, fh: Fh, h: H) {
         // Handle numbers are never reused; should one be, it leaves its old node first.
         self.remove(fh);
         self.by_node.entry(h.node()).or_default().push(fh);
         self.by_fh.insert(fh, Arc::new(h));
     }
 
-    pub(super) fn get(&self, fh: u64) -> Option<Arc<H>> {
+    pub(super) fn get(&self, fh: Fh) -> Option<Arc<H>> {
         self.by_fh.get(&fh).cloned()
     }
 
-    pub(super) fn remove(&mut self, fh: u64) -> Option<Arc<H>> {
+    pub(super) fn remove(&mut self, fh: Fh) -> Option<Arc<H>> {
         let h = self.by_fh.remove(&fh)?;
         remove_fh(&mut self.by_node, h.node(), fh);
         Some(h)
     }
 
     /// Whether any handle is open on `node`.
-    pub(super) fn is_open(&self, node: u64) -> bool {
+    pub(super) fn is_open(&self, node: NodeId) -> bool {
         self.by_node.contains_key(&node)
     }
 
     /// The first handle on `node` that `want` accepts.
-    pub(super) fn find_on(&self, node: u64, want: impl Fn(&H) -> bool) -> Option<Arc<H>> {
+    pub(super) fn find_on(&self, node: NodeId, want: impl Fn(&H) -> bool) -> Option<Arc<H>> {
         self.by_node
             .get(&node)?
             .iter()
@@ -69,7 +70,7 @@ impl<H: NodeHandle> HandleTable<H> {
     }
 }
 
-fn remove_fh<K: Eq + Hash>(by_node: &mut HashMap<K, Vec<u64>>, node: K, fh: u64) {
+fn remove_fh<K: Eq + Hash>(by_node: &mut HashMap<K, Vec<Fh>>, node: K, fh: Fh) {
     if let Entry::Occupied(mut e) = by_node.entry(node) {
         e.get_mut().retain(|&f| f != fh);
         if e.get().is_empty() {
@@ -83,37 +84,40 @@ mod tests {
     use super::*;
 
     struct H {
-        node: u64,
+        node: NodeId,
         writable: bool,
     }
 
     impl NodeHandle for H {
-        fn node(&self) -> u64 {
+        fn node(&self) -> NodeId {
             self.node
         }
     }
 
-    fn h(node: u64, writable: bool) -> H {
+    fn h(node: NodeId, writable: bool) -> H {
         H { node, writable }
     }
 
     #[test]
     fn a_node_stays_open_until_its_last_handle_is_released() {
         let mut t = HandleTable::new();
-        t.insert(1, h(7, false));
-        t.insert(2, h(7, true));
-        t.insert(3, h(8, false));
-        assert!(t.is_open(7) && t.is_open(8) && !t.is_open(9));
-        assert_eq!(t.find_on(7, |h| h.writable).map(|h| h.node), Some(7));
-        assert!(t.find_on(8, |h| h.writable).is_none());
+        t.insert(Fh(1), h(NodeId(7), false));
+        t.insert(Fh(2), h(NodeId(7), true));
+        t.insert(Fh(3), h(NodeId(8), false));
+        assert!(t.is_open(NodeId(7)) && t.is_open(NodeId(8)) && !t.is_open(NodeId(9)));
+        assert_eq!(
+            t.find_on(NodeId(7), |h| h.writable).map(|h| h.node),
+            Some(NodeId(7))
+        );
+        assert!(t.find_on(NodeId(8), |h| h.writable).is_none());
 
-        assert_eq!(t.remove(2).map(|h| h.node), Some(7));
-        assert!(t.is_open(7), "handle 1 still holds node 7");
-        assert!(t.find_on(7, |h| h.writable).is_none());
-        assert!(t.remove(2).is_none(), "a handle is released once");
-        t.remove(1);
-        t.remove(3);
-        assert!(!t.is_open(7) && !t.is_open(8));
+        assert_eq!(t.remove(Fh(2)).map(|h| h.node), Some(NodeId(7)));
+        assert!(t.is_open(NodeId(7)), "handle 1 still holds node 7");
+        assert!(t.find_on(NodeId(7), |h| h.writable).is_none());
+        assert!(t.remove(Fh(2)).is_none(), "a handle is released once");
+        t.remove(Fh(1));
+        t.remove(Fh(3));
+        assert!(!t.is_open(NodeId(7)) && !t.is_open(NodeId(8)));
         assert_eq!(t.nodes_indexed(), 0, "no empty entries are left behind");
         assert_eq!(t.values().count(), 0);
     }
@@ -121,11 +125,11 @@ mod tests {
     #[test]
     fn reinserting_a_number_moves_it_to_the_new_node() {
         let mut t = HandleTable::new();
-        t.insert(1, h(7, false));
-        t.insert(1, h(8, false));
-        assert!(!t.is_open(7));
-        assert!(t.is_open(8));
-        t.remove(1);
+        t.insert(Fh(1), h(NodeId(7), false));
+        t.insert(Fh(1), h(NodeId(8), false));
+        assert!(!t.is_open(NodeId(7)));
+        assert!(t.is_open(NodeId(8)));
+        t.remove(Fh(1));
         assert_eq!(t.nodes_indexed(), 0);
     }
 }

@@ -9,11 +9,12 @@
 //! 4. Names are kept per node (`aliases`) and indexed by `(parent, name)`, updated by every
 //!    rename, unlink and rmdir the daemon performs.
 
+use crate::ids::NodeId;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 
 /// The root node id.
-pub const ROOT: u64 = 1;
+pub const ROOT: NodeId = NodeId(1);
 /// Host inode numbers below this are never used as node ids (the virtual control files live
 /// there).
 pub const FIRST_DYNAMIC: u64 = 16;
@@ -47,16 +48,17 @@ pub struct Node {
     /// Kernel lookups not yet forgotten.
     pub nlookup: u64,
     /// `(parent node, name)` pairs this node is known by.
-    pub aliases: Vec<(u64, OsString)>,
+    pub aliases: Vec<(NodeId, OsString)>,
 }
 
 /// The table.
 #[derive(Debug)]
 pub struct InodeTable {
-    nodes: HashMap<u64, Node>,
-    by_host: HashMap<HostId, u64>,
-    by_name: HashMap<(u64, OsString), u64>,
+    nodes: HashMap<NodeId, Node>,
+    by_host: HashMap<HostId, NodeId>,
+    by_name: HashMap<(NodeId, OsString), NodeId>,
     root_dev: u64,
+    /// The last fallback node id handed out (from [`FALLBACK_BASE`] up).
     next: u64,
 }
 
@@ -84,7 +86,7 @@ impl InodeTable {
     }
 
     /// A node by id.
-    pub fn get(&self, ino: u64) -> Option<&Node> {
+    pub fn get(&self, ino: NodeId) -> Option<&Node> {
         self.nodes.get(&ino)
     }
 
@@ -99,13 +101,13 @@ impl InodeTable {
     }
 
     /// The child known as `name` in `parent`, if the kernel has looked it up.
-    pub fn child(&self, parent: u64, name: &OsStr) -> Option<u64> {
+    pub fn child(&self, parent: NodeId, name: &OsStr) -> Option<NodeId> {
         self.by_name.get(&(parent, name.to_os_string())).copied()
     }
 
     /// The names from the root down to `ino` (empty for the root), or `None` when the node has
     /// lost every name (deleted, or replaced by a rewind).
-    pub fn names_of(&self, ino: u64) -> Option<Vec<OsString>> {
+    pub fn names_of(&self, ino: NodeId) -> Option<Vec<OsString>> {
         let mut out = Vec::new();
         let mut cur = ino;
         let mut hops = 0;
@@ -125,7 +127,7 @@ impl InodeTable {
 
     /// Whether `ino` still has a path from the root: [`Self::names_of`] without building it
     /// (asked on every lookup, so it allocates nothing).
-    pub fn is_reachable(&self, ino: u64) -> bool {
+    pub fn is_reachable(&self, ino: NodeId) -> bool {
         let mut cur = ino;
         for _ in 0..=4096 {
             if cur == ROOT {
@@ -140,7 +142,7 @@ impl InodeTable {
     }
 
     /// Records that the kernel got an entry for `name` in `parent` referring to `host`.
-    pub fn remember(&mut self, parent: u64, name: &OsStr, host: HostId) -> u64 {
+    pub fn remember(&mut self, parent: NodeId, name: &OsStr, host: HostId) -> NodeId {
         let key = (parent, name.to_os_string());
         let ino = match self.by_host.get(&host) {
             Some(&ino) => ino,
@@ -150,11 +152,11 @@ impl InodeTable {
                 let own = host.dev == self.root_dev
                     && host.ino >= FIRST_DYNAMIC
                     && host.ino < FALLBACK_BASE;
-                let ino = if own && !self.nodes.contains_key(&host.ino) {
-                    host.ino
+                let ino = if own && !self.nodes.contains_key(&NodeId(host.ino)) {
+                    NodeId(host.ino)
                 } else {
                     self.next += 1;
-                    self.next
+                    NodeId(self.next)
                 };
                 self.nodes.insert(
                     ino,
@@ -196,21 +198,21 @@ impl InodeTable {
         ino
     }
 
-    fn drop_alias(&mut self, ino: u64, parent: u64, name: &OsStr) {
+    fn drop_alias(&mut self, ino: NodeId, parent: NodeId, name: &OsStr) {
         if let Some(node) = self.nodes.get_mut(&ino) {
             node.aliases.retain(|(p, n)| !(*p == parent && n == name));
         }
     }
 
     /// The name `name` in `parent` is gone (unlink, rmdir, or replaced).
-    pub fn unlink(&mut self, parent: u64, name: &OsStr) -> Option<u64> {
+    pub fn unlink(&mut self, parent: NodeId, name: &OsStr) -> Option<NodeId> {
         let ino = self.by_name.remove(&(parent, name.to_os_string()))?;
         self.drop_alias(ino, parent, name);
         Some(ino)
     }
 
     /// A rename the daemon performed: the node at the old name now has the new one.
-    pub fn rename(&mut self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr) {
+    pub fn rename(&mut self, parent: NodeId, name: &OsStr, newparent: NodeId, newname: &OsStr) {
         let replaced = self.unlink(newparent, newname);
         let _ = replaced;
         if let Some(ino) = self.unlink(parent, name) {
@@ -223,7 +225,7 @@ impl InodeTable {
     }
 
     /// `RENAME_EXCHANGE`: the two names swap nodes.
-    pub fn exchange(&mut self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr) {
+    pub fn exchange(&mut self, parent: NodeId, name: &OsStr, newparent: NodeId, newname: &OsStr) {
         let a = self.unlink(parent, name);
         let b = self.unlink(newparent, newname);
         for (ino, p, n) in [(a, newparent, newname), (b, parent, name)] {
@@ -241,7 +243,7 @@ impl InodeTable {
     /// a node of its own, never one the kernel may still hold for the old inode (a reused node
     /// id makes the kernel splice the new directory onto the dead one's dentry: `ESTALE`).
     /// Returns the host id, for [`Self::reattach`] if the removal fails.
-    pub fn detach(&mut self, ino: u64) -> Option<HostId> {
+    pub fn detach(&mut self, ino: NodeId) -> Option<HostId> {
         let host = self.nodes.get(&ino).filter(|_| ino != ROOT)?.host;
         if self.by_host.get(&host) != Some(&ino) {
             return None;
@@ -252,14 +254,14 @@ impl InodeTable {
 
     /// Undoes [`Self::detach`] after a removal that failed, unless another node took the host
     /// inode meanwhile.
-    pub fn reattach(&mut self, ino: u64, host: HostId) {
+    pub fn reattach(&mut self, ino: NodeId, host: HostId) {
         if self.nodes.contains_key(&ino) && !self.by_host.contains_key(&host) {
             self.by_host.insert(host, ino);
         }
     }
 
     /// The kernel forgot `n` lookups of `ino`.
-    pub fn forget(&mut self, ino: u64, n: u64) {
+    pub fn forget(&mut self, ino: NodeId, n: u64) {
         if ino == ROOT {
             return;
         }
@@ -288,7 +290,7 @@ impl InodeTable {
     /// now, and left in place they would lead a node whose host inode number is reused to a
     /// wrong path.
     pub fn prune_unreachable(&mut self) {
-        let dead: Vec<(u64, OsString)> = self
+        let dead: Vec<(NodeId, OsString)> = self
             .by_name
             .keys()
             .filter(|(p, _)| !self.is_reachable(*p))
@@ -301,7 +303,7 @@ impl InodeTable {
 
     /// After a rewind changed what `name` in `parent` is: keep the name only while it still
     /// refers to the same host inode.
-    pub fn refresh(&mut self, parent: u64, name: &OsStr, now: Option<HostId>) {
+    pub fn refresh(&mut self, parent: NodeId, name: &OsStr, now: Option<HostId>) {
         if let Some(ino) = self.child(parent, name) {
             let same = self.nodes.get(&ino).is_some_and(|n| Some(n.host) == now);
             if !same {

@@ -56,6 +56,7 @@ use files::*;
 use resolve::*;
 
 use crate::capture::{Capturer, PendingStage, StageBy, TurnError, Who};
+use crate::ids::{Fh, NodeId, Turn};
 use crate::lock_order::{Rank, Ranked};
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::rewind::{self, Report, RewindError};
@@ -94,7 +95,7 @@ pub struct Entry {
     /// the node id and `st_ino` (so `stat` through the mount shows the node id).
     pub attr: FileAttr,
     /// The node id the kernel will use.
-    pub node: u64,
+    pub node: NodeId,
     /// How long the kernel may cache the name.
     pub ttl: Duration,
     /// How long the kernel may cache the attributes ([`CkptFs::attr_ttl`]).
@@ -129,11 +130,11 @@ pub struct DirItem {
 /// The kernel-cache side of the mount, implemented by the fuser adapter.
 pub trait Invalidator: Send + Sync {
     /// Drop the cached dentry `name` in `parent`.
-    fn inval_entry(&self, parent: u64, name: &OsStr);
+    fn inval_entry(&self, parent: NodeId, name: &OsStr);
     /// Drop cached attributes and pages of `node`.
-    fn inval_inode(&self, node: u64);
+    fn inval_inode(&self, node: NodeId);
     /// Drop only the cached attributes (and ACLs) of `node`, keeping its pages.
-    fn inval_attr(&self, node: u64);
+    fn inval_attr(&self, node: NodeId);
 }
 
 /// Settings of the core.
@@ -295,7 +296,7 @@ impl CkptFs {
         })
     }
 
-    fn entry(&self, parent: u64, name: &OsStr, st: &libc::stat) -> Entry {
+    fn entry(&self, parent: NodeId, name: &OsStr, st: &libc::stat) -> Entry {
         let node = self.write_inodes().remember(parent, name, HostId::of(st));
         Entry {
             attr: attr_of(st),
@@ -311,14 +312,14 @@ impl CkptFs {
     }
 
     /// `lookup` in a directory of the folder.
-    pub(super) fn host_lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+    pub(super) fn host_lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         let dir = self.dir_fd(parent)?;
         let st = sys::lstatat(dir.as_fd(), &cname(name)?)?;
         Ok(self.entry(parent, name, &st))
     }
 
     /// `forget` of a node of the folder.
-    pub(super) fn host_forget(&self, node: u64, n: u64) {
+    pub(super) fn host_forget(&self, node: NodeId, n: u64) {
         let gone_dir = {
             let mut t = self.write_inodes();
             t.forget(node, n);
@@ -331,7 +332,7 @@ impl CkptFs {
     }
 
     /// Captures a node before a change of it (no capture for the root itself).
-    fn capture_node(&self, node: u64, who: Who) -> FsResult<()> {
+    fn capture_node(&self, node: NodeId, who: Who) -> FsResult<()> {
         if node == ROOT {
             return Ok(());
         }
@@ -348,7 +349,7 @@ impl CkptFs {
     /// Captures the names of `node` other than `done`: a change to a hard-linked inode
     /// changes it under each of its names, and the kernel does not say which name a request
     /// came through (names other than the first would otherwise go uncaptured).
-    fn capture_other_names(&self, node: u64, done: &RelPath, who: Who) -> FsResult<()> {
+    fn capture_other_names(&self, node: NodeId, done: &RelPath, who: Who) -> FsResult<()> {
         for (dir, name, path) in self.names(node)? {
             if path != *done {
                 self.capture.ensure(dir.as_fd(), &name, &path, who)?;

@@ -35,7 +35,7 @@ impl CkptFs {
 
     pub(super) fn prepare_new(
         &self,
-        parent: u64,
+        parent: NodeId,
         name: &OsStr,
         caller: Caller,
     ) -> FsResult<(Arc<OwnedFd>, CString)> {
@@ -51,7 +51,7 @@ impl CkptFs {
     /// `mknod` (regular files, FIFOs, sockets, devices).
     pub fn mknod(
         &self,
-        parent: u64,
+        parent: NodeId,
         name: &OsStr,
         mode: u32,
         umask: u32,
@@ -77,7 +77,7 @@ impl CkptFs {
     /// `mkdir`.
     pub fn mkdir(
         &self,
-        parent: u64,
+        parent: NodeId,
         name: &OsStr,
         mode: u32,
         umask: u32,
@@ -97,7 +97,7 @@ impl CkptFs {
     /// `symlink`.
     pub fn symlink(
         &self,
-        parent: u64,
+        parent: NodeId,
         name: &OsStr,
         target: &OsStr,
         caller: Caller,
@@ -113,8 +113,8 @@ impl CkptFs {
     /// `link`.
     pub(super) fn host_link(
         &self,
-        node: u64,
-        newparent: u64,
+        node: NodeId,
+        newparent: NodeId,
         newname: &OsStr,
         caller: Caller,
     ) -> FsResult<Entry> {
@@ -136,7 +136,7 @@ impl CkptFs {
 
     pub(super) fn remove(
         &self,
-        parent: u64,
+        parent: NodeId,
         name: &OsStr,
         flags: i32,
         caller: Caller,
@@ -202,11 +202,11 @@ impl CkptFs {
     /// [`Ghosts`]), the directory cache's when it has one.
     pub(super) fn removed_dir_fd(
         &self,
-        node: u64,
+        node: NodeId,
         host: HostId,
         dir: BorrowedFd<'_>,
         name: &CStr,
-    ) -> Option<(u64, Arc<OwnedFd>)> {
+    ) -> Option<(NodeId, Arc<OwnedFd>)> {
         if let Some(fd) = self.lock_dirs().get(node) {
             return Some((node, fd));
         }
@@ -226,12 +226,12 @@ impl CkptFs {
     /// [`InodeTable::detach`]). Returns what to put back if the removal fails.
     pub(super) fn detach_if_last(
         &self,
-        parent: u64,
+        parent: NodeId,
         name: &OsStr,
         dir: BorrowedFd<'_>,
         c: &CStr,
         seen: Option<&libc::stat>,
-    ) -> Option<(u64, HostId)> {
+    ) -> Option<(NodeId, HostId)> {
         let st = match seen {
             Some(st) => *st,
             None => sys::lstatat(dir, c).ok()?,
@@ -248,7 +248,7 @@ impl CkptFs {
     }
 
     /// Whether any handle is open on the node `name` in `parent` names.
-    pub(super) fn held_open(&self, parent: u64, name: &OsStr) -> bool {
+    pub(super) fn held_open(&self, parent: NodeId, name: &OsStr) -> bool {
         let Some(node) = self.read_inodes().child(parent, name) else {
             return false;
         };
@@ -256,21 +256,21 @@ impl CkptFs {
     }
 
     /// `unlink`.
-    pub fn unlink(&self, parent: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+    pub fn unlink(&self, parent: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
         self.remove(parent, name, 0, caller)
     }
 
     /// `rmdir`.
-    pub fn rmdir(&self, parent: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+    pub fn rmdir(&self, parent: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
         self.remove(parent, name, libc::AT_REMOVEDIR, caller)
     }
 
     /// `rename` / `renameat2` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
     pub fn rename(
         &self,
-        parent: u64,
+        parent: NodeId,
         name: &OsStr,
-        newparent: u64,
+        newparent: NodeId,
         newname: &OsStr,
         flags: u32,
         caller: Caller,
@@ -346,9 +346,9 @@ impl CkptFs {
     /// cached descriptor of a directory renamed over dropped.
     fn renamed_in_tables(
         &self,
-        parent: u64,
+        parent: NodeId,
         name: &OsStr,
-        newparent: u64,
+        newparent: NodeId,
         newname: &OsStr,
         exchange: bool,
     ) {
@@ -375,7 +375,7 @@ impl CkptFs {
         dst: Option<&libc::stat>,
         same_inode: bool,
         flags: u32,
-        newparent: u64,
+        newparent: NodeId,
         newname: &OsStr,
         caller: Caller,
     ) -> FsResult<Option<PendingStage<'_>>> {
@@ -426,7 +426,7 @@ impl CkptFs {
 
     /// Keeps a file or directory that a rename is about to replace reachable while the kernel
     /// holds its node (see `Ghosts`), if the name still holds that inode.
-    fn keep_replaced(&self, node: u64, host: HostId, ddir: BorrowedFd<'_>, dc: &CStr) {
+    fn keep_replaced(&self, node: NodeId, host: HostId, ddir: BorrowedFd<'_>, dc: &CStr) {
         if let Ok(fd) = sys::openat(ddir, dc, libc::O_PATH | libc::O_NOFOLLOW, 0)
             && sys::fstat(fd.as_fd()).is_ok_and(|st| {
                 matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR)

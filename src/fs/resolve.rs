@@ -58,13 +58,13 @@ impl AttrFd {
 }
 
 pub(super) struct DirCache {
-    pub(super) map: HashMap<u64, (Arc<OwnedFd>, u64)>,
+    pub(super) map: HashMap<NodeId, (Arc<OwnedFd>, u64)>,
     pub(super) tick: u64,
     pub(super) cap: usize,
 }
 
 impl DirCache {
-    pub(super) fn get(&mut self, node: u64) -> Option<Arc<OwnedFd>> {
+    pub(super) fn get(&mut self, node: NodeId) -> Option<Arc<OwnedFd>> {
         self.tick += 1;
         let tick = self.tick;
         self.map.get_mut(&node).map(|(fd, t)| {
@@ -73,7 +73,7 @@ impl DirCache {
         })
     }
 
-    pub(super) fn put(&mut self, node: u64, fd: Arc<OwnedFd>) {
+    pub(super) fn put(&mut self, node: NodeId, fd: Arc<OwnedFd>) {
         self.tick += 1;
         if self.map.len() >= self.cap {
             // Drop the older half: amortised O(1) per insert, bounded descriptors.
@@ -107,12 +107,12 @@ pub(super) const GHOSTS: usize = 256;
 /// Dropped when the kernel forgets the node; the oldest goes first past [`GHOSTS`].
 #[derive(Default)]
 pub(super) struct Ghosts {
-    pub(super) map: HashMap<u64, Arc<OwnedFd>>,
-    pub(super) order: std::collections::VecDeque<u64>,
+    pub(super) map: HashMap<NodeId, Arc<OwnedFd>>,
+    pub(super) order: std::collections::VecDeque<NodeId>,
 }
 
 impl Ghosts {
-    pub(super) fn insert(&mut self, node: u64, fd: Arc<OwnedFd>) {
+    pub(super) fn insert(&mut self, node: NodeId, fd: Arc<OwnedFd>) {
         if self.map.insert(node, fd).is_none() {
             self.order.push_back(node);
         }
@@ -124,7 +124,7 @@ impl Ghosts {
         }
     }
 
-    pub(super) fn remove(&mut self, node: u64) {
+    pub(super) fn remove(&mut self, node: NodeId) {
         if self.map.remove(&node).is_some() {
             self.order.retain(|n| *n != node);
         }
@@ -133,7 +133,7 @@ impl Ghosts {
 
 impl CkptFs {
     /// The replaced file a node still stands for, if one is kept (see [`Ghosts`]).
-    pub(super) fn ghost_fd(&self, node: u64) -> Option<OwnedFd> {
+    pub(super) fn ghost_fd(&self, node: NodeId) -> Option<OwnedFd> {
         let fd = self
             .lock_ghosts()
             .map
@@ -148,7 +148,7 @@ impl CkptFs {
     }
 
     /// The relative path of a node (`None` for the root).
-    pub(super) fn path_of(&self, node: u64) -> FsResult<Option<RelPath>> {
+    pub(super) fn path_of(&self, node: NodeId) -> FsResult<Option<RelPath>> {
         if node == ROOT {
             return Ok(None);
         }
@@ -168,13 +168,13 @@ impl CkptFs {
             .map_err(|_| Errno(libc::ESTALE))
     }
 
-    pub(super) fn child_path(&self, parent: u64, name: &OsStr) -> FsResult<RelPath> {
+    pub(super) fn child_path(&self, parent: NodeId, name: &OsStr) -> FsResult<RelPath> {
         let p = self.path_of(parent)?;
         RelPath::join(p.as_ref(), name).map_err(|_| Errno(libc::EINVAL))
     }
 
     /// A directory descriptor for a node, verified to be the node's host inode.
-    pub(super) fn dir_fd(&self, node: u64) -> FsResult<Arc<OwnedFd>> {
+    pub(super) fn dir_fd(&self, node: NodeId) -> FsResult<Arc<OwnedFd>> {
         if node == ROOT {
             return Ok(self.root.clone());
         }
@@ -206,7 +206,7 @@ impl CkptFs {
     }
 
     /// The parent descriptor and name of a non-root node.
-    pub(super) fn locate(&self, node: u64) -> FsResult<(Arc<OwnedFd>, CString, RelPath)> {
+    pub(super) fn locate(&self, node: NodeId) -> FsResult<(Arc<OwnedFd>, CString, RelPath)> {
         let path = self.path_of(node)?.ok_or(Errno(libc::EINVAL))?;
         let parent_node = self
             .read_inodes()
@@ -219,7 +219,7 @@ impl CkptFs {
     }
 
     /// An `O_PATH` descriptor of a node, verified against its host identity.
-    pub(super) fn node_fd(&self, node: u64) -> FsResult<OwnedFd> {
+    pub(super) fn node_fd(&self, node: NodeId) -> FsResult<OwnedFd> {
         if node == ROOT {
             return sys::openat(self.root.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0);
         }
@@ -241,7 +241,7 @@ impl CkptFs {
     /// The descriptor to read or change `node`'s attributes through: an open file handle's
     /// when the node has one, else [`Self::node_fd`]. A handle's descriptor is the inode the
     /// node stands for whatever its names are now, which is what `node_fd` verifies by name.
-    pub(super) fn attr_fd(&self, node: u64) -> FsResult<AttrFd> {
+    pub(super) fn attr_fd(&self, node: NodeId) -> FsResult<AttrFd> {
         match self.open_file(node) {
             Some(h) => Ok(AttrFd::Open(h)),
             None => self.node_fd(node).map(AttrFd::Path),
@@ -249,7 +249,7 @@ impl CkptFs {
     }
 
     /// One of `node`'s open file handles (with its descriptor), if it has any.
-    pub(super) fn open_file(&self, node: u64) -> Option<Arc<Handle>> {
+    pub(super) fn open_file(&self, node: NodeId) -> Option<Arc<Handle>> {
         self.lock_handles().find_on(node, |h| {
             h.fd.is_some() && matches!(h.kind, HandleKind::File { .. })
         })
@@ -259,7 +259,7 @@ impl CkptFs {
     /// while still open): a duplicate of one of its open handles' descriptors, so `fstat`,
     /// `fchmod`, `fchown`, `ftruncate`, `futimens` and xattrs on the open file keep working as
     /// on a local filesystem. `None` while the node still has a name or nothing holds it open.
-    pub(super) fn orphan_fd(&self, node: u64) -> Option<OwnedFd> {
+    pub(super) fn orphan_fd(&self, node: NodeId) -> Option<OwnedFd> {
         if node == ROOT || self.read_inodes().is_reachable(node) {
             return None;
         }
@@ -269,7 +269,7 @@ impl CkptFs {
         }
     }
 
-    pub(super) fn verify(&self, node: u64, fd: BorrowedFd<'_>) -> FsResult<libc::stat> {
+    pub(super) fn verify(&self, node: NodeId, fd: BorrowedFd<'_>) -> FsResult<libc::stat> {
         let st = sys::fstat(fd)?;
         let expect = self.read_inodes().get(node).map(|n| n.host);
         if expect != Some(HostId::of(&st)) {
@@ -281,7 +281,7 @@ impl CkptFs {
     /// Every name of `node`, with its parent's descriptor. A name whose parent is gone
     /// (`ENOENT`, `ESTALE`: nothing stands at that name any more) is left out; any other
     /// failure to reach a parent is the caller's error, so no name goes uncaptured unseen.
-    pub(super) fn names(&self, node: u64) -> FsResult<Vec<(Arc<OwnedFd>, CString, RelPath)>> {
+    pub(super) fn names(&self, node: NodeId) -> FsResult<Vec<(Arc<OwnedFd>, CString, RelPath)>> {
         let aliases = self
             .read_inodes()
             .get(node)
@@ -301,7 +301,10 @@ impl CkptFs {
         Ok(out)
     }
 
-    pub(super) fn parent_and_name(&self, node: u64) -> FsResult<(Option<Arc<OwnedFd>>, CString)> {
+    pub(super) fn parent_and_name(
+        &self,
+        node: NodeId,
+    ) -> FsResult<(Option<Arc<OwnedFd>>, CString)> {
         if node == ROOT {
             return Ok((None, CString::from(c".")));
         }
@@ -310,7 +313,7 @@ impl CkptFs {
     }
 
     /// Opens, with `flags`, the file a node renamed over still stands for (`ESTALE` if none).
-    pub(super) fn reopen_ghost(&self, node: u64, flags: i32) -> FsResult<OwnedFd> {
+    pub(super) fn reopen_ghost(&self, node: NodeId, flags: i32) -> FsResult<OwnedFd> {
         let ghost = self.ghost_fd(node).ok_or(Errno(libc::ESTALE))?;
         sys::reopen(ghost.as_fd(), flags | libc::O_NOFOLLOW)
     }

@@ -11,7 +11,7 @@ impl CkptFs {
     /// (`crate::lock_order`); the caller holds the gate exclusively, so no name changes between
     /// this and the captures.
     pub(super) fn held_for_write(&self) -> Vec<FsResult<(Arc<OwnedFd>, CString, RelPath)>> {
-        let nodes: Vec<u64> = self
+        let nodes: Vec<NodeId> = self
             .lock_handles()
             .values()
             .filter(|h| matches!(h.kind, HandleKind::File { writable: true, .. }))
@@ -85,7 +85,7 @@ impl CkptFs {
     /// Rewinds only some paths (see [`rewind::rewind_paths`]), holding back other mutations.
     pub fn rewind_paths(
         &self,
-        to: u64,
+        to: Turn,
         paths: &[RelPath],
         dry_run: bool,
         progress: rewind::Progress<'_>,
@@ -121,7 +121,10 @@ impl CkptFs {
     /// the rewind replaced no longer belongs to the node it had), before anything reads names
     /// again (the held-open captures at the end of a rewind). Returns what the kernel must be
     /// told: each changed name's node (if the kernel knew one) and parent.
-    pub(super) fn refresh_names(&self, changed: &[RelPath]) -> Vec<(Option<u64>, u64, OsString)> {
+    pub(super) fn refresh_names(
+        &self,
+        changed: &[RelPath],
+    ) -> Vec<(Option<NodeId>, NodeId, OsString)> {
         let mut out = Vec::with_capacity(changed.len());
         for path in changed {
             let parts: Vec<&[u8]> = path.as_bytes().split(|b| *b == b'/').collect();
@@ -153,7 +156,7 @@ impl CkptFs {
 
     /// Tells the kernel what a rewind changed (after the gate is released: a request blocked
     /// on the gate may hold a directory lock in the kernel that these calls need).
-    pub(super) fn invalidate(&self, changed: &[(Option<u64>, u64, OsString)]) {
+    pub(super) fn invalidate(&self, changed: &[(Option<NodeId>, NodeId, OsString)]) {
         let Some(inv) = self.invalidator.get().cloned() else {
             return;
         };

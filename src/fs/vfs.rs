@@ -22,7 +22,7 @@ enum Side {
     Host,
 }
 
-fn side(node: u64) -> Side {
+fn side(node: NodeId) -> Side {
     if control::is_control(node) {
         Side::Control
     } else {
@@ -32,7 +32,7 @@ fn side(node: u64) -> Side {
 
 impl CkptFs {
     /// Whether `name` in `parent` is the store's own name at the root (`.ckpt`).
-    pub(super) fn is_store_name(parent: u64, name: &OsStr) -> bool {
+    pub(super) fn is_store_name(parent: NodeId, name: &OsStr) -> bool {
         parent == ROOT && name.as_bytes() == STORE_DIR.as_bytes()
     }
 
@@ -40,7 +40,7 @@ impl CkptFs {
     /// name inside a control node, or the store's own name at the root, is refused with
     /// `EPERM` (the store is not part of the project: nothing may be created or removed
     /// there); every other goes on to the host.
-    pub(super) fn refuse_store(parent: u64, name: &OsStr) -> FsResult<()> {
+    pub(super) fn refuse_store(parent: NodeId, name: &OsStr) -> FsResult<()> {
         if side(parent) == Side::Control || Self::is_store_name(parent, name) {
             return Err(Errno(libc::EPERM));
         }
@@ -49,7 +49,7 @@ impl CkptFs {
 
     /// `lookup`. The store's name at the root (`.ckpt`) is the virtual control directory: the
     /// one place where the two sides meet.
-    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+    pub fn lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         match side(parent) {
             Side::Control => self.ctl_lookup(parent, name),
             Side::Host if Self::is_store_name(parent, name) => Ok(self.control_entry(CTL_DIR)),
@@ -58,7 +58,7 @@ impl CkptFs {
     }
 
     /// `forget`: the kernel dropped `n` references to `node`.
-    pub fn forget(&self, node: u64, n: u64) {
+    pub fn forget(&self, node: NodeId, n: u64) {
         // Control nodes are never forgotten: their ids are fixed.
         if side(node) == Side::Host {
             self.host_forget(node, n);
@@ -66,7 +66,7 @@ impl CkptFs {
     }
 
     /// How long the kernel may cache `node`'s attributes.
-    pub fn attr_ttl(&self, node: u64) -> Duration {
+    pub fn attr_ttl(&self, node: NodeId) -> Duration {
         match side(node) {
             // Control files change with every turn and rewind: never cached.
             Side::Control => Duration::ZERO,
@@ -75,7 +75,7 @@ impl CkptFs {
     }
 
     /// `getattr`.
-    pub fn getattr(&self, node: u64, fh: Option<u64>) -> FsResult<FileAttr> {
+    pub fn getattr(&self, node: NodeId, fh: Option<Fh>) -> FsResult<FileAttr> {
         match side(node) {
             Side::Control => Ok(self.control_attr(node)),
             Side::Host => self.host_getattr(node, fh),
@@ -85,8 +85,8 @@ impl CkptFs {
     /// `setattr`.
     pub fn setattr(
         &self,
-        node: u64,
-        fh: Option<u64>,
+        node: NodeId,
+        fh: Option<Fh>,
         set: SetAttr,
         caller: Caller,
     ) -> FsResult<FileAttr> {
@@ -98,7 +98,7 @@ impl CkptFs {
 
     /// How the kernel is to serve the opens of `node` (the adapter turns it into `FOPEN_*`
     /// flags and a backing file).
-    pub fn opened_as(&self, node: u64) -> OpenedAs {
+    pub fn opened_as(&self, node: NodeId) -> OpenedAs {
         match side(node) {
             Side::Control => OpenedAs::Direct,
             Side::Host => OpenedAs::Host,
@@ -109,12 +109,12 @@ impl CkptFs {
     /// The adapter answers such a write from a thread of its own, so the FUSE worker that
     /// received it goes on serving other requests meanwhile (reads and lookups; mutations
     /// wait for the rewind's exclusive gate whichever thread runs it).
-    pub fn long_write(&self, node: u64) -> bool {
+    pub fn long_write(&self, node: NodeId) -> bool {
         node == CTL_REWIND
     }
 
     /// `open`.
-    pub fn open(&self, node: u64, flags: i32, caller: Caller) -> FsResult<u64> {
+    pub fn open(&self, node: NodeId, flags: i32, caller: Caller) -> FsResult<Fh> {
         match side(node) {
             Side::Control => self.open_control(node, flags),
             Side::Host => self.host_open(node, flags, caller),
@@ -124,8 +124,8 @@ impl CkptFs {
     /// `link`: a new name `newname` in `newparent` for `node`.
     pub fn link(
         &self,
-        node: u64,
-        newparent: u64,
+        node: NodeId,
+        newparent: NodeId,
         newname: &OsStr,
         caller: Caller,
     ) -> FsResult<Entry> {
@@ -140,7 +140,7 @@ impl CkptFs {
     /// full (that entry was not sent).
     pub fn readdir(
         &self,
-        node: u64,
+        node: NodeId,
         offset: u64,
         sink: &mut dyn FnMut(&DirItem) -> bool,
     ) -> FsResult<()> {
@@ -153,7 +153,7 @@ impl CkptFs {
     /// `readdirplus`: as `readdir`, with an entry (and a lookup) for each name but `.`/`..`.
     pub fn readdirplus(
         &self,
-        node: u64,
+        node: NodeId,
         offset: u64,
         sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
     ) -> FsResult<()> {
@@ -164,7 +164,7 @@ impl CkptFs {
     }
 
     /// `fsyncdir`: the directory's entries made durable on the host.
-    pub fn fsyncdir(&self, node: u64, datasync: bool) -> FsResult<()> {
+    pub fn fsyncdir(&self, node: NodeId, datasync: bool) -> FsResult<()> {
         match side(node) {
             // Nothing of the control directory is on disk.
             Side::Control => Ok(()),
@@ -173,7 +173,7 @@ impl CkptFs {
     }
 
     /// `getxattr`; with `size == 0` the value's length only.
-    pub fn getxattr(&self, node: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
+    pub fn getxattr(&self, node: NodeId, name: &OsStr, size: u32) -> FsResult<XattrReply> {
         match side(node) {
             Side::Control => Err(Errno(libc::ENODATA)),
             Side::Host => self.host_getxattr(node, name, size),
@@ -181,7 +181,7 @@ impl CkptFs {
     }
 
     /// `listxattr`.
-    pub fn listxattr(&self, node: u64, size: u32) -> FsResult<XattrReply> {
+    pub fn listxattr(&self, node: NodeId, size: u32) -> FsResult<XattrReply> {
         match side(node) {
             // Control nodes have no extended attributes: an empty list.
             Side::Control => Ok(if size == 0 {
@@ -196,7 +196,7 @@ impl CkptFs {
     /// `setxattr`.
     pub fn setxattr(
         &self,
-        node: u64,
+        node: NodeId,
         name: &OsStr,
         value: &[u8],
         flags: i32,
@@ -209,7 +209,7 @@ impl CkptFs {
     }
 
     /// `removexattr`.
-    pub fn removexattr(&self, node: u64, name: &OsStr, caller: Caller) -> FsResult<()> {
+    pub fn removexattr(&self, node: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
         match side(node) {
             Side::Control => Err(Errno(libc::EPERM)),
             Side::Host => self.host_removexattr(node, name, caller),
@@ -226,7 +226,7 @@ mod tests {
         for id in [CTL_DIR, CTL_TURN, CTL_REWIND, CTL_GITIGNORE] {
             assert_eq!(side(id), Side::Control, "{id}");
         }
-        for id in [ROOT, CTL_GITIGNORE + 1, 1 << 40] {
+        for id in [ROOT, NodeId(CTL_GITIGNORE.0 + 1), NodeId(1 << 40)] {
             assert_eq!(side(id), Side::Host, "{id}");
         }
     }

@@ -61,7 +61,7 @@ pub type Progress<'a> = &'a dyn Fn(usize, usize);
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Request {
     /// Target turn (ignored with `undo`).
-    pub to: u64,
+    pub to: Turn,
     /// Plan only.
     pub dry_run: bool,
     /// Undo the last rewind instead.
@@ -76,7 +76,7 @@ pub fn rewind(
     req: Request,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
-    let from = store.index().current_turn().0;
+    let from = store.index().current_turn();
     let Chosen {
         to,
         targets,
@@ -112,10 +112,7 @@ pub fn rewind(
     let begin = match resume {
         Some(b) => b,
         None => store
-            .append(Record::RewindBegin {
-                to: Turn(to),
-                from: Turn(from),
-            })
+            .append(Record::RewindBegin { to, from })
             .map_err(RewindError::Store)?,
     };
     record_saves(store, saves, to, begin)?;
@@ -128,7 +125,7 @@ pub fn rewind(
 /// What a whole rewind (or an undo) works from.
 struct Chosen {
     /// The turn whose start the folder is given.
-    to: u64,
+    to: Turn,
     /// Per path, its state then: its oldest pre-image in the rewound turns.
     targets: Vec<(RelPath, PreImage)>,
     /// Where the journal says a rewind that was cut off began, when this run completes it
@@ -146,7 +143,7 @@ fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
             .as_ref()
             .ok_or(RewindError::NothingToUndo)?;
         Ok(Chosen {
-            to: last.from.0,
+            to: last.from,
             targets: store.index().undo_targets().unwrap_or_default(),
             resume: None,
         })
@@ -154,20 +151,20 @@ fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
         // A rewind was cut off: finish it first, whatever was asked.
         log::warn!(target: "ckpt::rewind", "completing the rewind to turn {to} that was cut off");
         Ok(Chosen {
-            to: to.0,
+            to,
             targets: store.index().plan_targets(to),
             resume: Some(begin),
         })
     } else {
-        if !store.index().has_turn(Turn(req.to)) {
+        if !store.index().has_turn(req.to) {
             return Err(RewindError::NoSuchTurn {
                 turn: req.to,
-                known: store.index().turns.iter().map(|t| t.turn.0).collect(),
+                known: store.index().turns.iter().map(|t| t.turn).collect(),
             });
         }
         Ok(Chosen {
             to: req.to,
-            targets: store.index().plan_targets(Turn(req.to)),
+            targets: store.index().plan_targets(req.to),
             resume: None,
         })
     }
@@ -231,16 +228,16 @@ fn close_unless_unfinished(
 pub fn rewind_paths(
     root: BorrowedFd<'_>,
     store: &mut Store,
-    to: u64,
+    to: Turn,
     paths: &[RelPath],
     dry_run: bool,
     max_blob: u64,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
-    if !store.index().has_turn(Turn(to)) {
+    if !store.index().has_turn(to) {
         return Err(RewindError::NoSuchTurn {
             turn: to,
-            known: store.index().turns.iter().map(|t| t.turn.0).collect(),
+            known: store.index().turns.iter().map(|t| t.turn).collect(),
         });
     }
     // Hard-link groups are formed over every target before choosing the paths: a name's own
@@ -249,7 +246,7 @@ pub fn rewind_paths(
     let all = share_hard_links(
         store
             .index()
-            .with_current_identities(store.index().plan_targets(Turn(to))),
+            .with_current_identities(store.index().plan_targets(to)),
     );
     let mut targets: Vec<(RelPath, PreImage)> = all
         .iter()
@@ -263,7 +260,7 @@ pub fn rewind_paths(
     targets.extend(uncaptured_links(root, &all, &targets, paths));
     let plan = plan(targets);
     refuse_unless_verified(&plan, store)?;
-    let from = store.index().current_turn().0;
+    let from = store.index().current_turn();
     let mut report = Report {
         to,
         from,

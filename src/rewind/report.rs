@@ -6,6 +6,7 @@
 //! No I/O: plain types, their rendering and the errno a writer of `.ckpt/rewind` sees.
 
 use super::plan::Plan;
+use crate::ids::Turn;
 use crate::relpath::RelPath;
 use crate::store::StoreError;
 use serde::Serialize;
@@ -24,9 +25,9 @@ pub struct Failure {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     /// Target turn.
-    pub to: u64,
+    pub to: Turn,
     /// Turn current before.
-    pub from: u64,
+    pub from: Turn,
     /// Whether nothing was changed on purpose.
     pub dry_run: bool,
     /// Whether this undid the previous rewind.
@@ -66,9 +67,9 @@ pub enum RewindError {
     /// The turn is not in the index.
     NoSuchTurn {
         /// The turn asked for.
-        turn: u64,
+        turn: Turn,
         /// The turns that exist.
-        known: Vec<u64>,
+        known: Vec<Turn>,
     },
     /// Nothing to undo.
     NothingToUndo,
@@ -82,7 +83,7 @@ impl std::fmt::Display for RewindError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::NoSuchTurn { turn, known } => {
-                let list: Vec<String> = known.iter().map(u64::to_string).collect();
+                let list: Vec<String> = known.iter().map(Turn::to_string).collect();
                 write!(f, "turn {turn} does not exist (turns: {})", list.join(", "))
             }
             Self::NothingToUndo => write!(f, "there is no rewind to undo"),

@@ -101,14 +101,14 @@ pub(super) fn saves_for_undo(
 pub(super) fn record_saves(
     store: &mut Store,
     saves: Vec<(RelPath, PreImage)>,
-    to: u64,
+    to: Turn,
     begin: Seq,
 ) -> Result<(), RewindError> {
     if !saves.is_empty() {
         let records = saves
             .into_iter()
             .map(|(path, pre)| Record::Capture {
-                turn: Turn(to),
+                turn: to,
                 path,
                 pre,
                 undo_of: Some(begin),
@@ -129,7 +129,7 @@ pub(super) fn capture_for_current_turn(
     store: &mut Store,
     plan: &Plan,
     extra: &[RelPath],
-    from: u64,
+    from: Turn,
     max_blob: u64,
 ) -> Result<(), RewindError> {
     let captured = &store.index().captured_now;
@@ -143,7 +143,7 @@ pub(super) fn capture_for_current_turn(
     )?
     .into_iter()
     .map(|(path, pre)| Record::Capture {
-        turn: Turn(from),
+        turn: from,
         path,
         pre,
         undo_of: None,

@@ -26,7 +26,7 @@ pub use error::StoreError;
 pub use index::{Capture, Index, LastRewind, TurnInfo};
 pub use staged::StoredStage;
 
-use crate::ids::{Seq, Turn};
+use crate::ids::{Epoch, Seq, Turn};
 use crate::relpath::STORE_DIR;
 use crate::sys::{self, Errno};
 use blob::BlobStore;
@@ -72,7 +72,7 @@ pub struct Store {
     dev: u64,
     /// Bumped whenever the journal is rewritten (prune renumbers every seq): a staged
     /// pre-image handed to the stager names its capture by `(epoch, seq)`.
-    epoch: u64,
+    epoch: Epoch,
 }
 
 /// Opens the store directory of a folder, creating it when `create` is set.
@@ -199,7 +199,7 @@ impl Store {
             durable,
             staged,
             dev,
-            epoch: 0,
+            epoch: Epoch(0),
         };
         if store.index.turns.is_empty() {
             store.append(Record::Turn {
@@ -217,7 +217,7 @@ impl Store {
     }
 
     /// The journal's numbering: changes when the journal is rewritten.
-    pub fn epoch(&self) -> u64 {
+    pub fn epoch(&self) -> Epoch {
         self.epoch
     }
 

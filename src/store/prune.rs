@@ -183,7 +183,7 @@ fn rewrite_journal(store: &mut Store, keep_from: Turn) -> Result<(), StoreError>
     let index = super::Index::replay(&lines);
     store.journal = journal;
     store.index = index;
-    store.epoch += 1;
+    store.epoch = store.epoch.next();
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 use super::journal::{PreImage, Record, Xattr};
 use super::{Store, StoreError, blob, io};
 use crate::identity::FileId;
-use crate::ids::Seq;
+use crate::ids::{Epoch, Seq};
 use crate::relpath::RelPath;
 use crate::sys::{self, Errno};
 use crate::xattrs::{self, Via};
@@ -194,7 +194,7 @@ impl Store {
     /// the caller may now remove.
     pub fn record_stored_stages(
         &mut self,
-        epoch: u64,
+        epoch: Epoch,
         stored: Vec<StoredStage>,
     ) -> Result<Vec<Seq>, StoreError> {
         if epoch != self.epoch {
