@@ -355,21 +355,6 @@ pub fn linkat(
     .map(drop)
 }
 
-/// `fchownat(2)` on the entry itself (never through a symlink).
-pub fn lchownat(dir: BorrowedFd<'_>, name: &CStr, uid: u32, gid: u32) -> SysResult<()> {
-    // SAFETY: plain syscall on valid arguments.
-    check(unsafe {
-        libc::fchownat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            uid,
-            gid,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    })
-    .map(drop)
-}
-
 /// `fchown(2)` of an open (or `O_PATH`) descriptor, through `AT_EMPTY_PATH`.
 pub fn fchown(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> SysResult<()> {
     // SAFETY: empty path with AT_EMPTY_PATH operates on `fd` itself.

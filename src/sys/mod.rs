@@ -33,18 +33,17 @@ mod xattr;
 
 pub use dirent::{DirEntry, read_dir_all, read_dir_chunk};
 pub use fd::{
-    birth_time_at, fchmod_any, fchown, file_handle_at, fstat, fstatvfs, futimens_any, lchownat,
-    linkat, lstatat, mkdirat, mknodat, open_beneath, open_by_handle, open_path, openat,
-    openat_noatime, proc_fd_path, readlinkat, renameat2, reopen, symlinkat, unlinkat, utimensat,
-    without_atime,
+    birth_time_at, fchmod_any, fchown, file_handle_at, fstat, fstatvfs, futimens_any, linkat,
+    lstatat, mkdirat, mknodat, open_beneath, open_by_handle, open_path, openat, openat_noatime,
+    proc_fd_path, readlinkat, renameat2, reopen, symlinkat, unlinkat, utimensat, without_atime,
 };
 pub use io::{
     copy_file_range, fallocate, flock_try, fsync, ftruncate, lseek, pipe, pread, pwrite, read_file,
     read_full, read_to_end, write, write_all,
 };
 pub use process::{
-    detach_with_fd, dup2, geteuid, inherit_fd, kill, kill_self, lower_thread_priority, own_fd,
-    peer_cred, process_alive, recv_fd, set_umask, setsid, umount, unshare_fs,
+    detach_with_fd, geteuid, inherit_fd, kill_self, lower_thread_priority, own_fd, peer_cred,
+    process_alive, recv_fd, set_umask, umount, unshare_fs,
 };
 pub use xattr::{
     fgetxattr, flistxattr, fremovexattr, fsetxattr, getxattr, listxattr, removexattr, setxattr,

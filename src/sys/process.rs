@@ -1,7 +1,7 @@
 //! The process and its threads rather than a file: umask (per thread after
-//! [`unshare_fs`]), sessions and `dup2` for starting the daemon, signals and liveness, the
-//! effective uid, a socket peer's credentials, an inherited descriptor, thread priority, and
-//! unmounting.
+//! [`unshare_fs`]), starting the daemon in its own session with its readiness pipe, liveness,
+//! the effective uid, a socket peer's credentials, descriptors passed to a helper or received
+//! from one (`fusermount3`), thread priority, and unmounting.
 //!
 //! Kept apart from the file calls because none of these takes a descriptor of the host tree.
 
@@ -29,18 +29,6 @@ pub fn set_umask(mask: u32) -> u32 {
 pub fn unshare_fs() -> SysResult<()> {
     // SAFETY: plain syscall on an integer flag; it only copies this thread's fs_struct.
     check(unsafe { libc::unshare(libc::CLONE_FS) }).map(drop)
-}
-
-/// Starts a new session (detach from the controlling terminal).
-pub fn setsid() -> SysResult<()> {
-    // SAFETY: plain syscall.
-    check(unsafe { libc::setsid() }).map(drop)
-}
-
-/// `dup2(2)`, used in a child just before exec.
-pub fn dup2(from: RawFd, to: RawFd) -> SysResult<()> {
-    // SAFETY: plain syscall on integers.
-    check(unsafe { libc::dup2(from, to) }).map(drop)
 }
 
 /// Effective uid of this process.
@@ -80,12 +68,6 @@ pub fn process_alive(pid: i32) -> bool {
         }
         Err(_) => true,
     }
-}
-
-/// Sends `sig` to `pid`.
-pub fn kill(pid: i32, sig: i32) -> SysResult<()> {
-    // SAFETY: plain syscall.
-    check(unsafe { libc::kill(pid, sig) }).map(drop)
 }
 
 /// Ends this process at once with `SIGKILL`, as a crash would (the crash tests' failpoints).
