@@ -1,12 +1,15 @@
-//! `diff`: what changed from the start of a turn to now, per path touched since.
+//! `diff` and `show`: what changed between two states of the folder, per path touched in
+//! between. A state is the start of a turn (the oldest pre-image captured in that turn or
+//! later, else the folder as it is now: the rewind rule) or now.
 
-use crate::ids::BlobId;
+use crate::ids::{BlobId, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::PreImage;
 use crate::sys::{self, Errno};
 use serde::{Deserialize, Serialize};
 use similar::{ChangeTag, TextDiff};
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd};
 
@@ -26,10 +29,47 @@ pub struct FileChange {
     pub removed: usize,
     /// A unified diff, `binary files differ`, or a one-line description.
     pub text: String,
+    /// Whether the content is binary (or too large to diff as text).
+    #[serde(default)]
+    pub binary: bool,
+    /// Size in bytes before, for a regular file.
+    #[serde(default)]
+    pub size_before: Option<u64>,
+    /// Size in bytes after, for a regular file.
+    #[serde(default)]
+    pub size_after: Option<u64>,
+    /// The programs whose captures of this path fall in the range, as the journal recorded
+    /// them (the first process to change the path in each turn).
+    #[serde(default)]
+    pub programs: Vec<String>,
 }
 
-/// What is at a path now.
-enum Now {
+/// The two states a diff compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Range {
+    /// From the start of a turn to now.
+    Since(Turn),
+    /// From the start of the first turn to the start of the second (a later one).
+    Between(Turn, Turn),
+}
+
+impl Range {
+    fn from(self) -> Turn {
+        match self {
+            Self::Since(t) | Self::Between(t, _) => t,
+        }
+    }
+
+    fn contains(self, t: Turn) -> bool {
+        match self {
+            Self::Since(from) => t >= from,
+            Self::Between(from, to) => t >= from && t < to,
+        }
+    }
+}
+
+/// One version of a path.
+enum Version {
     Absent,
     File {
         bytes: Option<Vec<u8>>,
@@ -40,46 +80,96 @@ enum Now {
         mode: u32,
     },
     Symlink(Vec<u8>),
+    /// Anything else: a FIFO, socket or device (its `S_IFMT`).
     Other(u32),
+    /// A pre-image that was not captured (too large, say): the reason.
+    NotCaptured(String),
 }
 
-fn now_at(root: BorrowedFd<'_>, path: &RelPath) -> Now {
-    let Ok(fd) = sys::open_beneath(root, &path.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0)
-    else {
-        return Now::Absent;
-    };
-    let Ok(st) = sys::fstat(fd.as_fd()) else {
-        return Now::Absent;
-    };
-    let mode = st.st_mode & 0o7777;
-    match st.st_mode & libc::S_IFMT {
-        libc::S_IFREG => {
-            let size = st.st_size as u64;
-            let bytes = (size <= MAX_TEXT)
-                .then(|| {
-                    // without an atime update where allowed: a diff only looks
-                    sys::reopen(fd.as_fd(), libc::O_RDONLY | libc::O_NOATIME)
-                        .or_else(|_| sys::reopen(fd.as_fd(), libc::O_RDONLY))
-                        .ok()
-                        .and_then(|r| read_all(r.as_fd()).ok())
-                })
-                .flatten();
-            Now::File { bytes, mode, size }
+impl Version {
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Absent => "absent",
+            Self::File { .. } => "file",
+            Self::Dir { .. } => "dir",
+            Self::Symlink(_) => "symlink",
+            Self::Other(libc::S_IFIFO) => "fifo",
+            Self::Other(_) => "special file",
+            Self::NotCaptured(_) => "uncaptured file",
         }
-        libc::S_IFDIR => Now::Dir { mode },
-        libc::S_IFLNK => {
-            let name = CString::new(path.file_name().as_encoded_bytes()).unwrap_or_default();
-            let parent = path.parent();
-            let target = match &parent {
-                None => sys::readlinkat(root, &name),
-                Some(p) => {
-                    sys::open_beneath(root, &p.to_cstring(), libc::O_PATH | libc::O_DIRECTORY, 0)
-                        .and_then(|d| sys::readlinkat(d.as_fd(), &name))
-                }
-            };
-            Now::Symlink(target.unwrap_or_default())
+    }
+
+    fn size(&self) -> Option<u64> {
+        match self {
+            Self::File { size, .. } => Some(*size),
+            _ => None,
         }
-        other => Now::Other(other),
+    }
+
+    /// The version a pre-image records (its bytes read from the store when small enough to
+    /// diff as text).
+    fn recorded(store: &Store, pre: &PreImage) -> Self {
+        match pre {
+            PreImage::Absent => Self::Absent,
+            PreImage::File {
+                blob, mode, size, ..
+            } => Self::File {
+                bytes: (*size <= MAX_TEXT)
+                    .then(|| blob_bytes(store, blob))
+                    .flatten(),
+                mode: *mode,
+                size: *size,
+            },
+            PreImage::Dir { mode, .. } => Self::Dir { mode: *mode },
+            PreImage::Symlink { target, .. } => Self::Symlink(target.0.clone()),
+            PreImage::Fifo { .. } => Self::Other(libc::S_IFIFO),
+            PreImage::Skipped { reason, .. } => Self::NotCaptured(reason.to_string()),
+            PreImage::Staged { .. } => Self::NotCaptured("its bytes are still being stored".into()),
+        }
+    }
+
+    /// What stands at `path` in the folder now, never following a symlink.
+    fn now(root: BorrowedFd<'_>, path: &RelPath) -> Self {
+        let Ok(fd) =
+            sys::open_beneath(root, &path.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0)
+        else {
+            return Self::Absent;
+        };
+        let Ok(st) = sys::fstat(fd.as_fd()) else {
+            return Self::Absent;
+        };
+        let mode = st.st_mode & 0o7777;
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFREG => {
+                let size = st.st_size as u64;
+                let bytes = (size <= MAX_TEXT)
+                    .then(|| {
+                        // without an atime update where allowed: a diff only looks
+                        sys::reopen(fd.as_fd(), libc::O_RDONLY | libc::O_NOATIME)
+                            .or_else(|_| sys::reopen(fd.as_fd(), libc::O_RDONLY))
+                            .ok()
+                            .and_then(|r| read_all(r.as_fd()).ok())
+                    })
+                    .flatten();
+                Self::File { bytes, mode, size }
+            }
+            libc::S_IFDIR => Self::Dir { mode },
+            libc::S_IFLNK => {
+                let name = CString::new(path.file_name().as_encoded_bytes()).unwrap_or_default();
+                let target = match path.parent() {
+                    None => sys::readlinkat(root, &name),
+                    Some(p) => sys::open_beneath(
+                        root,
+                        &p.to_cstring(),
+                        libc::O_PATH | libc::O_DIRECTORY,
+                        0,
+                    )
+                    .and_then(|d| sys::readlinkat(d.as_fd(), &name)),
+                };
+                Self::Symlink(target.unwrap_or_default())
+            }
+            other => Self::Other(other),
+        }
     }
 }
 
@@ -101,7 +191,7 @@ fn is_text(b: &[u8]) -> bool {
 
 fn text_diff(path: &str, old: &[u8], new: &[u8]) -> (String, usize, usize) {
     if !is_text(old) || !is_text(new) {
-        return ("binary files differ\n".into(), 0, 0);
+        return (BINARY.into(), 0, 0);
     }
     let (o, n) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
     let d = TextDiff::from_lines(o.as_ref(), n.as_ref());
@@ -133,147 +223,191 @@ fn blob_bytes(store: &Store, id: &BlobId) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Changes from the start of turn `turn` to now, limited to `only` (paths or their parents)
-/// when given.
-pub fn diff(root: BorrowedFd<'_>, store: &Store, turn: u64, only: &[RelPath]) -> Vec<FileChange> {
+/// The changes over `range`, limited to `only` (paths or their parents) when given, sorted
+/// by path.
+pub fn diff(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    range: Range,
+    only: &[RelPath],
+) -> Vec<FileChange> {
+    let index = store.index();
+    let wanted = |p: &RelPath| only.is_empty() || only.iter().any(|o| p.starts_with(o));
+    // The end state: the start of a later turn where a path was captured then or after, else
+    // the folder now.
+    let end: HashMap<RelPath, PreImage> = match range {
+        Range::Since(_) => HashMap::new(),
+        Range::Between(_, to) => index.plan_targets(to).into_iter().collect(),
+    };
+    let mut programs: HashMap<&RelPath, BTreeSet<String>> = HashMap::new();
+    for c in index.captures.iter().filter(|c| range.contains(c.turn)) {
+        if let Some(comm) = &c.comm {
+            programs.entry(&c.path).or_default().insert(comm.clone());
+        }
+    }
     let mut out = Vec::new();
-    for (path, pre) in store.index().plan_targets(crate::ids::Turn(turn)) {
-        if !only.is_empty() && !only.iter().any(|o| path.starts_with(o)) {
+    for (path, pre) in index.plan_targets(range.from()) {
+        if !wanted(&path) {
             continue;
         }
+        let before = Version::recorded(store, &pre);
+        let after = match end.get(&path) {
+            Some(pre) => Version::recorded(store, pre),
+            None => Version::now(root, &path),
+        };
         let p = path.to_string();
-        let now = now_at(root, &path);
+        let who: Vec<String> = programs
+            .get(&path)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        let (size_before, size_after) = (before.size(), after.size());
         let mut push = |change: &str, added: usize, removed: usize, text: String| {
             out.push(FileChange {
                 path: p.clone(),
                 change: change.into(),
                 added,
                 removed,
+                binary: text == BINARY || text.starts_with(LARGE),
                 text,
+                size_before,
+                size_after,
+                programs: who.clone(),
             });
         };
-        changes_of(store, &p, &pre, now, &mut push);
+        changes_between(&p, before, after, &mut push);
     }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
     out
 }
 
-/// The changes of one path `p` from its pre-image `pre` to what stands there `now`, each
-/// given to `push` as (kind of change, lines added, lines removed, text).
-fn changes_of(
-    store: &Store,
+/// The text of a change between binary contents.
+const BINARY: &str = "binary files differ\n";
+/// How the text of a change between files too large to diff starts.
+const LARGE: &str = "large file: ";
+
+/// The changes of one path `p` from `before` to `after`, each given to `push` as (kind of
+/// change, lines added, lines removed, text).
+fn changes_between(
     p: &str,
-    pre: &PreImage,
-    now: Now,
+    before: Version,
+    after: Version,
     push: &mut dyn FnMut(&str, usize, usize, String),
 ) {
-    match (pre, now) {
-        (PreImage::Absent, Now::Absent) => {}
-        (PreImage::Absent, Now::File { bytes, .. }) => {
-            let (text, added, _) = text_diff(p, b"", bytes.as_deref().unwrap_or(b""));
-            push("created", added, 0, text);
+    match (before, after) {
+        (Version::Absent, Version::Absent) => {}
+        (Version::NotCaptured(reason), _) => {
+            push("modified", 0, 0, format!("not captured: {reason}\n"))
         }
-        (PreImage::Absent, _) => push("created", 0, 0, "created\n".into()),
+        (_, Version::NotCaptured(reason)) => {
+            push("modified", 0, 0, format!("not captured: {reason}\n"))
+        }
+        (Version::Absent, Version::File { bytes, size, .. }) => match bytes {
+            Some(b) => {
+                let (text, added, _) = text_diff(p, b"", &b);
+                push("created", added, 0, text);
+            }
+            None => push("created", 0, 0, format!("{LARGE}{size} bytes\n")),
+        },
+        (Version::Absent, _) => push("created", 0, 0, "created\n".into()),
         (
-            PreImage::File {
-                blob, mode, size, ..
-            },
-            Now::File {
-                bytes,
+            Version::File { bytes, mode, size },
+            Version::File {
+                bytes: b2,
                 mode: m2,
                 size: s2,
             },
-        ) => file_changes(store, p, (blob, *mode, *size), (bytes, m2, s2), push),
-        (PreImage::File { blob, size, .. }, Now::Absent) => {
-            let old = if *size <= MAX_TEXT {
-                blob_bytes(store, blob)
-            } else {
-                None
-            };
-            let (text, _, removed) = text_diff(p, old.as_deref().unwrap_or(b""), b"");
-            push("deleted", 0, removed, text);
-        }
-        (PreImage::Dir { mode, .. }, Now::Dir { mode: m2 }) => {
-            if mode != &m2 {
+        ) => file_changes(p, (bytes, mode, size), (b2, m2, s2), push),
+        (Version::File { bytes, size, .. }, Version::Absent) => match bytes {
+            Some(b) => {
+                let (text, _, removed) = text_diff(p, &b, b"");
+                push("deleted", 0, removed, text);
+            }
+            None => push("deleted", 0, 0, format!("{LARGE}{size} bytes\n")),
+        },
+        (Version::Dir { mode }, Version::Dir { mode: m2 }) => {
+            if mode != m2 {
                 push("mode", 0, 0, format!("mode {mode:o} -> {m2:o}\n"));
             }
         }
-        (PreImage::Symlink { target, .. }, Now::Symlink(t2)) => {
-            if target.0 != t2 {
+        (Version::Symlink(t1), Version::Symlink(t2)) => {
+            if t1 != t2 {
                 push(
                     "symlink",
                     0,
                     0,
                     format!(
                         "symlink {} -> {}\n",
-                        String::from_utf8_lossy(&target.0),
+                        String::from_utf8_lossy(&t1),
                         String::from_utf8_lossy(&t2)
                     ),
                 );
             }
         }
-        (PreImage::Fifo { .. }, Now::Other(libc::S_IFIFO)) => {}
-        (PreImage::Skipped { reason, .. }, _) => {
-            push("modified", 0, 0, format!("not captured: {reason}\n"))
-        }
-        (pre, Now::Absent) => push("deleted", 0, 0, format!("{} deleted\n", pre.kind())),
-        (pre, _) => push(
+        (Version::Other(a), Version::Other(b)) if a == b => {}
+        (before, Version::Absent) => push("deleted", 0, 0, format!("{} deleted\n", before.kind())),
+        (before, after) => push(
             "type",
             0,
             0,
-            format!("was a {}, now something else\n", pre.kind()),
+            format!("was a {}, now a {}\n", before.kind(), after.kind()),
         ),
     }
 }
 
-/// A regular file then and now: its content (a text diff, or sizes for a large file) and its
-/// mode.
+/// A regular file before and after: its content (a text diff, or sizes for a large file) and
+/// its mode.
 fn file_changes(
-    store: &Store,
     p: &str,
-    (blob, mode, size): (&BlobId, u32, u64),
-    (bytes, m2, s2): (Option<Vec<u8>>, u32, u64),
+    (old, mode, size): (Option<Vec<u8>>, u32, u64),
+    (new, m2, s2): (Option<Vec<u8>>, u32, u64),
     push: &mut dyn FnMut(&str, usize, usize, String),
 ) {
-    let old = if size <= MAX_TEXT {
-        blob_bytes(store, blob)
-    } else {
-        None
-    };
-    match (old, bytes) {
+    match (old, new) {
         (Some(old), Some(new)) => {
             if old != new {
                 let (text, a, r) = text_diff(p, &old, &new);
                 push("modified", a, r, text);
             }
         }
-        _ => push(
-            "modified",
-            0,
-            0,
-            format!("large file: {size} -> {s2} bytes\n"),
-        ),
+        _ => push("modified", 0, 0, format!("{LARGE}{size} -> {s2} bytes\n")),
     }
     if mode != m2 {
         push("mode", 0, 0, format!("mode {mode:o} -> {m2:o}\n"));
     }
 }
 
-/// The `--stat` summary of a diff.
+/// The `--stat` summary of a diff: one row per path (sorted), with the lines changed for text
+/// and the sizes for binary or large files, and the programs that changed it.
 pub fn stat(changes: &[FileChange]) -> String {
+    let mut rows: Vec<&FileChange> = changes.iter().collect();
+    rows.sort_by(|a, b| a.path.cmp(&b.path));
+    let amount = |c: &FileChange| {
+        if c.binary {
+            let size = |s: Option<u64>| s.map_or("-".to_string(), crate::units::human_size);
+            format!("bin {} -> {}", size(c.size_before), size(c.size_after))
+        } else {
+            let bar = format!(
+                "{}{}",
+                "+".repeat(c.added.min(40)),
+                "-".repeat(c.removed.min(40))
+            );
+            format!("{:>5} {bar}", c.added + c.removed)
+        }
+    };
+    let amounts: Vec<String> = rows.iter().map(|c| amount(c)).collect();
+    let width = rows.iter().map(|c| c.path.len()).max().unwrap_or(0);
+    let amount_width = amounts.iter().map(String::len).max().unwrap_or(0);
     let mut s = String::new();
-    let width = changes.iter().map(|c| c.path.len()).max().unwrap_or(0);
-    for c in changes {
-        let bar = format!(
-            "{}{}",
-            "+".repeat(c.added.min(40)),
-            "-".repeat(c.removed.min(40))
-        );
-        s.push_str(&format!(
-            " {:<width$} | {:<9} {:>5} {bar}\n",
+    for (c, amount) in rows.iter().zip(&amounts) {
+        let line = format!(
+            " {:<width$} | {:<8} {:<amount_width$}  {}",
             c.path,
             c.change,
-            c.added + c.removed
-        ));
+            amount,
+            c.programs.join(",")
+        );
+        s.push_str(line.trim_end());
+        s.push('\n');
     }
     let (a, r): (usize, usize) = changes
         .iter()

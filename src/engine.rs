@@ -27,7 +27,12 @@ pub fn query(
         Request::Status => json(crate::info::status(store, folder, daemon)),
         Request::Log => json(crate::info::log_rows(store, root)),
         Request::Fsck => json(crate::store::fsck::check(store.dir())),
-        Request::Diff { turn, paths } => diff(root, store, *turn, paths),
+        Request::Diff {
+            turn,
+            to,
+            show,
+            paths,
+        } => diff(root, store, (*turn, *to, *show), paths),
         Request::Prune {
             keep_turns,
             max_size,
@@ -46,23 +51,44 @@ pub fn query(
     }
 }
 
-/// `diff`: what changed from the start of `turn` (the current one when not given) to now,
-/// below `paths` (everything when empty). A path that is not a valid relative path is ignored.
+/// `diff` and `show`: what changed from the start of `turn` (the current one when not given)
+/// to now, to the start of a later turn `to`, or (`show`) within turn `turn` alone, below
+/// `paths` (everything when empty). A path that is not a valid relative path is ignored.
 fn diff(
     root: BorrowedFd<'_>,
     store: &Store,
-    turn: Option<u64>,
+    (turn, to, show): (Option<u64>, Option<u64>, bool),
     paths: &[String],
 ) -> Result<serde_json::Value, String> {
-    let turn = turn.unwrap_or_else(|| store.index().current_turn().0);
-    if !store.index().has_turn(crate::ids::Turn(turn)) {
-        return Err(format!("turn {turn} does not exist"));
+    use crate::diff::Range;
+    use crate::ids::Turn;
+    let index = store.index();
+    let from = turn.map_or_else(|| index.current_turn(), Turn);
+    if !index.has_turn(from) {
+        return Err(format!("turn {from} does not exist"));
     }
+    let range = match (to.map(Turn), show) {
+        // The turn alone ends where the next live turn begins; the last one, now.
+        (_, true) => match index.turns.iter().find(|t| t.turn > from) {
+            Some(next) => Range::Between(from, next.turn),
+            None => Range::Since(from),
+        },
+        (Some(to), false) if to <= from => {
+            return Err(format!(
+                "a range of turns N..M needs N before M (got {from}..{to})"
+            ));
+        }
+        (Some(to), false) if !index.has_turn(to) => {
+            return Err(format!("turn {to} does not exist"));
+        }
+        (Some(to), false) => Range::Between(from, to),
+        (None, false) => Range::Since(from),
+    };
     let only: Vec<RelPath> = paths
         .iter()
         .filter_map(|p| RelPath::new(p.as_bytes()).ok())
         .collect();
-    json(crate::diff::diff(root, store, turn, &only))
+    json(crate::diff::diff(root, store, range, &only))
 }
 
 fn json(v: impl serde::Serialize) -> Result<serde_json::Value, String> {
@@ -84,6 +110,8 @@ mod tests {
         assert_eq!(status["turn"], 1, "{status}");
         let diff = Request::Diff {
             turn: Some(9),
+            to: None,
+            show: false,
             paths: Vec::new(),
         };
         assert_eq!(
@@ -92,6 +120,8 @@ mod tests {
         );
         let diff = Request::Diff {
             turn: None,
+            to: None,
+            show: false,
             paths: Vec::new(),
         };
         let changes = query(root.as_fd(), &mut store, "f", None, &diff).expect("diff");

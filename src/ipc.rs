@@ -47,10 +47,17 @@ pub enum Request {
         /// Keep the store under this many bytes.
         max_size: Option<u64>,
     },
-    /// Changes from the start of `turn` (default: current) to now.
+    /// Changes from the start of `turn` (default: current) to now, or to the start of `to`, or
+    /// (`show`) what turn `turn` alone changed.
     Diff {
         /// The turn.
         turn: Option<u64>,
+        /// The later turn whose start ends the range (default: now).
+        #[serde(default)]
+        to: Option<u64>,
+        /// Only what turn `turn` changed: to the start of the next turn, or now for the last.
+        #[serde(default)]
+        show: bool,
         /// Only these paths (and what is below them).
         paths: Vec<String>,
     },

@@ -28,4 +28,5 @@ pub mod seed;
 pub mod store;
 pub mod sys;
 pub mod tree;
+pub mod units;
 pub mod xattrs;

@@ -12,11 +12,16 @@ use std::path::PathBuf;
 /// `ckpt-mount diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The turn whose start to compare with (default: the current turn)
-    pub turn: Option<u64>,
-    /// Only a summary per path
+    /// The turn whose start to compare with now (default: the current turn), or N..M for the
+    /// start of turn N against the start of turn M
+    #[arg(value_name = "N|N..M", value_parser = parse_turns)]
+    pub turn: Option<TurnSpan>,
+    /// Only a summary per path: lines changed, sizes of binary files, the programs that changed it
     #[arg(long)]
     pub stat: bool,
+    /// Print the changes as JSON
+    #[arg(long, conflicts_with = "stat")]
+    pub json: bool,
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -32,14 +37,64 @@ pub struct DiffArgs {
     pub paths_after_dashes: Vec<PathBuf>,
 }
 
+/// `ckpt-mount show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The turn (default: the current turn)
+    pub turn: Option<u64>,
+    /// Only a summary per path: lines changed, sizes of binary files, the programs that changed it
+    #[arg(long)]
+    pub stat: bool,
+    /// Print the changes as JSON
+    #[arg(long, conflicts_with = "stat")]
+    pub json: bool,
+    /// The folder (default: the ckpt-mount folder containing the current directory)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Only these paths (relative to the folder, or absolute inside it)
+    #[arg(last = true, value_name = "PATHS")]
+    pub paths: Vec<PathBuf>,
+}
+
+/// The turns a diff spans: from the start of `from` to now, or to the start of `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnSpan {
+    /// The first turn.
+    pub from: u64,
+    /// The later turn whose start ends the span (`None`: now).
+    pub to: Option<u64>,
+}
+
+fn parse_turns(s: &str) -> Result<TurnSpan, String> {
+    let turn = |t: &str| {
+        t.parse::<u64>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| format!("not a turn: {t:?} (a turn is a whole number from 1)"))
+    };
+    match s.split_once("..") {
+        None => Ok(TurnSpan {
+            from: turn(s)?,
+            to: None,
+        }),
+        Some((a, b)) => {
+            let (from, to) = (turn(a)?, turn(b)?);
+            if to <= from {
+                return Err(format!("in N..M, N must be before M (got {s})"));
+            }
+            Ok(TurnSpan { from, to: Some(to) })
+        }
+    }
+}
+
 /// A path given after the turn, not after `--`. A bare number there is refused rather than
-/// taken as a path: `diff 2 3` reads as a range of turns, which diff does not take, and a
-/// silently empty diff of a file named `3` would say nothing changed.
+/// taken as a path: `diff 2 3` reads as two turns, and a silently empty diff of a file named
+/// `3` would say nothing changed.
 fn path_not_turn(p: PathBuf) -> Result<PathBuf, String> {
     let b = p.as_os_str().as_bytes();
     if !b.is_empty() && b.iter().all(u8::is_ascii_digit) {
         return Err(format!(
-            "diff takes one turn (it compares the start of that turn with now); a path named {} goes after --",
+            "diff takes one turn, or a span N..M; a path named {} goes after --",
             p.display()
         ));
     }
@@ -69,43 +124,70 @@ fn colour(text: &str) -> String {
 /// Runs `diff`.
 pub fn run(a: DiffArgs) -> CliResult {
     let given: Vec<PathBuf> = a.paths.into_iter().chain(a.paths_after_dashes).collect();
-    let (t, paths) = super::target_with_paths(a.dir, &given)?;
-    let changes: Vec<FileChange> = match t {
+    let span = a.turn;
+    let changes = fetch(a.dir, &given, |paths| Request::Diff {
+        turn: span.map(|s| s.from),
+        to: span.and_then(|s| s.to),
+        show: false,
+        paths,
+    })?;
+    print_changes(&changes, a.stat, a.json);
+    Ok(())
+}
+
+/// Runs `show`: what one turn alone changed.
+pub fn show(a: ShowArgs) -> CliResult {
+    let changes = fetch(a.dir, &a.paths, |paths| Request::Diff {
+        turn: a.turn,
+        to: None,
+        show: true,
+        paths,
+    })?;
+    print_changes(&changes, a.stat, a.json);
+    Ok(())
+}
+
+/// Asks the daemon (or, offline, the engine) for the changes of the request `req` builds from
+/// the paths relative to the folder.
+fn fetch(
+    dir: Option<PathBuf>,
+    given: &[PathBuf],
+    req: impl FnOnce(Vec<String>) -> Request,
+) -> Result<Vec<FileChange>, CliError> {
+    let (t, paths) = super::target_with_paths(dir, given)?;
+    let req = req(paths);
+    let v = match t {
         Target::Mounted(folder) => {
-            let resp = super::call(
-                &folder,
-                &Request::Diff {
-                    turn: a.turn,
-                    paths,
-                },
-            )?;
+            let resp = super::call(&folder, &req)?;
             if !resp.ok {
                 return Err(CliError::fail(resp.error.unwrap_or_default()));
             }
-            serde_json::from_value(resp.data).map_err(|e| CliError::fail(e.to_string()))?
+            resp.data
         }
-        Target::Offline(folder) => {
-            let req = Request::Diff {
-                turn: a.turn,
-                paths,
-            };
-            let v = super::query_offline(&folder, &req)?.map_err(CliError::fail)?;
-            serde_json::from_value(v).map_err(|e| CliError::fail(e.to_string()))?
-        }
+        Target::Offline(folder) => super::query_offline(&folder, &req)?.map_err(CliError::fail)?,
     };
-    if a.stat {
-        print!("{}", diff::stat(&changes));
-        return Ok(());
+    serde_json::from_value(v).map_err(|e| CliError::fail(e.to_string()))
+}
+
+fn print_changes(changes: &[FileChange], stat: bool, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(changes).unwrap_or_default()
+        );
+        return;
+    }
+    if stat {
+        print!("{}", diff::stat(changes));
+        return;
     }
     let tty = std::io::stdout().is_terminal();
-    for c in &changes {
+    for c in changes {
         let header = format!("{} {}\n", c.change, c.path);
-        let body = c.text.clone();
         if tty {
-            print!("\x1b[1;33m{header}\x1b[0m{}", colour(&body));
+            print!("\x1b[1;33m{header}\x1b[0m{}", colour(&c.text));
         } else {
-            print!("{header}{body}");
+            print!("{header}{}", c.text);
         }
     }
-    Ok(())
 }

@@ -79,10 +79,15 @@ pub enum Command {
     ///
     /// Example: ckpt-mount status
     Status(info::StatusArgs),
-    /// Show what changed from the start of turn N (default: the current turn) to now
+    /// Show what changed from the start of turn N (default: the current turn) to now, or
+    /// from the start of turn N to the start of turn M (N..M)
     ///
     /// Example: ckpt-mount diff 2 --stat src/
     Diff(diff::DiffArgs),
+    /// Show what one turn alone changed (from its start to the start of the next turn)
+    ///
+    /// Example: ckpt-mount show 2 --stat
+    Show(diff::ShowArgs),
     /// Mount the folder if needed, run a command inside it, unmount when it exits
     ///
     /// Example: ckpt-mount run -- claude
@@ -140,6 +145,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Fsck(a) => fsck::run(a),
         Command::Prune(a) => prune::run(a),
         Command::Diff(a) => diff::run(a),
+        Command::Show(a) => diff::show(a),
         Command::Run(a) => run::run(a),
     }
 }

@@ -42,8 +42,8 @@ pub use io::{
     read_full, read_to_end, write, write_all,
 };
 pub use process::{
-    detach_with_fd, geteuid, inherit_fd, kill_self, lower_thread_priority, own_fd, peer_cred,
-    process_alive, recv_fd, set_umask, umount, unshare_fs,
+    default_sigpipe, detach_with_fd, geteuid, inherit_fd, kill_self, lower_thread_priority, own_fd,
+    peer_cred, process_alive, recv_fd, set_umask, umount, unshare_fs,
 };
 pub use xattr::{
     fgetxattr, flistxattr, fremovexattr, fsetxattr, getxattr, listxattr, removexattr, setxattr,

@@ -198,3 +198,14 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> SysResult<OwnedFd> {
     // SAFETY: the kernel installed this descriptor in our table for us alone.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+/// Restores the default action of `SIGPIPE` (end the process quietly), as a command-line
+/// filter expects when its reader goes away (`ckpt-mount diff | head`). The Rust runtime
+/// ignores the signal, which turns the next print into a panic; the daemon keeps it ignored,
+/// because a client that hangs up must not end it.
+pub fn default_sigpipe() {
+    // SAFETY: installing SIG_DFL for SIGPIPE touches no memory of ours.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
