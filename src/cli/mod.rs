@@ -173,12 +173,17 @@ pub enum Target {
     Offline(PathBuf),
 }
 
-/// Resolves `--dir` (default: the ckpt-mount folder containing the current directory).
+/// Resolves `--dir` (default: the current directory) to the ckpt-mount folder containing it:
+/// an agent's hook passes its working directory, which may be any subfolder. A `--dir` that no
+/// folder contains is taken as it is, so opening it says there is no store there.
 pub fn target(dir: Option<PathBuf>) -> Result<Target, CliError> {
     let folder = match dir {
-        Some(d) => d
-            .canonicalize()
-            .map_err(|e| CliError::fail(format!("cannot open {}: {e}", d.display())))?,
+        Some(d) => {
+            let given = d
+                .canonicalize()
+                .map_err(|e| CliError::fail(format!("cannot open {}: {e}", d.display())))?;
+            crate::mounts::find_folder(&given).unwrap_or(given)
+        }
         None => {
             let cwd = std::env::current_dir()
                 .map_err(|e| CliError::fail(format!("no current directory: {e}")))?;

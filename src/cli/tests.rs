@@ -178,6 +178,7 @@ fn turn_refuses_bad_arguments() {
         (&["turn", "4", "5", "--dir", "{D}"], Clap),
         (&["turn", "--dir"], Clap),
         (&["turn", "4", "-m"], Clap),
+        (&["turn", "--offline", "--dir", "{D}"], Clap),
         (&["turn", "0", "--dir", "{D}"], Usage("from 1 to 2^53-1")),
         (
             &["turn", "9007199254740992", "--dir", "{D}"],
