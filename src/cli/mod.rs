@@ -4,6 +4,7 @@ mod demo;
 mod diff;
 mod docs;
 mod fsck;
+mod hooks;
 mod info;
 mod mount;
 mod prune;
@@ -103,6 +104,13 @@ pub enum Command {
     ///
     /// Example: ckpt-mount man | man -l -
     Man,
+    /// Install or remove the hook that begins a turn at each prompt of an agent
+    ///
+    /// Example: ckpt-mount hooks install claude-code --dry-run
+    Hooks(hooks::HooksArgs),
+    /// Internal: what an agent's hook runs, with the agent's payload
+    #[command(hide = true)]
+    Hook(hooks::HookArgs),
     /// Build the seed scenario in a temp folder, run an agent turn with shell tools, rewind,
     /// and compare with the git recipes
     ///
@@ -141,6 +149,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Prune(a) => prune::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Run(a) => run::run(a),
+        Command::Hooks(a) => hooks::run(a),
+        Command::Hook(a) => hooks::run_hook(a),
     }
 }
 

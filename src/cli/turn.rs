@@ -91,3 +91,24 @@ fn through_daemon(folder: &Path, set: Option<u64>, label: Option<String>) -> Res
     }
     Ok(resp.data["turn"].as_u64().unwrap_or(0))
 }
+
+/// Begins the turn after the current one, labelled, on the mounted folder containing `path`:
+/// what an agent's hook does for each prompt. Refuses a folder that is not mounted, with
+/// [`not_mounted_line`]; `Ok(None)` when no ckpt-mount folder contains `path` at all (the agent
+/// works in a project that does not use ckpt-mount).
+pub fn begin_next(path: &Path, label: Option<String>) -> Result<Option<u64>, CliError> {
+    if crate::mounts::find_folder(path).is_none() {
+        return Ok(None);
+    }
+    match super::target(Some(path.to_path_buf()))? {
+        Target::Offline(folder) => Err(CliError::fail(not_mounted_line(&folder))),
+        Target::Mounted(folder) => {
+            let current = through_daemon(&folder, None, None)?;
+            let next = current
+                .checked_add(1)
+                .filter(|n| *n <= crate::capture::MAX_TURN)
+                .ok_or_else(|| CliError::fail("the turn numbers are used up"))?;
+            through_daemon(&folder, Some(next), label).map(Some)
+        }
+    }
+}
