@@ -116,7 +116,6 @@ pub fn run(a: HooksArgs) -> CliResult {
     let (old_text, mut value) = settings::read(&path)
         .map_err(CliError::fail)?
         .unwrap_or_else(|| (String::new(), Json::Object(Vec::new())));
-    let existed = path.exists();
     let title = agent.title();
     let shown = path.display();
     let (changed, done) = if install {
@@ -151,29 +150,52 @@ pub fn run(a: HooksArgs) -> CliResult {
         Json::Object(e) if e.is_empty() && !install => String::new(),
         v => settings::render(v),
     };
-    let remove_file = changed && new_text.is_empty() && existed;
-    if changed && t.dry_run {
+    let change = Change {
+        path: &path,
+        old_text: &old_text,
+        new_text: &new_text,
+        changed,
+        done,
+    };
+    apply(&change, t.dry_run)?;
+    if install && !t.dry_run {
+        notes(agent, &value, &path);
+    }
+    Ok(())
+}
+
+/// A settings file's text before and after, and the line that says what was done.
+struct Change<'a> {
+    path: &'a Path,
+    old_text: &'a str,
+    /// Empty when the file goes.
+    new_text: &'a str,
+    changed: bool,
+    done: String,
+}
+
+/// Writes the change (or, `dry_run`, prints it as a diff) and says what was done.
+fn apply(c: &Change, dry_run: bool) -> CliResult {
+    let shown = c.path.display();
+    let existed = c.path.exists();
+    let remove_file = c.changed && c.new_text.is_empty() && existed;
+    if c.changed && dry_run {
         let how = match (existed, remove_file) {
             (_, true) => format!("would remove {shown}, which holds nothing else:"),
             (false, _) => format!("would create {shown}:"),
             (true, false) => format!("would change {shown}:"),
         };
         println!("{how}");
-        print!("{}", diff(&old_text, &new_text, &path));
-        return Ok(());
-    }
-    if remove_file {
-        std::fs::remove_file(&path)
+        print!("{}", diff(c.old_text, c.new_text, c.path));
+    } else if remove_file {
+        std::fs::remove_file(c.path)
             .map_err(|e| CliError::fail(format!("cannot remove {shown}: {e}")))?;
-        println!("{done}, and the file, which held nothing else");
+        println!("{}, and the file, which held nothing else", c.done);
     } else {
-        if changed {
-            settings::write(&path, &new_text).map_err(CliError::fail)?;
+        if c.changed {
+            settings::write(c.path, c.new_text).map_err(CliError::fail)?;
         }
-        println!("{done}");
-    }
-    if install {
-        notes(agent, &value, &path);
+        println!("{}", c.done);
     }
     Ok(())
 }
