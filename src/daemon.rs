@@ -12,7 +12,7 @@ use std::ffi::CString;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// How to mount.
@@ -222,6 +222,9 @@ fn run_inner(
     log::info!(target: "ckpt::fuse", "mounted {} (turn {})", dir.display(), fs.capturer().current_turn());
     if let Some(r) = ready.as_mut() {
         let _ = writeln!(r, "ok");
+    } else {
+        // Started by a service manager itself, not by `mount` in the background.
+        notify_service_manager_ready(dir);
     }
     *ready = None;
     let r = session.run();
@@ -319,6 +322,29 @@ fn open_session(
         let _ = crate::fusermount::unmount(dir, true);
         failed(e.to_string())
     })
+}
+
+/// Tells systemd (a `Type=notify` unit) that the mount answers: `READY=1` in one datagram to
+/// the socket named by `$NOTIFY_SOCKET` (a path, or an abstract name written `@name`), as
+/// sd_notify(3) does. Without the variable, nothing; a failure is logged, not fatal: the unit's
+/// start then times out and says so.
+fn notify_service_manager_ready(dir: &Path) {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    let Some(name) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let bytes = name.as_bytes();
+    let addr = match bytes.strip_prefix(b"@") {
+        Some(abstract_name) => SocketAddr::from_abstract_name(abstract_name),
+        None => SocketAddr::from_pathname(Path::new(&name)),
+    };
+    let message = format!("READY=1\nSTATUS=mounted {}\n", dir.display());
+    let sent =
+        addr.and_then(|addr| UnixDatagram::unbound()?.send_to_addr(message.as_bytes(), &addr));
+    if let Err(e) = sent {
+        log::warn!(target: "ckpt::daemon", "cannot tell the service manager the mount is ready (NOTIFY_SOCKET={}): {e}", name.to_string_lossy());
+    }
 }
 
 /// Builds a descriptor from an inherited number (the readiness pipe).

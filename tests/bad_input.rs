@@ -187,9 +187,10 @@ fn every_subcommand_refuses_bad_input_in_one_line_and_changes_nothing() {
         (&["unmount", "{V}"], Fail("not mounted")),
         // turn
         (
-            &["turn", "1", "--dir", "{D}"],
+            &["turn", "1", "--offline", "--dir", "{D}"],
             Fail("greater than the current turn 3"),
         ),
+        (&["turn", "4", "--dir", "{D}"], Fail("is not mounted")),
         (
             &["turn", "2", "--dir", "{M}"],
             Fail("greater than the current turn 3"),

@@ -1,31 +1,63 @@
-//! The agent hooks in mount-scripts/, driven with recorded payloads against a real mount.
+//! The agent integrations as a user meets them: `hooks install` into a temporary home (run
+//! twice, beside other settings, on a broken file, then `uninstall`), the installed command run
+//! with a recorded payload against a real mount, and the scripts in mount-scripts/.
 
 mod common;
-use common::{Mounted, bin, require_fuse};
+use common::{Mounted, bin, require_fuse, transcript};
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 
 fn script(rel: &str) -> String {
     format!("{}/mount-scripts/{rel}", env!("CARGO_MANIFEST_DIR"))
 }
 
-fn run_hook(payload: &str) -> std::process::Output {
-    let bin_dir = std::path::Path::new(bin())
-        .parent()
-        .expect("bin dir")
-        .to_path_buf();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut child = Command::new(script("claude-code/ckpt-turn-hook"))
-        .env("PATH", path)
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A temporary home with nothing of the agents in it.
+fn home() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("ckpt-hooks-home-")
+        .tempdir_in("/tmp")
+        .expect("tempdir")
+}
+
+/// `ckpt-mount ARGS` with HOME set to `home` and the agents' own variables unset.
+fn ckpt(home: &Path, args: &[&str]) -> Output {
+    ckpt_env(home, args, &[])
+}
+
+fn ckpt_env(home: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(bin());
+    c.args(args)
+        .env("HOME", home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .env_remove("GEMINI_CLI_HOME");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run ckpt-mount")
+}
+
+/// Runs `command` the way the agents run a hook command (`sh -c`), with `payload` on stdin.
+fn run_hook_command(command: &str, payload: &str, env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(command)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn hook");
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c.spawn().expect("spawn hook");
     child
         .stdin
         .take()
@@ -35,47 +67,486 @@ fn run_hook(payload: &str) -> std::process::Output {
     child.wait_with_output().expect("wait hook")
 }
 
-#[test]
-fn claude_code_hook_begins_a_labelled_turn_per_prompt() {
-    if !require_fuse() {
-        return;
-    }
-    let m = Mounted::new();
+/// The hook commands of `event` in a settings file.
+fn hook_commands(settings: &Path, event: &str) -> Vec<String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(settings).expect("read settings")).expect("json");
+    v["hooks"][event]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["hooks"].as_array().cloned().unwrap_or_default())
+        .filter_map(|h| h["command"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The recorded Claude Code payload, its `cwd` pointed at `cwd`.
+fn recorded_payload(cwd: &Path) -> String {
     let recorded =
         std::fs::read_to_string(script("claude-code/payload.example.json")).expect("payload");
-    let payload = recorded.replace("/home/me/src/site", &m.dir.display().to_string());
-    let out = run_hook(&payload);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        std::fs::read_to_string(m.path(".ckpt/turn")).expect("turn"),
-        "2\n"
-    );
-    let out = run_hook(&payload.replace("Make the header blue", "Now the footer"));
-    assert!(out.status.success());
-    assert_eq!(
-        std::fs::read_to_string(m.path(".ckpt/turn")).expect("turn"),
-        "3\n"
-    );
+    recorded.replace("/home/me/src/site", &cwd.display().to_string())
+}
+
+fn labels(m: &Mounted) -> Vec<String> {
     let log = m.cli(&["log", "--json"]);
+    assert!(log.status.success(), "{}", text(&log));
     let rows: serde_json::Value = serde_json::from_slice(&log.stdout).expect("json");
-    let labels: Vec<String> = rows
-        .as_array()
+    rows.as_array()
         .expect("rows")
         .iter()
         .map(|r| r["label"].as_str().unwrap_or("").to_string())
-        .collect();
-    assert_eq!(labels, vec!["", "Make the header blue", "Now the footer"]);
+        .collect()
+}
+
+fn current_turn(m: &Mounted) -> String {
+    std::fs::read_to_string(m.path(".ckpt/turn")).expect("turn")
+}
+
+/// Where each agent keeps the user's settings, under a home.
+fn user_settings(agent: &str, home: &Path) -> PathBuf {
+    match agent {
+        "claude-code" => home.join(".claude/settings.json"),
+        "codex" => home.join(".codex/hooks.json"),
+        _ => home.join(".gemini/settings.json"),
+    }
 }
 
 #[test]
-fn claude_code_hook_never_blocks_the_prompt() {
-    let out = run_hook(r#"{"cwd":"/nonexistent/folder","prompt":"hi"}"#);
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a ckpt-mount folder"));
-    let out = run_hook("this is not json");
-    assert!(out.status.success());
+fn installing_twice_changes_nothing_the_second_time() {
+    for (agent, event) in [
+        ("claude-code", "UserPromptSubmit"),
+        ("codex", "UserPromptSubmit"),
+        ("gemini", "BeforeAgent"),
+    ] {
+        let h = home();
+        let o = ckpt(h.path(), &["hooks", "install", agent]);
+        assert!(o.status.success(), "{agent}: {}", text(&o));
+        let settings = user_settings(agent, h.path());
+        let first = std::fs::read(&settings).expect("settings written");
+        let mtime = std::fs::metadata(&settings).expect("meta").modified().ok();
+        assert_eq!(
+            hook_commands(&settings, event),
+            vec![format!("{} hook {agent}", bin())],
+            "{agent}"
+        );
+        let o = ckpt(h.path(), &["hooks", "install", agent]);
+        assert!(o.status.success(), "{agent}: {}", text(&o));
+        assert!(text(&o).contains("already"), "{agent}: {}", text(&o));
+        assert_eq!(
+            std::fs::read(&settings).expect("settings"),
+            first,
+            "{agent}"
+        );
+        assert_eq!(
+            std::fs::metadata(&settings).expect("meta").modified().ok(),
+            mtime,
+            "{agent}: the second install rewrote the file"
+        );
+    }
+}
+
+#[test]
+fn other_settings_survive_install_and_uninstall_unchanged() {
+    let h = home();
+    let settings = h.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().expect("parent")).expect("mkdir");
+    // Pretty-printed with two spaces, keys in no sorted order: what the agent writes.
+    let original = r#"{
+  "permissions": {
+    "allow": [
+      "Bash(npm test)"
+    ]
+  },
+  "hooks": {
+    "UserPromptSubmit": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "~/bin/remind-me"
+          }
+        ]
+      }
+    ],
+    "Stop": [
+      {
+        "matcher": "",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "notify-send done",
+            "timeout": 5
+          }
+        ]
+      }
+    ]
+  },
+  "model": "opus"
+}
+"#;
+    std::fs::write(&settings, original).expect("write settings");
+    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        hook_commands(&settings, "UserPromptSubmit"),
+        vec![
+            "~/bin/remind-me".to_string(),
+            format!("{} hook claude-code", bin())
+        ]
+    );
+    assert_eq!(
+        hook_commands(&settings, "Stop"),
+        vec!["notify-send done".to_string()]
+    );
+    let o = ckpt(h.path(), &["hooks", "uninstall", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("settings"),
+        original
+    );
+    // A second uninstall finds nothing of ours, and says so.
+    let o = ckpt(h.path(), &["hooks", "uninstall", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("not in"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("settings"),
+        original
+    );
+}
+
+#[test]
+fn install_dry_run_and_uninstall_say_what_they_do() {
+    let h = home();
+    let hp = h.path().display().to_string();
+    let mut t = String::new();
+    for args in [
+        &["hooks", "install", "claude-code", "--dry-run"][..],
+        &["hooks", "install", "claude-code"],
+        &["hooks", "install", "claude-code"],
+        &["hooks", "uninstall", "claude-code", "--dry-run"],
+        &["hooks", "uninstall", "claude-code"],
+        &["hooks", "install", "aider"],
+    ] {
+        let o = ckpt(h.path(), args);
+        t.push_str(&transcript(args, &o, &[(&hp, "[HOME]"), (bin(), "[BIN]")]));
+    }
+    // A file that held nothing but our hook is gone again, and aider wrote nothing.
+    assert!(!h.path().join(".claude/settings.json").exists());
+    assert!(
+        std::fs::read_dir(h.path().join(".claude"))
+            .expect("dir")
+            .next()
+            .is_none()
+    );
+    assert!(!h.path().join(".aider.conf.yml").exists());
+    insta::assert_snapshot!(t);
+}
+
+#[test]
+fn a_malformed_settings_file_is_refused_in_one_line_and_left_alone() {
+    for agent in ["claude-code", "codex", "gemini"] {
+        let h = home();
+        let settings = user_settings(agent, h.path());
+        std::fs::create_dir_all(settings.parent().expect("parent")).expect("mkdir");
+        let broken = "{\n  \"model\": \"opus\",\n  // a comment\n}\n";
+        std::fs::write(&settings, broken).expect("write");
+        for args in [
+            &["hooks", "install", agent][..],
+            &["hooks", "uninstall", agent],
+        ] {
+            let o = ckpt(h.path(), args);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains("is not valid JSON"), "{args:?}: {err}");
+            assert!(err.contains("nothing was written"), "{args:?}: {err}");
+            assert_eq!(std::fs::read_to_string(&settings).expect("read"), broken);
+        }
+    }
+}
+
+#[test]
+fn the_scope_is_the_users_own_or_the_projects() {
+    let h = home();
+    let project = h.path().join("site");
+    std::fs::create_dir(&project).expect("mkdir");
+    let o = ckpt(
+        h.path(),
+        &[
+            "hooks",
+            "install",
+            "claude-code",
+            "--project",
+            &project.display().to_string(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        hook_commands(&project.join(".claude/settings.json"), "UserPromptSubmit").len(),
+        1
+    );
+    assert!(
+        !h.path().join(".claude").exists(),
+        "the user's settings were written"
+    );
+    // Each agent's own variable for a relocated configuration.
+    let elsewhere = h.path().join("elsewhere");
+    for (agent, var, file) in [
+        ("claude-code", "CLAUDE_CONFIG_DIR", "settings.json"),
+        ("codex", "CODEX_HOME", "hooks.json"),
+        ("gemini", "GEMINI_CLI_HOME", ".gemini/settings.json"),
+    ] {
+        let o = ckpt_env(
+            h.path(),
+            &["hooks", "install", agent],
+            &[(var, elsewhere.as_path())],
+        );
+        assert!(o.status.success(), "{agent}: {}", text(&o));
+        assert!(elsewhere.join(file).is_file(), "{agent}: {}", text(&o));
+    }
+    assert!(!h.path().join(".claude").exists());
+    assert!(!h.path().join(".codex").exists());
+    assert!(!h.path().join(".gemini").exists());
+}
+
+#[test]
+fn a_settings_file_behind_a_symlink_stays_a_symlink() {
+    let h = home();
+    let dotfiles = h.path().join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).expect("mkdir");
+    std::fs::create_dir_all(h.path().join(".claude")).expect("mkdir");
+    std::fs::write(dotfiles.join("claude.json"), "{\"model\": \"opus\"}\n").expect("write");
+    let link = h.path().join(".claude/settings.json");
+    std::os::unix::fs::symlink(dotfiles.join("claude.json"), &link).expect("symlink");
+    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .expect("meta")
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        hook_commands(&dotfiles.join("claude.json"), "UserPromptSubmit").len(),
+        1
+    );
+}
+
+/// A mounted folder with a subfolder, the agent's working directory.
+fn mounted_with_subfolder() -> (Mounted, PathBuf) {
+    let m = Mounted::with(|d| {
+        std::fs::create_dir_all(d.join("src/deep")).expect("mkdir");
+        std::fs::write(d.join("src/deep/page.html"), "<h1>blue</h1>\n").expect("write");
+    });
+    let sub = m.path("src/deep");
+    (m, sub)
+}
+
+#[test]
+fn the_installed_hook_begins_a_labelled_turn_from_a_subfolder() {
+    if !require_fuse() {
+        return;
+    }
+    let (m, sub) = mounted_with_subfolder();
+    for (agent, event) in [
+        ("claude-code", "UserPromptSubmit"),
+        ("codex", "UserPromptSubmit"),
+        ("gemini", "BeforeAgent"),
+    ] {
+        let h = home();
+        let o = ckpt(h.path(), &["hooks", "install", agent]);
+        assert!(o.status.success(), "{}", text(&o));
+        let commands = hook_commands(&user_settings(agent, h.path()), event);
+        assert_eq!(commands.len(), 1);
+        let payload = recorded_payload(&sub).replace("Make the header", &format!("{agent}: make"));
+        // The agent runs the hook from wherever it likes; the payload says where it works.
+        let o = run_hook_command(&commands[0], &payload, &[]);
+        assert!(o.status.success(), "{agent}: {}", text(&o));
+        assert!(
+            o.stdout.is_empty(),
+            "{agent}: success prints nothing: {}",
+            text(&o)
+        );
+    }
+    assert_eq!(current_turn(&m), "4\n");
+    assert_eq!(
+        labels(&m),
+        vec![
+            "",
+            "claude-code: make blue",
+            "codex: make blue",
+            "gemini: make blue"
+        ]
+    );
+    // The turns capture: the next change is undone by rewinding the last one.
+    std::fs::write(m.path("src/deep/page.html"), "<h1>red</h1>\n").expect("write");
+    m.rewind(4);
+    assert_eq!(
+        std::fs::read_to_string(m.path("src/deep/page.html")).expect("read"),
+        "<h1>blue</h1>\n"
+    );
+}
+
+#[test]
+fn on_an_unmounted_folder_the_hook_tells_the_user_and_begins_nothing() {
+    if !require_fuse() {
+        return;
+    }
+    let (mut m, sub) = mounted_with_subfolder();
+    m.unmount();
+    let h = home();
+    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let commands = hook_commands(&user_settings("claude-code", h.path()), "UserPromptSubmit");
+    let o = run_hook_command(&commands[0], &recorded_payload(&sub), &[]);
+    // Never blocks the prompt: exit 0, and the message in the field the agents show the user.
+    assert!(o.status.success(), "{}", text(&o));
+    let shown: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let folder = m.dir.display().to_string();
+    assert_eq!(
+        shown,
+        serde_json::json!({
+            "systemMessage": format!(
+                "ckpt-mount: {folder} is not mounted: changes are not being captured; mount it with: ckpt-mount mount {folder}"
+            )
+        })
+    );
+    let o = Command::new(bin())
+        .args(["turn", "--dir"])
+        .arg(&sub)
+        .output()
+        .expect("turn");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "1\n",
+        "a turn was begun"
+    );
+    m.remount();
+}
+
+#[test]
+fn outside_any_ckpt_mount_folder_the_hook_stays_silent() {
+    let h = home();
+    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let commands = hook_commands(&user_settings("claude-code", h.path()), "UserPromptSubmit");
+    let o = run_hook_command(&commands[0], &recorded_payload(h.path()), &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    // A payload that is not JSON is said, not fatal.
+    let o = run_hook_command(&commands[0], "this is not json", &[]);
+    assert!(o.status.success());
+    let shown: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert!(
+        shown["systemMessage"]
+            .as_str()
+            .is_some_and(|s| s.contains("not JSON")),
+        "{shown}"
+    );
+}
+
+#[test]
+fn turn_dir_takes_any_path_inside_the_folder_and_refuses_an_unmounted_one() {
+    if !require_fuse() {
+        return;
+    }
+    let (mut m, sub) = mounted_with_subfolder();
+    let turn = |args: &[&str]| {
+        Command::new(bin())
+            .args(["turn"])
+            .args(args)
+            .arg("--dir")
+            .arg(&sub)
+            .output()
+            .expect("turn")
+    };
+    let o = turn(&["2", "-m", "from a subfolder"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(current_turn(&m), "2\n");
+    m.unmount();
+    let o = turn(&["3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let folder = m.dir.display().to_string();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "ckpt-mount: {folder} is not mounted: changes are not being captured; mount it with: ckpt-mount mount {folder}\n"
+        )
+    );
+    assert!(o.stdout.is_empty());
+    // Printing the turn still works offline, and --offline begins one for recovery.
+    let o = turn(&[]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "2\n", "{}", text(&o));
+    let o = turn(&["3", "--offline", "-m", "recovery"]);
+    assert!(o.status.success(), "{}", text(&o));
+    m.remount();
+    assert_eq!(current_turn(&m), "3\n");
+    assert_eq!(labels(&m), vec!["", "from a subfolder", "recovery"]);
+}
+
+/// PATH with the binary under test first, as a user who installed it has.
+fn path_with_bin() -> String {
+    let dir = Path::new(bin()).parent().expect("bin dir").to_path_buf();
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn the_claude_code_script_in_mount_scripts_still_works() {
+    if !require_fuse() {
+        return;
+    }
+    let (m, sub) = mounted_with_subfolder();
+    let path = PathBuf::from(path_with_bin());
+    let cmd = script("claude-code/ckpt-turn-hook");
+    let o = run_hook_command(&cmd, &recorded_payload(&sub), &[("PATH", &path)]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(current_turn(&m), "2\n");
+    assert_eq!(labels(&m), vec!["", "Make the header blue"]);
+}
+
+#[test]
+fn the_codex_notify_program_uses_the_payloads_cwd_and_logs_failures() {
+    if !require_fuse() {
+        return;
+    }
+    let (mut m, sub) = mounted_with_subfolder();
+    let codex_home = home();
+    let path = PathBuf::from(path_with_bin());
+    let notify = |payload: &str| {
+        Command::new(script("codex/ckpt-codex-notify"))
+            .arg(payload)
+            .env("PATH", &path)
+            .env("CODEX_HOME", codex_home.path())
+            .current_dir("/")
+            .output()
+            .expect("notify")
+    };
+    let payload = serde_json::json!({
+        "type": "agent-turn-complete",
+        "thread-id": "t1",
+        "turn-id": "1",
+        "cwd": sub,
+        "input-messages": ["Make the header blue\nand keep the footer"],
+        "last-assistant-message": "Done."
+    })
+    .to_string();
+    let o = notify(&payload);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(current_turn(&m), "2\n");
+    assert_eq!(labels(&m), vec!["", "after: Make the header blue"]);
+    m.unmount();
+    let o = notify(&payload);
+    assert!(o.status.success(), "{}", text(&o));
+    let log = std::fs::read_to_string(codex_home.path().join("log/ckpt-mount-notify.log"))
+        .expect("the failure is logged");
+    assert!(
+        log.contains(&format!("{} is not mounted", m.dir.display())),
+        "{log}"
+    );
+    m.remount();
+    assert_eq!(current_turn(&m), "2\n");
 }

@@ -4,6 +4,7 @@ mod demo;
 mod diff;
 mod docs;
 mod fsck;
+mod hooks;
 mod info;
 mod mount;
 mod prune;
@@ -79,8 +80,8 @@ pub enum Command {
     ///
     /// Example: ckpt-mount status
     Status(info::StatusArgs),
-    /// Show what changed from the start of turn N (default: the current turn) to now, or
-    /// from the start of turn N to the start of turn M (N..M)
+    /// Show what changed since the start of turn N (default: the current one), or from the
+    /// start of turn N to the start of turn M (N..M)
     ///
     /// Example: ckpt-mount diff 2 --stat src/
     Diff(diff::DiffArgs),
@@ -108,6 +109,13 @@ pub enum Command {
     ///
     /// Example: ckpt-mount man | man -l -
     Man,
+    /// Install or remove the hook that begins a turn at each prompt of an agent
+    ///
+    /// Example: ckpt-mount hooks install claude-code --dry-run
+    Hooks(hooks::HooksArgs),
+    /// Internal: what an agent's hook runs, with the agent's payload
+    #[command(hide = true)]
+    Hook(hooks::HookArgs),
     /// Build the seed scenario in a temp folder, run an agent turn with shell tools, rewind,
     /// and compare with the git recipes
     ///
@@ -147,6 +155,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Diff(a) => diff::run(a),
         Command::Show(a) => diff::show(a),
         Command::Run(a) => run::run(a),
+        Command::Hooks(a) => hooks::run(a),
+        Command::Hook(a) => hooks::run_hook(a),
     }
 }
 
@@ -179,17 +189,22 @@ pub enum Target {
     Offline(PathBuf),
 }
 
-/// Resolves `--dir` (default: the ckpt-mount folder containing the current directory).
+/// Resolves `--dir` (default: the current directory) to the ckpt-mount folder containing it:
+/// an agent's hook passes its working directory, which may be any subfolder. A `--dir` that no
+/// folder contains is taken as it is, so opening it says there is no store there.
 pub fn target(dir: Option<PathBuf>) -> Result<Target, CliError> {
     let folder = match dir {
-        Some(d) => d
-            .canonicalize()
-            .map_err(|e| match crate::mounts::canonical(&d) {
-                Ok(c) if crate::mounts::state(&c) == crate::mounts::MountState::Dead => {
-                    CliError::fail(crate::mounts::dead_mount_line(&c))
-                }
-                _ => CliError::fail(format!("cannot open {}: {e}", d.display())),
-            })?,
+        Some(d) => {
+            let given = d
+                .canonicalize()
+                .map_err(|e| match crate::mounts::canonical(&d) {
+                    Ok(c) if crate::mounts::state(&c) == crate::mounts::MountState::Dead => {
+                        CliError::fail(crate::mounts::dead_mount_line(&c))
+                    }
+                    _ => CliError::fail(format!("cannot open {}: {e}", d.display())),
+                })?;
+            crate::mounts::find_folder(&given).unwrap_or(given)
+        }
         None => {
             let cwd = std::env::current_dir()
                 .map_err(|e| CliError::fail(format!("no current directory: {e}")))?;

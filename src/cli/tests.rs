@@ -178,6 +178,7 @@ fn turn_refuses_bad_arguments() {
         (&["turn", "4", "5", "--dir", "{D}"], Clap),
         (&["turn", "--dir"], Clap),
         (&["turn", "4", "-m"], Clap),
+        (&["turn", "--offline", "--dir", "{D}"], Clap),
         (&["turn", "0", "--dir", "{D}"], Usage("from 1 to 2^53-1")),
         (
             &["turn", "9007199254740992", "--dir", "{D}"],
@@ -292,6 +293,7 @@ fn help(args: &[&str]) -> String {
 fn subcommands() -> Vec<String> {
     Cli::command()
         .get_subcommands()
+        .filter(|s| !s.is_hide_set())
         .map(|s| s.get_name().to_string())
         .filter(|n| n != "help")
         .collect()
@@ -301,7 +303,7 @@ fn subcommands() -> Vec<String> {
 fn every_help_text_is_as_reviewed() {
     insta::assert_snapshot!("help", help(&[]));
     let subs = subcommands();
-    assert_eq!(subs.len(), 13, "{subs:?}");
+    assert_eq!(subs.len(), 15, "{subs:?}");
     for sub in subs {
         insta::assert_snapshot!(format!("help_{sub}"), help(&[&sub]));
     }
@@ -401,7 +403,12 @@ fn diff_args(args: &[&str]) -> (Option<u64>, bool, Vec<PathBuf>, Vec<PathBuf>) {
     match Cli::try_parse_from(&argv) {
         Ok(Cli {
             command: Command::Diff(a),
-        }) => (a.turn, a.stat, a.paths, a.paths_after_dashes),
+        }) => (
+            a.turn.map(|t| t.from),
+            a.stat,
+            a.paths,
+            a.paths_after_dashes,
+        ),
         Ok(other) => panic!("{argv:?} parsed as {other:?}"),
         Err(e) => panic!("{argv:?}: {e}"),
     }
@@ -425,6 +432,25 @@ fn diff_takes_paths_after_the_turn_with_or_without_dashes() {
     );
     assert_eq!(diff_args(&[]), (None, false, p(&[]), p(&[])));
     assert_eq!(diff_args(&["7"]), (Some(7), false, p(&[]), p(&[])));
+}
+
+#[test]
+fn diff_takes_a_span_of_turns() {
+    let span = |args: &[&str]| match Cli::try_parse_from(argv(&[&["diff"], args].concat())) {
+        Ok(Cli {
+            command: Command::Diff(a),
+        }) => a.turn.map(|t| (t.from, t.to)),
+        Ok(other) => panic!("{args:?} parsed as {other:?}"),
+        Err(e) => panic!("{args:?}: {e}"),
+    };
+    assert_eq!(span(&["2..4", "src/"]), Some((2, Some(4))));
+    assert_eq!(span(&["3"]), Some((3, None)));
+    for bad in ["4..2", "3..3", "0..2", "2..x", "..3"] {
+        assert!(
+            Cli::try_parse_from(argv(&["diff", bad])).is_err(),
+            "diff {bad} must be a usage error"
+        );
+    }
 }
 
 #[test]

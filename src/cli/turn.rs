@@ -4,7 +4,7 @@ use super::{CliError, CliResult, Target};
 use crate::ipc::Request;
 use crate::store::journal::Record;
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `ckpt-mount turn`.
 #[derive(Debug, Args)]
@@ -14,7 +14,10 @@ pub struct TurnArgs {
     /// A label for the new turn
     #[arg(short = 'm', long = "message")]
     pub label: Option<String>,
-    /// The folder (default: the ckpt-mount folder containing the current directory)
+    /// Begin the turn even though the folder is not mounted (recovery: nothing is captured)
+    #[arg(long, requires = "turn")]
+    pub offline: bool,
+    /// The folder, or any path inside it (default: the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
 }
@@ -35,21 +38,21 @@ impl TurnArgs {
     }
 }
 
+/// The one line said when a turn would begin on a folder that is not mounted: an agent's hook
+/// that "works" there marks turns while nothing is captured.
+pub fn not_mounted_line(folder: &Path) -> String {
+    let f = folder.display();
+    format!(
+        "{f} is not mounted: changes are not being captured; mount it with: ckpt-mount mount {f}"
+    )
+}
+
 /// Runs `turn` (after [`TurnArgs::check`]).
 pub fn run(a: TurnArgs) -> CliResult {
     match super::target(a.dir)? {
         Target::Mounted(folder) => {
-            let resp = super::call(
-                &folder,
-                &Request::Turn {
-                    set: a.turn,
-                    label: a.label,
-                },
-            )?;
-            if !resp.ok {
-                return Err(CliError::fail(resp.error.unwrap_or_default()));
-            }
-            println!("{}", resp.data["turn"].as_u64().unwrap_or(0));
+            let turn = through_daemon(&folder, a.turn, a.label)?;
+            println!("{turn}");
             Ok(())
         }
         Target::Offline(folder) => {
@@ -57,6 +60,7 @@ pub fn run(a: TurnArgs) -> CliResult {
             let current = store.index().current_turn().0;
             match a.turn {
                 None => println!("{current}"),
+                Some(_) if !a.offline => return Err(CliError::fail(not_mounted_line(&folder))),
                 Some(n) if n == current && a.label.is_none() => println!("{current}"),
                 Some(n) if n <= current => {
                     return Err(CliError::fail(format!(
@@ -74,6 +78,37 @@ pub fn run(a: TurnArgs) -> CliResult {
                 }
             }
             Ok(())
+        }
+    }
+}
+
+/// Reads the current turn (`set` none) or begins turn `set` on a mounted folder; returns the
+/// turn the daemon reports.
+fn through_daemon(folder: &Path, set: Option<u64>, label: Option<String>) -> Result<u64, CliError> {
+    let resp = super::call(folder, &Request::Turn { set, label })?;
+    if !resp.ok {
+        return Err(CliError::fail(resp.error.unwrap_or_default()));
+    }
+    Ok(resp.data["turn"].as_u64().unwrap_or(0))
+}
+
+/// Begins the turn after the current one, labelled, on the mounted folder containing `path`:
+/// what an agent's hook does for each prompt. Refuses a folder that is not mounted, with
+/// [`not_mounted_line`]; `Ok(None)` when no ckpt-mount folder contains `path` at all (the agent
+/// works in a project that does not use ckpt-mount).
+pub fn begin_next(path: &Path, label: Option<String>) -> Result<Option<u64>, CliError> {
+    if crate::mounts::find_folder(path).is_none() {
+        return Ok(None);
+    }
+    match super::target(Some(path.to_path_buf()))? {
+        Target::Offline(folder) => Err(CliError::fail(not_mounted_line(&folder))),
+        Target::Mounted(folder) => {
+            let current = through_daemon(&folder, None, None)?;
+            let next = current
+                .checked_add(1)
+                .filter(|n| *n <= crate::capture::MAX_TURN)
+                .ok_or_else(|| CliError::fail("the turn numbers are used up"))?;
+            through_daemon(&folder, Some(next), label).map(Some)
         }
     }
 }

@@ -1,0 +1,374 @@
+//! `hooks install|uninstall AGENT`: the agent's own settings get (or lose) one hook that runs
+//! `ckpt-mount hook AGENT` at each prompt; and that hidden `hook` command itself, which begins
+//! the next turn, labelled with the prompt's first line, in the mounted folder the agent works
+//! in, and tells the user through the agent when the folder is not mounted.
+//!
+//! The hook command is this binary by its absolute path, so nothing else has to be installed.
+
+mod payload;
+mod settings;
+
+pub use payload::{HookArgs, run_hook};
+
+use super::{CliError, CliResult};
+use clap::{Args, Subcommand, ValueEnum};
+use settings::{Added, Json};
+use std::path::{Path, PathBuf};
+
+/// `ckpt-mount hooks`.
+#[derive(Debug, Args)]
+pub struct HooksArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: HooksAction,
+}
+
+/// `hooks install` and `hooks uninstall`.
+#[derive(Debug, Subcommand)]
+pub enum HooksAction {
+    /// Add the hook to the agent's settings (running it again changes nothing)
+    ///
+    /// Example: ckpt-mount hooks install claude-code --dry-run
+    Install(HookTarget),
+    /// Remove exactly what install added
+    ///
+    /// Example: ckpt-mount hooks uninstall codex --project ~/src/site
+    Uninstall(HookTarget),
+}
+
+/// Which agent, and whose settings.
+#[derive(Debug, Args)]
+pub struct HookTarget {
+    /// The agent
+    pub agent: Agent,
+    /// Write the project's settings in DIR instead of your own
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Print what would be written, and write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// The agents `hooks` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Agent {
+    /// Claude Code: a UserPromptSubmit hook in settings.json
+    ClaudeCode,
+    /// OpenAI Codex CLI: a UserPromptSubmit hook in hooks.json
+    Codex,
+    /// Gemini CLI: a BeforeAgent hook in settings.json
+    Gemini,
+    /// aider: no prompt hook; use mount-scripts/aider/ckpt-aider
+    Aider,
+}
+
+impl Agent {
+    /// The agent's name as people write it.
+    fn title(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "Claude Code",
+            Agent::Codex => "Codex",
+            Agent::Gemini => "Gemini CLI",
+            Agent::Aider => "aider",
+        }
+    }
+
+    /// The argument of `ckpt-mount hook` for this agent.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "claude-code",
+            Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+            Agent::Aider => "aider",
+        }
+    }
+
+    /// The event that fires when the user submits a prompt, before the agent acts on it.
+    fn event(self) -> &'static str {
+        match self {
+            Agent::Gemini => "BeforeAgent",
+            _ => "UserPromptSubmit",
+        }
+    }
+}
+
+/// Runs `hooks install` or `hooks uninstall`.
+pub fn run(a: HooksArgs) -> CliResult {
+    let (t, install) = match a.action {
+        HooksAction::Install(t) => (t, true),
+        HooksAction::Uninstall(t) => (t, false),
+    };
+    if t.agent == Agent::Aider {
+        return Err(CliError::fail(
+            "aider has no hook that runs when a prompt is submitted, so nothing was written: start it with mount-scripts/aider/ckpt-aider, which begins a new (unlabelled) turn each time aider waits for input",
+        ));
+    }
+    let path = settings_path(t.agent, t.project.as_deref())?;
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::fail(format!("cannot find own executable: {e}")))?;
+    let command = format!(
+        "{} hook {}",
+        shell_word(&exe.to_string_lossy()),
+        t.agent.arg()
+    );
+    let agent = t.agent;
+    let is_ours = move |e: &Json| e.str_of("command").is_some_and(|c| runs_our_hook(c, agent));
+    let (old_text, mut value) = settings::read(&path)
+        .map_err(CliError::fail)?
+        .unwrap_or_else(|| (String::new(), Json::Object(Vec::new())));
+    let title = agent.title();
+    let shown = path.display();
+    let (changed, done) = if install {
+        let added = settings::add(
+            &mut value,
+            agent.event(),
+            entry(agent, &command),
+            &is_ours,
+            &path,
+        )
+        .map_err(CliError::fail)?;
+        let done = match added {
+            Added::AlreadyThere => {
+                format!("the {title} hook is already in {shown}; nothing changed")
+            }
+            Added::Updated => format!("updated the {title} hook in {shown} to run {command}"),
+            Added::Appended => format!(
+                "installed the {title} hook in {shown}: each prompt begins a new ckpt-mount turn labelled with its first line, in whichever mounted folder {title} works in"
+            ),
+        };
+        (added != Added::AlreadyThere, done)
+    } else if settings::remove(&mut value, agent.event(), &is_ours) > 0 {
+        (true, format!("removed the {title} hook from {shown}"))
+    } else {
+        (
+            false,
+            format!("the {title} hook is not in {shown}; nothing changed"),
+        )
+    };
+    // A file that held nothing but our hook goes as it came.
+    let new_text = match &value {
+        Json::Object(e) if e.is_empty() && !install => String::new(),
+        v => settings::render(v),
+    };
+    let change = Change {
+        path: &path,
+        old_text: &old_text,
+        new_text: &new_text,
+        changed,
+        done,
+    };
+    apply(&change, t.dry_run)?;
+    if install && !t.dry_run {
+        notes(agent, &value, &path);
+    }
+    Ok(())
+}
+
+/// A settings file's text before and after, and the line that says what was done.
+struct Change<'a> {
+    path: &'a Path,
+    old_text: &'a str,
+    /// Empty when the file goes.
+    new_text: &'a str,
+    changed: bool,
+    done: String,
+}
+
+/// Writes the change (or, `dry_run`, prints it as a diff) and says what was done.
+fn apply(c: &Change, dry_run: bool) -> CliResult {
+    let shown = c.path.display();
+    let existed = c.path.exists();
+    let remove_file = c.changed && c.new_text.is_empty() && existed;
+    if c.changed && dry_run {
+        let how = match (existed, remove_file) {
+            (_, true) => format!("would remove {shown}, which holds nothing else:"),
+            (false, _) => format!("would create {shown}:"),
+            (true, false) => format!("would change {shown}:"),
+        };
+        println!("{how}");
+        print!("{}", diff(c.old_text, c.new_text, c.path));
+    } else if remove_file {
+        std::fs::remove_file(c.path)
+            .map_err(|e| CliError::fail(format!("cannot remove {shown}: {e}")))?;
+        println!("{}, and the file, which held nothing else", c.done);
+    } else {
+        if c.changed {
+            settings::write(c.path, c.new_text).map_err(CliError::fail)?;
+        }
+        println!("{}", c.done);
+    }
+    Ok(())
+}
+
+/// The file the hook goes in: the project's, or the user's where the agent reads it (each
+/// honours its own variable for a relocated configuration).
+fn settings_path(agent: Agent, project: Option<&Path>) -> Result<PathBuf, CliError> {
+    let (dot, file) = match agent {
+        Agent::ClaudeCode => (".claude", "settings.json"),
+        Agent::Codex => (".codex", "hooks.json"),
+        Agent::Gemini | Agent::Aider => (".gemini", "settings.json"),
+    };
+    if let Some(p) = project {
+        let dir = p
+            .canonicalize()
+            .map_err(|e| CliError::fail(format!("cannot open {}: {e}", p.display())))?;
+        if !dir.is_dir() {
+            return Err(CliError::fail(format!("{} is not a folder", dir.display())));
+        }
+        return Ok(dir.join(dot).join(file));
+    }
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let home = || {
+        var("HOME")
+            .ok_or_else(|| CliError::fail("HOME is not set; name the project with --project DIR"))
+    };
+    let dir = match agent {
+        Agent::ClaudeCode => {
+            var("CLAUDE_CONFIG_DIR").map_or_else(|| home().map(|h| h.join(dot)), Ok)?
+        }
+        Agent::Codex => var("CODEX_HOME").map_or_else(|| home().map(|h| h.join(dot)), Ok)?,
+        Agent::Gemini | Agent::Aider => var("GEMINI_CLI_HOME").map_or_else(home, Ok)?.join(dot),
+    };
+    Ok(dir.join(file))
+}
+
+/// The hook entry for the agent's settings.
+fn entry(agent: Agent, command: &str) -> Json {
+    match agent {
+        // Gemini CLI names hooks, for `/hooks enable|disable NAME`.
+        Agent::Gemini => Json::object(&[
+            ("name", "ckpt-mount-turn"),
+            ("type", "command"),
+            ("command", command),
+        ]),
+        _ => Json::object(&[("type", "command"), ("command", command)]),
+    }
+}
+
+/// Whether a hook command runs `ckpt-mount hook AGENT` (whichever copy of the binary): the
+/// entry install adds, and the one uninstall removes.
+fn runs_our_hook(command: &str, agent: Agent) -> bool {
+    let Some((program, rest)) = first_word(command) else {
+        return false;
+    };
+    Path::new(&program)
+        .file_name()
+        .is_some_and(|n| n == "ckpt-mount")
+        && rest.split_whitespace().eq(["hook", agent.arg()])
+}
+
+/// The first shell word of a command (bare, or single-quoted as [`shell_word`] writes it) and
+/// the rest.
+fn first_word(command: &str) -> Option<(String, &str)> {
+    let s = command.trim_start();
+    if !s.starts_with('\'') {
+        let end = s.find(char::is_whitespace).unwrap_or(s.len());
+        return Some((s[..end].to_string(), &s[end..]));
+    }
+    let mut word = String::new();
+    let mut rest = s;
+    while let Some(r) = rest.strip_prefix('\'') {
+        let close = r.find('\'')?;
+        word.push_str(&r[..close]);
+        rest = &r[close + 1..];
+        match rest.strip_prefix("\\'") {
+            Some(r) => {
+                word.push('\'');
+                rest = r;
+            }
+            None => break,
+        }
+    }
+    Some((word, rest))
+}
+
+/// `s` as one shell word: bare when it is plain, else single-quoted.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// A unified diff of a settings file, for `--dry-run`.
+fn diff(old: &str, new: &str, path: &Path) -> String {
+    let name = path.display().to_string();
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .header(&name, &name)
+        .to_string()
+}
+
+/// What the user still needs to know after an install: another hook that also begins turns,
+/// and what each agent needs before it runs hooks at all.
+fn notes(agent: Agent, value: &Json, path: &Path) {
+    for c in settings::commands(value, agent.event()) {
+        if first_word(&c).is_some_and(|(p, _)| p.ends_with("ckpt-turn-hook")) {
+            println!(
+                "note: {} also runs {c}, which begins a turn too; remove it, or each prompt begins two turns",
+                path.display()
+            );
+        }
+    }
+    match agent {
+        Agent::Codex => {
+            println!(
+                "note: Codex asks you to review and trust a new hook before it runs it (older versions also need `codex_hooks = true` under [features] in config.toml)"
+            );
+            if let Some(dir) = path.parent() {
+                codex_hooks_off_note(&dir.join("config.toml"));
+            }
+        }
+        Agent::Gemini => println!(
+            "note: Gemini CLI runs hooks only while its hooks system is on: check with /hooks panel"
+        ),
+        Agent::ClaudeCode | Agent::Aider => {}
+    }
+}
+
+/// Says so when Codex's config.toml turns hooks off (a plain line match: the file is TOML,
+/// which this reads no further).
+fn codex_hooks_off_note(config: &Path) {
+    let Ok(text) = std::fs::read_to_string(config) else {
+        return;
+    };
+    let off = text.lines().any(|l| {
+        let l: String = l.chars().filter(|c| !c.is_whitespace()).collect();
+        l == "hooks=false" || l == "codex_hooks=false"
+    });
+    if off {
+        println!(
+            "note: {} turns Codex's hooks off; the hook will not run until it is set to true",
+            config.display()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_command_is_recognised_however_the_binary_path_is_quoted() {
+        for path in ["/usr/local/bin/ckpt-mount", "/home/a b/it's/ckpt-mount"] {
+            let c = format!("{} hook codex", shell_word(path));
+            assert!(runs_our_hook(&c, Agent::Codex), "{c}");
+            assert!(!runs_our_hook(&c, Agent::ClaudeCode), "{c}");
+            assert_eq!(first_word(&c).map(|w| w.0), Some(path.to_string()));
+        }
+        assert!(!runs_our_hook("/x/ckpt-turn-hook", Agent::ClaudeCode));
+        assert!(!runs_our_hook(
+            "/x/ckpt-mount hook claude-code --x",
+            Agent::ClaudeCode
+        ));
+        assert!(!runs_our_hook("'/x/ckpt-mount", Agent::ClaudeCode));
+    }
+}
