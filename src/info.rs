@@ -32,6 +32,21 @@ fn exists(root: BorrowedFd<'_>, path: &crate::relpath::RelPath) -> bool {
     sys::open_beneath(root, &path.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0).is_ok()
 }
 
+/// `size` bytes as people read them: `512 B`, `4.0 KiB`, `2.0 GiB`.
+pub fn human_size(size: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if size < 1024 {
+        return format!("{size} B");
+    }
+    let mut value = size as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// The rows of every active turn, oldest first.
 pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
     store
