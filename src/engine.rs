@@ -1,5 +1,5 @@
-//! The work of the commands that read or tidy a store (`status`, `log`, `diff`, `prune`,
-//! `fsck`), in one place: the daemon runs it for the CLI's requests with its store locked, and
+//! The work of the commands that read or tidy a store (`status`, `status --log`, `log`,
+//! `diff`, `prune`, `fsck`), in one place: the daemon runs it for the CLI's requests with its store locked, and
 //! the CLI runs it itself on a folder that is not mounted, so the two answers cannot differ.
 //!
 //! Turn switches and rewinds are not here: on a mounted folder they go through the filesystem
@@ -26,6 +26,7 @@ pub fn query(
     match req {
         Request::Status => json(crate::info::status(store, folder, daemon)),
         Request::Log => json(crate::info::log_rows(store, root)),
+        Request::DaemonLog { lines } => crate::info::daemon_log(store, *lines).and_then(json),
         Request::Fsck => json(crate::store::fsck::check(store.dir())),
         Request::Diff {
             turn,
@@ -126,6 +127,9 @@ mod tests {
         };
         let changes = query(root.as_fd(), &mut store, "f", None, &diff).expect("diff");
         assert_eq!(changes, serde_json::json!([]), "nothing captured yet");
+        let log = Request::DaemonLog { lines: 50 };
+        let log = query(root.as_fd(), &mut store, "f", None, &log).expect("daemon log");
+        assert_eq!(log, serde_json::json!({"exists": false, "lines": []}));
         let fsck = query(root.as_fd(), &mut store, "f", None, &Request::Fsck).expect("fsck");
         assert_eq!(fsck["findings"], serde_json::json!([]), "{fsck}");
         let turn = Request::Turn {

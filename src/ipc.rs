@@ -47,6 +47,11 @@ pub enum Request {
         /// Keep the store under this many bytes.
         max_size: Option<u64>,
     },
+    /// The last `lines` lines of the daemon's log (`.ckpt/daemon.log`, hidden from the mount).
+    DaemonLog {
+        /// How many lines.
+        lines: usize,
+    },
     /// Changes from the start of `turn` (default: current) to now, or to the start of `to`, or
     /// (`show`) what turn `turn` alone changed.
     Diff {

@@ -2146,6 +2146,37 @@ impl Case {
         )
     }
 
+    /// A dry run's report lists exactly what the run that followed it did.
+    fn preview_was_exact(
+        what: &str,
+        preview: Result<rewind::Report, RewindError>,
+        r: &rewind::Report,
+    ) -> Result<(), Failure> {
+        let preview = match preview {
+            Ok(p) => p,
+            Err(e) => return fail("rewind-preview", format!("{what}: the dry run failed: {e}")),
+        };
+        let lists = |r: &rewind::Report| {
+            (
+                r.restored.clone(),
+                r.deleted.clone(),
+                r.failed.clone(),
+                r.summary(),
+            )
+        };
+        if lists(&preview) != lists(r) {
+            return fail(
+                "rewind-preview",
+                format!(
+                    "{what}: the dry run said {:?}, the run did {:?}",
+                    lists(&preview),
+                    lists(r)
+                ),
+            );
+        }
+        Ok(())
+    }
+
     fn rewind(&mut self, k: u64, seen: Option<Observed>) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let req = rewind::Request {
@@ -2153,11 +2184,17 @@ impl Case {
             dry_run: false,
             undo: false,
         };
+        let dry = rewind::Request {
+            dry_run: true,
+            ..req
+        };
+        let preview = self.fs().rewind(dry, &|_, _| {});
         let r = match self.fs().rewind(req, &|_, _| {}) {
             Ok(r) => r,
             Err(e) => return fail("core-error", format!("rewind to {k}: {e}")),
         };
         Self::report_ok(&format!("rewind to {k}"), &r)?;
+        Self::preview_was_exact(&format!("rewind to {k}"), preview, &r)?;
         let after = observe(&self.core.root);
         let t = &self.turns[&k];
         if let Some(d) = tree_diff(&t.tree, &after.tree, self.xattrs) {
@@ -2219,6 +2256,11 @@ impl Case {
             dry_run: false,
             undo: true,
         };
+        let dry = rewind::Request {
+            dry_run: true,
+            ..req
+        };
+        let preview = self.fs().rewind(dry, &|_, _| {});
         let r = self.fs().rewind(req, &|_, _| {});
         let Some(u) = self.last_rewind.take() else {
             return match r {
@@ -2244,6 +2286,7 @@ impl Case {
             Err(e) => return fail("core-error", format!("undo: {e}")),
         };
         Self::report_ok("undo", &r)?;
+        Self::preview_was_exact("undo", preview, &r)?;
         let after = observe(&self.core.root);
         if let Some(d) = tree_diff(&u.tree, &after.tree, self.xattrs) {
             return fail(
@@ -2283,11 +2326,15 @@ impl Case {
     ) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let rel = RelPath::new(o.as_bytes()).expect("a valid path");
+        let preview = self
+            .fs()
+            .rewind_paths(Turn(k), std::slice::from_ref(&rel), true, &|_, _| {});
         let r = match self.fs().rewind_paths(Turn(k), &[rel], false, &|_, _| {}) {
             Ok(r) => r,
             Err(e) => return fail("core-error", format!("rewind_paths({k}, {o:?}): {e}")),
         };
         Self::report_ok(&format!("rewind_paths({k}, {o:?})"), &r)?;
+        Self::preview_was_exact(&format!("rewind_paths({k}, {o:?})"), preview, &r)?;
         let after = observe(&self.core.root);
         let what = format!("rewind_paths({k}, {o:?})");
         let x = expect_partial(&before, &self.model.file_ids(), &self.turns[&k], o);

@@ -1,9 +1,16 @@
-//! `rewind`: restore the folder to the start of a turn.
+//! `rewind`: restore the folder to the start of a turn. `--dry-run` previews what the run would
+//! change in the folder as it is now; on a terminal the run shows that preview first and asks.
 
 use super::{CliError, CliResult, Target};
+use crate::info::human_size;
 use crate::ipc::Request;
-use crate::rewind::{self, Report};
+use crate::relpath::RelPath;
+use crate::rewind;
+use crate::store::Store;
 use clap::Args;
+use serde_json::Value;
+use std::io::{BufRead, IsTerminal, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
 /// `ckpt-mount rewind`.
@@ -11,7 +18,8 @@ use std::path::PathBuf;
 pub struct RewindArgs {
     /// The turn whose start to return to (default: the current turn)
     pub turn: Option<u64>,
-    /// Print the plan and change nothing
+    /// Print what the rewind would change in the folder as it is now, and change nothing
+    /// (exit code 1 when something could not be restored)
     #[arg(long)]
     pub dry_run: bool,
     /// Bring back the state from just before the last rewind
@@ -20,6 +28,9 @@ pub struct RewindArgs {
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
+    /// Do not ask before changing the folder (asked only when stdin and stdout are a terminal)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -29,57 +40,210 @@ pub struct RewindArgs {
     pub paths: Vec<PathBuf>,
 }
 
-fn print_report(r: &serde_json::Value, json: bool) {
-    if json {
-        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
-        return;
-    }
-    let list = |k: &str| r[k].as_array().cloned().unwrap_or_default();
-    if r["dry_run"].as_bool() == Some(true) {
-        let plan = &r["plan"];
-        for s in plan["remove"].as_array().cloned().unwrap_or_default() {
-            println!("delete   {}", s["path"].as_str().unwrap_or("?"));
+impl RewindArgs {
+    /// The usage errors no folder is needed to know (see [`super::Cli::check`]).
+    pub fn check(&self) -> CliResult {
+        if self.turn == Some(0) {
+            return Err(CliError::usage("turns start at 1"));
         }
-        for s in plan["restore"].as_array().cloned().unwrap_or_default() {
-            println!(
-                "restore  {} ({})",
-                s["path"].as_str().unwrap_or("?"),
-                s["target"]["kind"].as_str().unwrap_or("?")
-            );
+        Ok(())
+    }
+}
+
+/// How many paths the question before a rewind lists; `--dry-run` lists them all.
+const LISTED_BEFORE_ASKING: usize = 30;
+
+/// Runs `rewind` (after [`RewindArgs::check`]).
+pub fn run(a: RewindArgs) -> CliResult {
+    let (t, paths) = super::target_with_paths(a.dir.clone(), &a.paths)?;
+    let mut rewinder = Rewinder::new(t, a.turn, a.undo, paths)?;
+    let ask = !a.yes
+        && !a.json
+        && !a.dry_run
+        && std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal();
+    if ask {
+        let preview = rewinder.run(true)?;
+        let Some(r) = preview.report else {
+            return Err(CliError::fail(preview.error.unwrap_or_default()));
+        };
+        if !confirm(&r)? {
+            return Err(CliError::fail("cancelled: nothing changed"));
         }
-        println!(
-            "dry run: nothing changed (rewind to the start of turn {})",
-            r["to"]
-        );
-        return;
     }
-    for p in list("restored") {
-        println!("restored {}", p.as_str().unwrap_or("?"));
-    }
-    for p in list("deleted") {
-        println!("deleted  {}", p.as_str().unwrap_or("?"));
-    }
-    for f in list("failed") {
-        println!(
-            "FAILED   {}: {}",
-            f["path"].as_str().unwrap_or("?"),
-            f["reason"].as_str().unwrap_or("?")
-        );
-    }
-    if r["unfinished"].as_bool() == Some(true) {
-        println!("the rewind is unfinished: fix what failed and run it again to complete it");
-    }
-    let what = if r["undo"].as_bool() == Some(true) {
-        "undid the last rewind".to_string()
-    } else {
-        format!("rewound to the start of turn {}", r["to"])
+    let answer = rewinder.run(a.dry_run)?;
+    let Some(r) = answer.report else {
+        return Err(CliError::fail(answer.error.unwrap_or_default()));
     };
-    println!(
-        "{what}: {} restored, {} deleted, {} failed",
-        list("restored").len(),
-        list("deleted").len(),
-        list("failed").len()
-    );
+    print_report(&r, a.json);
+    let failed = list(&r, "failed");
+    match failed.first() {
+        None => Ok(()),
+        Some(first) if a.dry_run => {
+            let n = failed.len();
+            let more = if n > 1 {
+                "; and more, listed above"
+            } else {
+                ""
+            };
+            Err(CliError::fail(format!(
+                "{n} {} cannot be restored ({}: {}{more})",
+                paths_word(n as u64),
+                text(&first["path"]),
+                text(&first["reason"])
+            )))
+        }
+        Some(_) => Err(CliError::fail("some paths could not be restored")),
+    }
+}
+
+/// Shows the preview `r` and asks; `Ok(true)` to go on. An empty preview asks nothing.
+fn confirm(r: &Value) -> Result<bool, CliError> {
+    if r["refused"].as_bool() == Some(true) {
+        // The run is refused before it changes anything, and says why.
+        return Ok(true);
+    }
+    let changes = list(r, "restored").len() + list(r, "deleted").len() + list(r, "failed").len();
+    if changes == 0 {
+        println!("{}", sentence(r, Tense::Nothing));
+        return Ok(true);
+    }
+    print_preview(r, Some(LISTED_BEFORE_ASKING));
+    println!("{}", sentence(r, Tense::Will));
+    print!("Proceed? [y/N] ");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| CliError::fail(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+/// What the daemon or the offline rewind answered: the report (`None` when the rewind did not
+/// start) and the one line of error, if any.
+struct Answer {
+    report: Option<Value>,
+    error: Option<String>,
+}
+
+/// The rewind asked for, run through the daemon of a mounted folder or on the store of an
+/// unmounted one (kept open, and locked, between the preview and the run).
+enum Rewinder {
+    Mounted {
+        folder: PathBuf,
+        to: Option<u64>,
+        undo: bool,
+        paths: Vec<String>,
+    },
+    Offline {
+        root: OwnedFd,
+        store: Box<Store>,
+        to: u64,
+        undo: bool,
+        paths: Vec<RelPath>,
+    },
+}
+
+impl Rewinder {
+    fn new(t: Target, to: Option<u64>, undo: bool, paths: Vec<String>) -> Result<Self, CliError> {
+        Ok(match t {
+            Target::Mounted(folder) => Self::Mounted {
+                folder,
+                to,
+                undo,
+                paths,
+            },
+            Target::Offline(folder) => {
+                let (root, store) = super::open_offline(&folder)?;
+                let to = to.unwrap_or_else(|| store.index().current_turn().0);
+                Self::Offline {
+                    root,
+                    store: Box::new(store),
+                    to,
+                    undo,
+                    paths: paths
+                        .iter()
+                        .filter_map(|p| RelPath::new(p.as_bytes()).ok())
+                        .collect(),
+                }
+            }
+        })
+    }
+
+    /// Runs the rewind (a preview when `dry_run`), with a progress bar on a terminal.
+    fn run(&mut self, dry_run: bool) -> Result<Answer, CliError> {
+        let bar = progress_bar();
+        let answer = match self {
+            Self::Mounted {
+                folder,
+                to,
+                undo,
+                paths,
+            } => {
+                let req = Request::Rewind {
+                    to: *to,
+                    dry_run,
+                    undo: *undo,
+                    paths: paths.clone(),
+                };
+                let resp = crate::ipc::call_with_progress(folder, &req, &mut |done, total| {
+                    bar.set_length(total);
+                    bar.set_position(done);
+                })
+                .map_err(|e| {
+                    CliError::fail(format!(
+                        "{} is mounted but its daemon does not answer: {e}",
+                        folder.display()
+                    ))
+                })?;
+                Answer {
+                    report: (!resp.data.is_null()).then_some(resp.data),
+                    error: resp.error,
+                }
+            }
+            Self::Offline {
+                root,
+                store,
+                to,
+                undo,
+                paths,
+            } => {
+                let progress = |done: usize, total: usize| {
+                    bar.set_length(total as u64);
+                    bar.set_position(done as u64);
+                };
+                let root = root.as_fd();
+                let result = if paths.is_empty() {
+                    let req = rewind::Request {
+                        to: crate::ids::Turn(*to),
+                        dry_run,
+                        undo: *undo,
+                    };
+                    rewind::rewind(root, store, req, &progress)
+                } else {
+                    let max_blob = crate::capture::DEFAULT_MAX_BLOB;
+                    let to = crate::ids::Turn(*to);
+                    rewind::rewind_paths(root, store, to, paths, dry_run, max_blob, &progress)
+                };
+                match result {
+                    Ok(report) => Answer {
+                        report: Some(serde_json::to_value(&report).unwrap_or_default()),
+                        error: None,
+                    },
+                    Err(e) => Answer {
+                        report: None,
+                        error: Some(e.to_string()),
+                    },
+                }
+            }
+        };
+        bar.finish_and_clear();
+        Ok(answer)
+    }
 }
 
 /// A bar on stderr when it is a terminal; drawing nothing otherwise.
@@ -94,89 +258,166 @@ fn progress_bar() -> indicatif::ProgressBar {
     bar
 }
 
-impl RewindArgs {
-    /// The usage errors no folder is needed to know (see [`super::Cli::check`]).
-    pub fn check(&self) -> CliResult {
-        if self.turn == Some(0) {
-            return Err(CliError::usage("turns start at 1"));
-        }
-        Ok(())
+fn list(r: &Value, key: &str) -> Vec<Value> {
+    r[key].as_array().cloned().unwrap_or_default()
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or("?")
+}
+
+fn print_report(r: &Value, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+        return;
+    }
+    if r["dry_run"].as_bool() == Some(true) {
+        print_preview(r, None);
+        println!("dry run, nothing changed: {}", sentence(r, Tense::Would));
+        return;
+    }
+    for p in list(r, "restored") {
+        println!("restored {}", text(&p));
+    }
+    for p in list(r, "deleted") {
+        println!("deleted  {}", text(&p));
+    }
+    for f in list(r, "failed") {
+        println!("FAILED   {}: {}", text(&f["path"]), text(&f["reason"]));
+    }
+    if r["unfinished"].as_bool() == Some(true) {
+        println!("the rewind is unfinished: fix what failed and run it again to complete it");
+    }
+    let what = if r["undo"].as_bool() == Some(true) {
+        "undid the last rewind".to_string()
+    } else {
+        format!("rewound to the start of turn {}", r["to"])
+    };
+    println!(
+        "{what}: {} restored, {} deleted, {} failed",
+        list(r, "restored").len(),
+        list(r, "deleted").len(),
+        list(r, "failed").len()
+    );
+}
+
+/// The paths a preview would delete, restore and could not restore, one a line (at most
+/// `limit` lines, then how many more).
+fn print_preview(r: &Value, limit: Option<usize>) {
+    let mut lines: Vec<String> = Vec::new();
+    lines.extend(
+        list(r, "deleted")
+            .iter()
+            .map(|p| format!("delete   {}", text(p))),
+    );
+    lines.extend(
+        list(r, "restored")
+            .iter()
+            .map(|p| format!("restore  {}", text(p))),
+    );
+    lines.extend(
+        list(r, "failed")
+            .iter()
+            .map(|f| format!("cannot   {}: {}", text(&f["path"]), text(&f["reason"]))),
+    );
+    let shown = limit.unwrap_or(usize::MAX).min(lines.len());
+    for l in &lines[..shown] {
+        println!("{l}");
+    }
+    if shown < lines.len() {
+        println!(
+            "… and {} more (--dry-run lists every path)",
+            lines.len() - shown
+        );
     }
 }
 
-/// Runs `rewind` (after [`RewindArgs::check`]).
-pub fn run(a: RewindArgs) -> CliResult {
-    let (t, paths) = super::target_with_paths(a.dir, &a.paths)?;
-    match t {
-        Target::Mounted(folder) => {
-            let req = Request::Rewind {
-                to: a.turn,
-                dry_run: a.dry_run,
-                undo: a.undo,
-                paths,
-            };
-            let bar = progress_bar();
-            let resp = crate::ipc::call_with_progress(&folder, &req, &mut |done, total| {
-                bar.set_length(total);
-                bar.set_position(done);
-            })
-            .map_err(|e| {
-                CliError::fail(format!(
-                    "{} is mounted but its daemon does not answer: {e}",
-                    folder.display()
-                ))
-            })?;
-            bar.finish_and_clear();
-            if !resp.data.is_null() {
-                print_report(&resp.data, a.json);
-            }
-            if resp.ok {
-                Ok(())
-            } else {
-                Err(CliError::fail(resp.error.unwrap_or_default()))
-            }
-        }
-        Target::Offline(folder) => {
-            let (root, mut store) = super::open_offline(&folder)?;
-            let to = a
-                .turn
-                .map_or_else(|| store.index().current_turn(), crate::ids::Turn);
-            let root = std::os::fd::AsFd::as_fd(&root);
-            let bar = progress_bar();
-            let progress = |done: usize, total: usize| {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-            };
-            let report: Report = if paths.is_empty() {
-                let req = rewind::Request {
-                    to,
-                    dry_run: a.dry_run,
-                    undo: a.undo,
-                };
-                rewind::rewind(root, &mut store, req, &progress)
-            } else {
-                let only: Vec<crate::relpath::RelPath> = paths
-                    .iter()
-                    .filter_map(|p| crate::relpath::RelPath::new(p.as_bytes()).ok())
-                    .collect();
-                rewind::rewind_paths(
-                    root,
-                    &mut store,
-                    to,
-                    &only,
-                    a.dry_run,
-                    crate::capture::DEFAULT_MAX_BLOB,
-                    &progress,
-                )
-            }
-            .map_err(|e| CliError::fail(e.to_string()))?;
-            bar.finish_and_clear();
-            print_report(&serde_json::to_value(&report).unwrap_or_default(), a.json);
-            if report.ok() {
-                Ok(())
-            } else {
-                Err(CliError::fail("some paths could not be restored"))
-            }
-        }
+/// How a [`sentence`] speaks of the rewind.
+#[derive(Clone, Copy, PartialEq)]
+enum Tense {
+    /// A dry run: what it would do.
+    Would,
+    /// Before asking: what it will do.
+    Will,
+    /// Nothing to change in the folder, said before the run.
+    Nothing,
+}
+
+/// One sentence saying what the rewind of report `r` does: to where, how many paths it
+/// restores (and the bytes it writes), deletes, leaves as they are, and cannot restore.
+fn sentence(r: &Value, tense: Tense) -> String {
+    let undo = r["undo"].as_bool() == Some(true);
+    let what = if undo {
+        "undoing the last rewind".to_string()
+    } else if r["completes_cut_off"].as_bool() == Some(true) {
+        format!(
+            "completing the rewind to the start of turn {} that was cut off (it comes first)",
+            r["to"]
+        )
+    } else {
+        let only: Vec<String> = list(r, "only").iter().map(|p| text(p).into()).collect();
+        let which = if only.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", only.join(", "))
+        };
+        format!("rewinding{which} to the start of turn {}", r["to"])
+    };
+    let s = &r["summary"];
+    let n = |k: &str| s[k].as_u64().unwrap_or(0);
+    let (restored, deleted, unchanged, failed) =
+        (n("restored"), n("deleted"), n("unchanged"), n("failed"));
+    if r["refused"].as_bool() == Some(true) {
+        return format!(
+            "{what} would be refused before changing anything: {failed} {} cannot be restored from the store (ckpt-mount fsck says more)",
+            paths_word(failed)
+        );
     }
+    if tense == Tense::Nothing {
+        return if undo {
+            "nothing to change in the folder: it already is as it was before the last rewind"
+                .to_string()
+        } else {
+            format!(
+                "nothing to change in the folder: it already is as it was at the start of turn {}",
+                r["to"]
+            )
+        };
+    }
+    let mut parts = Vec::new();
+    if restored > 0 {
+        parts.push(format!(
+            "restore {restored} {} ({} to write)",
+            paths_word(restored),
+            human_size(n("bytes"))
+        ));
+    }
+    if deleted > 0 {
+        parts.push(format!("delete {deleted} {}", paths_word(deleted)));
+    }
+    if parts.is_empty() {
+        parts.push("change nothing in the folder".into());
+    }
+    let mut out = match tense {
+        Tense::Will => {
+            let mut w = what;
+            w[..1].make_ascii_uppercase();
+            format!("{w} will {}", parts.join(" and "))
+        }
+        _ => format!("{what} would {}", parts.join(" and ")),
+    };
+    if unchanged > 0 {
+        out += &format!("; {unchanged} {} unchanged", paths_word(unchanged));
+    }
+    if failed > 0 {
+        out += &format!("; {failed} cannot be restored");
+    }
+    if tense == Tense::Will {
+        out.push('.');
+    }
+    out
+}
+
+fn paths_word(n: u64) -> &'static str {
+    if n == 1 { "path" } else { "paths" }
 }

@@ -17,6 +17,7 @@ use super::resolve::{cname, open_parent};
 use super::restore::{TEMP_PREFIX, link_step, remove_step, restore_step};
 use crate::relpath::RelPath;
 use crate::store::Store;
+use crate::store::journal::PreImage;
 use crate::sys;
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -79,7 +80,7 @@ pub(super) fn apply(
                 report.deleted.push(step.path.to_string());
                 report.changed.push(step.path.clone());
             }
-            Ok(false) => {}
+            Ok(false) => report.unchanged += 1,
             Err(reason) => report.failed.push(Failure {
                 path: step.path.to_string(),
                 reason,
@@ -108,7 +109,7 @@ pub(super) fn apply(
                 report.restored.push(step.path.to_string());
                 report.changed.push(step.path.clone());
             }
-            Ok(false) => {}
+            Ok(false) => report.unchanged += 1,
             Err(reason) => report.failed.push(Failure {
                 path: step.path.to_string(),
                 reason,
@@ -144,11 +145,33 @@ fn restore_in_group(
                     }
                     _ => Ok(()),
                 };
-                relinked
-                    .and_then(|()| restore_step(root, store, step, dir_modes, &mut report.renewed))
+                relinked.and_then(|()| restore_counted(root, store, step, dir_modes, report))
             }
         },
-        None => restore_step(root, store, step, dir_modes, &mut report.renewed),
+        None => restore_counted(root, store, step, dir_modes, report),
+    }
+}
+
+/// [`restore_step`], adding the bytes of a file it wrote to the report's count.
+fn restore_counted(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    step: &Step,
+    dir_modes: &mut Vec<(RelPath, u32)>,
+    report: &mut Report,
+) -> Result<bool, String> {
+    let changed = restore_step(root, store, step, dir_modes, &mut report.renewed)?;
+    if changed {
+        report.bytes += written_bytes(&step.target);
+    }
+    Ok(changed)
+}
+
+/// The bytes restoring `target` writes: a file's size, nothing for any other kind.
+pub(super) fn written_bytes(target: &PreImage) -> u64 {
+    match target {
+        PreImage::File { size, .. } => *size,
+        _ => 0,
     }
 }
 

@@ -19,6 +19,9 @@
 //!    turn (a partial rewind).
 //! 4. **apply** (`apply.rs` for the order, `restore.rs` for each path): removals,
 //!    restorations and links through descriptors, directory modes last.
+//!    A dry run stops after verification and previews instead (`preview.rs`): each step of the
+//!    plan checked against the folder as it is now, by the rules `apply.rs` and `restore.rs`
+//!    follow, so its report lists what the run would change and what it could not restore.
 //! 5. **report** (`report.rs`): what was restored, deleted or failed, and whether the rewind
 //!    stays open. The journal records that close it (the files it recreated, then
 //!    `RewindDone` unless a failure may pass on a second run) are written by this file.
@@ -31,6 +34,7 @@ mod apply;
 mod groups;
 mod links;
 mod plan;
+mod preview;
 mod report;
 mod resolve;
 mod restore;
@@ -38,7 +42,7 @@ mod save;
 mod verify;
 
 pub use plan::{Plan, Step, plan};
-pub use report::{Failure, Report, RewindError};
+pub use report::{Failure, Report, RewindError, Summary};
 pub use restore::remove_tree;
 pub use verify::verify;
 
@@ -49,6 +53,7 @@ use crate::store::journal::{PreImage, Record};
 use apply::{apply, sweep_temps};
 use groups::share_hard_links;
 use links::{link_anchors, uncaptured_links};
+use preview::preview;
 use save::{capture_for_current_turn, record_saves, saves_for_undo};
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
@@ -83,18 +88,20 @@ pub fn rewind(
         resume,
     } = targets_for(store, req)?;
     let plan = plan(store.index().with_current_identities(targets));
-    refuse_unless_verified(&plan, store)?;
     let mut report = Report {
         to,
         from,
         dry_run: req.dry_run,
         undo: req.undo,
+        completes_cut_off: resume.is_some(),
         ..Report::default()
     };
     if req.dry_run {
-        report.plan = Some(plan);
+        let anchors = link_anchors(root, &plan, &HashSet::new());
+        preview(root, &plan, &anchors, verify(&plan, store), &mut report);
         return Ok(report);
     }
+    refuse_unless_verified(&plan, store)?;
     if req.undo || resume.is_some() {
         // Temp files a run of this rewind (or undo) cut off by a crash left behind.
         sweep_temps(root, &plan);
@@ -259,22 +266,23 @@ pub fn rewind_paths(
         .collect();
     targets.extend(uncaptured_links(root, &all, &targets, paths));
     let plan = plan(targets);
-    refuse_unless_verified(&plan, store)?;
     let from = store.index().current_turn();
     let mut report = Report {
         to,
         from,
         dry_run,
+        only: paths.iter().map(RelPath::to_string).collect(),
         ..Report::default()
     };
-    if dry_run {
-        report.plan = Some(plan);
-        return Ok(report);
-    }
     // A name outside the chosen paths that a rewound turn changed no longer holds what it held
     // when the turn began: it is no anchor (in a whole rewind every such name is in the plan).
     let changed: HashSet<&RelPath> = all.iter().map(|(p, _)| p).collect();
     let anchors = link_anchors(root, &plan, &changed);
+    if dry_run {
+        preview(root, &plan, &anchors, verify(&plan, store), &mut report);
+        return Ok(report);
+    }
+    refuse_unless_verified(&plan, store)?;
     let extra = anchors.outside_plan(&plan);
     capture_for_current_turn(root, store, &plan, &extra, from, max_blob)?;
     apply(root, store, &plan, &anchors, &mut report, progress);

@@ -1,11 +1,10 @@
-//! What a rewind tells its caller: the [`Report`] of what it did (restored, deleted, failed,
-//! whether it stays open), the [`Failure`] of one path, and the [`RewindError`] when it did not
-//! start. Kept apart because every stage fills these in and every caller (the daemon's control
+//! What a rewind tells its caller: the [`Report`] of what it did, or in a dry run would do
+//! (restored, deleted, failed, unchanged, bytes written, whether it stays open), the
+//! [`Failure`] of one path, and the [`RewindError`] when it did not start. Kept apart because every stage fills these in and every caller (the daemon's control
 //! files, the CLI, the tests) reads them.
 //!
 //! No I/O: plain types, their rendering and the errno a writer of `.ckpt/rewind` sees.
 
-use super::plan::Plan;
 use crate::ids::Turn;
 use crate::relpath::RelPath;
 use crate::store::StoreError;
@@ -21,43 +20,124 @@ pub struct Failure {
     pub reason: String,
 }
 
-/// What a rewind did.
+/// What a rewind did, or, in a dry run, what it would do to the folder as it is now: the same
+/// lists either way, so a preview and the run after it can be compared line by line.
+/// Serialised with its [`Summary`] (counted when serialised, so failures added after the
+/// rewind itself, by the daemon, are counted too).
 #[derive(Debug, Clone, Default, Serialize)]
+#[serde(into = "ReportJson")]
 pub struct Report {
     /// Target turn.
     pub to: Turn,
     /// Turn current before.
     pub from: Turn,
-    /// Whether nothing was changed on purpose.
+    /// Whether nothing was changed on purpose: the lists say what a run would do.
     pub dry_run: bool,
     /// Whether this undid the previous rewind.
     pub undo: bool,
+    /// The paths a partial rewind was asked for (empty for the whole folder).
+    pub only: Vec<String>,
+    /// Whether this completes a rewind that was cut off, instead of the one asked for.
+    pub completes_cut_off: bool,
     /// Paths given back their earlier content or kind.
     pub restored: Vec<String>,
     /// Paths removed.
     pub deleted: Vec<String>,
     /// Paths that could not be restored.
     pub failed: Vec<Failure>,
+    /// Paths of the plan that already were as at the start of the turn (left as they are).
+    pub unchanged: usize,
+    /// Bytes of file content written (or to write, in a dry run).
+    pub bytes: u64,
     /// Whether the rewind stays open because a failure may pass: running it again completes it.
     pub unfinished: bool,
-    /// The plan (dry runs only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub plan: Option<Plan>,
+    /// Dry runs: whether the run would be refused before changing anything (a blob it needs is
+    /// missing or damaged; `failed` says which paths need it).
+    pub refused: bool,
     /// Paths whose state changed, for cache invalidation (not serialised).
-    #[serde(skip)]
     pub changed: Vec<RelPath>,
     /// Failed paths that no second run can restore (not serialised).
-    #[serde(skip)]
     pub permanent: HashSet<String>,
     /// Fresh files that now stand for recorded identities (journaled, not serialised).
-    #[serde(skip)]
     pub renewed: Vec<crate::identity::Renewal>,
 }
 
 impl Report {
-    /// Whether everything was restored.
+    /// Whether everything was restored (in a dry run: whether everything can be).
     pub fn ok(&self) -> bool {
         self.failed.is_empty()
+    }
+
+    /// Whether the folder is (or, in a dry run, would be) left as it was: nothing restored or
+    /// deleted.
+    pub fn changes_nothing(&self) -> bool {
+        self.restored.is_empty() && self.deleted.is_empty()
+    }
+
+    /// The counts of the lists, with the paths left unchanged and the bytes written.
+    pub fn summary(&self) -> Summary {
+        Summary {
+            restored: self.restored.len(),
+            deleted: self.deleted.len(),
+            failed: self.failed.len(),
+            unchanged: self.unchanged,
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// A rewind's counts, as `--json` gives them beside the lists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Paths restored (or to restore).
+    pub restored: usize,
+    /// Paths deleted (or to delete).
+    pub deleted: usize,
+    /// Paths that could not be (or cannot be) restored.
+    pub failed: usize,
+    /// Paths of the plan already as at the start of the turn.
+    pub unchanged: usize,
+    /// Bytes of file content written (or to write).
+    pub bytes: u64,
+}
+
+/// A [`Report`] as it is serialised: the fields a caller reads, and the summary.
+#[derive(Serialize)]
+struct ReportJson {
+    to: Turn,
+    from: Turn,
+    dry_run: bool,
+    undo: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    only: Vec<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    completes_cut_off: bool,
+    restored: Vec<String>,
+    deleted: Vec<String>,
+    failed: Vec<Failure>,
+    unfinished: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    refused: bool,
+    summary: Summary,
+}
+
+impl From<Report> for ReportJson {
+    fn from(r: Report) -> Self {
+        let summary = r.summary();
+        Self {
+            to: r.to,
+            from: r.from,
+            dry_run: r.dry_run,
+            undo: r.undo,
+            only: r.only,
+            completes_cut_off: r.completes_cut_off,
+            restored: r.restored,
+            deleted: r.deleted,
+            failed: r.failed,
+            unfinished: r.unfinished,
+            refused: r.refused,
+            summary,
+        }
     }
 }
 

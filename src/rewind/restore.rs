@@ -1,13 +1,15 @@
 //! One path at a time, through descriptors that never follow a symlink: a path is removed
 //! ([`remove_step`]), given its recorded state ([`restore_step`]), or linked to the first name
-//! of its hard-link group ([`link_step`]). Whatever is not rewritten in place is built as a
-//! temp file (`.ckpt-rewind-*`) beside the path, given its content and attributes, and renamed
-//! over it, so a path never holds a half-restored file. Kept apart from `apply.rs`, which
-//! decides the order, because this is where the syscalls that give a path its state are made
-//! (`apply.rs` only sets directory modes and sweeps old temp files).
+//! of its hard-link group ([`link_step`]). A path that already holds its recorded state is
+//! left as it is ([`Slot::matches`], the rule a dry run's preview uses too). Whatever is not
+//! rewritten in place is built as a temp file (`.ckpt-rewind-*`) beside the path, given its
+//! content and attributes, and renamed over it, so a path never holds a half-restored file.
+//! Kept apart from `apply.rs`, which decides the order, because this is where the syscalls that
+//! give a path its state are made (`apply.rs` only sets directory modes and sweeps old temp
+//! files).
 //!
-//! I/O: all of it changes the folder, beneath the directory `resolve.rs` opens; blobs are read
-//! from the store.
+//! I/O: all of it changes the folder (but [`Slot::matches`], which only reads it), beneath the
+//! directory `resolve.rs` opens; blobs are read from the store.
 
 use super::plan::Step;
 use super::resolve::{cname, open_parent};
@@ -18,23 +20,36 @@ use crate::store::Store;
 use crate::store::journal::{PreImage, Xattr};
 use crate::sys::{self, Errno};
 use crate::xattrs::{self, Via};
+use sha2::{Digest, Sha256};
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Removes whatever is at `path`; `Ok(false)` when nothing was there.
 pub(super) fn remove_step(root: BorrowedFd<'_>, path: &RelPath) -> Result<bool, String> {
-    let parent = match open_parent(root, path) {
-        Ok(p) => p,
+    let Some(parent) = parent_for_removal(root, path)? else {
+        return Ok(false);
+    };
+    remove_tree(parent.as_fd(), &cname(path)).map_err(|e| format!("cannot remove: {e}"))
+}
+
+/// The directory holding `path`, for its removal; `None` when the path cannot stand (its
+/// parent is missing or not a directory), an error when its parent cannot be reached but
+/// something stands there (behind a symlinked parent, say).
+pub(super) fn parent_for_removal(
+    root: BorrowedFd<'_>,
+    path: &RelPath,
+) -> Result<Option<OwnedFd>, String> {
+    match open_parent(root, path) {
+        Ok(p) => Ok(Some(p)),
         // A missing parent means the path is already absent.
         Err(_)
             if sys::open_beneath(root, &path.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0)
                 .is_err() =>
         {
-            return Ok(false);
+            Ok(None)
         }
-        Err(e) => return Err(e),
-    };
-    remove_tree(parent.as_fd(), &cname(path)).map_err(|e| format!("cannot remove: {e}"))
+        Err(e) => Err(e),
+    }
 }
 
 /// Removes `name` in `dir` and, if it is a directory, everything below it; never follows links.
@@ -143,20 +158,8 @@ pub(super) fn restore_step(
     renewed: &mut Vec<crate::identity::Renewal>,
 ) -> Result<bool, String> {
     let parent = open_parent(root, &step.path)?;
-    let dir = parent.as_fd();
     let name = cname(&step.path);
-    let current = match sys::lstatat(dir, &name) {
-        Ok(st) => Some(st),
-        Err(Errno(libc::ENOENT)) => None,
-        Err(e) => return Err(format!("cannot stat: {e}")),
-    };
-    let at = Slot {
-        dir,
-        name: &name,
-        current,
-        cur_kind: current.map(|st| st.st_mode & libc::S_IFMT),
-        target: &step.target,
-    };
+    let at = Slot::at(parent.as_fd(), &name, &step.target)?;
     match &step.target {
         PreImage::Absent => Err("internal: absent target in the restore list".into()),
         PreImage::Skipped { reason, .. } => Err(format!("not restored: {reason}")),
@@ -171,7 +174,7 @@ pub(super) fn restore_step(
             gid,
             xattrs,
         } => {
-            let changed = at.restore_dir((*uid, *gid), *mode, xattrs.as_deref())?;
+            let changed = at.restore_dir((*uid, *gid), xattrs.as_deref())?;
             dir_modes.push((step.path.clone(), *mode));
             Ok(changed)
         }
@@ -199,9 +202,9 @@ pub(super) fn restore_step(
     }
 }
 
-/// A path [`restore_step`] is giving its recorded state: the directory holding it, its name
-/// there, what stands there now, and the record.
-struct Slot<'a> {
+/// A path [`restore_step`] is giving its recorded state (or a dry run is looking at): the
+/// directory holding it, its name there, what stands there now, and the record.
+pub(super) struct Slot<'a> {
     dir: BorrowedFd<'a>,
     name: &'a CStr,
     /// The `lstat` of what stands at the path now, if anything.
@@ -212,7 +215,123 @@ struct Slot<'a> {
     target: &'a PreImage,
 }
 
-impl Slot<'_> {
+impl<'a> Slot<'a> {
+    /// `name` in `dir` as it is now, to be given `target`.
+    pub(super) fn at(
+        dir: BorrowedFd<'a>,
+        name: &'a CStr,
+        target: &'a PreImage,
+    ) -> Result<Self, String> {
+        let current = match sys::lstatat(dir, name) {
+            Ok(st) => Some(st),
+            Err(Errno(libc::ENOENT)) => None,
+            Err(e) => return Err(format!("cannot stat: {e}")),
+        };
+        Ok(Self {
+            dir,
+            name,
+            current,
+            cur_kind: current.map(|st| st.st_mode & libc::S_IFMT),
+            target,
+        })
+    }
+
+    /// Whether what stands at the path already is its target, so that restoring it changes
+    /// nothing and it is left as it is: the same kind, owner, mode and extended attributes,
+    /// and the same symlink target or the same bytes. One rule for the run and its dry run, so
+    /// a preview lists exactly what the run then changes. A file of a hard-link group never
+    /// matches: only restoring the group makes its names one inode again.
+    pub(super) fn matches(&self) -> bool {
+        match self.target {
+            PreImage::Dir {
+                mode,
+                uid,
+                gid,
+                xattrs,
+            } => {
+                self.cur_kind == Some(libc::S_IFDIR)
+                    && self.attributes_match((*uid, *gid), Some(*mode), xattrs.as_deref())
+            }
+            PreImage::Symlink {
+                target,
+                uid,
+                gid,
+                xattrs,
+                ..
+            } => {
+                self.links_to(&target.0)
+                    && self.attributes_match((*uid, *gid), None, xattrs.as_deref())
+            }
+            PreImage::Fifo {
+                mode,
+                uid,
+                gid,
+                xattrs,
+            } => {
+                self.cur_kind == Some(libc::S_IFIFO)
+                    && self.attributes_match((*uid, *gid), Some(*mode), xattrs.as_deref())
+            }
+            PreImage::File {
+                blob,
+                size,
+                mode,
+                uid,
+                gid,
+                nlink,
+                xattrs,
+                ..
+            } => {
+                *nlink <= 1
+                    && self.cur_kind == Some(libc::S_IFREG)
+                    && self.current.is_some_and(|st| st.st_size as u64 == *size)
+                    && self.attributes_match((*uid, *gid), Some(*mode), xattrs.as_deref())
+                    && self.holds_bytes(blob)
+            }
+            PreImage::Absent | PreImage::Staged { .. } | PreImage::Skipped { .. } => false,
+        }
+    }
+
+    /// Whether a directory stands at the path.
+    pub(super) fn is_dir(&self) -> bool {
+        self.cur_kind == Some(libc::S_IFDIR)
+    }
+
+    /// Whether the path is a symlink to `link`.
+    fn links_to(&self, link: &[u8]) -> bool {
+        self.cur_kind == Some(libc::S_IFLNK)
+            && sys::readlinkat(self.dir, self.name).ok().as_deref() == Some(link)
+    }
+
+    /// Whether the regular file at the path holds exactly the bytes of `blob` (read without
+    /// moving its access time, and hashed; any error counts as not).
+    fn holds_bytes(&self, blob: &BlobId) -> bool {
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+        let Ok(fd) = sys::openat_noatime(self.dir, self.name, flags) else {
+            return false;
+        };
+        let same_inode = sys::fstat(fd.as_fd()).is_ok_and(|st| {
+            self.current
+                .is_some_and(|cur| (cur.st_dev, cur.st_ino) == (st.st_dev, st.st_ino))
+        });
+        if !same_inode {
+            return false;
+        }
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut off = 0u64;
+        loop {
+            match sys::read_full(fd.as_fd(), &mut buf, off) {
+                Ok(0) => break,
+                Ok(n) => {
+                    hasher.update(&buf[..n]);
+                    off += n as u64;
+                }
+                Err(_) => return false,
+            }
+        }
+        BlobId::finish(hasher) == *blob
+    }
+
     /// Whether the inode at the path is proven to be the one the record names.
     fn proven_same(&self, kind: u32) -> bool {
         let recorded = self.target.file_id();
@@ -253,14 +372,9 @@ impl Slot<'_> {
     /// A directory: made where there is none (whatever stands there removed first), then given
     /// its owner and attributes unless they match. Its mode is set later, with every other
     /// directory's (`set_dir_modes` in `apply.rs`).
-    fn restore_dir(
-        &self,
-        owner: (u32, u32),
-        mode: u32,
-        xattrs: Option<&[Xattr]>,
-    ) -> Result<bool, String> {
+    fn restore_dir(&self, owner: (u32, u32), xattrs: Option<&[Xattr]>) -> Result<bool, String> {
         let exists = self.cur_kind == Some(libc::S_IFDIR);
-        let matched = exists && self.attributes_match(owner, Some(mode), xattrs);
+        let matched = self.matches();
         if !exists {
             if self.current.is_some() {
                 remove_tree(self.dir, self.name).map_err(err("cannot remove what is there"))?;
@@ -286,6 +400,10 @@ impl Slot<'_> {
         xattrs: Option<&[Xattr]>,
         renewed: &mut Vec<crate::identity::Renewal>,
     ) -> Result<bool, String> {
+        if self.matches() {
+            // The same bytes and attributes: rewriting would change nothing but its times.
+            return Ok(false);
+        }
         let attrs =
             |fd: BorrowedFd<'_>| set_attributes(fd, Via::Open(fd), owner, xattrs, Some(mode));
         if self.proven_same(libc::S_IFREG) {
@@ -327,13 +445,10 @@ impl Slot<'_> {
         xattrs: Option<&[Xattr]>,
         renewed: &mut Vec<crate::identity::Renewal>,
     ) -> Result<bool, String> {
-        let same_target = self.cur_kind == Some(libc::S_IFLNK)
-            && sys::readlinkat(self.dir, self.name).ok().as_deref() == Some(link);
-        let matched = same_target && self.attributes_match(owner, None, xattrs);
-        if matched {
+        if self.matches() {
             return Ok(false);
         }
-        if same_target && self.proven_same(libc::S_IFLNK) {
+        if self.links_to(link) && self.proven_same(libc::S_IFLNK) {
             // The recorded inode (hard links included): its owner and attributes only.
             let attrs = (owner, xattrs, None);
             set_attributes_at(self.dir, self.name, "the symlink", attrs)?;
@@ -356,9 +471,7 @@ impl Slot<'_> {
         xattrs: Option<&[Xattr]>,
         renewed: &mut Vec<crate::identity::Renewal>,
     ) -> Result<bool, String> {
-        let matched = self.cur_kind == Some(libc::S_IFIFO)
-            && self.attributes_match(owner, Some(mode), xattrs);
-        if matched {
+        if self.matches() {
             return Ok(false);
         }
         let tmp = temp_name();

@@ -1,0 +1,206 @@
+//! The dry run: the verified plan checked, step by step, against the folder as it is now, so
+//! that a preview lists what the run would change and nothing else. The plan comes from the
+//! journal alone and names every path the rewound turns touched, also those created and
+//! removed again within them (a build's temp file, an editor's swap file, `sed -i`'s temp
+//! file); a removal of a path that does not stand now, or a restoration of a path that already
+//! holds its target, changes nothing and is counted as unchanged, as the run counts it.
+//!
+//! The preview mirrors `apply.rs` decision for decision: removals first (`parent_for_removal`,
+//! as `remove_step` reaches the path), then restorations in order, each hard-link group's later
+//! names linked, the others compared with [`Slot::matches`], the one rule the run uses to leave
+//! a path as it is. A path below a directory that the run makes anew holds nothing by then.
+//! What cannot be restored is listed with the reason the run would give: a capture that was
+//! skipped (over `--max-blob`, a socket, a device), a staged pre-image never stored, a parent
+//! that is a symlink. A blob missing or damaged refuses the whole run before it changes
+//! anything: the preview then says so and lists only what cannot be restored.
+//!
+//! I/O: reads the folder (`lstat`, `readlink`, extended attributes and the bytes of files whose
+//! size matches, to hash them) through descriptors beneath the root; changes nothing.
+
+use super::apply::written_bytes;
+use super::groups::{GroupKey, group_key};
+use super::links::Anchors;
+use super::plan::{Plan, Step};
+use super::report::{Failure, Report};
+use super::resolve::{cname, open_parent};
+use super::restore::{Slot, parent_for_removal};
+use crate::ids::BlobId;
+use crate::relpath::RelPath;
+use crate::store::journal::PreImage;
+use crate::sys::{self, Errno};
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, BorrowedFd};
+
+/// Fills `report` with what running `plan` would do to the folder now; `anchors` are the
+/// hard-link groups' surviving names the run would relink to. When verification found
+/// `problems`, the run would be refused before changing anything: the report says so, and
+/// lists every path it could not restore (each path named, and every other path whose blob is
+/// the same).
+pub(super) fn preview(
+    root: BorrowedFd<'_>,
+    plan: &Plan,
+    anchors: &Anchors,
+    problems: Vec<Failure>,
+    report: &mut Report,
+) {
+    if !problems.is_empty() {
+        report.refused = true;
+        report.failed = unrestorable(plan, problems);
+        return;
+    }
+    for step in &plan.remove {
+        match stands_now(root, &step.path) {
+            Ok(true) => report.deleted.push(step.path.to_string()),
+            Ok(false) => report.unchanged += 1,
+            Err(reason) => fail(report, &step.path, reason),
+        }
+    }
+    let mut walk = Restores {
+        root,
+        anchors,
+        fresh: HashSet::new(),
+        groups: HashSet::new(),
+    };
+    for step in &plan.restore {
+        match walk.step(step) {
+            Ok(Outcome::Unchanged) => report.unchanged += 1,
+            Ok(Outcome::Linked) => report.restored.push(step.path.to_string()),
+            Ok(Outcome::Written) => {
+                report.restored.push(step.path.to_string());
+                report.bytes += written_bytes(&step.target);
+            }
+            Err(reason) => fail(report, &step.path, reason),
+        }
+    }
+    anchors.report_unrestored(report);
+}
+
+fn fail(report: &mut Report, path: &RelPath, reason: String) {
+    report.failed.push(Failure {
+        path: path.to_string(),
+        reason,
+    });
+}
+
+/// The blob a step restores, if it restores a file.
+fn step_blob(step: &Step) -> Option<&BlobId> {
+    match &step.target {
+        PreImage::File { blob, .. } => Some(blob),
+        _ => None,
+    }
+}
+
+/// The paths verification's `problems` leave unrestorable: each path they name, and every
+/// other path restored from a blob they found missing or damaged (verification names one path
+/// per blob), with its reason.
+fn unrestorable(plan: &Plan, problems: Vec<Failure>) -> Vec<Failure> {
+    let mut bad: HashMap<&BlobId, &str> = HashMap::new();
+    for f in &problems {
+        let blob = plan
+            .steps()
+            .find(|s| s.path.to_string() == f.path)
+            .and_then(step_blob);
+        if let Some(b) = blob {
+            bad.insert(b, &f.reason);
+        }
+    }
+    let named: HashSet<&str> = problems.iter().map(|f| f.path.as_str()).collect();
+    let mut out = Vec::new();
+    for step in plan.steps() {
+        let path = step.path.to_string();
+        if named.contains(path.as_str()) {
+            continue;
+        }
+        if let Some(reason) = step_blob(step).and_then(|b| bad.get(b)) {
+            out.push(Failure {
+                path,
+                reason: (*reason).to_string(),
+            });
+        }
+    }
+    let mut all = problems;
+    all.extend(out);
+    all
+}
+
+/// Whether something stands at `path` now, reached as the run's removal reaches it.
+fn stands_now(root: BorrowedFd<'_>, path: &RelPath) -> Result<bool, String> {
+    let Some(parent) = parent_for_removal(root, path)? else {
+        return Ok(false);
+    };
+    match sys::lstatat(parent.as_fd(), &cname(path)) {
+        Ok(_) => Ok(true),
+        Err(Errno(libc::ENOENT)) => Ok(false),
+        Err(e) => Err(format!("cannot remove: {e}")),
+    }
+}
+
+/// What restoring one step would do.
+enum Outcome {
+    /// Nothing: the path already holds its target.
+    Unchanged,
+    /// Content written or a path made (the report lists it as restored).
+    Written,
+    /// A later name of a hard-link group linked to its first (always done, as the run does).
+    Linked,
+}
+
+/// The restorations of a plan, previewed in the run's order.
+struct Restores<'a> {
+    root: BorrowedFd<'a>,
+    anchors: &'a Anchors,
+    /// Directories the run would make anew (nothing stood there, or something else did): every
+    /// path below one holds nothing when its turn comes.
+    fresh: HashSet<RelPath>,
+    /// Hard-link groups whose first name has been seen.
+    groups: HashSet<GroupKey>,
+}
+
+impl Restores<'_> {
+    /// What the run would do to `step`'s path, as `apply.rs`'s `restore_in_group` does it: a
+    /// later name of a hard-link group is linked; the first is compared where the group's
+    /// inode stands now (the name the run relinks it to first, or the path itself).
+    fn step(&mut self, step: &Step) -> Result<Outcome, String> {
+        match &step.target {
+            PreImage::Skipped { reason, .. } => return Err(format!("not restored: {reason}")),
+            PreImage::Staged { .. } => {
+                return Err("not restored: its staged pre-image was never stored".into());
+            }
+            _ => {}
+        }
+        let group = group_key(&step.target).filter(|_| step.target.nlink() > 1);
+        let mut probe = &step.path;
+        if let Some(key) = group {
+            if !self.groups.insert(key.clone()) {
+                return Ok(Outcome::Linked);
+            }
+            if let Some(anchor) = self.anchors.found.get(&key) {
+                probe = anchor;
+            }
+        }
+        let (changes, dir_stands) = self.compare(probe, &step.target)?;
+        if matches!(step.target, PreImage::Dir { .. }) && !dir_stands {
+            self.fresh.insert(step.path.clone());
+        }
+        Ok(if changes {
+            Outcome::Written
+        } else {
+            Outcome::Unchanged
+        })
+    }
+
+    /// Whether giving `path` its `target` changes it, and whether a directory stands there now.
+    fn compare(&self, path: &RelPath, target: &PreImage) -> Result<(bool, bool), String> {
+        let mut above = path.parent();
+        while let Some(a) = above {
+            if self.fresh.contains(&a) {
+                return Ok((true, false));
+            }
+            above = a.parent();
+        }
+        let parent = open_parent(self.root, path)?;
+        let name = cname(path);
+        let slot = Slot::at(parent.as_fd(), &name, target)?;
+        Ok((!slot.matches(), slot.is_dir()))
+    }
+}
