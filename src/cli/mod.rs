@@ -102,7 +102,7 @@ pub enum Command {
     /// Print the man page (roff)
     ///
     /// Example: ckpt-mount man | man -l -
-    Man,
+    Man(docs::ManArgs),
     /// Build the seed scenario in a temp folder, run an agent turn with shell tools, rewind,
     /// and compare with the git recipes
     ///
@@ -136,7 +136,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Status(a) => info::status(a),
         Command::Demo(a) => demo::run(a),
         Command::Completions(a) => docs::completions(a),
-        Command::Man => docs::man(),
+        Command::Man(a) => docs::man(a),
         Command::Fsck(a) => fsck::run(a),
         Command::Prune(a) => prune::run(a),
         Command::Diff(a) => diff::run(a),
