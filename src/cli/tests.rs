@@ -315,8 +315,8 @@ fn examples(help: &str) -> Vec<String> {
         .collect()
 }
 
-/// The words of a shell command line up to its first pipe or redirection, with its quotes
-/// taken off; enough for the examples (no variables, no escapes inside quotes).
+/// The words of a shell command line up to its first pipe, redirection or comment, with its
+/// quotes taken off; enough for the examples (no variables, no escapes inside quotes).
 fn words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
@@ -329,7 +329,7 @@ fn words(line: &str) -> Vec<String> {
                 quote = Some(c);
                 word.get_or_insert_with(String::new);
             }
-            (None, '|' | '>' | '<' | ';' | '&') if word.is_none() => break,
+            (None, '|' | '>' | '<' | ';' | '&' | '#') if word.is_none() => break,
             (None, c) if c.is_whitespace() => words.extend(word.take()),
             (None, c) => word.get_or_insert_with(String::new).push(c),
         }
@@ -351,6 +351,8 @@ fn the_example_splitter_takes_quotes_and_stops_at_a_pipe_or_redirection() {
         ["ckpt-mount", "completions", "bash"]
     );
     assert_eq!(words("a '' b"), ["a", "", "b"]);
+    assert_eq!(words("ckpt-mount fsck  # exits 1"), ["ckpt-mount", "fsck"]);
+    assert_eq!(words("a b#c"), ["a", "b#c"]);
 }
 
 #[test]
