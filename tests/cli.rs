@@ -316,8 +316,10 @@ fn completions_and_man_page_come_from_the_cli_definitions() {
     assert!(o.status.success());
     let page = String::from_utf8_lossy(&o.stdout);
     assert!(page.contains(".TH ckpt-mount-rewind"), "no page for rewind");
+    // The examples of a page are lines of their own in its EXAMPLES section (tests/man_page.rs
+    // renders the pages).
     assert!(
-        page.contains("Example: ckpt\\-mount rewind 2"),
+        page.contains(".SH EXAMPLES") && page.contains("\nckpt\\-mount rewind 2 \\-\\-dry\\-run\n"),
         "rewind page lacks its example"
     );
     // The binary prints what clap renders (each help text is a unit test of its own).

@@ -53,62 +53,95 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Subcommands.
+/// Subcommands. Each one's help ends with its `Example:` lines, one command line each, which
+/// `tests/help_examples.rs` runs against a mounted folder (`verbatim_doc_comment` keeps them on
+/// lines of their own).
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Mount a folder over itself and capture every change per turn
     ///
     /// Example: ckpt-mount mount ~/src/site
+    /// Example: ckpt-mount mount ~/src/site --max-blob 256M --compress
+    #[command(verbatim_doc_comment)]
     Mount(mount::MountArgs),
     /// Unmount a folder; a busy mount is reported, not torn
     ///
     /// Example: ckpt-mount unmount ~/src/site
+    #[command(verbatim_doc_comment)]
     Unmount(mount::UnmountArgs),
     /// Print the current turn, or begin turn N
     ///
-    /// Example: ckpt-mount turn 3 -m "fix the build"
+    /// Example: ckpt-mount turn
+    /// Example: ckpt-mount turn 4 -m "fix the build"
+    /// Example: ckpt-mount turn --dir ~/src/site
+    #[command(verbatim_doc_comment)]
     Turn(turn::TurnArgs),
     /// Restore the folder to the start of turn N (default: the current turn)
     ///
     /// Example: ckpt-mount rewind 2 --dry-run
+    /// Example: ckpt-mount rewind 2
+    /// Example: ckpt-mount rewind 1 -- src/
+    /// Example: ckpt-mount rewind --undo
+    /// Example: ckpt-mount rewind 2 --json --dir ~/src/site
+    #[command(verbatim_doc_comment)]
     Rewind(rewind::RewindArgs),
     /// List turns: number, label, time, files created/modified/deleted, bytes, programs
     ///
+    /// Example: ckpt-mount log
     /// Example: ckpt-mount log --json
+    #[command(verbatim_doc_comment)]
     Log(info::LogArgs),
     /// Show the folder, mount state, current turn and store size
     ///
     /// Example: ckpt-mount status
+    /// Example: ckpt-mount status --json --dir ~/src/site
+    #[command(verbatim_doc_comment)]
     Status(info::StatusArgs),
-    /// Show what changed since the start of turn N (default: the current one), or from the
-    /// start of turn N to the start of turn M (N..M)
+    /// Show what changed since the start of turn N (default: the current one), or in N..M
     ///
+    /// Example: ckpt-mount diff
     /// Example: ckpt-mount diff 2 --stat src/
+    /// Example: ckpt-mount diff 1 -- README.md
+    /// Example: ckpt-mount diff 1..3 --json
+    #[command(verbatim_doc_comment)]
     Diff(diff::DiffArgs),
     /// Show what one turn alone changed (from its start to the start of the next turn)
     ///
     /// Example: ckpt-mount show 2 --stat
+    /// Example: ckpt-mount show 1 -- README.md
+    #[command(verbatim_doc_comment)]
     Show(diff::ShowArgs),
     /// Mount the folder if needed, run a command inside it, unmount when it exits
     ///
     /// Example: ckpt-mount run -- claude
+    /// Example: ckpt-mount run --dir ~/src/site -- bash
+    #[command(verbatim_doc_comment)]
     Run(run::RunArgs),
     /// Forget the oldest turns and the blobs only they used
     ///
+    /// Example: ckpt-mount prune --keep-turns 20
     /// Example: ckpt-mount prune --keep-turns 20 --max-size 2G
+    #[command(verbatim_doc_comment)]
     Prune(prune::PruneArgs),
     /// Check the store: re-hash blobs, check every record, report orphans
     ///
+    /// Example: ckpt-mount fsck
     /// Example: ckpt-mount fsck --dir ~/src/site
+    #[command(verbatim_doc_comment)]
     Fsck(fsck::FsckArgs),
     /// Print shell completions for bash, zsh, fish, elvish or powershell
     ///
-    /// Example: ckpt-mount completions bash > /etc/bash_completion.d/ckpt-mount
+    /// Example: ckpt-mount completions bash > ~/.local/share/bash-completion/completions/ckpt-mount
+    /// Example: ckpt-mount completions zsh > ~/.zfunc/_ckpt-mount  # with fpath+=~/.zfunc in ~/.zshrc
+    /// Example: ckpt-mount completions fish > ~/.config/fish/completions/ckpt-mount.fish
+    #[command(verbatim_doc_comment)]
     Completions(docs::CompletionsArgs),
     /// Print the man page (roff)
     ///
     /// Example: ckpt-mount man | man -l -
-    Man,
+    /// Example: ckpt-mount man --out-dir ~/.local/share/man/man1
+    #[command(verbatim_doc_comment)]
+    Man(docs::ManArgs),
     /// Install or remove the hook that begins a turn at each prompt of an agent
     ///
     /// Example: ckpt-mount hooks install claude-code --dry-run
@@ -149,7 +182,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Status(a) => info::status(a),
         Command::Demo(a) => demo::run(a),
         Command::Completions(a) => docs::completions(a),
-        Command::Man => docs::man(),
+        Command::Man(a) => docs::man(a),
         Command::Fsck(a) => fsck::run(a),
         Command::Prune(a) => prune::run(a),
         Command::Diff(a) => diff::run(a),

@@ -317,8 +317,8 @@ fn examples(help: &str) -> Vec<String> {
         .collect()
 }
 
-/// The words of a shell command line up to its first pipe or redirection, with its quotes
-/// taken off; enough for the examples (no variables, no escapes inside quotes).
+/// The words of a shell command line up to its first pipe, redirection or comment, with its
+/// quotes taken off; enough for the examples (no variables, no escapes inside quotes).
 fn words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
@@ -331,7 +331,7 @@ fn words(line: &str) -> Vec<String> {
                 quote = Some(c);
                 word.get_or_insert_with(String::new);
             }
-            (None, '|' | '>' | '<' | ';' | '&') if word.is_none() => break,
+            (None, '|' | '>' | '<' | ';' | '&' | '#') if word.is_none() => break,
             (None, c) if c.is_whitespace() => words.extend(word.take()),
             (None, c) => word.get_or_insert_with(String::new).push(c),
         }
@@ -353,6 +353,8 @@ fn the_example_splitter_takes_quotes_and_stops_at_a_pipe_or_redirection() {
         ["ckpt-mount", "completions", "bash"]
     );
     assert_eq!(words("a '' b"), ["a", "", "b"]);
+    assert_eq!(words("ckpt-mount fsck  # exits 1"), ["ckpt-mount", "fsck"]);
+    assert_eq!(words("a b#c"), ["a", "b#c"]);
 }
 
 #[test]
@@ -461,4 +463,84 @@ fn sizes() {
     assert!(parse_size("x").is_err());
     assert!(parse_size("5Q").is_err());
     assert!(parse_size("99999999999T").is_err());
+}
+
+/// The states the bash script's loop over the words sets (`cmd="…"`), and the labels of the
+/// arms that list each state's options.
+fn bash_states_and_arms(script: &str) -> (Vec<String>, Vec<String>) {
+    let set: Vec<String> = script
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cmd=\""))
+        .filter_map(|l| l.strip_suffix('"'))
+        .map(str::to_string)
+        .collect();
+    let arms_start = script.find("case \"${cmd}\" in").expect("the options case");
+    let arms: Vec<String> = script[arms_start..]
+        .lines()
+        .filter(|l| l.starts_with("        ") && !l.starts_with("         "))
+        .filter_map(|l| l.trim().strip_suffix(')'))
+        .map(str::to_string)
+        .collect();
+    (set, arms)
+}
+
+#[test]
+fn every_arm_of_the_bash_script_is_a_state_its_loop_sets() {
+    let script = super::docs::completion_script(clap_complete::Shell::Bash);
+    let (set, arms) = bash_states_and_arms(&script);
+    assert!(arms.len() > subcommands().len(), "{arms:?}");
+    for arm in &arms {
+        assert!(
+            set.contains(arm),
+            "the arm {arm} lists options for a state the loop never sets"
+        );
+    }
+    // Unrepaired, clap_complete 4.6.12's script has the fault issue 14 saw (clap issue
+    // #6421), and this check catches it: the repair is what makes it pass.
+    let mut cmd = Cli::command();
+    let mut raw = Vec::new();
+    clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "ckpt-mount", &mut raw);
+    let (set, arms) = bash_states_and_arms(&String::from_utf8_lossy(&raw));
+    let never_set = arms.iter().filter(|a| !set.contains(a)).count();
+    assert!(
+        never_set > 0,
+        "clap_complete no longer mislabels its arms: docs::repair_bash_states can go"
+    );
+    let fixed = super::docs::repair_bash_states(&String::from_utf8_lossy(&raw), "ckpt-mount");
+    assert_eq!(fixed, script);
+}
+
+#[test]
+fn the_bash_repair_relabels_only_mislabelled_arms() {
+    let script = "        my__subcmd__app__subcmd__run)\n            opts=\"my__subcmd__app__subcmd__run)\"\n";
+    assert_eq!(
+        super::docs::repair_bash_states(script, "my-app"),
+        "        my__app__subcmd__run)\n            opts=\"my__subcmd__app__subcmd__run)\"\n"
+    );
+    // A name without a hyphen has nothing to repair.
+    assert_eq!(super::docs::repair_bash_states(script, "app"), script);
+}
+
+#[test]
+fn the_zsh_repair_keeps_options_after_a_positional() {
+    let script =
+        "(rewind)\n_arguments : \\\n'*::paths -- P:_files' \\\n\"*::: :->ckpt-mount\" \\\n";
+    assert_eq!(
+        super::docs::repair_zsh_rest_arguments(script),
+        "(rewind)\n_arguments : \\\n'*:paths -- P:_files' \\\n\"*::: :->ckpt-mount\" \\\n"
+    );
+    let zsh = super::docs::completion_script(clap_complete::Shell::Zsh);
+    assert!(zsh.contains("'*:paths -- "), "{zsh}");
+    assert!(!zsh.lines().any(|l| l.starts_with("'*::")));
+}
+
+#[test]
+fn the_fish_script_completes_positional_values() {
+    let fish = super::docs::completion_script(clap_complete::Shell::Fish);
+    assert!(
+        fish.contains(
+            "complete -c ckpt-mount -n \"__fish_seen_subcommand_from completions\" -f -a \"bash elvish fish powershell zsh\""
+        ),
+        "{fish}"
+    );
 }
