@@ -80,6 +80,33 @@ fn handle(
     }
 }
 
+/// `cat`: a file as it was when `turn` began, its bytes streamed after the answer (read from
+/// the store's blobs or the folder without the store lock, which is held only to find them).
+fn cat_reply(fs: &Arc<CkptFs>, turn: Option<u64>, path: String) -> ipc::Reply {
+    let (found, blobs) = {
+        let store = fs.capturer().lock();
+        (
+            crate::versions::old_version(&store, fs.root(), turn, &path),
+            Arc::clone(store.blobs()),
+        )
+    };
+    let version = match found {
+        Ok(v) => v,
+        Err(e) => return Response::fail(e, serde_json::Value::Null).into(),
+    };
+    let root = match fs.root().try_clone_to_owned() {
+        Ok(r) => r,
+        Err(e) => return Response::fail(format!("dup: {e}"), serde_json::Value::Null).into(),
+    };
+    let data = serde_json::to_value(&version).unwrap_or_default();
+    ipc::Reply {
+        response: Response::ok(data),
+        stream: Some(Box::new(move |out| {
+            crate::versions::copy_out(&blobs, root.as_fd(), &path, &version, out)
+        })),
+    }
+}
+
 /// `rewind`: the whole folder, or only `paths`, as at the start of turn `to` (the current turn
 /// when not given).
 fn rewind_request(
@@ -214,8 +241,9 @@ fn run_inner(
     std::thread::Builder::new()
         .name("ckpt-ctl-accept".into())
         .spawn(move || {
-            ipc::serve(listener, move |req, progress| {
-                handle(&fs_ctl, &folder, &io, req, progress)
+            ipc::serve(listener, move |req, progress| match req {
+                Request::Cat { turn, path } => cat_reply(&fs_ctl, turn, path),
+                req => handle(&fs_ctl, &folder, &io, req, progress).into(),
             })
         })
         .map_err(|e| format!("cannot start the control thread: {e}"))?;

@@ -46,6 +46,7 @@ pub fn query(
                 .map_err(|e| e.to_string())
                 .and_then(json)
         }
+        Request::Cat { .. } => Err("a file's bytes are streamed, not answered as JSON".into()),
         Request::Turn { .. } | Request::Rewind { .. } => {
             Err("turn switches and rewinds are not answered from the store alone".into())
         }

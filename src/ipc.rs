@@ -54,6 +54,13 @@ pub enum Request {
     },
     /// Changes from the start of `turn` (default: current) to now, or to the start of `to`, or
     /// (`show`) what turn `turn` alone changed.
+    /// A file as it was when `turn` (default: current) began; its bytes follow the answer.
+    Cat {
+        /// The turn.
+        turn: Option<u64>,
+        /// The path, relative to the folder.
+        path: String,
+    },
     Diff {
         /// The turn.
         turn: Option<u64>,
@@ -66,6 +73,28 @@ pub enum Request {
         /// Only these paths (and what is below them).
         paths: Vec<String>,
     },
+}
+
+/// Bytes that follow an answer's line on the connection (`cat`, `restore`): written straight
+/// to the socket, so a large file never sits whole in the daemon's memory. The answer says how
+/// many (`data.size`), and the client reads exactly that many.
+pub type Stream = Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()> + Send>;
+
+/// An answer, and the bytes that follow it, if any.
+pub struct Reply {
+    /// The answer line.
+    pub response: Response,
+    /// The bytes after it.
+    pub stream: Option<Stream>,
+}
+
+impl From<Response> for Reply {
+    fn from(response: Response) -> Self {
+        Self {
+            response,
+            stream: None,
+        }
+    }
 }
 
 /// The daemon's answer.
@@ -125,7 +154,7 @@ pub fn listen(folder: &Path) -> std::io::Result<UnixListener> {
 /// answer, at most about a hundred per request.
 pub fn serve(
     listener: UnixListener,
-    handle: impl Fn(Request, crate::rewind::Progress<'_>) -> Response + Send + Sync + 'static,
+    handle: impl Fn(Request, crate::rewind::Progress<'_>) -> Reply + Send + Sync + 'static,
 ) {
     let handle = std::sync::Arc::new(handle);
     let me = crate::sys::geteuid();
@@ -142,11 +171,12 @@ pub fn serve(
                 if reader.read_line(&mut line).is_err() {
                     return;
                 }
-                let resp = if !allowed {
+                let reply: Reply = if !allowed {
                     Response::fail(
                         "permission denied: only the folder's owner or root may control it",
                         serde_json::Value::Null,
                     )
+                    .into()
                 } else {
                     let progress = |done: usize, total: usize| {
                         if done.is_multiple_of((total / 100).max(1)) || done == total {
@@ -160,13 +190,23 @@ pub fn serve(
                         Ok(req) => handle(req, &progress),
                         Err(e) => {
                             Response::fail(format!("bad request: {e}"), serde_json::Value::Null)
+                                .into()
                         }
                     }
                 };
-                let mut out = serde_json::to_vec(&resp).unwrap_or_default();
+                let mut out = serde_json::to_vec(&reply.response).unwrap_or_default();
                 out.push(b'\n');
                 let mut w = &conn;
-                let _ = w.write_all(&out);
+                if w.write_all(&out).is_err() {
+                    return;
+                }
+                if let Some(stream) = reply.stream {
+                    // A failure midway leaves the client short of the promised size, which it
+                    // reports; the daemon logs why.
+                    if let Err(e) = stream(&mut w) {
+                        log::warn!(target: "ckpt::ipc", "streaming an answer failed: {e}");
+                    }
+                }
             });
     }
 }
@@ -206,4 +246,38 @@ pub fn call_with_progress(
         }
         return serde_json::from_value(value).map_err(std::io::Error::other);
     }
+}
+
+/// As [`call`], for an answer followed by bytes (`cat`): copies exactly `data.size` bytes to
+/// `out` after a successful answer.
+pub fn call_streaming(
+    folder: &Path,
+    req: &Request,
+    out: &mut dyn Write,
+) -> std::io::Result<Response> {
+    let addr = SocketAddr::from_abstract_name(socket_name(folder).as_bytes())?;
+    let conn = UnixStream::connect_addr(&addr)?;
+    conn.set_read_timeout(Some(Duration::from_secs(3600)))?;
+    let mut line = serde_json::to_vec(req).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    (&conn).write_all(&line)?;
+    let mut reader = BufReader::new(&conn);
+    let mut answer = String::new();
+    if reader.read_line(&mut answer)? == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the daemon closed the connection",
+        ));
+    }
+    let resp: Response = serde_json::from_str(&answer).map_err(std::io::Error::other)?;
+    if let (true, Some(size)) = (resp.ok, resp.data["size"].as_u64()) {
+        let copied = std::io::copy(&mut std::io::Read::take(&mut reader, size), out)?;
+        if copied != size {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the daemon sent {copied} of {size} bytes (see status --log)"),
+            ));
+        }
+    }
+    Ok(resp)
 }

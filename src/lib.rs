@@ -29,4 +29,5 @@ pub mod store;
 pub mod sys;
 pub mod tree;
 pub mod units;
+pub mod versions;
 pub mod xattrs;

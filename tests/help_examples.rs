@@ -17,7 +17,7 @@
 //! 4. Where an example runs: one that names the folder (`~/src/site`) runs from the home
 //!    directory, as from any other place; one that does not runs inside the mounted folder,
 //!    which is what `--dir` defaults to.
-//! 5. An agent an example starts (`claude`, `codex`, `gemini`, `aider`) is a stand-in script
+//! 5. An agent an example starts after `--` (`claude`, `codex`, `gemini`, `aider`) is a stand-in script
 //!    first on PATH: it changes a file in its working directory and notes that it ran (a real
 //!    agent is never started, even where one is installed). The test checks that it ran.
 //! 6. Standard input is empty, so an interactive program (a shell, an agent) ends at once;
@@ -309,8 +309,15 @@ fn run_example(ex: &Example) -> Option<String> {
         return Some(format!("{:?} wrote nothing to {}", ex.line, t.display()));
     }
     let ran = std::fs::read_to_string(&scratch.standin_log).unwrap_or_default();
+    // An agent is started by what follows `--` (`run -- claude`); `hooks install codex` only
+    // names one.
+    let command: Vec<&str> = ex
+        .line
+        .split_whitespace()
+        .skip_while(|w| *w != "--")
+        .collect();
     for agent in AGENTS {
-        if ex.line.split_whitespace().any(|w| w == *agent) && !ran.lines().any(|l| l == *agent) {
+        if command.contains(agent) && !ran.lines().any(|l| l == *agent) {
             return Some(format!("{:?} never started {agent}\n{said}", ex.line));
         }
     }

@@ -11,6 +11,7 @@ mod prune;
 mod rewind;
 mod run;
 mod turn;
+mod versions;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -111,6 +112,17 @@ pub enum Command {
     /// Example: ckpt-mount show 1 -- README.md
     #[command(verbatim_doc_comment)]
     Show(diff::ShowArgs),
+    /// Print a file as it was when turn N began (default: the current turn), rewinding nothing
+    ///
+    /// Example: ckpt-mount cat 2 -- README.md
+    /// Example: ckpt-mount cat 1 --dir ~/src/site -- src/main.rs
+    #[command(verbatim_doc_comment)]
+    Cat(versions::CatArgs),
+    /// Copy a file (or symlink) as it was when turn N began to a new path, rewinding nothing
+    ///
+    /// Example: ckpt-mount restore 2 --to README.old.md -- README.md
+    #[command(verbatim_doc_comment)]
+    Restore(versions::RestoreArgs),
     /// Mount the folder if needed, run a command inside it, unmount when it exits
     ///
     /// Example: ckpt-mount run -- claude
@@ -187,6 +199,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Prune(a) => prune::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Show(a) => diff::show(a),
+        Command::Cat(a) => versions::cat(a),
+        Command::Restore(a) => versions::restore(a),
         Command::Run(a) => run::run(a),
         Command::Hooks(a) => hooks::run(a),
         Command::Hook(a) => hooks::run_hook(a),

@@ -303,7 +303,7 @@ fn subcommands() -> Vec<String> {
 fn every_help_text_is_as_reviewed() {
     insta::assert_snapshot!("help", help(&[]));
     let subs = subcommands();
-    assert_eq!(subs.len(), 15, "{subs:?}");
+    assert_eq!(subs.len(), 17, "{subs:?}");
     for sub in subs {
         insta::assert_snapshot!(format!("help_{sub}"), help(&[&sub]));
     }
@@ -447,7 +447,7 @@ fn diff_takes_a_span_of_turns() {
     };
     assert_eq!(span(&["2..4", "src/"]), Some((2, Some(4))));
     assert_eq!(span(&["3"]), Some((3, None)));
-    for bad in ["4..2", "3..3", "0..2", "2..x", "..3"] {
+    for bad in ["4..2", "3..3", "2..x", "..3", "x"] {
         assert!(
             Cli::try_parse_from(argv(&["diff", bad])).is_err(),
             "diff {bad} must be a usage error"

@@ -1,0 +1,165 @@
+//! `cat` and `restore`: a file as it was when a turn began, to stdout or copied out to a new
+//! path, without rewinding anything.
+
+use super::{CliError, CliResult, Target};
+use crate::ipc::Request;
+use crate::versions::OldVersion;
+use clap::Args;
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+/// `ckpt-mount cat`.
+#[derive(Debug, Args)]
+pub struct CatArgs {
+    /// The turn whose start to read from (default: the current turn)
+    pub turn: Option<u64>,
+    /// The folder (default: the ckpt-mount folder containing the current directory)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// The file, relative to the folder or absolute inside it
+    #[arg(last = true, required = true, value_name = "PATH")]
+    pub path: PathBuf,
+}
+
+/// `ckpt-mount restore`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The turn whose start to take the file from (default: the current turn)
+    pub turn: Option<u64>,
+    /// Where to write it: a new file (or symlink), anywhere
+    #[arg(long, value_name = "DEST")]
+    pub to: PathBuf,
+    /// Replace DEST if it exists
+    #[arg(long)]
+    pub force: bool,
+    /// The folder (default: the ckpt-mount folder containing the current directory)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// The file, relative to the folder or absolute inside it
+    #[arg(last = true, required = true, value_name = "PATH")]
+    pub path: PathBuf,
+}
+
+/// Finds the version of `path` at the start of `turn` and, for a file, writes its bytes to
+/// `out`: through the daemon of a mounted folder, or from the store of an unmounted one.
+fn fetch(
+    dir: Option<PathBuf>,
+    turn: Option<u64>,
+    path: &Path,
+    out: &mut dyn Write,
+) -> Result<(OldVersion, String), CliError> {
+    let (t, paths) = super::target_with_paths(dir, &[path.to_path_buf()])?;
+    let rel = paths
+        .into_iter()
+        .next()
+        .ok_or_else(|| CliError::usage("give one path after --"))?;
+    let version = match t {
+        Target::Mounted(folder) => {
+            let req = Request::Cat {
+                turn,
+                path: rel.clone(),
+            };
+            let resp = crate::ipc::call_streaming(&folder, &req, out).map_err(|e| {
+                CliError::fail(format!("{}: copying {rel} out: {e}", folder.display()))
+            })?;
+            if !resp.ok {
+                return Err(CliError::fail(resp.error.unwrap_or_default()));
+            }
+            serde_json::from_value(resp.data).map_err(|e| CliError::fail(e.to_string()))?
+        }
+        Target::Offline(folder) => {
+            let (root, store) = super::open_offline(&folder)?;
+            let v = crate::versions::old_version(&store, root.as_fd(), turn, &rel)
+                .map_err(CliError::fail)?;
+            crate::versions::copy_out(store.blobs(), root.as_fd(), &rel, &v, out)
+                .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
+            v
+        }
+    };
+    Ok((version, rel))
+}
+
+fn when(turn: Option<u64>) -> String {
+    match turn {
+        Some(n) => format!("when turn {n} began"),
+        None => "when the current turn began".into(),
+    }
+}
+
+/// Runs `cat`.
+pub fn cat(a: CatArgs) -> CliResult {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let (version, rel) = fetch(a.dir, a.turn, &a.path, &mut out)?;
+    if let OldVersion::Symlink { target } = version {
+        return Err(CliError::fail(format!(
+            "{rel} was a symlink to {target} {}; restore --to copies it out as one",
+            when(a.turn)
+        )));
+    }
+    out.flush()
+        .map_err(|e| CliError::fail(format!("writing to stdout: {e}")))
+}
+
+/// Runs `restore`: the old version is written to a temporary file beside DEST and renamed onto
+/// it only once whole, so DEST is never left half written.
+pub fn restore(a: RestoreArgs) -> CliResult {
+    let dest = std::path::absolute(&a.to)
+        .map_err(|e| CliError::fail(format!("{}: {e}", a.to.display())))?;
+    let exists = std::fs::symlink_metadata(&dest).is_ok();
+    if exists && !a.force {
+        return Err(CliError::fail(format!(
+            "{} exists; choose another --to, or add --force to replace it",
+            dest.display()
+        )));
+    }
+    let parent = dest.parent().unwrap_or(Path::new("/"));
+    let mut temp = tempfile::Builder::new()
+        .prefix(".ckpt-restore-")
+        .tempfile_in(parent)
+        .map_err(|e| CliError::fail(format!("cannot write in {}: {e}", parent.display())))?;
+    let (version, rel) = fetch(a.dir, a.turn, &a.path, temp.as_file_mut())?;
+    match version {
+        OldVersion::File { size, mode, .. } => {
+            use std::os::unix::fs::PermissionsExt;
+            // Set-id bits are not carried to a copy made elsewhere.
+            let perms = std::fs::Permissions::from_mode(mode & 0o777);
+            temp.as_file()
+                .set_permissions(perms)
+                .and_then(|()| temp.as_file().sync_all())
+                .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
+            persist(temp, &dest, a.force)?;
+            println!(
+                "restored {rel} as it was {} to {} ({})",
+                when(a.turn),
+                dest.display(),
+                crate::units::human_size(size)
+            );
+        }
+        OldVersion::Symlink { target } => {
+            drop(temp);
+            if exists {
+                std::fs::remove_file(&dest)
+                    .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
+            }
+            std::os::unix::fs::symlink(&target, &dest)
+                .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
+            println!(
+                "restored {rel} as it was {} to {} (a symlink to {target})",
+                when(a.turn),
+                dest.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn persist(temp: tempfile::NamedTempFile, dest: &Path, replace: bool) -> CliResult {
+    let done = if replace {
+        temp.persist(dest).map(drop)
+    } else {
+        temp.persist_noclobber(dest).map(drop)
+    };
+    done.map_err(|e| CliError::fail(format!("{}: {}", dest.display(), e.error)))
+}
