@@ -476,7 +476,23 @@ const CONCEPTS: &[Section] = &[
             ),
             Block::Item(
                 "`HOME`",
-                "`mount` and `run` refuse to mount the home directory itself.",
+                "`mount` and `run` refuse to mount the home directory itself; `hooks install` writes the agents' settings below it unless `--project` is given.",
+            ),
+            Block::Item(
+                "`PATH`",
+                "Where `run` looks for its command (it refuses, mounting nothing, when the command is not found) and where `fusermount3` is looked for.",
+            ),
+            Block::Item(
+                "`FUSERMOUNT_PATH`",
+                "The `fusermount3` (or `fusermount`) program a normal user mounts and unmounts with, instead of the first one on `PATH` or in `/usr/bin`, `/bin`, `/usr/sbin`, `/sbin`.",
+            ),
+            Block::Item(
+                "`NOTIFY_SOCKET`",
+                "Set by systemd for a `Type=notify` unit: `mount --foreground` sends `READY=1` there once the mount answers.",
+            ),
+            Block::Item(
+                "`CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `GEMINI_CLI_HOME`",
+                "Where `hooks install` finds the user settings of Claude Code (default `~/.claude`), Codex (default `~/.codex`) and Gemini CLI (default `~`, settings in `.gemini/`), as those agents do themselves.",
             ),
             Block::Item(
                 "`CKPT_FAILPOINT`",
