@@ -2,16 +2,24 @@
 //! an offline one). Both status and the log name the captures that stored nothing (a file over
 //! `--max-blob`, a socket, a device): a rewind cannot restore those, and the user should learn
 //! it when it happens, not at rewind time.
+//!
+//! The log describes each turn as it stood when it ended, by the rule `diff N..M` and rewinds
+//! use (`crate::diff::Range`): the state of a path at the start of turn M is the oldest
+//! pre-image captured in turns `>= M`, else the folder as it is now. A turn ends where the next
+//! live turn begins (the last one: now), so its counts do not change as later turns work.
 
+use crate::ids::{Seq, Turn};
+use crate::relpath::RelPath;
 use crate::store::Store;
+use crate::store::index::{Capture, Index, TurnInfo};
 use crate::store::journal::PreImage;
 use crate::sys::{self, Errno};
-use serde::Serialize;
-use std::collections::{BTreeSet, HashSet};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::os::fd::{AsFd, BorrowedFd};
 
-/// One row of `ckpt-mount log`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// One row of `ckpt-mount log`: a turn as it stood when it ended (the current one: now).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TurnRow {
     /// Turn number.
     pub turn: u64,
@@ -19,13 +27,19 @@ pub struct TurnRow {
     pub label: Option<String>,
     /// Unix time it began.
     pub time: u64,
-    /// Paths that did not exist at the start of the turn and exist now.
+    /// The same moment in ISO 8601, UTC (`2026-12-02T09:14:05Z`).
+    #[serde(default)]
+    pub time_iso: String,
+    /// Paths absent when the turn began and present when it ended (a path created and
+    /// removed again within the turn is not counted).
     pub created: usize,
-    /// Paths that existed and still exist.
+    /// Paths the turn changed that were present when it began and when it ended.
     pub modified: usize,
-    /// Paths that existed and are gone now.
+    /// Paths present when the turn began and absent when it ended.
     pub deleted: usize,
-    /// Bytes of file content captured.
+    /// Bytes of the files the turn changed, as they were before it changed them: the size of
+    /// the file pre-images captured in the turn, before dedup and compression (what a rewind
+    /// of the turn writes back).
     pub bytes: u64,
     /// Command names of the processes behind the captures.
     pub programs: Vec<String>,
@@ -34,7 +48,7 @@ pub struct TurnRow {
 }
 
 /// A capture that stored nothing, so that no rewind can restore its path to what it was.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SkippedCapture {
     /// The turn it belongs to.
     pub turn: u64,
@@ -74,68 +88,128 @@ pub fn skipped_captures(store: &Store) -> Vec<SkippedCapture> {
         .collect()
 }
 
-/// `size` bytes as people read them: `512 B`, `4.0 KiB`, `2.0 GiB`.
-pub fn human_size(size: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if size < 1024 {
-        return format!("{size} B");
-    }
-    let mut value = size as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
-
-fn exists(root: BorrowedFd<'_>, path: &crate::relpath::RelPath) -> bool {
+/// Whether anything stands at `path` in the folder now (a symlink is not followed).
+fn exists(root: BorrowedFd<'_>, path: &RelPath) -> bool {
     sys::open_beneath(root, &path.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0).is_ok()
 }
 
-/// The rows of every active turn, oldest first.
+/// Whether a pre-image says something stood at its path.
+fn present(pre: &PreImage) -> bool {
+    !matches!(pre, PreImage::Absent)
+}
+
+/// The oldest pre-image of each path captured in the turns after the one being counted, with
+/// its journal position: the state each was in when that turn ended.
+type Later<'a> = HashMap<&'a RelPath, (Seq, &'a PreImage)>;
+
+/// The rows of every live turn, by turn number (whatever order the journal left them in).
+/// Each live turn ends where the next live one begins; a row for a turn that is no longer
+/// live (a rewound one, say) would be counted apart and leave these bounds as they are.
 pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
+    let index = store.index();
+    let mut turns: Vec<&TurnInfo> = index.turns.iter().collect();
+    turns.sort_by_key(|t| t.turn);
+    turns.dedup_by_key(|t| t.turn);
     let skipped = skipped_captures(store);
-    store
-        .index()
-        .turns
-        .iter()
-        .map(|t| {
-            let mut row = TurnRow {
-                turn: t.turn.0,
-                label: t.label.clone(),
-                time: t.time,
-                created: 0,
-                modified: 0,
-                deleted: 0,
-                bytes: 0,
-                programs: Vec::new(),
-                skipped: skipped
-                    .iter()
-                    .filter(|c| c.turn == t.turn.0)
-                    .cloned()
-                    .collect(),
-            };
-            let mut programs = BTreeSet::new();
-            for c in store.index().captures.iter().filter(|c| c.turn == t.turn) {
-                let now = exists(root, &c.path);
-                match (&c.pre, now) {
-                    (PreImage::Absent, true) => row.created += 1,
-                    (PreImage::Absent, false) => {}
-                    (_, true) => row.modified += 1,
-                    (_, false) => row.deleted += 1,
-                }
-                if let PreImage::File { size, .. } = c.pre {
-                    row.bytes += size;
-                }
-                if let Some(comm) = &c.comm {
-                    programs.insert(comm.clone());
-                }
-            }
-            row.programs = programs.into_iter().collect();
-            row
-        })
-        .collect()
+    let mut by_turn: BTreeMap<Turn, Vec<&Capture>> = BTreeMap::new();
+    for c in &index.captures {
+        by_turn.entry(c.turn).or_default().push(c);
+    }
+    // Newest first, so that `later` grows by one turn's captures per step.
+    let mut later: Later<'_> = HashMap::new();
+    let mut rows = Vec::with_capacity(turns.len());
+    for (i, info) in turns.iter().enumerate().rev() {
+        let next = turns.get(i + 1).map(|t| t.turn);
+        let own = captures_between(&by_turn, info.turn, next);
+        let mut row = count_turn(info, &own, &later, root);
+        row.skipped = skipped
+            .iter()
+            .filter(|c| c.turn == info.turn.0)
+            .cloned()
+            .collect();
+        rows.push(row);
+        for c in own {
+            later
+                .entry(&c.path)
+                .and_modify(|e| {
+                    if c.seq < e.0 {
+                        *e = (c.seq, &c.pre);
+                    }
+                })
+                .or_insert((c.seq, &c.pre));
+        }
+    }
+    rows.reverse();
+    rows
+}
+
+/// The captures of turns from `from` up to (not including) `next`, in journal order (more
+/// than one turn only when a turn between two live ones has captures and no turn record).
+fn captures_between<'a>(
+    by_turn: &BTreeMap<Turn, Vec<&'a Capture>>,
+    from: Turn,
+    next: Option<Turn>,
+) -> Vec<&'a Capture> {
+    let upper = next.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+    let mut own: Vec<&Capture> = by_turn
+        .range((std::ops::Bound::Included(from), upper))
+        .flat_map(|(_, caps)| caps.iter().copied())
+        .collect();
+    own.sort_by_key(|c| c.seq);
+    own
+}
+
+/// The row of turn `info`, whose captures are `own`: each path it touched, from its oldest
+/// pre-image of the turn (the start) to its state at the start of the next live turn (`later`)
+/// or, when no later turn captured it, the folder now (one `O_PATH` open, no read).
+fn count_turn(
+    info: &TurnInfo,
+    own: &[&Capture],
+    later: &Later<'_>,
+    root: BorrowedFd<'_>,
+) -> TurnRow {
+    let mut row = TurnRow {
+        turn: info.turn.0,
+        label: info.label.clone(),
+        time: info.time,
+        time_iso: crate::units::iso8601_utc(crate::units::unix_seconds(info.time)),
+        created: 0,
+        modified: 0,
+        deleted: 0,
+        bytes: 0,
+        programs: Vec::new(),
+        skipped: Vec::new(),
+    };
+    let mut programs = BTreeSet::new();
+    let mut counted = HashSet::new();
+    for c in own {
+        if let PreImage::File { size, .. } | PreImage::Staged { size, .. } = c.pre {
+            row.bytes += size;
+        }
+        if let Some(comm) = &c.comm {
+            programs.insert(comm.clone());
+        }
+        // The first capture of a path is its oldest in the turn (journal order).
+        if !counted.insert(&c.path) {
+            continue;
+        }
+        let start = match later.get(&c.path) {
+            Some((seq, pre)) if *seq < c.seq => present(pre),
+            _ => present(&c.pre),
+        };
+        let end = match later.get(&c.path) {
+            Some((_, pre)) => present(pre),
+            None => exists(root, &c.path),
+        };
+        match (start, end) {
+            (false, true) => row.created += 1,
+            (true, true) => row.modified += 1,
+            (true, false) => row.deleted += 1,
+            (false, false) => {}
+        }
+    }
+    row.programs = programs.into_iter().collect();
+    row
 }
 
 /// `ckpt-mount status` data.
@@ -153,9 +227,20 @@ pub struct Status {
     pub captures_this_turn: usize,
     /// Bytes in blobs plus the journal.
     pub store_bytes: u64,
+    /// Bytes of the journal.
+    pub journal_bytes: u64,
     /// Number of blobs.
     pub blobs: usize,
-    /// Captured file bytes divided by stored blob bytes.
+    /// Size of every file pre-image the store keeps for a rewind or an undo (those of the live
+    /// turns, and those the last rewind retired or saved for its undo), before dedup and
+    /// compression.
+    pub preimage_bytes: u64,
+    /// Bytes on disk of the blobs those pre-images use (each blob once).
+    pub preimage_blob_bytes: u64,
+    /// Bytes on disk of blobs no pre-image uses any more (a prune removes them).
+    pub unused_blob_bytes: u64,
+    /// `preimage_bytes / preimage_blob_bytes`: how much dedup (identical contents stored once)
+    /// and compression save; 1.0 when no file pre-image is kept.
     pub dedup_ratio: f64,
     /// Turns that can be rewound to.
     pub turns: Vec<u64>,
@@ -165,31 +250,55 @@ pub struct Status {
     pub skipped: Vec<SkippedCapture>,
 }
 
+/// Every capture whose pre-image the store keeps: the live turns', and those a rewind
+/// retired or saved, kept for its undo.
+fn kept_captures(index: &Index) -> impl Iterator<Item = &Capture> {
+    let last = index.last_rewind.iter();
+    index
+        .captures
+        .iter()
+        .chain(last.clone().flat_map(|r| r.retired.iter()))
+        .chain(last.flat_map(|r| r.saved.iter()))
+        .chain(index.unfinished_saved.iter())
+}
+
 /// Computes status from a store.
 pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
-    let blobs = store.blobs().list().unwrap_or_default();
-    let blob_bytes: u64 = blobs.iter().map(|(_, s)| s).sum();
-    let mut seen = HashSet::new();
-    let mut captured = 0u64;
-    for c in &store.index().captures {
+    let blobs: HashMap<crate::ids::BlobId, u64> = store
+        .blobs()
+        .list()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let blob_bytes: u64 = blobs.values().sum();
+    let mut used = HashSet::new();
+    let (mut preimage_bytes, mut preimage_blob_bytes) = (0u64, 0u64);
+    for c in kept_captures(store.index()) {
         if let PreImage::File { size, blob, .. } = &c.pre {
-            captured += size;
-            seen.insert(*blob);
+            preimage_bytes += size;
+            if used.insert(*blob) {
+                preimage_blob_bytes += blobs.get(blob).copied().unwrap_or(0);
+            }
         }
     }
     let cur = store.index().current_turn().0;
+    let journal_bytes = store.journal_len();
     Status {
         folder: folder.to_string(),
         mounted: pid.is_some(),
         pid,
         turn: cur,
         captures_this_turn: store.index().captured_now.len(),
-        store_bytes: blob_bytes + store.journal_len(),
+        store_bytes: blob_bytes + journal_bytes,
+        journal_bytes,
         blobs: blobs.len(),
-        dedup_ratio: if blob_bytes == 0 {
+        preimage_bytes,
+        preimage_blob_bytes,
+        unused_blob_bytes: blob_bytes.saturating_sub(preimage_blob_bytes),
+        dedup_ratio: if preimage_blob_bytes == 0 {
             1.0
         } else {
-            captured as f64 / blob_bytes as f64
+            preimage_bytes as f64 / preimage_blob_bytes as f64
         },
         turns: store.index().turns.iter().map(|t| t.turn.0).collect(),
         warn_bytes: warn_threshold(store),
@@ -264,6 +373,176 @@ mod tests {
     use super::*;
     use std::os::fd::AsFd;
 
+    use crate::store::journal::Record;
+
+    /// A folder with a store, and helpers to record captures as the capture policy would.
+    struct Folder {
+        dir: tempfile::TempDir,
+        root: std::fs::File,
+        store: Store,
+    }
+
+    impl Folder {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let root = std::fs::File::open(dir.path()).expect("open");
+            let store = Store::open(root.as_fd(), true, false).expect("store");
+            Self { dir, root, store }
+        }
+
+        fn record(&mut self, rec: Record) -> Seq {
+            self.store.append(rec).expect("append")
+        }
+
+        fn turn(&mut self, n: u64) {
+            self.record(Record::Turn {
+                turn: Turn(n),
+                label: None,
+            });
+        }
+
+        /// Captures `name` as it is now in turn `turn` (its bytes stored), as `comm` did.
+        fn capture(&mut self, turn: u64, name: &str, comm: &str) {
+            let cname = std::ffi::CString::new(name).expect("name");
+            let pre = crate::capture::read_preimage(
+                self.store.blobs(),
+                self.root.as_fd(),
+                &cname,
+                u64::MAX,
+            )
+            .expect("pre-image");
+            self.record(Record::Capture {
+                turn: Turn(turn),
+                path: RelPath::new(name.as_bytes()).expect("path"),
+                pre,
+                undo_of: None,
+                pid: Some(1),
+                comm: Some(comm.into()),
+            });
+        }
+
+        fn write(&self, name: &str, bytes: &str) {
+            std::fs::write(self.dir.path().join(name), bytes).expect("write");
+        }
+
+        fn remove(&self, name: &str) {
+            std::fs::remove_file(self.dir.path().join(name)).expect("remove");
+        }
+
+        /// `(turn, created, modified, deleted, bytes)` of each row.
+        fn counts(&self) -> Vec<(u64, usize, usize, usize, u64)> {
+            log_rows(&self.store, self.root.as_fd())
+                .iter()
+                .map(|r| (r.turn, r.created, r.modified, r.deleted, r.bytes))
+                .collect()
+        }
+    }
+
+    const EIGHT: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+
+    #[test]
+    fn a_turn_keeps_the_counts_it_ended_with_through_later_turns_a_rewind_and_its_undo() {
+        let mut f = Folder::new();
+        // Turn 1 creates eight files, and a scratch file it removes again.
+        for name in EIGHT.iter().chain(&["scratch"]) {
+            f.capture(1, name, "touch");
+            f.write(name, "12345\n");
+        }
+        f.remove("scratch");
+        assert_eq!(f.counts(), vec![(1, 8, 0, 0, 0)], "scratch is not created");
+        // Turn 2 deletes three of them and rewrites one.
+        f.turn(2);
+        for name in ["a", "b", "c", "d"] {
+            f.capture(2, name, "rm");
+        }
+        for name in ["a", "b", "c"] {
+            f.remove(name);
+        }
+        f.write("d", "changed\n");
+        let both = vec![(1, 8, 0, 0, 0), (2, 0, 1, 3, 24)];
+        assert_eq!(f.counts(), both);
+        // Turn 3 removes what turn 1 made and turn 2 left: turns 1 and 2 stay as they ended.
+        f.turn(3);
+        for name in &EIGHT[3..] {
+            f.capture(3, name, "rm");
+            f.remove(name);
+        }
+        assert_eq!(f.counts()[..2], both);
+        assert_eq!(f.counts()[2], (3, 0, 0, 5, 32));
+        // A rewind to the start of turn 2 (the folder put back as it began, as the rewind
+        // does): turn 1 still created eight, turn 2 begins afresh.
+        let begin = f.record(Record::RewindBegin {
+            to: Turn(2),
+            from: Turn(3),
+        });
+        f.record(Record::RewindDone { begin });
+        for name in EIGHT {
+            f.write(name, "12345\n");
+        }
+        assert_eq!(f.counts(), vec![(1, 8, 0, 0, 0), (2, 0, 0, 0, 0)]);
+        // Its undo brings turns 2 and 3 back, as they ended.
+        f.record(Record::UndoDone { rewind: begin });
+        for name in EIGHT {
+            f.remove(name);
+        }
+        assert_eq!(
+            f.counts(),
+            vec![(1, 8, 0, 0, 0), (2, 0, 1, 3, 24), (3, 0, 0, 5, 32)]
+        );
+    }
+
+    #[test]
+    fn turns_are_listed_by_number_whatever_the_journal_order() {
+        let mut f = Folder::new();
+        f.turn(3);
+        f.write("x", "x\n");
+        f.capture(3, "x", "sh");
+        // A journal may hold a lower turn after a higher one (replayed as it comes).
+        f.turn(2);
+        let rows = log_rows(&f.store, f.root.as_fd());
+        assert_eq!(
+            rows.iter().map(|r| r.turn).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        assert_eq!(rows[2].programs, vec!["sh".to_string()]);
+        assert!(rows[0].time_iso.ends_with('Z'), "{}", rows[0].time_iso);
+    }
+
+    #[test]
+    fn dedup_counts_every_kept_pre_image_against_the_blobs_it_uses() {
+        let mut f = Folder::new();
+        let content = "the same bytes in two files\n".repeat(40);
+        f.write("one", &content);
+        f.write("two", &content);
+        f.turn(2);
+        f.capture(2, "one", "sed");
+        f.capture(2, "two", "sed");
+        let before = status(&f.store, "f", None);
+        assert_eq!(before.preimage_bytes, 2 * content.len() as u64);
+        assert!(before.preimage_blob_bytes > 0);
+        assert!(before.dedup_ratio >= 2.0, "{before:?}");
+        assert_eq!(before.unused_blob_bytes, 0);
+        // A rewind retires turn 2's captures but keeps them for its undo: same figures.
+        let begin = f.record(Record::RewindBegin {
+            to: Turn(2),
+            from: Turn(2),
+        });
+        f.record(Record::RewindDone { begin });
+        let after = status(&f.store, "f", None);
+        assert_eq!(after.preimage_bytes, before.preimage_bytes);
+        assert_eq!(after.dedup_ratio, before.dedup_ratio);
+        // A second rewind forgets the first one's undo: its blob is unused, not a ratio of 0.
+        let begin = f.record(Record::RewindBegin {
+            to: Turn(2),
+            from: Turn(2),
+        });
+        f.record(Record::RewindDone { begin });
+        let later = status(&f.store, "f", None);
+        assert_eq!(later.preimage_bytes, 0);
+        assert_eq!(later.dedup_ratio, 1.0);
+        assert_eq!(later.unused_blob_bytes, before.preimage_blob_bytes);
+    }
+
     #[test]
     fn a_file_over_max_blob_is_named_as_such() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -277,15 +556,6 @@ mod tests {
         };
         assert_eq!(was, "file");
         assert!(reason.contains(OVER_MAX_BLOB), "{reason}");
-    }
-
-    #[test]
-    fn sizes_read_as_people_read_them() {
-        assert_eq!(human_size(0), "0 B");
-        assert_eq!(human_size(1023), "1023 B");
-        assert_eq!(human_size(4096), "4.0 KiB");
-        assert_eq!(human_size(2 << 30), "2.0 GiB");
-        assert_eq!(human_size(1536 << 20), "1.5 GiB");
     }
 
     #[test]

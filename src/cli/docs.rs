@@ -495,6 +495,14 @@ const CONCEPTS: &[Section] = &[
                 "Where `hooks install` finds the user settings of Claude Code (default `~/.claude`), Codex (default `~/.codex`) and Gemini CLI (default `~`, settings in `.gemini/`), as those agents do themselves.",
             ),
             Block::Item(
+                "`COLUMNS`",
+                "The width `log` fits its table to; otherwise the terminal's, or 100 columns when the output is not a terminal.",
+            ),
+            Block::Item(
+                "`TZ`",
+                "The time zone of the times `log` prints (otherwise the system's, `/etc/localtime`); `log --utc` prints UTC.",
+            ),
+            Block::Item(
                 "`CKPT_FAILPOINT`",
                 "Only in builds with the cargo feature `failpoints`, for the crash tests: `NAME` or `NAME:N` makes the process kill itself with SIGKILL the Nth time it reaches the named point. Ordinary builds ignore it.",
             ),

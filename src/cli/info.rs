@@ -1,17 +1,27 @@
 //! `log` and `status` (and `status --log`, the daemon's log). Both name the captures that
 //! stored nothing (over `--max-blob`, sockets, devices): a rewind cannot restore those paths.
+//! Sizes are printed in binary units and times to the minute in the local time zone; `--json`
+//! keeps exact bytes and Unix times.
 
 use super::{CliError, CliResult, Target};
+use crate::info::{SkippedCapture, TurnRow};
 use crate::ipc::Request;
+use crate::units::{CivilTime, human_size, unix_seconds};
 use clap::Args;
+use std::io::IsTerminal;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 /// `ckpt-mount log`.
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// Print JSON
+    /// Print JSON (exact bytes, Unix times and ISO 8601 UTC times)
     #[arg(long)]
     pub json: bool,
+    /// Print times in UTC instead of the local time zone
+    #[arg(long)]
+    pub utc: bool,
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -54,9 +64,139 @@ fn fetch(dir: Option<PathBuf>, req: Request) -> Result<serde_json::Value, CliErr
     }
 }
 
-fn when(secs: u64) -> String {
-    let d = secs % 86_400;
-    format!("{:02}:{:02}:{:02}", d / 3600, (d % 3600) / 60, d % 60)
+/// The width to fit tables in: `$COLUMNS` when set (as `ls` reads it), else the terminal's,
+/// else (not a terminal) 100.
+fn output_width() -> usize {
+    const NOT_A_TERMINAL: usize = 100;
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+    {
+        return n;
+    }
+    let stdout = std::io::stdout();
+    if !stdout.is_terminal() {
+        return NOT_A_TERMINAL;
+    }
+    match crate::sys::terminal_columns(stdout.as_fd()) {
+        Ok(n) if n > 0 => usize::from(n),
+        _ => NOT_A_TERMINAL,
+    }
+}
+
+/// `text` in at most `width` terminal columns: cut with `…` when longer; control characters
+/// (a tab or newline in a label) become spaces so that a row stays one line.
+fn fit(text: &str, width: usize) -> String {
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.width() <= width {
+        return text;
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    if width > 0 {
+        out.push('…');
+    }
+    out
+}
+
+/// `text` padded with spaces to `width` terminal columns.
+fn pad(text: &str, width: usize) -> String {
+    format!("{text}{}", " ".repeat(width.saturating_sub(text.width())))
+}
+
+/// The fixed columns of the log after the turn number, with their widths: right-aligned
+/// numbers, then the size (its width decided per table).
+const COUNTS: [(&str, usize); 3] = [("created", 7), ("modified", 8), ("deleted", 7)];
+/// Width of a time printed to the minute (`2026-12-02 09:14`).
+const TIME_WIDTH: usize = 16;
+/// The fewest columns the programs and the label are cut to, however narrow the terminal.
+const MIN_TEXT: usize = 8;
+
+/// The log as a table in `width` columns: turn, when it began, created, modified, deleted,
+/// bytes captured, programs and label (last, being the longest); the programs and the label
+/// are cut with `…` to fit. Under a turn, a `!` line per kind of capture that stored nothing.
+fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
+    let sizes: Vec<String> = rows.iter().map(|r| human_size(r.bytes)).collect();
+    let programs: Vec<String> = rows.iter().map(|r| r.programs.join(",")).collect();
+    let turn_w = rows
+        .iter()
+        .map(|r| r.turn.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max("turn".len());
+    let size_w = sizes
+        .iter()
+        .map(String::len)
+        .max()
+        .unwrap_or(0)
+        .max("captured".len());
+    let fixed =
+        turn_w + 2 + TIME_WIDTH + COUNTS.iter().map(|(_, w)| 2 + w).sum::<usize>() + 2 + size_w + 2;
+    // The label (last) keeps up to half the room; the programs get what they need of the
+    // rest, and the label whatever they leave.
+    let room = width.saturating_sub(fixed);
+    let label_need = rows
+        .iter()
+        .map(|r| r.label.as_deref().unwrap_or("").width())
+        .max()
+        .unwrap_or(0);
+    let programs_need = programs
+        .iter()
+        .map(|p| p.width())
+        .max()
+        .unwrap_or(0)
+        .max("programs".len());
+    let programs_w = programs_need
+        .min(room.saturating_sub(label_need.min(room / 2) + 2))
+        .max(MIN_TEXT);
+    let label_w = room.saturating_sub(programs_w + 2).max(MIN_TEXT);
+
+    let began = if utc { "began (UTC)" } else { "began" };
+    let mut line = format!("{:>turn_w$}  {began:<TIME_WIDTH$}", "turn");
+    for (name, w) in COUNTS {
+        line += &format!("  {name:>w$}");
+    }
+    line += &format!(
+        "  {:>size_w$}  {}  label",
+        "captured",
+        pad("programs", programs_w)
+    );
+    let mut out = line + "\n";
+    for ((r, size), programs) in rows.iter().zip(&sizes).zip(&programs) {
+        let unix = unix_seconds(r.time);
+        let when = if utc {
+            CivilTime::utc(unix)
+        } else {
+            CivilTime::local(unix)
+        };
+        let mut line = format!("{:>turn_w$}  {:<TIME_WIDTH$}", r.turn, when.to_minute());
+        for (n, (_, w)) in [r.created, r.modified, r.deleted].iter().zip(COUNTS) {
+            line += &format!("  {n:>w$}");
+        }
+        line += &format!(
+            "  {size:>size_w$}  {}  {}",
+            pad(&fit(programs, programs_w), programs_w),
+            fit(r.label.as_deref().unwrap_or(""), label_w)
+        );
+        out += line.trim_end();
+        out.push('\n');
+        for skipped in skipped_lines(&r.skipped, false) {
+            out += &format!("{:>turn_w$}  ! {skipped}\n", "");
+        }
+    }
+    out
 }
 
 /// Runs `log`.
@@ -66,44 +206,18 @@ pub fn log(a: LogArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(());
     }
-    println!(
-        "{:>5}  {:<8}  {:>7} {:>8} {:>7}  {:>10}  {:<20} label",
-        "turn", "time UTC", "created", "modified", "deleted", "bytes", "programs"
-    );
-    for r in v.as_array().cloned().unwrap_or_default() {
-        let programs: Vec<String> = r["programs"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|p| p.as_str().map(String::from))
-            .collect();
-        let n = |k: &str| r[k].as_u64().unwrap_or(0);
-        println!(
-            "{:>5}  {:<8}  {:>7} {:>8} {:>7}  {:>10}  {:<20} {}",
-            n("turn"),
-            when(n("time")),
-            n("created"),
-            n("modified"),
-            n("deleted"),
-            n("bytes"),
-            programs.join(","),
-            r["label"].as_str().unwrap_or("")
-        );
-        let skipped = r["skipped"].as_array().cloned().unwrap_or_default();
-        for line in skipped_lines(&skipped, false) {
-            println!("{:>5}  ! {line}", "");
-        }
-    }
+    let rows: Vec<TurnRow> = serde_json::from_value(v)
+        .map_err(|e| CliError::fail(format!("the log's answer is not as expected: {e}")))?;
+    print!("{}", log_table(&rows, a.utc, output_width()));
     Ok(())
 }
 
-/// Sentences naming the captures that stored nothing (`info::SkippedCapture` as JSON): per
-/// turn, one for the files over `--max-blob`, one per kind for sockets and devices (at most
-/// five names each), and one per file skipped for another reason; `with_turn` says which turn
-/// (the log prints them under the turn's row).
-fn skipped_lines(skipped: &[serde_json::Value], with_turn: bool) -> Vec<String> {
-    let mut turns: Vec<u64> = skipped.iter().filter_map(|c| c["turn"].as_u64()).collect();
+/// Sentences naming the captures that stored nothing: per turn, one for the files over
+/// `--max-blob`, one per kind for sockets and devices (at most five names each), and one per
+/// file skipped for another reason; `with_turn` says which turn (the log prints them under the
+/// turn's row).
+fn skipped_lines(skipped: &[SkippedCapture], with_turn: bool) -> Vec<String> {
+    let mut turns: Vec<u64> = skipped.iter().map(|c| c.turn).collect();
     turns.dedup();
     let mut out = Vec::new();
     for t in turns {
@@ -112,14 +226,11 @@ fn skipped_lines(skipped: &[serde_json::Value], with_turn: bool) -> Vec<String> 
         } else {
             String::new()
         };
-        let of_turn: Vec<&serde_json::Value> = skipped
-            .iter()
-            .filter(|c| c["turn"].as_u64() == Some(t))
-            .collect();
-        let big: Vec<&serde_json::Value> = of_turn
+        let of_turn: Vec<&SkippedCapture> = skipped.iter().filter(|c| c.turn == t).collect();
+        let big: Vec<&SkippedCapture> = of_turn
             .iter()
             .copied()
-            .filter(|c| c["over_max_blob"].as_bool() == Some(true))
+            .filter(|c| c.over_max_blob)
             .collect();
         if !big.is_empty() {
             let what = if big.len() == 1 {
@@ -130,11 +241,8 @@ fn skipped_lines(skipped: &[serde_json::Value], with_turn: bool) -> Vec<String> 
             out.push(skipped_group(&big, &what, &in_turn, true));
         }
         for kind in ["socket", "device"] {
-            let group: Vec<&serde_json::Value> = of_turn
-                .iter()
-                .copied()
-                .filter(|c| c["was"].as_str() == Some(kind))
-                .collect();
+            let group: Vec<&SkippedCapture> =
+                of_turn.iter().copied().filter(|c| c.was == kind).collect();
             if !group.is_empty() {
                 let what = if group.len() == 1 {
                     kind.to_string()
@@ -144,15 +252,13 @@ fn skipped_lines(skipped: &[serde_json::Value], with_turn: bool) -> Vec<String> 
                 out.push(skipped_group(&group, &what, &in_turn, false));
             }
         }
-        let others = of_turn.iter().filter(|c| {
-            c["over_max_blob"].as_bool() != Some(true)
-                && !matches!(c["was"].as_str(), Some("socket" | "device"))
-        });
+        let others = of_turn
+            .iter()
+            .filter(|c| !c.over_max_blob && !matches!(c.was.as_str(), "socket" | "device"));
         for c in others {
             out.push(format!(
                 "{} was not captured{in_turn} ({}); a rewind cannot restore it",
-                c["path"].as_str().unwrap_or("?"),
-                c["reason"].as_str().unwrap_or("?")
+                c.path, c.reason
             ));
         }
     }
@@ -160,18 +266,16 @@ fn skipped_lines(skipped: &[serde_json::Value], with_turn: bool) -> Vec<String> 
 }
 
 /// `N WHAT was/were not captured IN_TURN: names (sizes); a rewind cannot restore it/them`.
-fn skipped_group(group: &[&serde_json::Value], what: &str, in_turn: &str, sizes: bool) -> String {
+fn skipped_group(group: &[&SkippedCapture], what: &str, in_turn: &str, sizes: bool) -> String {
     const NAMED: usize = 5;
     let mut names: Vec<String> = group
         .iter()
         .take(NAMED)
         .map(|c| {
-            let path = c["path"].as_str().unwrap_or("?");
             if sizes {
-                let size = crate::info::human_size(c["size"].as_u64().unwrap_or(0));
-                format!("{path} ({size})")
+                format!("{} ({})", c.path, human_size(c.size))
             } else {
-                path.to_string()
+                c.path.clone()
             }
         })
         .collect();
@@ -200,38 +304,65 @@ pub fn status(a: StatusArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(());
     }
-    println!("folder:   {}", v["folder"].as_str().unwrap_or("?"));
+    print!("{}", status_text(&v));
+    Ok(())
+}
+
+/// What `status` prints, from the daemon's (or the store's) JSON answer: sizes in binary
+/// units, and what the store holds against what it takes on disk.
+fn status_text(v: &serde_json::Value) -> String {
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    let mut out = format!("folder:   {}\n", v["folder"].as_str().unwrap_or("?"));
     match v["pid"].as_u64() {
-        Some(pid) => println!("mounted:  yes (daemon pid {pid}, uid {})", v["uid"]),
-        None => println!("mounted:  no"),
+        Some(pid) => out += &format!("mounted:  yes (daemon pid {pid}, uid {})\n", v["uid"]),
+        None => out += "mounted:  no\n",
     }
     if let Some(io) = v["io"].as_str() {
-        println!("file I/O: {io}");
+        out += &format!("file I/O: {io}\n");
     }
-    println!(
-        "turn:     {} ({} paths captured in it)",
+    out += &format!(
+        "turn:     {} ({} paths captured in it)\n",
         v["turn"], v["captures_this_turn"]
     );
-    println!(
-        "store:    {} bytes in {} blobs, dedup ratio {:.2}",
-        v["store_bytes"],
-        v["blobs"],
-        v["dedup_ratio"].as_f64().unwrap_or(1.0)
+    let blobs = n("blobs");
+    out += &format!(
+        "store:    {} on disk ({blobs} {}, journal {})\n",
+        human_size(n("store_bytes")),
+        if blobs == 1 { "blob" } else { "blobs" },
+        human_size(n("journal_bytes"))
     );
+    if n("preimage_bytes") == 0 {
+        out += "          no file pre-images kept\n";
+    } else {
+        out += &format!(
+            "          stored {} for {} of file pre-images ({:.1}× by dedup and compression)\n",
+            human_size(n("preimage_blob_bytes")),
+            human_size(n("preimage_bytes")),
+            v["dedup_ratio"].as_f64().unwrap_or(1.0)
+        );
+    }
+    if n("unused_blob_bytes") > 0 {
+        out += &format!(
+            "          {} in blobs no turn or undo needs (prune removes them)\n",
+            human_size(n("unused_blob_bytes"))
+        );
+    }
     let (size, warn) = (
-        v["store_bytes"].as_u64().unwrap_or(0),
+        n("store_bytes"),
         v["warn_bytes"].as_u64().unwrap_or(u64::MAX),
     );
     if size > warn {
-        println!(
-            "warning:  the store is over {warn} bytes; free space with: ckpt-mount prune --keep-turns N"
+        out += &format!(
+            "warning:  the store is over {}; free space with: ckpt-mount prune --keep-turns N\n",
+            human_size(warn)
         );
     }
-    let skipped = v["skipped"].as_array().cloned().unwrap_or_default();
+    let skipped: Vec<SkippedCapture> =
+        serde_json::from_value(v["skipped"].clone()).unwrap_or_default();
     for line in skipped_lines(&skipped, true) {
-        println!("warning:  {line}");
+        out += &format!("warning:  {line}\n");
     }
-    Ok(())
+    out
 }
 
 /// Runs `status --log`: the end of the daemon's log, read through the daemon when the folder is
@@ -252,4 +383,100 @@ fn daemon_log(a: StatusArgs) -> CliResult {
         println!("{}", line.as_str().unwrap_or(""));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use unicode_width::UnicodeWidthStr;
+
+    fn row(turn: u64, label: Option<&str>, programs: &[&str], bytes: u64) -> TurnRow {
+        TurnRow {
+            turn,
+            label: label.map(String::from),
+            // 2026-12-02 09:14:05 UTC
+            time: 1_796_202_845 + turn * 600,
+            time_iso: String::new(),
+            created: 8,
+            modified: 12,
+            deleted: 3,
+            bytes,
+            programs: programs.iter().map(|p| p.to_string()).collect(),
+            skipped: Vec::new(),
+        }
+    }
+
+    fn rows() -> Vec<TurnRow> {
+        let mut skipped = row(9, Some("big files"), &["cp"], 0);
+        skipped.skipped = vec![SkippedCapture {
+            turn: 9,
+            path: "data/big.bin".into(),
+            was: "file".into(),
+            size: 3 << 30,
+            over_max_blob: true,
+            reason: "over the --max-blob limit".into(),
+        }];
+        vec![
+            row(1, None, &["touch"], 0),
+            row(
+                2,
+                Some("refactor the parser into its own module and add tests for every error path"),
+                &[
+                    "cargo", "rustc", "sed", "sh", "git", "python3", "npm", "node",
+                ],
+                41 << 20,
+            ),
+            row(3, Some("修正: ラベル\tand a tab"), &["vim"], 1536),
+            skipped,
+            row(10, Some("short"), &[], 7),
+        ]
+    }
+
+    #[test]
+    fn the_log_fits_the_width_it_is_given() {
+        for width in [80, 100, 140] {
+            let table = log_table(&rows(), true, width);
+            for line in table.lines().filter(|l| !l.trim_start().starts_with('!')) {
+                assert!(line.width() <= width, "{width}: {line:?}");
+            }
+        }
+        insta::assert_snapshot!(log_table(&rows(), true, 100));
+    }
+
+    #[test]
+    fn a_narrow_terminal_cuts_programs_and_label_first() {
+        insta::assert_snapshot!(log_table(&rows(), true, 80));
+    }
+
+    #[test]
+    fn text_is_cut_with_an_ellipsis_in_terminal_columns() {
+        assert_eq!(fit("short", 8), "short");
+        assert_eq!(fit("exactly8", 8), "exactly8");
+        assert_eq!(fit("nine char", 8), "nine ch…");
+        // Each of these takes two columns.
+        assert_eq!(fit("ラベルです", 6), "ラベ…");
+        assert_eq!(fit("a\nb", 8), "a b");
+        assert_eq!(fit("abc", 0), "");
+    }
+
+    #[test]
+    fn status_says_what_the_store_holds_in_binary_units() {
+        let v = serde_json::json!({
+            "folder": "/src/site",
+            "pid": null,
+            "turn": 3,
+            "captures_this_turn": 0,
+            "store_bytes": 12_900_000u64,
+            "journal_bytes": 8_300u64,
+            "blobs": 40,
+            "preimage_bytes": 42_000_000u64,
+            "preimage_blob_bytes": 12_000_000u64,
+            "unused_blob_bytes": 891_700u64,
+            "dedup_ratio": 3.5,
+            "turns": [1, 2, 3],
+            "warn_bytes": 10_000_000u64,
+            "skipped": [],
+        });
+        insta::assert_snapshot!(status_text(&v));
+    }
 }

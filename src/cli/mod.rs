@@ -86,9 +86,10 @@ pub enum Command {
     /// Example: ckpt-mount rewind 2 --json --dir ~/src/site
     #[command(verbatim_doc_comment)]
     Rewind(rewind::RewindArgs),
-    /// List turns: number, label, time, files created/modified/deleted, bytes, programs
+    /// List turns as each ended: when, paths created/modified/deleted, bytes captured, programs, label
     ///
     /// Example: ckpt-mount log
+    /// Example: ckpt-mount log --utc
     /// Example: ckpt-mount log --json
     #[command(verbatim_doc_comment)]
     Log(info::LogArgs),

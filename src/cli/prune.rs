@@ -81,13 +81,15 @@ pub fn run(a: PruneArgs) -> CliResult {
                 })
                 .unwrap_or_default()
         };
+        let size = |k: &str| crate::units::human_size(v[k].as_u64().unwrap_or(0));
+        let removed = v["removed_blobs"].as_u64().unwrap_or(0);
         println!(
-            "pruned turns [{}]; kept [{}]; removed {} blobs, freed {} bytes; store is {} bytes",
+            "pruned turns [{}]; kept [{}]; removed {removed} {}, freed {}; the store is {}",
             list("dropped_turns"),
             list("kept_turns"),
-            v["removed_blobs"],
-            v["freed_bytes"],
-            v["store_bytes"]
+            if removed == 1 { "blob" } else { "blobs" },
+            size("freed_bytes"),
+            size("store_bytes")
         );
     }
     Ok(())

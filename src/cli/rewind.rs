@@ -2,11 +2,11 @@
 //! change in the folder as it is now; on a terminal the run shows that preview first and asks.
 
 use super::{CliError, CliResult, Target};
-use crate::info::human_size;
 use crate::ipc::Request;
 use crate::relpath::RelPath;
 use crate::rewind;
 use crate::store::Store;
+use crate::units::human_size;
 use clap::Args;
 use serde_json::Value;
 use std::io::{BufRead, IsTerminal, Write};

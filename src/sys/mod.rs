@@ -18,6 +18,7 @@
 //! | `xattr.rs` | extended attributes, by `O_PATH` descriptor or by open one |
 //! | `dirent.rs` | directory listings through `getdents64` |
 //! | `process.rs` | the process and its threads: umask, sessions, signals, `dup2`, socket peer credentials, descriptors passed to or from helpers, priority, unmount |
+//! | `term.rs` | what the reader of the CLI's output set up: the terminal's width, the local time zone |
 #![allow(unsafe_code)]
 
 use std::ffi::{CString, OsStr};
@@ -29,6 +30,7 @@ mod dirent;
 mod fd;
 mod io;
 mod process;
+mod term;
 mod xattr;
 
 pub use dirent::{DirEntry, read_dir_all, read_dir_chunk};
@@ -45,6 +47,7 @@ pub use process::{
     default_sigpipe, detach_with_fd, geteuid, inherit_fd, kill_self, lower_thread_priority, own_fd,
     peer_cred, process_alive, recv_fd, set_umask, umount, unshare_fs,
 };
+pub use term::{local_time, terminal_columns};
 pub use xattr::{
     fgetxattr, flistxattr, fremovexattr, fsetxattr, getxattr, listxattr, removexattr, setxattr,
 };
