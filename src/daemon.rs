@@ -34,6 +34,21 @@ pub struct MountOptions {
     pub passthrough: bool,
     /// Store new blobs zstd-compressed.
     pub compress: bool,
+    /// Have the kernel check permissions from the attributes we report (`default_permissions`)
+    /// even on a single-user mount. See [`MountOptions::kernel_checks_permissions`].
+    pub kernel_permissions: bool,
+}
+
+impl MountOptions {
+    /// Whether the kernel checks permissions (`default_permissions`). A mount others may enter
+    /// (`allow_other`) needs it: the daemon acts with its own ids, not each caller's. A
+    /// single-user mount does not: the kernel lets only the daemon's own user in, so the host
+    /// filesystem, which the daemon's system calls meet with exactly that user's ids, decides
+    /// as the kernel would, and the kernel no longer re-reads a directory's attributes after
+    /// every create, unlink and rename in it (one round trip per file fewer; docs/BENCHMARKS.md).
+    pub fn kernel_checks_permissions(&self) -> bool {
+        self.allow_other || self.kernel_permissions
+    }
 }
 
 fn init_log(store: &Store, foreground: bool) {
@@ -322,10 +337,12 @@ fn open_session(
         let mut options = vec![
             fuser::MountOption::FSName(crate::mounts::FSNAME.into()),
             fuser::MountOption::Subtype("ckpt-mount".into()),
-            fuser::MountOption::DefaultPermissions,
             fuser::MountOption::NoSuid,
             fuser::MountOption::NoDev,
         ];
+        if opts.kernel_checks_permissions() {
+            options.push(fuser::MountOption::DefaultPermissions);
+        }
         if opts.allow_other {
             options.push(fuser::MountOption::CUSTOM("allow_other".into()));
         }
@@ -334,9 +351,12 @@ fn open_session(
         return fuser::Session::new(adapter, dir, &cfg).map_err(|e| failed(e.to_string()));
     }
     let mut options = format!(
-        "fsname={},subtype=ckpt-mount,default_permissions,nosuid,nodev",
+        "fsname={},subtype=ckpt-mount,nosuid,nodev",
         crate::mounts::FSNAME
     );
+    if opts.kernel_checks_permissions() {
+        options.push_str(",default_permissions");
+    }
     if opts.allow_other {
         options.push_str(",allow_other");
     }

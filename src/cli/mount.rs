@@ -41,6 +41,10 @@ pub struct MountArgs {
     /// Mount a home, system or shared directory (such as /tmp) even so
     #[arg(long)]
     pub force: bool,
+    /// Let the kernel check permissions (default_permissions) on a single-user mount too, as
+    /// it always does with --allow-other; by default the host filesystem checks them
+    #[arg(long)]
+    pub kernel_permissions: bool,
     /// Internal: the readiness pipe of a background daemon
     #[arg(long, hide = true)]
     pub ready_fd: Option<i32>,
@@ -68,6 +72,7 @@ pub fn mount(a: MountArgs) -> CliResult {
         ttl_secs: a.ttl,
         passthrough: !a.no_passthrough,
         compress: a.compress,
+        kernel_permissions: a.kernel_permissions,
     };
     if a.foreground {
         let ready = a.ready_fd.and_then(daemon::inherited_fd);
@@ -161,6 +166,9 @@ pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliErro
     }
     if a.force {
         cmd.arg("--force");
+    }
+    if a.kernel_permissions {
+        cmd.arg("--kernel-permissions");
     }
     sys::detach_with_fd(&mut cmd, w.as_raw_fd(), 3);
     let child = cmd

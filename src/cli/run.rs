@@ -54,6 +54,7 @@ pub fn run(a: RunArgs) -> CliResult {
             ttl: 60,
             no_passthrough: false,
             force: a.force,
+            kernel_permissions: false,
             compress: false,
             ready_fd: None,
         };

@@ -679,9 +679,12 @@ impl Filesystem for FuseAdapter {
         }
     }
 
-    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        // Mounted with default_permissions: the kernel checks access from our attributes.
-        reply.ok();
+    fn access(&self, _req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // Asked only without default_permissions (see `CkptFs::access`).
+        match self.fs.access(ino.into(), mask.bits()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("access", ino, e)),
+        }
     }
 
     fn create(

@@ -82,6 +82,26 @@ impl CkptFs {
         }
     }
 
+    /// `access`: whether the caller may access `node` as `mask` asks. The kernel asks only on
+    /// mounts without `default_permissions` (single-user mounts, where the caller is the
+    /// daemon's own user), so the host answers with the daemon's own effective ids; a control
+    /// file answers from the attributes it shows.
+    pub fn access(&self, node: NodeId, mask: i32) -> FsResult<()> {
+        match side(node) {
+            Side::Control => {
+                let perm = u32::from(self.control_attr(node).perm);
+                let wanted = (mask & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
+                // The owner's bits: only the owner reaches a single-user mount.
+                if (perm >> 6) & wanted == wanted {
+                    Ok(())
+                } else {
+                    Err(Errno(libc::EACCES))
+                }
+            }
+            Side::Host => sys::access_fd(self.node_fd(node)?.as_fd(), mask),
+        }
+    }
+
     /// `setattr`.
     pub fn setattr(
         &self,

@@ -458,3 +458,21 @@ pub fn open_path(path: &CStr, flags: i32) -> SysResult<OwnedFd> {
     // SAFETY: the kernel just returned this descriptor.
     Ok(unsafe { OwnedFd::from_raw_fd(r) })
 }
+
+/// `faccessat2(fd, "", mask, AT_EMPTY_PATH | AT_EACCESS)`: whether this process, with its
+/// effective ids, may access the inode `fd` refers to (an `O_PATH` descriptor will do) as
+/// `mask` asks (`R_OK`, `W_OK`, `X_OK`, or `F_OK`).
+pub fn access_fd(fd: BorrowedFd<'_>, mask: i32) -> SysResult<()> {
+    // SAFETY: the path is a valid empty C string and the other arguments are integers; the
+    // kernel reads nothing else of ours.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_faccessat2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            mask,
+            libc::AT_EMPTY_PATH | libc::AT_EACCESS,
+        )
+    };
+    check(ret as libc::c_int).map(drop)
+}
