@@ -594,10 +594,14 @@ w_turn-linux_run() { turn_run "$LINUX_TREE" "${LINUX_EDITS[@]}"; }
 
 # A rewind, timed: `ckpt-mount rewind 2 --dir DIR` run by the mount's owner, with the peak RSS
 # of the CLI (/usr/bin/time) and of the daemon during the rewind alone (its VmHWM is reset just
-# before, through /proc/PID/clear_refs, so the capture of the turn before does not count)
+# before, through /proc/PID/clear_refs, so the capture of the turn before does not count; what
+# it held then, its VmRSS, is recorded as rss_before_kb)
 rewind_cli() { /usr/bin/time -f '%M' -o "$RUN/cli-rss.txt" "$CKPT_BIN" rewind 2 --dir "$S"; }
 rewind_timed() { # LABEL
-  [ -n "$DPID" ] && { echo 5 > "/proc/$DPID/clear_refs" || problem "$1" "cannot reset the daemon's VmHWM"; }
+  if [ -n "$DPID" ]; then
+    record "$1" "$V" "$REP" rss_before_kb "$(awk '/^VmRSS:/ {print $2}' "/proc/$DPID/status" 2>/dev/null)"
+    echo 5 > "/proc/$DPID/clear_refs" || problem "$1" "cannot reset the daemon's VmHWM"
+  fi
   rm -f "$RUN/cli-rss.txt"
   AT=/ timeit "$1" rewind_cli
   record "$1" "$V" "$REP" cli_rss_kb "$(tail -n 1 "$RUN/cli-rss.txt" 2>/dev/null)"
@@ -985,7 +989,7 @@ S="" T="" V="" REP="" W="" DPID=""
   echo "ckpt_user=$CKPT_USER_DESC"
   echo "python=$PY ($("$PY" --version 2>&1))"
   [ -f "$FIX/rust/VERSION" ] && echo "rust=$(tr '\n' ' ' < "$FIX/rust/VERSION")"
-  echo "rg=$(rg --version 2>/dev/null | head -1 || echo 'not installed: no rg steps')"
+  echo "rg=$(if command -v rg > /dev/null; then rg --version | head -1; else echo 'not installed: no rg steps'; fi)"
   echo "passthrough_hp_options=\`passthrough_hp --foreground ${PTHP_OPTS:+$PTHP_OPTS }SRC MNT\`$([ -z "${PTHP_OPTS:-}" ] && echo ' (defaults: kernel passthrough, 86400 s entry and attribute timeouts, the libfuse thread pool)')"
   echo "ckpt_options=\`ckpt-mount mount ${CKPT_MOUNT_OPTS:+$CKPT_MOUNT_OPTS }DIR\`$([ -z "${CKPT_MOUNT_OPTS:-}" ] && echo ' (defaults)')"
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -204,6 +204,18 @@ def main():
         xs = [w[r] + d.get(r, 0.0) for r in w if v == "native" or r in d]
         return statistics.median(xs) if xs else None
 
+    # one FUSE round trip of ckpt-mount over the plain folder's getxattr, in seconds, when the run
+    # measured the floor: a workload's excess over plain reads as so many round trips
+    rt = None
+    if med("floor", "ckpt", "getxattr_us") is not None and med("floor", "native", "getxattr_us") is not None:
+        rt = (med("floor", "ckpt", "getxattr_us") - med("floor", "native", "getxattr_us")) / 1e6
+        rt = rt if rt > 0 else None
+
+    def round_trips(m):
+        if rt is None or m.get("ckpt") is None or m.get("native") is None:
+            return "–"
+        return f"{(m['ckpt'] - m['native']) / rt / 1000:.1f}k"
+
     def workload_tables(rows, title, intro):
         rows = [r for r in rows if any(med(r[0], v, r[1]) is not None for v in FS_VARIANTS)]
         if not rows:
@@ -216,8 +228,8 @@ def main():
         p("| workload | n | plain dir | bindfs | bindfs tuned | passthrough_hp | ckpt-mount | ckpt-mount (user) "
           "| pt_hp/plain | ckpt/plain | ckpt/bindfs | ckpt/tuned | ckpt/pt_hp | ckpt/best peer "
           "| user/plain | user/ckpt | user/best peer | ckpt daemon CPU s | user daemon CPU s "
-          "| ckpt peak RSS MiB |")
-        p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ckpt peak RSS MiB | ckpt − plain in round trips |")
+        p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for label, metric, name in rows:
             m = {v: med(label, v, metric) for v in FS_VARIANTS}
             cells = []
@@ -235,10 +247,13 @@ def main():
               + " | ".join(ratio_to(label, m, "ckpt", v) for v in PEERS) + " | "
               f"{best_peer(label, m)} | {ratio_to(label, m, 'ckpt-user', 'native')} | "
               f"{ratio_to(label, m, 'ckpt-user', 'ckpt')} | {best_peer(label, m, 'ckpt-user')} | "
-              f"{f2(cpu)} | {f2(ucpu)} | {mib(rss)} |")
+              f"{f2(cpu)} | {f2(ucpu)} | {mib(rss)} | {round_trips(m) if metric == 'sec' else '–'} |")
         p("")
         p("ckpt-mount (user) is the mount of an unprivileged user (no kernel passthrough: the "
-          "daemon serves every read and write); user/ckpt is its time over root's mount's.")
+          "daemon serves every read and write); user/ckpt is its time over root's mount's. "
+          "The last column divides ckpt-mount's excess over the plain folder by its round trip "
+          "(the `floor` workload's getxattr, over plain; \"–\" when the run did not measure it): "
+          "how many requests' worth of waiting the excess is.")
         p("")
         p(f"### {title}: FUSE server CPU seconds during each step (median)")
         p("")
@@ -390,8 +405,8 @@ def main():
         p("## Rewind (`ckpt-mount rewind N --dir DIR`, median)")
         p("")
         p("| case | variant | entries | changed | n | wall s | ms per entry | daemon CPU s "
-          "| daemon peak RSS MiB | CLI peak RSS MiB |")
-        p("|---|---|---|---|---|---|---|---|---|---|")
+          "| daemon RSS before MiB | daemon peak RSS MiB | CLI peak RSS MiB |")
+        p("|---|---|---|---|---|---|---|---|---|---|---|")
         for l in rw:
             for v in ("ckpt", "ckpt-user"):
                 sec = med(l, v, "sec")
@@ -404,10 +419,12 @@ def main():
                 p(f"| {d} | {VNAME[v]} | {int(n) if n else '?'} | {'–' if ch is None else int(ch)} | "
                   f"{len(vals[(l, v, 'sec')])} | {fmt_s(sec)}{fail} | "
                   f"{(sec * 1000 / n) if n else 0:.3f} | {f2(med(l, v, 'cpu'))} | "
-                  f"{mib(med(l, v, 'rss_kb'))} | {mib(med(l, v, 'cli_rss_kb'))} |")
+                  f"{mib(med(l, v, 'rss_before_kb'))} | {mib(med(l, v, 'rss_kb'))} | "
+                  f"{mib(med(l, v, 'cli_rss_kb'))} |")
         p("")
         p("The daemon's peak RSS is its VmHWM during the rewind alone (reset through "
-          "/proc/PID/clear_refs just before); the CLI's is `/usr/bin/time`'s maximum RSS. "
+          "/proc/PID/clear_refs just before, so it starts from the RSS before, what the daemon "
+          "held after the turn's captures); the CLI's is `/usr/bin/time`'s maximum RSS. "
           "\"changed\": files whose bytes differ from the state rewound to; the others were "
           "captured (opened for writing) but hold their old bytes again, which a rewind skips "
           "after hashing them.")
