@@ -14,9 +14,10 @@
 #               sysroot of `rustc`, about 600 MB), so that a user who cannot read root's ~/.rustup
 #               runs the same compiler (`$FIX/rust/bin/cargo`)
 #   crate       $FIX/crate/hexyl: the source of the crate CRATE (default hexyl 0.16.0, a hex viewer:
-#               clap with derive, anyhow, owo-colors, terminal_size, thiserror, ...; 31 crates to
-#               compile) from crates.io, its published Cargo.lock, every dependency vendored with
-#               `cargo vendor` into vendor/ and .cargo/config.toml pointing there (builds offline)
+#               clap with derive, anyhow, owo-colors, terminal_size, thiserror, ...; hexyl and 31
+#               dependencies to compile on Linux) from crates.io, its published Cargo.lock,
+#               every dependency vendored with `cargo vendor` into vendor/ and .cargo/config.toml
+#               pointing there (builds offline)
 #   gitrepo     $FIX/gitrepo.git: a bare repository of the npm tree (7.4k files) with branch `a`
 #               (the tree) and branch `b` (the 1,000 files of sedlist.txt with a line added at
 #               the top), packed (`git gc`)

@@ -48,7 +48,7 @@ MAIN = [
 # issue 16: what agents run (as root; ckpt-mount (user) runs them as the unprivileged user)
 AGENT = [
     ("npm-ci", "sec", "`npm ci --offline`, warm cache (269 packages, 7.4k files)"),
-    ("cargo-first", "sec", "`cargo build` of hexyl (31 crates, vendored), first"),
+    ("cargo-first", "sec", "`cargo build` of hexyl and its 31 vendored dependencies, first"),
     ("cargo-incr", "sec", "`cargo build` again after touching src/lib.rs"),
     ("git-clone", "sec", "`git clone` (file://) of the npm tree's repository (7.4k files)"),
     ("git-checkout", "sec", "`git checkout` of a branch 1,000 files away"),

@@ -60,7 +60,7 @@ w_npm-ci_after() {
   [ "$n" = "$want" ] || problem npm-ci "$n files in node_modules on disk, the fixture has $want"
 }
 
-# cargo build (debug, offline, vendored dependencies: 31 crates compiled) of the crate of
+# cargo build (debug, offline, hexyl and its 31 vendored dependencies compiled) of the crate of
 # bench/fixtures-agent.sh, first in a fresh folder, then again after touching src/lib.rs
 CRATE_DIR=hexyl
 w_cargo_setup() { cp -a "$FIX/crate/$CRATE_DIR" "$S/$CRATE_DIR"; mkdir -p "$RUN/cargo-home"; }
