@@ -838,6 +838,9 @@ S="" T="" V="" REP="" W="" DPID=""
 for W in "${WORKLOADS[@]}"; do
   if [ -n "$ONLY" ]; then case ",$ONLY," in *",$W,"*) ;; *) continue ;; esac; fi
   if [ "$QUICK" = 1 ] && [ "${WL_QUICK[$W]}" = 0 ] && [ -z "$ONLY" ]; then continue; fi
+  if [ "${WL_USER[$W]}" = 1 ] && ! id "$BENCH_USER" > /dev/null 2>&1; then
+    log "== $W skipped: it runs as $BENCH_USER, and there is no such user"; continue
+  fi
   reps="$REPS"; [ "${WL_LONG[$W]}" = 1 ] && reps="$LONG_REPS"
   log "== $W ($reps x: ${WL_VARIANTS[$W]})"
   for REP in $(seq "$reps"); do
