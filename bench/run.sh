@@ -10,7 +10,8 @@
 #   --quick              see above
 #   --reps N             repetitions per workload (default 5; quick 1)
 #   --long-reps N        repetitions of the long workloads (default 3; quick 1)
-#   --only W[,W...]      run only these workloads (names: see `--list`)
+#   --only W[,W...]      run only these workloads (names: see `--list`); a workload named here
+#                        runs even if --quick would skip it
 #   --list               list the workloads and exit
 #   --out FILE           results file (default bench/results/<date>.md, <date>-quick.md for --quick)
 #   --no-build           do not run `cargo build --release` (use the binary as it is)
@@ -23,7 +24,19 @@
 # Environment:
 #   FIX=/tmp/ckpt-bench-fixtures   where the fixtures are (made by the fixtures script if missing)
 #   FIXTURES_SH=...                the fixtures script (default ../shared/bench/fixtures.sh from the
-#                                  repo root, else /work/shared/bench/fixtures.sh)
+#                                  repo root, else /work/shared/bench/fixtures.sh); the agent
+#                                  workloads' own fixtures (npm cache, Rust toolchain and crate,
+#                                  git repository, wheels) are made by bench/fixtures-agent.sh,
+#                                  only those the selected workloads need
+#   BENCH_USER=ckpt-ci             the unprivileged user of the ckpt-user variant and of the
+#                                  workloads that run as a user (it needs rw access to /dev/fuse);
+#                                  the variant is dropped, with one line in the log, if it cannot mount
+#   CKPT_USER_NOFILE=hard          the user's ckpt-mount daemon starts with its soft RLIMIT_NOFILE
+#                                  raised to the hard limit, as root's shell has it here (runuser
+#                                  sets 1024, with which the daemon runs out of descriptors in a
+#                                  rewind of 16k entries); `session` keeps runuser's limit
+#   PYTHON=/usr/bin/python3        the interpreter of every timed python step (for root and the
+#                                  user alike: root's own python3 may live where the user cannot read)
 #   WORK=/tmp/ckpt-bench-work      scratch space (each run's folders are made and removed here)
 #   CKPT=...                       ckpt-mount binary (default target/release/ckpt-mount, built first);
 #                                  it is copied to $WORK/bin so a rebuild during the run changes nothing
@@ -45,8 +58,17 @@
 #                                  after a big `rm -rf` is several times slower (native untar of
 #                                  the subset: 0.7 s, 3.2 s, 5.5 s in three runs in a row)
 #
-# Needs root (drop_caches, FUSE), bindfs, git, python3, node (for the tsc build), tar; for
-# passthrough_hp the first time, apt access to Debian's archive (see bench/peers.sh).
+# Variants: native (the plain folder), bindfs, bindfs-tuned, passthrough-hp, ckpt (ckpt-mount
+# mounted by root, with kernel passthrough), ckpt-user (ckpt-mount mounted by BENCH_USER through
+# fusermount3: no kernel passthrough, every read and write served by the daemon; the workload
+# runs as that user too). Workloads marked "user" in --list run as BENCH_USER on every variant:
+# the peers are then mounted by that user as well (passthrough_hp with --nopassthrough, which a
+# user's server cannot have), and ckpt is root's mount with --allow-other.
+#
+# Needs root (drop_caches, FUSE), bindfs, git, python3, node (for the tsc build), tar, runuser,
+# setpriv, /usr/bin/time; for passthrough_hp the first time, apt access to Debian's archive (see
+# bench/peers.sh); for the agent workloads' fixtures the first time, the npm registry, crates.io
+# and PyPI; ripgrep (`rg`) is timed next to `grep -r` when it is installed.
 set -u -o pipefail
 # The whole script is one compound command: bash parses it completely before running it, so
 # editing this file during a (long) run does not change the run.
@@ -88,7 +110,17 @@ BINDFS="${BINDFS:-bindfs}"
 BINDFS_TUNED_OPTS="multithreaded,big_writes,kernel_cache,entry_timeout=60,attr_timeout=60"
 CLK_TCK="$(getconf CLK_TCK)"
 
-export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+# (the global git configuration holds only safe.directory=*: the user's clone reads root's
+# fixture repository, and root checks the user's clone afterwards)
+export GIT_CONFIG_GLOBAL="$WORK/gitconfig" GIT_CONFIG_NOSYSTEM=1
+BENCH_USER="${BENCH_USER:-ckpt-ci}"
+PY="${PYTHON:-/usr/bin/python3}"
+[ -x "$PY" ] || PY="$(command -v python3)"
+# the helpers and the binaries are run from copies in $WORK/bin (made at the start)
+SF="$WORK/bin/smallfiles.py" TIMED="$WORK/bin/timed.sh"
+USER_PATH="/usr/local/bin:/usr/bin:/bin"
+# RUNAS: the user the current case's workload runs as (empty: root)
+RUNAS=""
 export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
 export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
 export LC_ALL=C
@@ -99,34 +131,63 @@ export LC_ALL=C
 # WL_VARIANTS: which variants run it; WL_LONG=1: long (LONG_REPS, skipped by --quick unless
 # WL_QUICK=1); WL_DROP=1: drop the page cache after mounting, just before the run.
 # ---------------------------------------------------------------------------------------------
-ALL="native bindfs bindfs-tuned passthrough-hp ckpt"
-declare -A WL_VARIANTS WL_LONG WL_DROP WL_QUICK
+# WL_USER=1: the workload runs as BENCH_USER on every variant; WL_FIX: the parts of
+# bench/fixtures-agent.sh it needs.
+# ---------------------------------------------------------------------------------------------
+ROOT_ALL="native bindfs bindfs-tuned passthrough-hp ckpt"
+ALL="$ROOT_ALL ckpt-user"
+declare -A WL_VARIANTS WL_LONG WL_DROP WL_QUICK WL_USER WL_FIX
 WORKLOADS=()
-wl() { WORKLOADS+=("$1"); WL_VARIANTS[$1]="$2"; WL_LONG[$1]="$3"; WL_DROP[$1]="$4"; WL_QUICK[$1]="$5"; }
-#  name           variants                                   long drop quick
-wl untar-linux    "$ALL"                                     1    1    0
-wl untar-sub      "$ALL"                                     0    1    1
-wl walk           "$ALL"                                     0    1    1
-wl git            "$ALL"                                     0    0    1
-wl create-10k     "$ALL"                                     0    0    1
-wl rm-rf          "$ALL"                                     0    0    1
-wl sed-i          "$ALL"                                     0    0    1
-wl cp-r           "$ALL"                                     0    0    1
-wl dd             "$ALL"                                     1    0    0
-wl tsc            "$ALL"                                     0    0    1
-wl firstwrite     "$ALL"                                     0    0    1
-wl turn-npm       "native ckpt git-stash shadow-git"         0    0    1
-wl turn-linux     "native ckpt shadow-git"                   1    0    1
-wl rewind-10      "ckpt"                                     0    0    1
-wl rewind-1000    "ckpt"                                     0    0    1
-wl rewind-10000   "ckpt"                                     0    0    1
-wl rewind-rmrf    "ckpt"                                     0    0    1
+wl() {
+  WORKLOADS+=("$1"); WL_VARIANTS[$1]="$2"; WL_LONG[$1]="$3"; WL_DROP[$1]="$4"; WL_QUICK[$1]="$5"
+  WL_USER[$1]="${6:-0}"; WL_FIX[$1]="${7:-}"
+}
+# (tar run by root restores owners, which tar run by a user does not: the untars as root have no
+# ckpt-user variant, untar-user compares the two mounts on the same work)
+#  name              variants                                  long drop quick user fixtures
+wl untar-linux       "$ROOT_ALL"                               1    1    0
+wl untar-sub         "$ROOT_ALL"                               0    1    1
+wl walk              "$ALL"                                    0    1    1
+wl git               "$ALL"                                    0    0    1
+wl create-10k        "$ALL"                                    0    0    1
+wl rm-rf             "$ALL"                                    0    0    1
+wl sed-i             "$ALL"                                    0    0    1
+wl cp-r              "$ALL"                                    0    0    1
+wl dd                "$ALL"                                    1    0    0
+wl tsc               "$ALL"                                    0    0    1
+wl firstwrite        "$ALL"                                    0    0    1
+wl turn-npm          "native ckpt ckpt-user git-stash shadow-git" 0 0   1
+wl turn-linux        "native ckpt ckpt-user shadow-git"        1    0    1
+wl rewind-10         "ckpt ckpt-user"                          0    0    1
+wl rewind-1000       "ckpt ckpt-user"                          0    0    1
+wl rewind-10000      "ckpt ckpt-user"                          0    0    1
+wl rewind-rmrf       "ckpt ckpt-user"                          0    0    1
+# issue 16: what agents run, as root and as a user
+wl npm-ci            "$ALL"                                    0    0    1    0    npm-cache
+wl cargo             "$ALL"                                    0    0    1    0    "rust crate"
+wl git-checkout      "$ALL"                                    0    0    1    0    gitrepo
+wl pip               "$ALL"                                    0    0    1    0    wheels
+wl grep              "$ALL"                                    0    1    1
+wl untar-user        "$ALL"                                    0    1    1    1
+wl create-user       "$ALL"                                    0    0    1    1
+# the cost of one FUSE round trip, and the tails of first writes and unlinks beside an rm -rf
+wl floor             "$ALL"                                    0    0    1
+wl floor-ttl0        "native passthrough-hp ckpt ckpt-user"    0    0    1
+wl tails             "$ALL"                                    0    0    1
+# rewinds at scale: most files unchanged (a rewind skips a file whose bytes match), all changed
+wl rewind-10000-same "ckpt ckpt-user"                          0    0    1
+wl rewind-100k       "ckpt ckpt-user"                          1    0    0
+wl rewind-100k-same  "ckpt ckpt-user"                          1    0    0
+wl rewind-linux      "ckpt ckpt-user"                          1    0    0
 
 if [ "$LIST" = 1 ]; then
-  for w in "${WORKLOADS[@]}"; do printf '%-14s variants: %s%s\n' "$w" "${WL_VARIANTS[$w]}" \
-    "$( [ "${WL_LONG[$w]}" = 1 ] && echo '  (long)')"; done
+  for w in "${WORKLOADS[@]}"; do printf '%-18s variants: %s%s%s\n' "$w" "${WL_VARIANTS[$w]}" \
+    "$( [ "${WL_LONG[$w]}" = 1 ] && echo '  (long)')" "$( [ "${WL_USER[$w]}" = 1 ] && echo '  (runs as the user)')"; done
   exit 0
 fi
+for w in ${ONLY//,/ }; do
+  [ -n "${WL_VARIANTS[$w]:-}" ] || { echo "run.sh: no workload $w (see --list)" >&2; exit 2; }
+done
 
 # ---------------------------------------------------------------------------------------------
 # Plumbing
@@ -152,20 +213,49 @@ children_cpu() {
   awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); n += p[1] * 60 + p[2] } printf "%.3f", n }' "$WORK/.times"
 }
 
+# as_user CMD...: CMD as BENCH_USER, with a PATH it can use (root's may lead into /root); the
+# rest of the environment, exported functions included, goes along. From /, since root cannot
+# even enter a FUSE mount of the user's made without allow_other.
+as_user() { (cd / && runuser -u "$BENCH_USER" -- env PATH="$USER_PATH" "$@"); }
+# as_user_daemon CMD...: the same for a FUSE server: runuser sets the soft RLIMIT_NOFILE to the
+# PAM default (1024 here); the server gets the hard limit as soft limit, as root's has
+# (CKPT_USER_NOFILE=session keeps runuser's)
+as_user_daemon() {
+  if [ "${CKPT_USER_NOFILE:-hard}" = session ]; then as_user "$@"
+  else as_user bash -c 'ulimit -Sn "$(ulimit -Hn)" && exec "$@"' as_user_daemon "$@"; fi
+}
+# in_target DIR CMD...: CMD in DIR as whoever runs this case's workload ($RUNAS or root)
+in_target() {
+  local dir="$1"; shift
+  if [ -n "$RUNAS" ]; then as_user bash -c 'cd "$1" && shift && "$@"' in_target "$dir" "$@"
+  else ( cd "$dir" && "$@" ); fi
+}
+
 # timeit LABEL CMD...: runs CMD in $T (or in $AT if set), records wall seconds; on FUSE
-# variants also the daemon's CPU seconds during CMD and its peak RSS so far.
+# variants also the daemon's CPU seconds during CMD and its peak RSS so far. When the case runs
+# as the user, CMD is timed inside the user's process (bench/timed.sh), runuser's start aside.
 timeit() {
   local label="$1"; shift
-  local dir="${AT:-$T}" c0="" c1 t0 t1 rc dt w0 w1
+  local dir="${AT:-$T}" c0="" c1 t0 t1 rc dt w0 w1 wcpu
   [ -n "$DPID" ] && c0="$(cpu_ticks "$DPID")"
-  children_cpu > "$WORK/.w0"; w0="$(cat "$WORK/.w0")"
-  t0="$EPOCHREALTIME"
-  ( cd "$dir" && "$@" ) >> "$LOG" 2>&1
-  rc=$?
-  t1="$EPOCHREALTIME"
-  children_cpu > "$WORK/.w1"; w1="$(cat "$WORK/.w1")"
-  dt="$(sub_s "$t0" "$t1")"
-  record "$label" "$V" "$REP" wcpu "$(sub_s "$w0" "$w1")"
+  if [ -n "$RUNAS" ]; then
+    rm -f "$RUN/.timed"
+    as_user bash "$TIMED" "$RUN/.timed" "$dir" "$@" >> "$LOG" 2>&1
+    rc=$?
+    dt="$(awk '$1 == "sec" {print $2}' "$RUN/.timed" 2>/dev/null)"
+    wcpu="$(awk '$1 == "wcpu" {print $2}' "$RUN/.timed" 2>/dev/null)"
+    if [ -z "$dt" ]; then problem "$label" "no timing from bench/timed.sh (exit status $rc)"; dt=0; rc=$(( rc ? rc : 1 )); fi
+  else
+    children_cpu > "$WORK/.w0"; w0="$(cat "$WORK/.w0")"
+    t0="$EPOCHREALTIME"
+    ( cd "$dir" && "$@" ) >> "$LOG" 2>&1
+    rc=$?
+    t1="$EPOCHREALTIME"
+    children_cpu > "$WORK/.w1"; w1="$(cat "$WORK/.w1")"
+    dt="$(sub_s "$t0" "$t1")"
+    wcpu="$(sub_s "$w0" "$w1")"
+  fi
+  record "$label" "$V" "$REP" wcpu "$wcpu"
   if [ -n "$DPID" ]; then
     c1="$(cpu_ticks "$DPID")"
     if [ -n "$c0" ] && [ -n "$c1" ]; then
@@ -180,22 +270,28 @@ timeit() {
   printf '  %-22s %-14s rep %-2s %10.3f s%s\n' "$label" "$V" "$REP" "$dt" "$( [ "$rc" -ne 0 ] && echo "  FAILED rc=$rc")"
   return "$rc"
 }
-# inside LABEL CMD...: an untimed step in the target (a failure is still reported)
+# inside LABEL CMD...: an untimed step in the target, as the case's user (a failure is reported)
 inside() {
   local label="$1"; shift
-  ( cd "${AT:-$T}" && "$@" ) >> "$LOG" 2>&1 || { problem "$label" "untimed step failed: \`$*\`"; return 1; }
+  in_target "${AT:-$T}" "$@" >> "$LOG" 2>&1 || { problem "$label" "untimed step failed: \`$*\`"; return 1; }
 }
 
 MOUNTED=""  # what to clean up on exit
+# is_mounted DIR: from the mount table (not `mountpoint`, which stats DIR: root cannot, in a
+# FUSE mount of the user's without allow_other)
+is_mounted() { findmnt -rn --mountpoint "$1" > /dev/null; }
 # fuse_mount OUTPUT CMD...: start the FUSE server CMD (in the foreground, so $DPID is the server)
 # as `CMD $S $RUN/mnt`, its output appended to OUTPUT, and wait until it is mounted
+# (in a case run as the user, the server is the user's too: setpriv execs it, so $! is the server)
 fuse_mount() {
   local out="$1" mnt="$RUN/mnt"; shift
   mkdir -p "$mnt"
+  [ -n "$RUNAS" ] && { chown "$RUNAS:" "$mnt"; set -- setpriv --reuid="$RUNAS" --regid="$RUNAS" --init-groups \
+    env PATH="$USER_PATH" "$@"; }
   "$@" "$S" "$mnt" >> "$out" 2>&1 &
   DPID=$!
-  for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.05; done
-  if ! mountpoint -q "$mnt"; then
+  for _ in $(seq 100); do is_mounted "$mnt" && break; sleep 0.05; done
+  if ! is_mounted "$mnt"; then
     problem mount "$V did not mount: \`$*\`$([ "$out" != "$LOG" ] && printf ': %s' "$(head -c 300 "$out")")"
     kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; DPID=""
     return 1
@@ -204,6 +300,13 @@ fuse_mount() {
 }
 mount_variant() {
   DPID="" T="$S" MOUNTED=""
+  # floor-ttl0: no attribute caching, so every fstat is a GETATTR
+  local ckpt_opts=() pthp_opts=()
+  [ "$W" = floor-ttl0 ] && ckpt_opts=(--ttl 0) pthp_opts=(--nocache)
+  # a user's passthrough_hp cannot have kernel passthrough (CAP_SYS_ADMIN); root's ckpt-mount
+  # serves a workload run as the user through allow_other
+  [ -n "$RUNAS" ] && pthp_opts+=(--nopassthrough)
+  [ -n "$RUNAS" ] && [ "$V" = ckpt ] && ckpt_opts+=(--allow-other)
   case "$V" in
     native|git-stash|shadow-git) return 0 ;;
     bindfs) fuse_mount "$LOG" "$BINDFS" --no-allow-other -f ;;
@@ -212,15 +315,18 @@ mount_variant() {
       # its output is read after the unmount (it prints nothing on a clean run)
       : > "$PTHP_OUT"
       # shellcheck disable=SC2086 # PTHP_OPTS is a list of options
-      fuse_mount "$PTHP_OUT" "$PTHP_BIN" --foreground ${PTHP_OPTS:-}
+      fuse_mount "$PTHP_OUT" "$PTHP_BIN" --foreground "${pthp_opts[@]}" ${PTHP_OPTS:-}
       ;;
-    ckpt)
+    ckpt|ckpt-user)
+      local runner=() opts="${ckpt_opts[*]} ${CKPT_MOUNT_OPTS:-}"
+      [ "$V" = ckpt-user ] && runner=(as_user_daemon)
       # shellcheck disable=SC2086 # CKPT_MOUNT_OPTS is a list of options
-      "$CKPT_BIN" mount ${CKPT_MOUNT_OPTS:-} "$S" >> "$LOG" 2>&1 || { problem mount "ckpt-mount mount ${CKPT_MOUNT_OPTS:-}$S failed"; return 1; }
-      MOUNTED="ckpt:$S"
+      "${runner[@]}" "$CKPT_BIN" mount "${ckpt_opts[@]}" ${CKPT_MOUNT_OPTS:-} "$S" >> "$LOG" 2>&1 ||
+        { problem mount "ckpt-mount mount ${opts# } $S failed$([ "$V" = ckpt-user ] && echo " (as $BENCH_USER)")"; return 1; }
+      MOUNTED="$V:$S"
       DPID="$("$CKPT_BIN" status --dir "$S" --json 2>>"$LOG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>>"$LOG")"
       [ -n "$DPID" ] || problem mount "no daemon pid from ckpt-mount status --json"
-      echo 2 > "$S/.ckpt/turn" || { problem mount "echo 2 > .ckpt/turn failed"; }
+      in_target "$S" sh -c 'echo 2 > .ckpt/turn' >> "$LOG" 2>&1 || problem mount "echo 2 > .ckpt/turn failed"
       ;;
   esac
 }
@@ -228,8 +334,8 @@ unmount_variant() {
   case "$MOUNTED" in
     fuse:*)
       local mnt="${MOUNTED#fuse:}"
-      for _ in $(seq 50); do mountpoint -q "$mnt" || break; fusermount -u "$mnt" >> "$LOG" 2>&1 && break; sleep 0.2; done
-      if mountpoint -q "$mnt"; then problem unmount "$V busy; lazy unmount"; fusermount -uz "$mnt"; fi
+      for _ in $(seq 50); do is_mounted "$mnt" || break; fusermount -u "$mnt" >> "$LOG" 2>&1 && break; sleep 0.2; done
+      if is_mounted "$mnt"; then problem unmount "$V busy; lazy unmount"; fusermount -uz "$mnt"; fi
       wait "$DPID" 2>/dev/null
       # whatever passthrough_hp printed (e.g. `ERROR: Reached maximum number of file
       # descriptors.` once per lookup or create refused with EMFILE, one fd per inode)
@@ -240,11 +346,12 @@ unmount_variant() {
         { echo "-- passthrough_hp output, $W rep $REP:"; cat "$PTHP_OUT"; } >> "$LOG"
       fi
       ;;
-    ckpt:*)
-      local dir="${MOUNTED#ckpt:}" ok=0
+    ckpt:*|ckpt-user:*)
+      local dir="${MOUNTED#*:}" ok=0 runner=()
+      [ "${MOUNTED%%:*}" = ckpt-user ] && runner=(as_user)
       for _ in $(seq 50); do
-        mountpoint -q "$dir" || { ok=1; break; }
-        "$CKPT_BIN" unmount "$dir" >> "$LOG" 2>&1 && { ok=1; break; }
+        is_mounted "$dir" || { ok=1; break; }
+        "${runner[@]}" "$CKPT_BIN" unmount "$dir" >> "$LOG" 2>&1 && { ok=1; break; }
         sleep 0.2
       done
       if [ "$ok" = 0 ]; then
@@ -347,7 +454,7 @@ w_git_run() {
 
 # 10,000 new files of 100 bytes from one python3 process
 w_create-10k_setup() { :; }
-w_create-10k_run() { timeit create-10k python3 "$BENCH/smallfiles.py" create small 10000; }
+w_create-10k_run() { timeit create-10k "$PY" "$SF" create small 10000; }
 w_create-10k_after() {
   local n; n="$(find "$S/small" -type f | wc -l)"
   [ "$n" = 10000 ] || problem create-10k "$n files on disk, expected 10000"
@@ -426,11 +533,11 @@ w_tsc_after() { [ -f "$S/build/app.js" ] || problem tsc "no build/app.js"; }
 
 # first-write latency: open(f, 'r+b').write once on each of 10,000 pre-existing 100-byte files
 # in a fresh turn (on ckpt-mount: one capture per file), then the same loop again (no capture)
-w_firstwrite_setup() { python3 "$BENCH/smallfiles.py" create "$S/small" 10000; }
+w_firstwrite_setup() { "$PY" "$SF" create "$S/small" 10000; }
 w_firstwrite_run() {
   local k v
-  timeit firstwrite python3 "$BENCH/smallfiles.py" touch small "$RUN/fw1.txt"
-  timeit secondwrite python3 "$BENCH/smallfiles.py" touch small "$RUN/fw2.txt"
+  timeit firstwrite "$PY" "$SF" touch small "$RUN/fw1.txt"
+  timeit secondwrite "$PY" "$SF" touch small "$RUN/fw2.txt"
   while read -r k v; do record firstwrite "$V" "$REP" "$k" "$v"; done < "$RUN/fw1.txt"
   while read -r k v; do record secondwrite "$V" "$REP" "$k" "$v"; done < "$RUN/fw2.txt"
 }
@@ -464,10 +571,10 @@ turn_setup() { # TREE: npm | linux
 turn_run() { # TREE FILES...
   local tree="$1"; shift
   # the previous turn's work (untimed), so the checkpoint has something to record
-  case "$V" in git-stash|shadow-git|ckpt) inside prev-turn edit4 2 "$@" ;; esac
+  case "$V" in git-stash|shadow-git|ckpt|ckpt-user) inside prev-turn edit4 2 "$@" ;; esac
   case "$V" in
     native) timeit "turn-$tree" sh -c ': && for f; do printf "// turn 3 edit\n" >> "$f" || exit 1; done' sh "$@" ;;
-    ckpt)
+    ckpt|ckpt-user)
       timeit "turn-$tree" sh -c 'echo 3 > .ckpt/turn && for f; do printf "// turn 3 edit\n" >> "$f" || exit 1; done' sh "$@"
       timeit "turnswitch-$tree" sh -c 'echo 4 > .ckpt/turn'
       ;;
@@ -485,15 +592,39 @@ w_turn-npm_run() { turn_run npm "${NPM_EDITS[@]}"; }
 w_turn-linux_setup() { turn_setup "$LINUX_TREE"; }
 w_turn-linux_run() { turn_run "$LINUX_TREE" "${LINUX_EDITS[@]}"; }
 
+# A rewind, timed: `ckpt-mount rewind 2 --dir DIR` run by the mount's owner, with the peak RSS
+# of the CLI (/usr/bin/time) and of the daemon during the rewind alone (its VmHWM is reset just
+# before, through /proc/PID/clear_refs, so the capture of the turn before does not count; what
+# it held then, its VmRSS, is recorded as rss_before_kb)
+rewind_cli() { /usr/bin/time -f '%M' -o "$RUN/cli-rss.txt" "$CKPT_BIN" rewind 2 --dir "$S"; }
+rewind_timed() { # LABEL
+  if [ -n "$DPID" ]; then
+    record "$1" "$V" "$REP" rss_before_kb "$(awk '/^VmRSS:/ {print $2}' "/proc/$DPID/status" 2>/dev/null)"
+    echo 5 > "/proc/$DPID/clear_refs" || problem "$1" "cannot reset the daemon's VmHWM"
+  fi
+  rm -f "$RUN/cli-rss.txt"
+  AT=/ timeit "$1" rewind_cli
+  record "$1" "$V" "$REP" cli_rss_kb "$(tail -n 1 "$RUN/cli-rss.txt" 2>/dev/null)"
+}
+# tar -d of a fixture against the target, as the case's user; prints the differences
+# (a rewind gives rewritten paths the rewind's time as mtime, by design: mtime is not compared;
+# the files of a user's case belong to that user, not to the owners in the tar)
+tar_diff() { # TAR
+  local skip=': Mod time differs$'
+  [ -n "$RUNAS" ] && skip=': (Mod time|Uid|Gid|Mode) differs$'
+  in_target "$T" tar -df "$1" 2>&1 | grep -Ev "$skip" | head -5
+}
+
 # rewind of N modified files (10k files of 100 bytes, the first N written once in turn 2):
 # wall time of `ckpt-mount rewind 2 --dir DIR`, then every file is checked through the mount
-rewind_setup() { python3 "$BENCH/smallfiles.py" create "$S/small" 10000; }
+rewind_setup() { "$PY" "$SF" create "$S/small" 10000; }
 rewind_run() {
   local n="$1"
-  inside "rewind-$n" python3 "$BENCH/smallfiles.py" touch small "$RUN/touch.txt" "$n"
-  AT=/ timeit "rewind-$n" "$CKPT_BIN" rewind 2 --dir "$S"
-  inside "rewind-$n" python3 "$BENCH/smallfiles.py" verify small 10000 || problem "rewind-$n" "files differ after the rewind (through the mount)"
+  inside "rewind-$n" "$PY" "$SF" touch small "$RUN/touch.txt" "$n"
+  rewind_timed "rewind-$n"
+  inside "rewind-$n" "$PY" "$SF" verify small 10000 || problem "rewind-$n" "files differ after the rewind (through the mount)"
   record "rewind-$n" "$V" "$REP" files "$n"
+  record "rewind-$n" "$V" "$REP" changed "$n"
 }
 w_rewind-10_setup() { rewind_setup; };     w_rewind-10_run() { rewind_run 10; }
 w_rewind-1000_setup() { rewind_setup; };   w_rewind-1000_run() { rewind_run 1000; }
@@ -502,12 +633,14 @@ w_rewind-10000_setup() { rewind_setup; };  w_rewind-10000_run() { rewind_run 100
 w_rewind-rmrf_setup() { untar_sub_into "$S"; }
 w_rewind-rmrf_run() {
   inside rewind-rmrf rm -rf "$KSRC"
-  AT=/ timeit rewind-rmrf "$CKPT_BIN" rewind 2 --dir "$S"
+  rewind_timed rewind-rmrf
   record rewind-rmrf "$V" "$REP" files "$(sub_entries)"
-  # (a rewind gives rewritten paths the rewind's time as mtime, by design: mtime is not compared)
-  local d; d="$(cd "$T" && tar -df "$FIX/linux-sub.tar" 2>&1 | grep -v ': Mod time differs$' | head -5)"
+  local d; d="$(tar_diff "$FIX/linux-sub.tar")"
   [ -z "$d" ] || problem rewind-rmrf "tar -d differs through the mount after the rewind: $(echo "$d" | tr '\n' ' ')"
 }
+# rewinds at scale, the agent workloads, the round-trip floor, the latency tails
+# shellcheck source=bench/workloads-agent.sh
+source "$BENCH/workloads-agent.sh"
 
 # ---------------------------------------------------------------------------------------------
 # Main
@@ -515,9 +648,11 @@ w_rewind-rmrf_run() {
 [ "$(id -u)" = 0 ] || die "needs root (drop_caches, FUSE mounts)"
 [ -e /dev/fuse ] || die "/dev/fuse missing"
 command -v "$BINDFS" > /dev/null || die "bindfs not found"
-for c in git python3 node tar; do command -v "$c" > /dev/null || die "$c not found"; done
+for c in git python3 node tar runuser setpriv /usr/bin/time; do command -v "$c" > /dev/null || die "$c not found"; done
 
 mkdir -p "$WORK/bin" "$WORK/cache" "$WORK/logs" "$BENCH/results"
+printf '[safe]\n\tdirectory = *\n' > "$WORK/gitconfig"
+cp "$BENCH/smallfiles.py" "$BENCH/timed.sh" "$WORK/bin/" && chmod a+rx "$WORK/bin" "$SF" "$TIMED" || die "cannot copy the helpers to $WORK/bin"
 exec 9> "$WORK/lock"
 flock -n 9 || die "another bench/run.sh is using $WORK (set WORK=... to run a second one)"
 LOG="$WORK/logs/run.log" RAW="$WORK/raw.tsv" PROBLEMS="$WORK/problems.tsv" META="$WORK/meta.txt"
@@ -536,6 +671,18 @@ T0="$EPOCHREALTIME"
 
 log "== fixtures ($FIXTURES_SH, FIX=$FIX)"
 FIX="$FIX" bash "$FIXTURES_SH" >> "$LOG" 2>&1 || die "fixtures script failed (see $LOG)"
+# the agent workloads' own fixtures, those the selected workloads need
+agent_parts=""
+for W in "${WORKLOADS[@]}"; do
+  if [ -n "$ONLY" ]; then case ",$ONLY," in *",$W,"*) ;; *) continue ;; esac
+  elif [ "$QUICK" = 1 ] && [ "${WL_QUICK[$W]}" = 0 ]; then continue; fi
+  for p in ${WL_FIX[$W]}; do case " $agent_parts " in *" $p "*) ;; *) agent_parts="$agent_parts $p" ;; esac; done
+done
+if [ -n "$agent_parts" ]; then
+  log "== agent fixtures (bench/fixtures-agent.sh$agent_parts)"
+  # shellcheck disable=SC2086 # a list of parts
+  FIX="$FIX" bash "$BENCH/fixtures-agent.sh" $agent_parts >> "$LOG" 2>&1 || die "bench/fixtures-agent.sh$agent_parts failed (see $LOG)"
+fi
 [ -f "$FIX/linux-sub.tar" ] && [ -d "$FIX/npmtree/node_modules" ] && [ -f "$FIX/sedlist.txt" ] || die "fixtures incomplete in $FIX"
 # cached fixture facts (entry counts, byte sums) are recomputed when the fixtures change
 fix_id() { { stat -c '%s %Y' "$FIX/linux-sub.tar" "$FIX/linux.tar" 2>/dev/null; md5sum < "$FIX/sedlist.txt"; } | tr '\n' ' '; }
@@ -566,8 +713,30 @@ CKPT_BIN="$WORK/bin/ckpt-mount"
 cp "$CKPT_SRC" "$CKPT_BIN.tmp" && mv "$CKPT_BIN.tmp" "$CKPT_BIN"
 
 # is the tuned bindfs accepted here?
-VARIANTS_OK="native bindfs bindfs-tuned passthrough-hp ckpt git-stash shadow-git"
+VARIANTS_OK="native bindfs bindfs-tuned passthrough-hp ckpt ckpt-user git-stash shadow-git"
 drop_variant() { local v=" $VARIANTS_OK "; v="${v/ "$1" / }"; v="${v# }"; VARIANTS_OK="${v% }"; }
+
+# the steps a user runs call these functions of this script, and read these variables
+export FIX BENCH PY SF RUN S KSRC CKPT_BIN
+export -f walk sed1000 tsc_build edit4 npm_ci cargo_build pip_env pip_venv pip_install grep_tree rg_tree rewind_cli
+
+# can BENCH_USER mount ckpt-mount (through fusermount3), and does its daemon serve file I/O
+# itself (a user's daemon has no CAP_SYS_ADMIN for kernel passthrough)?
+CKPT_USER_DESC=""
+if ! id "$BENCH_USER" > /dev/null 2>&1; then
+  CKPT_USER_DESC="not run: no user $BENCH_USER"
+else
+  rm -rf "$WORK/probe" && mkdir -p "$WORK/probe/s" && chown "$BENCH_USER:" "$WORK/probe/s"
+  if as_user_daemon "$CKPT_BIN" mount "$WORK/probe/s" >> "$LOG" 2>&1; then
+    io="$("$CKPT_BIN" status --dir "$WORK/probe/s" 2>> "$LOG" | sed -n 's/^file I\/O: *//p')"
+    CKPT_USER_DESC="mounted by $BENCH_USER (uid $(id -u "$BENCH_USER")) through $(command -v fusermount3 || echo fusermount3); \`ckpt-mount status\`: file I/O: $io; daemon's soft RLIMIT_NOFILE: $([ "${CKPT_USER_NOFILE:-hard}" = session ] && echo "runuser's ($(as_user bash -c 'ulimit -Sn'))" || echo "raised to the hard limit ($(as_user bash -c 'ulimit -Hn'))")"
+    as_user "$CKPT_BIN" unmount "$WORK/probe/s" >> "$LOG" 2>&1 || fusermount -uz "$WORK/probe/s"
+  else
+    CKPT_USER_DESC="not run: $BENCH_USER could not mount ckpt-mount (see $LOG)"
+  fi
+  rm -rf "$WORK/probe"
+fi
+case "$CKPT_USER_DESC" in "not run"*) log "ckpt-user $CKPT_USER_DESC: no ckpt-user variant"; drop_variant ckpt-user ;; esac
 rm -rf "$WORK/probe" && mkdir -p "$WORK/probe/s" "$WORK/probe/m"
 if "$BINDFS" --no-allow-other -o "$BINDFS_TUNED_OPTS" "$WORK/probe/s" "$WORK/probe/m" >> "$LOG" 2>&1; then
   fusermount -u "$WORK/probe/m"
@@ -656,6 +825,10 @@ S="" T="" V="" REP="" W="" DPID=""
   echo "bindfs=$("$BINDFS" --version 2>&1 | head -1), $("$BINDFS" --fuse-version 2>&1 | tail -1)"
   echo "bindfs_tuned=-o $BINDFS_TUNED_OPTS"
   echo "passthrough_hp=$PTHP_DESC"
+  echo "ckpt_user=$CKPT_USER_DESC"
+  echo "python=$PY ($("$PY" --version 2>&1))"
+  [ -f "$FIX/rust/VERSION" ] && echo "rust=$(tr '\n' ' ' < "$FIX/rust/VERSION")"
+  echo "rg=$(if command -v rg > /dev/null; then rg --version | head -1; else echo 'not installed: no rg steps'; fi)"
   echo "passthrough_hp_options=\`passthrough_hp --foreground ${PTHP_OPTS:+$PTHP_OPTS }SRC MNT\`$([ -z "${PTHP_OPTS:-}" ] && echo ' (defaults: kernel passthrough, 86400 s entry and attribute timeouts, the libfuse thread pool)')"
   echo "ckpt_options=\`ckpt-mount mount ${CKPT_MOUNT_OPTS:+$CKPT_MOUNT_OPTS }DIR\`$([ -z "${CKPT_MOUNT_OPTS:-}" ] && echo ' (defaults)')"
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -664,7 +837,10 @@ S="" T="" V="" REP="" W="" DPID=""
 
 for W in "${WORKLOADS[@]}"; do
   if [ -n "$ONLY" ]; then case ",$ONLY," in *",$W,"*) ;; *) continue ;; esac; fi
-  if [ "$QUICK" = 1 ] && [ "${WL_QUICK[$W]}" = 0 ]; then continue; fi
+  if [ "$QUICK" = 1 ] && [ "${WL_QUICK[$W]}" = 0 ] && [ -z "$ONLY" ]; then continue; fi
+  if [ "${WL_USER[$W]}" = 1 ] && ! id "$BENCH_USER" > /dev/null 2>&1; then
+    log "== $W skipped: it runs as $BENCH_USER, and there is no such user"; continue
+  fi
   reps="$REPS"; [ "${WL_LONG[$W]}" = 1 ] && reps="$LONG_REPS"
   log "== $W ($reps x: ${WL_VARIANTS[$W]})"
   for REP in $(seq "$reps"); do
@@ -678,8 +854,11 @@ for W in "${WORKLOADS[@]}"; do
       if [ "$RESUME" = 1 ] && grep -qP "^\Q$W\E\t\Q$V\E\t$REP\tdone\t" "$RAW"; then continue; fi
       : > "$CASE_RAW"; : > "$CASE_PROBLEMS"
       rm -rf "$RUN"; mkdir -p "$RUN/src"; S="$RUN/src"; T="$S"; DPID=""
+      RUNAS=""; { [ "$V" = ckpt-user ] || [ "${WL_USER[$W]}" = 1 ]; } && RUNAS="$BENCH_USER"
       echo "-- $W $V rep $REP" >> "$LOG"
       "w_${W}_setup" >> "$LOG" 2>&1 || problem "$W" "setup failed"
+      # a case run as the user gets everything it works on
+      [ -n "$RUNAS" ] && { chown -R "$RUNAS:" "$RUN" || problem "$W" "chown -R $RUNAS $RUN failed"; }
       sync
       if mount_variant; then
         [ "${WL_DROP[$W]}" = 1 ] && drop_caches

@@ -6,16 +6,18 @@
 RAW.tsv rows: label, variant, repetition, metric, value (tab-separated). Metrics: sec (wall
 seconds), cpu (daemon CPU seconds during the step), rss_kb (daemon VmHWM after the step),
 median_us/p90_us/p99_us/mean_us/total_s/n (first-write loop), raw_bytes/blob_bytes/blob_du/
-blobs/journal_bytes (store after unmount), files (rewind size), error (exit status).
+blobs/journal_bytes (store after unmount), files and changed (rewind size), cli_rss_kb (the
+rewind CLI's peak RSS), getxattr_us/fstat_us (round-trip floor), busy_s/rm_rc (latency tails
+beside an rm -rf), error (exit status).
 Every cell is the median over the repetitions.
 """
 import argparse
 import statistics
 from collections import OrderedDict, defaultdict
 
-FS_VARIANTS = ["native", "bindfs", "bindfs-tuned", "passthrough-hp", "ckpt"]
+FS_VARIANTS = ["native", "bindfs", "bindfs-tuned", "passthrough-hp", "ckpt", "ckpt-user"]
 VNAME = {"native": "plain dir", "bindfs": "bindfs", "bindfs-tuned": "bindfs tuned",
-         "passthrough-hp": "passthrough_hp", "ckpt": "ckpt-mount"}
+         "passthrough-hp": "passthrough_hp", "ckpt": "ckpt-mount", "ckpt-user": "ckpt-mount (user)"}
 # the other FUSE passthroughs ckpt-mount is compared with, and their short names in ratio columns
 PEERS = ["bindfs", "bindfs-tuned", "passthrough-hp"]
 PEER_SHORT = {"bindfs": "bindfs", "bindfs-tuned": "tuned", "passthrough-hp": "pt_hp"}
@@ -43,6 +45,36 @@ MAIN = [
     ("secondwrite", "median_us", "second write of the same file, same turn, µs (median)"),
     ("firstwrite", "sec", "first-write loop over 10k files, total"),
 ]
+# issue 16: what agents run (as root; ckpt-mount (user) runs them as the unprivileged user)
+AGENT = [
+    ("npm-ci", "sec", "`npm ci --offline`, warm cache (269 packages, 7.4k files)"),
+    ("cargo-first", "sec", "`cargo build` of hexyl and its 31 vendored dependencies, first"),
+    ("cargo-incr", "sec", "`cargo build` again after touching src/lib.rs"),
+    ("git-clone", "sec", "`git clone` (file://) of the npm tree's repository (7.4k files)"),
+    ("git-checkout", "sec", "`git checkout` of a branch 1,000 files away"),
+    ("git-checkout-back", "sec", "`git checkout` back"),
+    ("pip-venv", "sec", "`python3 -m venv`"),
+    ("pip-install", "sec", "`pip install` of 7 pinned requirements (29 wheels), local wheels"),
+    ("grep-cold", "sec", "`grep -r` over the npm tree, cold"),
+    ("grep-warm", "sec", "`grep -r` over the npm tree, warm"),
+    ("rg-cold", "sec", "`rg -uu` over the npm tree, cold"),
+    ("rg-warm", "sec", "`rg -uu` over the npm tree, warm"),
+]
+# run as the unprivileged user on every variant (peers mounted by that user; "ckpt-mount" is
+# root's mount with allow_other)
+USER = [
+    ("untar-user", "sec", "untar of the subset (16,111 entries) as a user, cold"),
+    ("create-user", "sec", "create 10,000 files of 100 B as a user (python3)"),
+]
+TAILS = [("firstwrite-quiet", "first write, quiet"), ("unlink-quiet", "unlink, quiet"),
+         ("firstwrite-busy", "first write beside `rm -rf`"), ("unlink-busy", "unlink beside `rm -rf`")]
+REWIND_DESC = {
+    "rewind-rmrf": "after `rm -rf` of the subset (recreate every entry)",
+    "rewind-linux": "after `rm -rf` of the Linux tree (recreate every entry)",
+    "rewind-10000-same": "10,000 files captured, 1 in 100 changed",
+    "rewind-100k": "100,000 files in 100 directories, all changed",
+    "rewind-100k-same": "100,000 files captured, 1 in 100 changed",
+}
 
 
 def fmt_s(x):
@@ -142,6 +174,10 @@ def main():
         opts = meta.get("passthrough_hp_options", "")
         p(f"- passthrough_hp: {meta['passthrough_hp']}"
           + ("" if meta["passthrough_hp"].startswith("not run") else f"; run as {opts}"))
+    for k, what in (("ckpt_user", "ckpt-mount (user)"), ("python", "python"), ("rust", "Rust toolchain (cargo workload)"),
+                     ("rg", "ripgrep")):
+        if k in meta:
+            p(f"- {what}: {meta[k]}")
     p("")
 
     # a ratio against a variant whose run failed (e.g. passthrough_hp out of descriptors) is no
@@ -158,81 +194,156 @@ def main():
         v = min(ok, key=lambda x: m[x])
         return f"{fmt_ratio(m[a], m[v])} ({PEER_SHORT[v]})"
 
-    # -- main table
-    rows = [r for r in MAIN if any(med(r[0], v, r[1]) is not None for v in FS_VARIANTS)]
-    if rows:
-        p("## Workloads (median seconds unless marked µs)")
+    f2 = lambda x: "–" if x is None else f"{x:.2f}"
+    mib = lambda x: "–" if x is None else f"{x / 1024:.0f}"
+
+    def total_cpu(label, v):
+        """the workload's processes plus the FUSE server, summed per run"""
+        w = byrep.get((label, v, "wcpu"), {})
+        d = byrep.get((label, v, "cpu"), {})
+        xs = [w[r] + d.get(r, 0.0) for r in w if v == "native" or r in d]
+        return statistics.median(xs) if xs else None
+
+    # one FUSE round trip of ckpt-mount over the plain folder's getxattr, in seconds, when the run
+    # measured the floor: a workload's excess over plain reads as so many round trips
+    rt = None
+    if med("floor", "ckpt", "getxattr_us") is not None and med("floor", "native", "getxattr_us") is not None:
+        rt = (med("floor", "ckpt", "getxattr_us") - med("floor", "native", "getxattr_us")) / 1e6
+        rt = rt if rt > 0 else None
+
+    def round_trips(m):
+        if rt is None or m.get("ckpt") is None or m.get("native") is None:
+            return "–"
+        return f"{(m['ckpt'] - m['native']) / rt / 1000:.1f}k"
+
+    def workload_tables(rows, title, intro):
+        rows = [r for r in rows if any(med(r[0], v, r[1]) is not None for v in FS_VARIANTS)]
+        if not rows:
+            return
+        p(f"## {title}")
         p("")
-        p("| workload | n | plain dir | bindfs | bindfs tuned | passthrough_hp | ckpt-mount | pt_hp/plain "
-          "| ckpt/plain | ckpt/bindfs | ckpt/tuned | ckpt/pt_hp | ckpt/best peer | ckpt daemon CPU s "
-          "| ckpt peak RSS MiB |")
-        p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        if intro:
+            p(intro)
+            p("")
+        p("| workload | n | plain dir | bindfs | bindfs tuned | passthrough_hp | ckpt-mount | ckpt-mount (user) "
+          "| pt_hp/plain | ckpt/plain | ckpt/bindfs | ckpt/tuned | ckpt/pt_hp | ckpt/best peer "
+          "| user/plain | user/ckpt | user/best peer | ckpt daemon CPU s | user daemon CPU s "
+          "| ckpt peak RSS MiB | ckpt − plain in round trips |")
+        p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for label, metric, name in rows:
             m = {v: med(label, v, metric) for v in FS_VARIANTS}
-            fail = [v for v in FS_VARIANTS if errors.get((label, v))]
             cells = []
             for v in FS_VARIANTS:
                 c = fmt_s(m[v]) if metric == "sec" else (f"{m[v]:.1f}" if m[v] is not None else "–")
-                if v in fail:
+                if errors.get((label, v)):
                     c += f" (FAILED ×{errors[(label, v)]})"
                 cells.append(c)
             cpu = med(label, "ckpt", "cpu") if metric == "sec" else None
+            ucpu = med(label, "ckpt-user", "cpu") if metric == "sec" else None
             rss = med(label, "ckpt", "rss_kb") if metric == "sec" else None
-            pt_plain = ("failed" if errors.get((label, "passthrough-hp")) and m["passthrough-hp"] is not None
-                        else fmt_ratio(m["passthrough-hp"], m["native"]))
             p(f"| {name} | {n_of(label, metric)} | " + " | ".join(cells) + " | "
-              f"{pt_plain} | {fmt_ratio(m['ckpt'], m['native'])} | "
+              f"{'failed' if errors.get((label, 'passthrough-hp')) and m['passthrough-hp'] is not None else fmt_ratio(m['passthrough-hp'], m['native'])} | "
+              f"{ratio_to(label, m, 'ckpt', 'native')} | "
               + " | ".join(ratio_to(label, m, "ckpt", v) for v in PEERS) + " | "
-              f"{best_peer(label, m)} | "
-              f"{'–' if cpu is None else f'{cpu:.2f}'} | {'–' if rss is None else f'{rss / 1024:.0f}'} |")
+              f"{best_peer(label, m)} | {ratio_to(label, m, 'ckpt-user', 'native')} | "
+              f"{ratio_to(label, m, 'ckpt-user', 'ckpt')} | {best_peer(label, m, 'ckpt-user')} | "
+              f"{f2(cpu)} | {f2(ucpu)} | {mib(rss)} | {round_trips(m) if metric == 'sec' else '–'} |")
         p("")
-        p("CPU is the daemon's utime+stime (/proc/PID/stat) during the step; peak RSS is VmHWM "
-          "(/proc/PID/status) after it. pt_hp is libfuse's passthrough_hp; the best peer is the "
-          "fastest of bindfs, bindfs tuned and passthrough_hp on that workload, among those whose "
-          "runs did not fail (a ratio against a failed run reads \"failed\").")
+        p("ckpt-mount (user) is the mount of an unprivileged user (no kernel passthrough: the "
+          "daemon serves every read and write); user/ckpt is its time over root's mount's. "
+          "The last column divides ckpt-mount's excess over the plain folder by its round trip "
+          "(the `floor` workload's getxattr, over plain; \"–\" when the run did not measure it): "
+          "how many requests' worth of waiting the excess is.")
         p("")
-
-        # daemon CPU of the FUSE servers side by side
-        p("### FUSE server CPU seconds during each step (median)")
+        p(f"### {title}: FUSE server CPU seconds during each step (median)")
         p("")
-        p("| workload | bindfs | bindfs tuned | passthrough_hp | ckpt-mount | ckpt-mount / bindfs "
-          "| ckpt-mount / passthrough_hp |")
-        p("|---|---|---|---|---|---|---|")
+        p("| workload | bindfs | bindfs tuned | passthrough_hp | ckpt-mount | ckpt-mount (user) "
+          "| ckpt-mount / bindfs | ckpt-mount / passthrough_hp |")
+        p("|---|---|---|---|---|---|---|---|")
         for label, metric, name in rows:
             if metric != "sec":
                 continue
-            c = {v: med(label, v, "cpu") for v in PEERS + ["ckpt"]}
+            c = {v: med(label, v, "cpu") for v in PEERS + ["ckpt", "ckpt-user"]}
             if all(x is None for x in c.values()):
                 continue
-            f2 = lambda x: "–" if x is None else f"{x:.2f}"
-            p(f"| {name} | " + " | ".join(f2(c[v]) for v in PEERS + ["ckpt"]) + " | "
+            p(f"| {name} | " + " | ".join(f2(c[v]) for v in PEERS + ["ckpt", "ckpt-user"]) + " | "
               f"{ratio_to(label, c, 'ckpt', 'bindfs')} | {ratio_to(label, c, 'ckpt', 'passthrough-hp')} |")
         p("")
-
-        # total CPU: the workload's processes plus the FUSE server, summed per run
-        def total_cpu(label, v):
-            w = byrep.get((label, v, "wcpu"), {})
-            d = byrep.get((label, v, "cpu"), {})
-            xs = [w[r] + d.get(r, 0.0) for r in w if v == "native" or r in d]
-            return statistics.median(xs) if xs else None
-
-        p("### Total CPU seconds: the workload's processes + the FUSE server (median)")
+        p(f"### {title}: total CPU seconds, the workload's processes + the FUSE server (median)")
         p("")
         p("Less sensitive to a busy machine than wall time: what the work cost, wherever it ran.")
         p("")
-        p("| workload | plain dir | bindfs | bindfs tuned | passthrough_hp | ckpt-mount | ckpt/plain "
-          "| ckpt/bindfs | ckpt/pt_hp | ckpt/best peer |")
-        p("|---|---|---|---|---|---|---|---|---|---|")
+        p("| workload | plain dir | bindfs | bindfs tuned | passthrough_hp | ckpt-mount | ckpt-mount (user) "
+          "| ckpt/plain | ckpt/bindfs | ckpt/pt_hp | ckpt/best peer | user/ckpt |")
+        p("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for label, metric, name in rows:
             if metric != "sec":
                 continue
             c = {v: total_cpu(label, v) for v in FS_VARIANTS}
             if all(x is None for x in c.values()):
                 continue
-            f2 = lambda x: "–" if x is None else f"{x:.2f}"
             p(f"| {name} | " + " | ".join(f2(c[v]) for v in FS_VARIANTS) + " | "
               f"{fmt_ratio(c['ckpt'], c['native'])} | {ratio_to(label, c, 'ckpt', 'bindfs')} | "
-              f"{ratio_to(label, c, 'ckpt', 'passthrough-hp')} | {best_peer(label, c)} |")
+              f"{ratio_to(label, c, 'ckpt', 'passthrough-hp')} | {best_peer(label, c)} | "
+              f"{ratio_to(label, c, 'ckpt-user', 'ckpt')} |")
+        p("")
+
+    workload_tables(MAIN, "Workloads (median seconds unless marked µs)",
+                    "CPU is the daemon's utime+stime (/proc/PID/stat) during the step; peak RSS is VmHWM "
+                    "(/proc/PID/status) after it. pt_hp is libfuse's passthrough_hp; the best peer is the "
+                    "fastest of bindfs, bindfs tuned and passthrough_hp on that workload, among those whose "
+                    "runs did not fail (a ratio against a failed run reads \"failed\").")
+    workload_tables(AGENT, "Agent workloads (median seconds)",
+                    "What coding agents run, from local fixtures (no network), as root; ckpt-mount (user) "
+                    "runs them as the unprivileged user on that user's mount.")
+    workload_tables(USER, "Run as an unprivileged user (median seconds)",
+                    "Every variant runs the workload as the user: the peers are mounted by that user "
+                    "(passthrough_hp with --nopassthrough), \"ckpt-mount\" is root's mount with "
+                    "--allow-other (kernel passthrough), \"ckpt-mount (user)\" the user's own mount.")
+
+    # -- the FUSE round-trip floor
+    fl = [v for v in FS_VARIANTS if med("floor", v, "getxattr_us") is not None
+          or med("floor-ttl0", v, "getxattr_us") is not None]
+    if fl:
+        p("## FUSE round-trip floor (µs per call; median over batches of 1,000)")
+        p("")
+        p("| variant | getxattr of a missing name (1 GETXATTR) | over plain | fstat, default mount (cached) "
+          "| getxattr, TTL 0 mount | fstat, TTL 0 mount (1 GETATTR) | over plain |")
+        p("|---|---|---|---|---|---|---|")
+        g0 = med("floor", "native", "getxattr_us")
+        s0 = med("floor-ttl0", "native", "fstat_us")
+        us = lambda x: "–" if x is None else f"{x:.1f}"
+        over = lambda x, b: "–" if x is None or b is None else f"+{x - b:.1f}"
+        for v in fl:
+            g = med("floor", v, "getxattr_us")
+            st = med("floor-ttl0", v, "fstat_us")
+            p(f"| {VNAME[v]} | {us(g)} | {over(g, g0)} | {us(med('floor', v, 'fstat_us'))} | "
+              f"{us(med('floor-ttl0', v, 'getxattr_us'))} | {us(st)} | {over(st, s0)} |")
+        p("")
+        p("A workload's time over the plain directory is roughly the requests the kernel sends "
+          "for it (those it cannot answer from its caches) times this round trip, plus the "
+          "server's own work. TTL 0 mounts: ckpt-mount `--ttl 0`, passthrough_hp `--nocache`.")
+        p("")
+
+    # -- latency tails
+    if any(med(l, v, "median_us") is not None for l, _ in TAILS for v in FS_VARIANTS):
+        p("## Latency tails: first write and unlink of a 100-byte file, µs, quiet and beside `rm -rf`")
+        p("")
+        p("| operation | variant | n | p50 | p90 | p99 | mean | rm -rf s |")
+        p("|---|---|---|---|---|---|---|---|")
+        for label, what in TAILS:
+            for v in FS_VARIANTS:
+                ms = [med(label, v, k) for k in ("median_us", "p90_us", "p99_us", "mean_us")]
+                if ms[0] is None:
+                    continue
+                n = med(label, v, "n")
+                b = med(label, v, "busy_s")
+                p(f"| {what} | {VNAME[v]} | {n or 0:.0f} | " + " | ".join(f"{x:.1f}" for x in ms)
+                  + f" | {'–' if b is None else fmt_s(b)} |")
+        p("")
+        p("Beside `rm -rf`: the operations done while an `rm -rf` of a copy of the subset ran in "
+          "another directory of the same folder (n: how many fit in its time; on ckpt-mount each "
+          "removed file is staged for the stager to store meanwhile).")
         p("")
 
     # -- first-write latency detail
@@ -259,14 +370,15 @@ def main():
         p("")
         p("| tree | plain: 4 edits | ckpt-mount: `echo N > .ckpt/turn` + 4 edits | ckpt-mount: turn switch alone "
           "| `git add -A && git stash create` + 4 edits | shadow git `add -A -f && commit` + 4 edits "
-          "| shadow git: first snapshot (once) |")
-        p("|---|---|---|---|---|---|---|")
+          "| shadow git: first snapshot (once) | ckpt-mount (user): `echo N` + 4 edits |")
+        p("|---|---|---|---|---|---|---|---|")
         ms = lambda x: "–" if x is None else f"{x * 1000:.1f}"
         for t in trees:
             L = f"turn-{t}"
             p(f"| {tname[t]} | {ms(med(L, 'native', 'sec'))} | {ms(med(L, 'ckpt', 'sec'))} | "
               f"{ms(med(f'turnswitch-{t}', 'ckpt', 'sec'))} | {ms(med(L, 'git-stash', 'sec'))} | "
-              f"{ms(med(L, 'shadow-git', 'sec'))} | {ms(med(f'shadow-initial-{t}', 'shadow-git', 'sec'))} |")
+              f"{ms(med(L, 'shadow-git', 'sec'))} | {ms(med(f'shadow-initial-{t}', 'shadow-git', 'sec'))} | "
+              f"{ms(med(L, 'ckpt-user', 'sec'))} |")
         p("")
         p("The git recipes run on the plain folder, after the previous turn's 4 edits (so each "
           "checkpoint has something to record); ckpt-mount's cost is the turn switch plus the 4 "
@@ -287,23 +399,35 @@ def main():
         p("")
 
     # -- rewinds
-    rw = [l for l in labels if l.startswith("rewind-") and med(l, "ckpt", "sec") is not None]
+    rw = [l for l in labels if l.startswith("rewind-")
+          and any(med(l, v, "sec") is not None for v in ("ckpt", "ckpt-user"))]
     if rw:
-        p("## Rewind (`ckpt-mount rewind N --dir DIR`, median wall seconds)")
+        p("## Rewind (`ckpt-mount rewind N --dir DIR`, median)")
         p("")
-        p("| case | entries | n | wall s | ms per entry | daemon CPU s | daemon peak RSS MiB |")
-        p("|---|---|---|---|---|---|---|")
-        desc = {"rewind-rmrf": "after `rm -rf` of the subset (recreate every entry)"}
+        p("| case | variant | entries | changed | n | wall s | ms per entry | daemon CPU s "
+          "| daemon RSS before MiB | daemon peak RSS MiB | CLI peak RSS MiB |")
+        p("|---|---|---|---|---|---|---|---|---|---|---|")
         for l in rw:
-            s = med(l, "ckpt", "sec")
-            n = med(l, "ckpt", "files")
-            cpu = med(l, "ckpt", "cpu")
-            rss = med(l, "ckpt", "rss_kb")
-            d = desc.get(l, f"{int(n) if n else '?'} modified files of 10k")
-            fail = f" (FAILED ×{errors[(l, 'ckpt')]})" if errors.get((l, "ckpt")) else ""
-            p(f"| {d} | {int(n) if n else '?'} | {len(vals[(l, 'ckpt', 'sec')])} | {fmt_s(s)}{fail} | "
-              f"{(s * 1000 / n) if n else 0:.3f} | {'–' if cpu is None else f'{cpu:.2f}'} | "
-              f"{'–' if rss is None else f'{rss / 1024:.0f}'} |")
+            for v in ("ckpt", "ckpt-user"):
+                sec = med(l, v, "sec")
+                if sec is None:
+                    continue
+                n = med(l, v, "files")
+                ch = med(l, v, "changed")
+                d = REWIND_DESC.get(l, f"{int(n) if n else '?'} modified files of 10k")
+                fail = f" (FAILED ×{errors[(l, v)]})" if errors.get((l, v)) else ""
+                p(f"| {d} | {VNAME[v]} | {int(n) if n else '?'} | {'–' if ch is None else int(ch)} | "
+                  f"{len(vals[(l, v, 'sec')])} | {fmt_s(sec)}{fail} | "
+                  f"{(sec * 1000 / n) if n else 0:.3f} | {f2(med(l, v, 'cpu'))} | "
+                  f"{mib(med(l, v, 'rss_before_kb'))} | {mib(med(l, v, 'rss_kb'))} | "
+                  f"{mib(med(l, v, 'cli_rss_kb'))} |")
+        p("")
+        p("The daemon's peak RSS is its VmHWM during the rewind alone (reset through "
+          "/proc/PID/clear_refs just before, so it starts from the RSS before, what the daemon "
+          "held after the turn's captures); the CLI's is `/usr/bin/time`'s maximum RSS. "
+          "\"changed\": files whose bytes differ from the state rewound to; the others were "
+          "captured (opened for writing) but hold their old bytes again, which a rewind skips "
+          "after hashing them.")
         p("")
 
     # -- store
