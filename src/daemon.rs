@@ -219,6 +219,12 @@ fn run_inner(
     let mut store = Store::open(root.as_fd(), true, opts.durable)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     init_log(&store, foreground);
+    // A user's session starts the daemon with a soft limit of 1,024 descriptors, which a
+    // rewind of a big tree exceeds (EMFILE on lookups and opens); the hard limit is allowed.
+    match sys::raise_nofile_limit() {
+        Ok(n) => log::debug!(target: "ckpt::daemon", "open-file limit {n}"),
+        Err(e) => log::warn!(target: "ckpt::daemon", "cannot raise the open-file limit: {e}"),
+    }
     store.blobs().set_compress(opts.compress);
     if store.index().unfinished_rewind.is_some() {
         log::warn!(target: "ckpt::rewind", "a rewind was cut off; completing it before mounting");

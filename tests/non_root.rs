@@ -132,6 +132,17 @@ fn a_normal_user_mounts_marks_a_turn_previews_rewinds_and_unmounts() {
     area.sh(
         "cd site && echo 2 > .ckpt/turn && sed -i s/one/two/ a.txt && rm b.txt && echo new > c.txt && mkdir d",
     );
+    // The session's soft limit on descriptors (1,024 under PAM) is raised to the hard one: a
+    // rewind of a big tree needs more.
+    let pid = area.sh("$ck status --json --dir site | sed -n 's/.*\"pid\": *\\([0-9]*\\).*/\\1/p'");
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", pid.trim())).expect("limits");
+    let nofile: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("Max open files")
+        .split_whitespace()
+        .collect();
+    assert_eq!(nofile[3], nofile[4], "soft and hard limits: {nofile:?}");
     let status = area.sh("$ck status --dir site");
     assert!(
         status.contains("file I/O: served by the daemon (kernel passthrough needs CAP_SYS_ADMIN"),

@@ -209,3 +209,22 @@ pub fn default_sigpipe() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
+
+/// Raises this process's soft limit on open descriptors to its hard limit and returns the new
+/// soft limit. The daemon holds a descriptor per open file and per node it resolves, and a
+/// session's default soft limit (1,024 under PAM) is far below what a rewind of a big tree
+/// needs; the hard limit is the ceiling an unprivileged process may raise to.
+pub fn raise_nofile_limit() -> SysResult<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out pointer of the right type.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: `lim` is a valid, initialised rlimit.
+        check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
+    }
+    Ok(lim.rlim_cur)
+}
