@@ -6,11 +6,10 @@ use crate::ids::{BlobId, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::PreImage;
-use crate::sys::{self, Errno};
+use crate::sys;
 use serde::{Deserialize, Serialize};
 use similar::{ChangeTag, TextDiff};
 use std::collections::{BTreeSet, HashMap};
-use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd};
 
 /// Largest file diffed as text; bigger ones are summarised.
@@ -148,39 +147,15 @@ impl Version {
                         sys::reopen(fd.as_fd(), libc::O_RDONLY | libc::O_NOATIME)
                             .or_else(|_| sys::reopen(fd.as_fd(), libc::O_RDONLY))
                             .ok()
-                            .and_then(|r| read_all(r.as_fd()).ok())
+                            .and_then(|r| sys::read_to_end(r.as_fd()).ok())
                     })
                     .flatten();
                 Self::File { bytes, mode, size }
             }
             libc::S_IFDIR => Self::Dir { mode },
-            libc::S_IFLNK => {
-                let name = CString::new(path.file_name().as_encoded_bytes()).unwrap_or_default();
-                let target = match path.parent() {
-                    None => sys::readlinkat(root, &name),
-                    Some(p) => sys::open_beneath(
-                        root,
-                        &p.to_cstring(),
-                        libc::O_PATH | libc::O_DIRECTORY,
-                        0,
-                    )
-                    .and_then(|d| sys::readlinkat(d.as_fd(), &name)),
-                };
-                Self::Symlink(target.unwrap_or_default())
-            }
+            // An `O_PATH | O_NOFOLLOW` descriptor of a symlink reads it with an empty name.
+            libc::S_IFLNK => Self::Symlink(sys::readlinkat(fd.as_fd(), c"").unwrap_or_default()),
             other => Self::Other(other),
-        }
-    }
-}
-
-fn read_all(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = crate::sys::read_full(fd, &mut buf, out.len() as u64)?;
-        out.extend_from_slice(&buf[..n]);
-        if n < buf.len() {
-            return Ok(out);
         }
     }
 }

@@ -173,6 +173,13 @@ impl std::fmt::Display for Holder {
     }
 }
 
+/// [`holders`] of `dir` as one list for a message (`1234 (vim, open file), …`), or `None`
+/// when none can be named.
+pub fn holders_list(dir: &Path) -> Option<String> {
+    let found: Vec<String> = holders(dir).iter().map(ToString::to_string).collect();
+    (!found.is_empty()).then(|| found.join(", "))
+}
+
 /// The processes (those this user may inspect) whose working directory, root or an open file
 /// is on the mount at `dir` (canonical). A path under `dir` is not enough: a shell that stood
 /// in the folder before the mount shows the same path but holds the folder underneath, so the

@@ -104,16 +104,8 @@ fn now(root: BorrowedFd<'_>, rel: &RelPath, path: &str, when: &str) -> Result<Ol
             mode: st.st_mode & 0o7777,
         }),
         libc::S_IFLNK => {
-            let name = std::ffi::CString::new(rel.file_name().as_encoded_bytes())
-                .map_err(|_| format!("{path}: a name with NUL"))?;
-            let target = match rel.parent() {
-                None => sys::readlinkat(root, &name),
-                Some(p) => {
-                    sys::open_beneath(root, &p.to_cstring(), libc::O_PATH | libc::O_DIRECTORY, 0)
-                        .and_then(|d| sys::readlinkat(d.as_fd(), &name))
-                }
-            }
-            .map_err(|e| format!("{path}: {e}"))?;
+            // An `O_PATH | O_NOFOLLOW` descriptor of a symlink reads it with an empty name.
+            let target = sys::readlinkat(fd.as_fd(), c"").map_err(|e| format!("{path}: {e}"))?;
             Ok(OldVersion::Symlink {
                 target: String::from_utf8_lossy(&target).into_owned(),
             })

@@ -248,17 +248,14 @@ pub fn unmount_quietly(dir: &std::path::Path) -> Result<PathBuf, CliError> {
 
 /// The line for a busy mount: who holds it, and what to do.
 pub fn busy_line(dir: &std::path::Path) -> String {
-    let holders = crate::mounts::holders(dir);
-    if holders.is_empty() {
-        return format!(
+    match crate::mounts::holders_list(dir) {
+        Some(list) => format!(
+            "{} is busy: in use by {list}; close or leave it and retry",
+            dir.display()
+        ),
+        None => format!(
             "{} is busy: a process has a file open or its working directory inside; close it and retry",
             dir.display()
-        );
+        ),
     }
-    let list: Vec<String> = holders.iter().map(ToString::to_string).collect();
-    format!(
-        "{} is busy: in use by {}; close or leave it and retry",
-        dir.display(),
-        list.join(", ")
-    )
 }

@@ -105,18 +105,15 @@ fn unmount_after(folder: &std::path::Path) {
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let holders = crate::mounts::holders(folder);
-    if holders.is_empty() {
+    let Some(list) = crate::mounts::holders_list(folder) else {
         if let Err(e) = last {
             eprintln!("ckpt-mount: {}", e.message);
         }
         return;
-    }
-    let list: Vec<String> = holders.iter().map(ToString::to_string).collect();
+    };
     eprintln!(
-        "ckpt-mount: {} stays mounted: still in use by {}; when they are done, run: ckpt-mount unmount {}",
+        "ckpt-mount: {} stays mounted: still in use by {list}; when they are done, run: ckpt-mount unmount {}",
         folder.display(),
-        list.join(", "),
         folder.display()
     );
 }
