@@ -9,6 +9,7 @@
 //! `CI=true` a missing shell is a failure, and `.ci/run` installs them.
 
 mod common;
+use common::require_program as have;
 
 use clap::CommandFactory;
 use common::bin;
@@ -59,29 +60,6 @@ fn cases() -> Vec<Case> {
     }
     walk(&ckpt_mount::cli::Cli::command(), "ckpt-mount", &mut all);
     all
-}
-
-/// Whether `shell` can be run; under `CI=true` a missing one fails the test.
-fn have(shell: &str) -> bool {
-    let found = Command::new(shell)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{shell} is not installed: under CI=true its completion test must run (.ci/run installs it)"
-    );
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipped: {shell} is not installed (under CI=true this fails)"
-    );
-    false
 }
 
 /// The script `ckpt-mount completions SHELL` prints, written into `dir` as `name`.

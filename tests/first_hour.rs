@@ -3,6 +3,7 @@
 //! does what the user did and checks what they are told and what is left behind.
 
 mod common;
+use common::output_text as text;
 use common::{Mounted, bin, require_fuse};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -13,14 +14,6 @@ fn ck(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run ckpt-mount")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn is_mounted(dir: &Path) -> bool {

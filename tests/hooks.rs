@@ -3,22 +3,12 @@
 //! with a recorded payload against a real mount, and the scripts in mount-scripts/.
 
 mod common;
+use common::mount_script as script;
+use common::output_text as text;
 use common::{Mounted, bin, require_fuse, transcript};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn script(rel: &str) -> String {
-    format!("{}/mount-scripts/{rel}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// A temporary home with nothing of the agents in it.
 fn home() -> tempfile::TempDir {

@@ -4,33 +4,11 @@
 //! the ENVIRONMENT section names every variable the source reads.
 
 mod common;
+use common::require_program as have;
 
 use common::bin;
 use std::path::Path;
 use std::process::{Command, Stdio};
-
-/// Whether `program` runs; under `CI=true` a missing one fails the test.
-fn have(program: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{program} is not installed: under CI=true the man page test must run"
-    );
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipped: {program} is not installed (under CI=true this fails)"
-    );
-    false
-}
 
 fn man_source() -> String {
     let out = Command::new(bin()).arg("man").output().expect("run man");

@@ -4,18 +4,11 @@
 //! `status` and `log` when they happen, and `status --log` prints the daemon's log.
 
 mod common;
+use common::output_text as text;
 use common::{Mounted, assert_same_tree, bin, require_fuse, transcript, tree};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// `ckpt-mount ARGS --dir DIR [-- PATHS]`.
 fn cli(dir: &Path, args: &[&str], paths: &[&str]) -> Output {

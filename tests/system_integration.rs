@@ -4,24 +4,14 @@
 //! recovery of a dead mount.
 
 mod common;
+use common::mount_script as script;
+use common::output_text as text;
 use common::{Mounted, bin, require_fuse};
 use std::io::Write;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn script(rel: &str) -> String {
-    format!("{}/mount-scripts/{rel}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn scratch() -> tempfile::TempDir {
     tempfile::Builder::new()

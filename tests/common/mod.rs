@@ -444,3 +444,41 @@ pub fn transcript(args: &[&str], o: &Output, redact: &[(&str, &str)]) -> String 
     t.push('\n');
     t
 }
+
+/// Whether `program` runs (`program --version`); under `CI=true` a missing one fails the test,
+/// because `.ci/run` installs it.
+pub fn require_program(program: &str) -> bool {
+    let found = Command::new(program)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{program} is not installed: under CI=true this test must run (.ci/run installs it)"
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {program} is not installed (under CI=true this fails)"
+    );
+    false
+}
+
+/// A command's stdout and stderr, as one text.
+pub fn output_text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The path of a script in `mount-scripts/`.
+pub fn mount_script(rel: &str) -> String {
+    format!("{}/mount-scripts/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
