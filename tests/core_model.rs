@@ -2973,10 +2973,10 @@ fn regression_a_partial_rewind_takes_no_anchor_a_rewound_turn_changed() {
 /// file held open for writing across a rewind that relinked its names (b, a/a) is written
 /// after the switch to turn 4, and the rewind to 4 (or the undo of the switch) leaves the
 /// written bytes, as if the switch captured the held file under no name it has now.
-/// Ignored until the held-file capture after a relinking rewind is fixed (`fs/turns.rs`,
-/// `held_for_write`, and how `refresh_names` gives the relinked names to the held node).
+/// Fixed in `fs/turns.rs` (`refresh_names`): a name a rewind relinked to the inode a handle
+/// holds is attached to that handle's node (identity proven through the handle's descriptor),
+/// so `held_for_write` finds it at the next switch.
 #[test]
-#[ignore = "a held file relinked by a rewind is not captured at the next turn switch (found with CKPT_CORE_SEED=7)"]
 fn regression_a_held_file_relinked_by_a_rewind_is_captured_at_the_next_switch() {
     on_tmp(&[
         Mkdir("a", 0o644),

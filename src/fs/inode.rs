@@ -301,6 +301,31 @@ impl InodeTable {
         }
     }
 
+    /// The node the kernel knows for `host`, if any.
+    pub fn node_of(&self, host: HostId) -> Option<NodeId> {
+        self.by_host.get(&host).copied()
+    }
+
+    /// Gives `ino` the name `name` in `parent` that it has on the host although the kernel has
+    /// not looked it up (a rewind relinked it; the caller proved the identity). Adds no lookup:
+    /// the kernel holds no entry for the name.
+    pub fn attach(&mut self, parent: NodeId, name: &OsStr, ino: NodeId) {
+        if !self.nodes.contains_key(&ino) || ino == ROOT {
+            return;
+        }
+        let key = (parent, name.to_os_string());
+        if let Some(&old) = self.by_name.get(&key) {
+            if old == ino {
+                return;
+            }
+            self.drop_alias(old, parent, name);
+        }
+        self.by_name.insert(key, ino);
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.aliases.push((parent, name.to_os_string()));
+        }
+    }
+
     /// After a rewind changed what `name` in `parent` is: keep the name only while it still
     /// refers to the same host inode.
     pub fn refresh(&mut self, parent: NodeId, name: &OsStr, now: Option<HostId>) {
@@ -393,6 +418,34 @@ mod tests {
         let host2 = t.detach(kept).expect("mapped");
         t.reattach(kept, host2);
         assert_eq!(t.remember(ROOT, OsStr::new("kept"), h(31)), kept);
+    }
+
+    #[test]
+    fn a_name_relinked_behind_the_kernel_is_attached_without_a_lookup() {
+        let mut t = InodeTable::new(h(2));
+        let held = t.remember(ROOT, OsStr::new("b"), h(40));
+        let other = t.remember(ROOT, OsStr::new("c"), h(41));
+        // A rewind links `b`'s inode as `a` (the kernel never looked `a` up) and over `c`.
+        t.attach(ROOT, OsStr::new("a"), held);
+        t.attach(ROOT, OsStr::new("c"), held);
+        assert_eq!(t.child(ROOT, OsStr::new("a")), Some(held));
+        assert_eq!(t.child(ROOT, OsStr::new("c")), Some(held));
+        assert_eq!(t.names_of(other), None, "c no longer names the other node");
+        let mut names: Vec<_> = t
+            .get(held)
+            .expect("held")
+            .aliases
+            .iter()
+            .map(|(_, n)| n.clone())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a", "b", "c"]);
+        // Attaching twice adds nothing, and no lookup was added: one forget drops the node.
+        t.attach(ROOT, OsStr::new("a"), held);
+        assert_eq!(t.get(held).expect("held").aliases.len(), 3);
+        t.forget(held, 1);
+        assert!(t.get(held).is_none());
+        assert_eq!(t.child(ROOT, OsStr::new("a")), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! files held open for writing, names refreshed and the kernel's caches invalidated after.
 
 use super::*;
+use crate::identity::FileId;
 
 impl CkptFs {
     /// Every name of every file held open for writing, each with its parent directory; a name
@@ -125,6 +126,7 @@ impl CkptFs {
         &self,
         changed: &[RelPath],
     ) -> Vec<(Option<NodeId>, NodeId, OsString)> {
+        let open = self.open_descriptors();
         let mut out = Vec::with_capacity(changed.len());
         for path in changed {
             let parts: Vec<&[u8]> = path.as_bytes().split(|b| *b == b'/').collect();
@@ -137,20 +139,45 @@ impl CkptFs {
             let Some(parent) = parent else { continue };
             let name = path.file_name();
             let node = self.read_inodes().child(parent, name);
-            let now = self
-                .dir_fd(parent)
-                .ok()
-                .and_then(|d| {
-                    cname(name)
-                        .ok()
-                        .and_then(|c| sys::lstatat(d.as_fd(), &c).ok())
-                })
+            let dir = self.dir_fd(parent).ok();
+            let cname = cname(name).ok();
+            let now = dir
+                .as_ref()
+                .zip(cname.as_ref())
+                .and_then(|(d, c)| sys::lstatat(d.as_fd(), c).ok())
                 .map(|st| HostId::of(&st));
             self.write_inodes().refresh(parent, name, now);
+            // A rewind may give an open file back a name it had (a hard link relinked to the
+            // inode a descriptor still holds). The kernel has not looked that name up, so
+            // without this the node would not know it, and the capture of the file at the
+            // next turn switch would miss it: later writes through the descriptor would then
+            // survive a rewind to that turn under that name.
+            if let (Some(host), Some(d), Some(c)) = (now, &dir, &cname) {
+                let held = self.read_inodes().node_of(host);
+                let fd = held.and_then(|node| Some((node, open.get(&node)?.fd.as_ref()?)));
+                if let Some((node, fd)) = fd
+                    && let Ok(named) = FileId::of_name(d.as_fd(), c)
+                    && FileId::of_fd(fd.as_fd(), host.ino).is(&named)
+                {
+                    self.write_inodes().attach(parent, name, node);
+                }
+            }
             out.push((node, parent, name.to_os_string()));
         }
         // Names below what the rewind removed or replaced are gone with it.
         self.write_inodes().prune_unreachable();
+        out
+    }
+
+    /// One descriptor per node held open through a handle, to prove which inode a name
+    /// refers to (taken before any inode-table lock: `crate::lock_order`).
+    fn open_descriptors(&self) -> HashMap<NodeId, Arc<Handle>> {
+        let mut out = HashMap::new();
+        for h in self.lock_handles().values() {
+            if matches!(h.kind, HandleKind::File { .. }) && h.fd.is_some() {
+                out.entry(h.node).or_insert_with(|| h.clone());
+            }
+        }
         out
     }
 
