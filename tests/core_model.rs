@@ -2996,3 +2996,23 @@ fn regression_a_held_file_relinked_by_a_rewind_is_captured_at_the_next_switch() 
         Rewind(4), // b, a/a: expected "" (turn 4 began), actual "a"
     ]);
 }
+
+/// Found by the model with `CKPT_CORE_SEED=7` (1,500 cases, hard links on, both fixtures): the
+/// undo of a rewind must give the folder back exactly as it was before the rewind, hard-link
+/// groups included. Here `b` and `c` were no longer one file when the rewind ran (`Replace`
+/// gave `b` a new inode), and after the undo they were linked again.
+#[test]
+fn regression_an_undo_does_not_relink_names_the_rewind_found_apart() {
+    on_tmp(&[
+        CreateHeld("a", 0),
+        Create("b", 0),
+        Link("b", "c"),
+        Unlink("a"),
+        NextTurn(1), // turn 2
+        Mkdir("a", 0o644),
+        Replace("b", 0),
+        RewindPaths(2, "a"),
+        Rewind(2),
+        Undo, // hard-link groups: expected {} / actual {{"b", "c"}}
+    ]);
+}

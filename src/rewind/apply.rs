@@ -73,6 +73,8 @@ pub(super) fn apply(
         *done += 1;
         progress(*done, total);
     };
+    // Which restorations write is decided before anything changes, as the preview decides it.
+    let writes = super::preview::writes(root, plan, anchors);
     for step in &plan.remove {
         tick(&mut done);
         match remove_step(root, &step.path) {
@@ -93,12 +95,12 @@ pub(super) fn apply(
     // it again (the anchors were found before anything changed).
     let mut first_of_inode: HashMap<GroupKey, RelPath> = HashMap::new();
     let mut dir_modes: Vec<(RelPath, u32)> = Vec::new();
-    for step in &plan.restore {
+    for (step, write) in plan.restore.iter().zip(writes) {
         tick(&mut done);
         let result = restore_in_group(
             root,
             store,
-            step,
+            Decided { step, write },
             anchors,
             &mut first_of_inode,
             &mut dir_modes,
@@ -120,18 +122,26 @@ pub(super) fn apply(
     set_dir_modes(root, dir_modes, report);
 }
 
+/// A restoration and whether the run must write it (see [`super::preview::writes`]).
+#[derive(Clone, Copy)]
+struct Decided<'a> {
+    step: &'a Step,
+    write: Option<bool>,
+}
+
 /// Restores one step, as a member of its hard-link group when its target has more than one
 /// link: the group's first path (noted in `first_of_inode`) is linked to the group's anchor
 /// when one stands elsewhere and then restored; every later path is linked to the first.
 fn restore_in_group(
     root: BorrowedFd<'_>,
     store: &Store,
-    step: &Step,
+    decided: Decided<'_>,
     anchors: &Anchors,
     first_of_inode: &mut HashMap<GroupKey, RelPath>,
     dir_modes: &mut Vec<(RelPath, u32)>,
     report: &mut Report,
 ) -> Result<bool, String> {
+    let step = decided.step;
     let group = group_key(&step.target).filter(|_| step.target.nlink() > 1);
     match group {
         Some(key) => match first_of_inode.get(&key) {
@@ -145,10 +155,10 @@ fn restore_in_group(
                     }
                     _ => Ok(()),
                 };
-                relinked.and_then(|()| restore_counted(root, store, step, dir_modes, report))
+                relinked.and_then(|()| restore_counted(root, store, decided, dir_modes, report))
             }
         },
-        None => restore_counted(root, store, step, dir_modes, report),
+        None => restore_counted(root, store, decided, dir_modes, report),
     }
 }
 
@@ -156,11 +166,19 @@ fn restore_in_group(
 fn restore_counted(
     root: BorrowedFd<'_>,
     store: &Store,
-    step: &Step,
+    decided: Decided<'_>,
     dir_modes: &mut Vec<(RelPath, u32)>,
     report: &mut Report,
 ) -> Result<bool, String> {
-    let changed = restore_step(root, store, step, dir_modes, &mut report.renewed)?;
+    let Decided { step, write } = decided;
+    let changed = restore_step(
+        root,
+        store,
+        step,
+        write == Some(true),
+        dir_modes,
+        &mut report.renewed,
+    )?;
     if changed {
         report.bytes += written_bytes(&step.target);
     }

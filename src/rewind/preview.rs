@@ -75,6 +75,29 @@ pub(super) fn preview(
     anchors.report_unrestored(report);
 }
 
+/// For each restoration of `plan`, in order, whether the run must write it: decided on the
+/// folder as it stands before anything changes, by the same walk as the preview, so that the
+/// run does exactly what its preview listed. (`None` where the preview found an error: the run
+/// meets it again and reports it.) Deciding as the run goes would differ from the preview
+/// where one step changes what a later one finds, e.g. a file restored alone parts it from a
+/// name that then matches on its own.
+pub(super) fn writes(root: BorrowedFd<'_>, plan: &Plan, anchors: &Anchors) -> Vec<Option<bool>> {
+    let mut walk = Restores {
+        root,
+        anchors,
+        fresh: HashSet::new(),
+        groups: HashSet::new(),
+    };
+    plan.restore
+        .iter()
+        .map(|step| match walk.step(step) {
+            Ok(Outcome::Unchanged) => Some(false),
+            Ok(Outcome::Written | Outcome::Linked) => Some(true),
+            Err(_) => None,
+        })
+        .collect()
+}
+
 fn fail(report: &mut Report, path: &RelPath, reason: String) {
     report.failed.push(Failure {
         path: path.to_string(),

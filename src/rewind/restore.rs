@@ -149,17 +149,20 @@ fn err(what: &str) -> impl Fn(Errno) -> String + '_ {
     move |e: Errno| format!("{what}: {e}")
 }
 
-/// Restores one path; `Ok(false)` when it already matched.
+/// Restores one path; `Ok(false)` when it already matched. With `write`, it is written even
+/// if it matches now (the run decided so before it began, as its preview did).
 pub(super) fn restore_step(
     root: BorrowedFd<'_>,
     store: &Store,
     step: &Step,
+    write: bool,
     dir_modes: &mut Vec<(RelPath, u32)>,
     renewed: &mut Vec<crate::identity::Renewal>,
 ) -> Result<bool, String> {
     let parent = open_parent(root, &step.path)?;
     let name = cname(&step.path);
-    let at = Slot::at(parent.as_fd(), &name, &step.target)?;
+    let mut at = Slot::at(parent.as_fd(), &name, &step.target)?;
+    at.write = write;
     match &step.target {
         PreImage::Absent => Err("internal: absent target in the restore list".into()),
         PreImage::Skipped { reason, .. } => Err(format!("not restored: {reason}")),
@@ -213,6 +216,8 @@ pub(super) struct Slot<'a> {
     cur_kind: Option<u32>,
     /// The state the path must be given.
     target: &'a PreImage,
+    /// Written even when it matches (decided before the run began).
+    write: bool,
 }
 
 impl<'a> Slot<'a> {
@@ -233,6 +238,7 @@ impl<'a> Slot<'a> {
             current,
             cur_kind: current.map(|st| st.st_mode & libc::S_IFMT),
             target,
+            write: false,
         })
     }
 
@@ -240,8 +246,13 @@ impl<'a> Slot<'a> {
     /// nothing and it is left as it is: the same kind, owner, mode and extended attributes,
     /// and the same symlink target or the same bytes. One rule for the run and its dry run, so
     /// a preview lists exactly what the run then changes. A file of a hard-link group never
-    /// matches: only restoring the group makes its names one inode again.
+    /// matches: only restoring the group makes its names one inode again. Nor does a file that
+    /// was alone and now shares its inode with another name (a rewind linked it there): only
+    /// a fresh file parts them again.
     pub(super) fn matches(&self) -> bool {
+        if self.write {
+            return false;
+        }
         match self.target {
             PreImage::Dir {
                 mode,
@@ -283,6 +294,7 @@ impl<'a> Slot<'a> {
             } => {
                 *nlink <= 1
                     && self.cur_kind == Some(libc::S_IFREG)
+                    && self.current.is_some_and(|st| st.st_nlink == 1)
                     && self.current.is_some_and(|st| st.st_size as u64 == *size)
                     && self.attributes_match((*uid, *gid), Some(*mode), xattrs.as_deref())
                     && self.holds_bytes(blob)
