@@ -105,17 +105,16 @@ pub(super) fn record_saves(
     begin: Seq,
 ) -> Result<(), RewindError> {
     if !saves.is_empty() {
-        let records = saves
-            .into_iter()
-            .map(|(path, pre)| Record::Capture {
-                turn: to,
-                path,
-                pre,
-                undo_of: Some(begin),
-                pid: None,
-                comm: None,
-            })
-            .collect();
+        // Handed over one by one: each save's path and pre-image move into its journal line
+        // and the index, never copied into a second list first.
+        let records = saves.into_iter().map(|(path, pre)| Record::Capture {
+            turn: to,
+            path,
+            pre,
+            undo_of: Some(begin),
+            pid: None,
+            comm: None,
+        });
         store.append_all(records).map_err(RewindError::Store)?;
     }
     Ok(())

@@ -48,6 +48,9 @@ pub const STORE_VERSION: &str = "ckpt-mount store 2\n";
 /// whose new lines it would misread).
 pub(crate) const STORE_VERSION_1: &str = "ckpt-mount store 1\n";
 
+/// Bytes of encoded records [`Store::append_all`] writes at once.
+const APPEND_BATCH: usize = 1 << 20;
+
 /// Names of the mounted view's control files, kept in the real store as empty directories: a shell standing in the folder *under* the mount that runs
 /// `echo N > .ckpt/turn` gets "Is a directory" instead of writing a stray file into the store
 /// while nothing is captured.
@@ -248,29 +251,45 @@ impl Store {
 
     /// Appends one record (one `write(2)`), applies it to the index and returns its seq.
     pub fn append(&mut self, rec: Record) -> Result<Seq, StoreError> {
-        self.append_all(vec![rec])
+        self.append_all([rec])
     }
 
-    /// Appends records in one `write(2)` (a torn write still leaves whole lines and at most one
-    /// torn last line), applies them and returns the last seq.
-    pub fn append_all(&mut self, recs: Vec<Record>) -> Result<Seq, StoreError> {
+    /// Appends records, applies them and returns the last seq. They are written in batches of
+    /// about [`APPEND_BATCH`] bytes, one `write(2)` each (a torn write still leaves whole lines
+    /// and at most one torn last line), and each batch is applied once written: a rewind's
+    /// hundred thousand saves never sit in memory as one encoded buffer. A failed batch leaves
+    /// the ones before it written and applied, as one record at a time would.
+    pub fn append_all(
+        &mut self,
+        recs: impl IntoIterator<Item = Record>,
+    ) -> Result<Seq, StoreError> {
         let time = now();
-        let first = self.index.last_seq.0 + 1;
-        let lines: Vec<Line> = recs
-            .into_iter()
-            .zip(first..)
-            .map(|(rec, seq)| Line {
+        let mut lines: Vec<Line> = Vec::new();
+        let mut bytes = Vec::new();
+        for rec in recs {
+            let seq = Seq(self.index.last_seq.0 + 1 + lines.len() as u64);
+            let line = Line {
                 v: rec.version(),
-                seq: Seq(seq),
+                seq,
                 time,
                 rec,
-            })
-            .collect();
-        let mut bytes = Vec::with_capacity(lines.len() * 256);
-        for line in &lines {
-            bytes.extend_from_slice(&journal::encode(line));
+            };
+            bytes.extend_from_slice(&journal::encode(&line));
+            lines.push(line);
+            if bytes.len() >= APPEND_BATCH {
+                self.write_batch(&bytes, &mut lines)?;
+                bytes.clear();
+            }
         }
-        let n = sys::write(self.journal.as_fd(), &bytes).map_err(io("append to journal"))?;
+        if !lines.is_empty() {
+            self.write_batch(&bytes, &mut lines)?;
+        }
+        Ok(self.index.last_seq)
+    }
+
+    /// Writes one batch of encoded `lines` in one `write(2)`, then applies and drops them.
+    fn write_batch(&mut self, bytes: &[u8], lines: &mut Vec<Line>) -> Result<(), StoreError> {
+        let n = sys::write(self.journal.as_fd(), bytes).map_err(io("append to journal"))?;
         if n != bytes.len() {
             // A short append (disk full) leaves a torn tail; cut it so the journal stays whole.
             if let Ok(st) = sys::fstat(self.journal.as_fd()) {
@@ -287,10 +306,10 @@ impl Store {
         if self.durable {
             sys::fsync(self.journal.as_fd(), true).map_err(io("sync journal"))?;
         }
-        for line in &lines {
-            self.index.apply(line);
+        for line in lines.drain(..) {
+            self.index.apply(&line);
         }
-        Ok(self.index.last_seq)
+        Ok(())
     }
 
     /// Total size of the journal in bytes.
@@ -308,6 +327,39 @@ mod tests {
     fn open(dir: &tempfile::TempDir) -> Store {
         let f = std::fs::File::open(dir.path()).expect("open");
         Store::open(f.as_fd(), true, false).expect("store")
+    }
+
+    #[test]
+    fn records_beyond_one_batch_are_all_written_in_order_and_replay_the_same() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Enough capture lines for several batches of APPEND_BATCH bytes.
+        let n = 3 * APPEND_BATCH / 64;
+        let paths: Vec<String> = (0..n).map(|i| format!("dir/file-{i:07}")).collect();
+        let (last, before) = {
+            let mut s = open(&dir);
+            s.append(Record::Turn {
+                turn: Turn(2),
+                label: None,
+            })
+            .expect("append");
+            let first = s.index.last_seq;
+            let last = s
+                .append_all(paths.iter().map(|p| cap(2, p, PreImage::Absent)))
+                .expect("append_all");
+            assert_eq!(last.0, first.0 + n as u64, "one seq per record");
+            assert!(
+                s.journal_len() > 2 * APPEND_BATCH as u64,
+                "more than one batch"
+            );
+            (last, s.index.captures.clone())
+        };
+        assert_eq!(before.len(), n);
+        let seen: Vec<&[u8]> = before.iter().map(|c| c.path.as_bytes()).collect();
+        let want: Vec<&[u8]> = paths.iter().map(String::as_bytes).collect();
+        assert_eq!(seen, want, "in the order given");
+        let s = open(&dir);
+        assert_eq!(s.index.last_seq, last);
+        assert_eq!(s.index.captures, before, "a replay gives the same index");
     }
 
     #[test]
