@@ -522,3 +522,64 @@ fn on_a_terminal_rewind_shows_the_preview_and_asks() {
     }
     assert_same_tree(&turn2, &tree(&m.dir, false));
 }
+
+/// A rewind of many paths lists the first 30 on a terminal, then a count (the summary line
+/// stays on screen); `--verbose` lists them all, and so does output into a pipe.
+#[test]
+fn on_a_terminal_a_large_rewind_lists_30_paths_and_a_count() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        for i in 0..50 {
+            std::fs::write(d.join(format!("f{i:02}")), "start\n").expect("write");
+        }
+    });
+    m.turn(2);
+    let agent_edit = "for f in f*; do echo agent > $f; done; echo new > new";
+    m.sh(agent_edit);
+    let (shown, code) = on_a_terminal("n", &["rewind", "2", "--yes"], &m.dir);
+    assert_eq!(code, Some(0), "{shown}");
+    // The first 30 in order (the progress bar shares the terminal, so the first listed path
+    // follows its last frame on one line), none after them.
+    for i in 0..30 {
+        assert!(shown.contains(&format!(" f{i:02}\n")), "f{i:02}: {shown}");
+    }
+    for i in 30..50 {
+        assert!(!shown.contains(&format!(" f{i:02}\n")), "f{i:02}: {shown}");
+    }
+    assert!(
+        shown.contains("… and 21 more changed (--verbose lists every path)\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("rewound to the start of turn 2: 50 restored, 1 deleted, 0 failed"),
+        "{shown}"
+    );
+
+    m.sh(agent_edit);
+    let (shown, code) = on_a_terminal("n", &["rewind", "2", "--yes", "--verbose"], &m.dir);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(!shown.contains("more changed"), "{shown}");
+    for i in 0..50 {
+        assert!(
+            shown.contains(&format!("restored f{i:02}\n")),
+            "f{i:02}: {shown}"
+        );
+    }
+    assert!(shown.contains("deleted  new\n"), "{shown}");
+
+    m.sh(agent_edit);
+    let o = cli(&m.dir, &["rewind", "2", "--yes"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let piped = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        piped
+            .lines()
+            .filter(|l| l.starts_with("restored f"))
+            .count(),
+        50,
+        "{piped}"
+    );
+    assert!(!piped.contains("more changed"), "{piped}");
+}

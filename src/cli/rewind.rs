@@ -31,6 +31,10 @@ pub struct RewindArgs {
     /// Do not ask before changing the folder (asked only when stdin and stdout are a terminal)
     #[arg(short = 'y', long)]
     pub yes: bool,
+    /// List every path the rewind changed (on a terminal the first 30 are listed, then a count;
+    /// into a pipe or a file every path is)
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -52,6 +56,10 @@ impl RewindArgs {
 
 /// How many paths the question before a rewind lists; `--dry-run` lists them all.
 const LISTED_BEFORE_ASKING: usize = 30;
+
+/// How many changed paths a rewind's report lists on a terminal (a rewind of 100,000 paths
+/// would otherwise scroll its summary away); `--verbose`, or output into a pipe, lists them all.
+const LISTED_ON_A_TERMINAL: usize = 30;
 
 /// Runs `rewind` (after [`RewindArgs::check`]).
 pub fn run(a: RewindArgs) -> CliResult {
@@ -75,7 +83,12 @@ pub fn run(a: RewindArgs) -> CliResult {
     let Some(r) = answer.report else {
         return Err(CliError::fail(answer.error.unwrap_or_default()));
     };
-    print_report(&r, a.json);
+    let listed = if a.verbose || !std::io::stdout().is_terminal() {
+        None
+    } else {
+        Some(LISTED_ON_A_TERMINAL)
+    };
+    print_report(&r, a.json, listed);
     let failed = list(&r, "failed");
     match failed.first() {
         None => Ok(()),
@@ -266,7 +279,9 @@ fn text(v: &Value) -> &str {
     v.as_str().unwrap_or("?")
 }
 
-fn print_report(r: &Value, json: bool) {
+/// Prints a rewind's report: the changed paths (at most `listed`, then how many more), every
+/// failure, and the summary line.
+fn print_report(r: &Value, json: bool, listed: Option<usize>) {
     if json {
         println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
         return;
@@ -276,12 +291,26 @@ fn print_report(r: &Value, json: bool) {
         println!("dry run, nothing changed: {}", sentence(r, Tense::Would));
         return;
     }
-    for p in list(r, "restored") {
-        println!("restored {}", text(&p));
+    let changed: Vec<String> = list(r, "restored")
+        .iter()
+        .map(|p| format!("restored {}", text(p)))
+        .chain(
+            list(r, "deleted")
+                .iter()
+                .map(|p| format!("deleted  {}", text(p))),
+        )
+        .collect();
+    let shown = listed.unwrap_or(usize::MAX).min(changed.len());
+    for l in &changed[..shown] {
+        println!("{l}");
     }
-    for p in list(r, "deleted") {
-        println!("deleted  {}", text(&p));
+    if shown < changed.len() {
+        println!(
+            "… and {} more changed (--verbose lists every path)",
+            changed.len() - shown
+        );
     }
+    // Failures are always listed in full: each needs the user's attention.
     for f in list(r, "failed") {
         println!("FAILED   {}: {}", text(&f["path"]), text(&f["reason"]));
     }
