@@ -181,14 +181,25 @@ impl Capturer {
     }
 
     /// Marks process `pid`, started at `start`, and what descends from it, as the agent: the
-    /// journal records it, and every caller is classified again.
-    pub fn mark_agent(&self, mark: AgentMark) -> Result<(), Errno> {
+    /// journal records it, and every caller is classified again. A process marked already (a
+    /// hook runs at every prompt) is not recorded again: `Ok(false)`.
+    pub fn mark_agent(&self, mark: AgentMark) -> Result<bool, Errno> {
         let (pid, start) = (mark.pid, mark.start);
-        self.lock_raw()
-            .append(Record::Agent(mark))
-            .map_err(|e| e.to_errno())?;
+        {
+            let mut store = self.lock_raw();
+            let marks = &store.index().actors.marks;
+            if marks
+                .iter()
+                .any(|(_, _, m)| m.pid == pid && m.start == start)
+            {
+                return Ok(false);
+            }
+            store
+                .append(Record::Agent(mark))
+                .map_err(|e| e.to_errno())?;
+        }
         lock_ignoring_poison(&self.actors).mark(pid, start);
-        Ok(())
+        Ok(true)
     }
 
     /// Records that `actor` changed `path`, captured already in this turn, unless it did

@@ -1,5 +1,6 @@
 //! The command line: clap definitions and dispatch. Each subcommand lives in its own file.
 
+mod agent;
 mod demo;
 mod diff;
 mod docs;
