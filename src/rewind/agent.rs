@@ -119,3 +119,147 @@ pub fn split(index: &Index, to: Turn, conflicts: Conflicts) -> Result<AgentSplit
 fn has_agent(actors: &[ActorView]) -> bool {
     actors.iter().any(|a| a.agent == Some(true))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::Seq;
+    use crate::store::actors::{AgentMark, Touch};
+    use crate::store::journal::{Line, Record};
+
+    /// An index replayed from records: a mark, turn 2, then captures with their touches.
+    struct Journal(Index);
+
+    impl Journal {
+        fn new() -> Self {
+            let mut j = Self(Index::default());
+            j.add(Record::Turn {
+                turn: Turn(1),
+                label: None,
+            });
+            j.add(Record::Agent(AgentMark {
+                pid: 30,
+                start: 9,
+                comm: "claude".into(),
+                via: "hook".into(),
+                session: None,
+            }));
+            j.add(Record::Turn {
+                turn: Turn(2),
+                label: None,
+            });
+            j
+        }
+
+        fn add(&mut self, rec: Record) -> Seq {
+            let seq = Seq(self.0.last_seq.0 + 1);
+            self.0.apply(&Line {
+                v: rec.version(),
+                seq,
+                time: 0,
+                rec,
+            });
+            seq
+        }
+
+        /// `path` (that was `pre`) changed by each of `by` (command, agent) in turn 2.
+        fn changed(&mut self, path: &str, pre: PreImage, by: &[(&str, bool)]) {
+            let path = RelPath::new(path.as_bytes()).expect("valid");
+            // Each actor's process by its name; the capture is the first one's, as the daemon
+            // writes it (none for a capture the daemon makes itself).
+            let pid_of = |comm: &str| 100 + comm.bytes().map(u32::from).sum::<u32>();
+            let capture = match self.0.capture_seq_now(&path) {
+                Some(seq) => seq,
+                None => self.add(Record::Capture {
+                    turn: Turn(2),
+                    path,
+                    pre,
+                    undo_of: None,
+                    pid: by.first().map(|(comm, _)| pid_of(comm)),
+                    comm: by.first().map(|(comm, _)| comm.to_string()),
+                }),
+            };
+            for (comm, agent) in by {
+                self.add(Record::Touched(Touch {
+                    capture,
+                    pid: pid_of(comm),
+                    comm: (*comm).into(),
+                    agent: Some(*agent),
+                    what: "write".into(),
+                }));
+            }
+        }
+    }
+
+    fn dir() -> PreImage {
+        PreImage::Dir {
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            xattrs: None,
+        }
+    }
+
+    fn names(list: &[PathActors]) -> Vec<&str> {
+        list.iter().map(|p| p.path.as_str()).collect()
+    }
+
+    #[test]
+    fn paths_split_by_who_changed_them() {
+        let mut j = Journal::new();
+        j.changed("agent.txt", PreImage::Absent, &[("sed", true)]);
+        j.changed("mine.txt", PreImage::Absent, &[("vim", false)]);
+        j.changed("both.txt", PreImage::Absent, &[("sed", true)]);
+        j.changed("both.txt", PreImage::Absent, &[("vim", false)]);
+        j.changed("src", dir(), &[("chmod", true)]);
+        j.changed("src/mine.rs", PreImage::Absent, &[("vim", false)]);
+        let s = split(&j.0, Turn(2), Conflicts::Keep).expect("split");
+        assert_eq!(names(&s.agent_only), vec!["agent.txt", "src"]);
+        assert_eq!(names(&s.conflicts), vec!["both.txt"]);
+        assert_eq!(names(&s.others), vec!["mine.txt", "src/mine.rs"]);
+        let both = &s.conflicts[0].actors;
+        assert_eq!(
+            both.iter()
+                .map(|a| (a.comm.as_str(), a.agent))
+                .collect::<Vec<_>>(),
+            vec![("sed", Some(true)), ("vim", Some(false))],
+            "the agent first"
+        );
+        let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
+        assert_eq!(chosen, vec!["agent.txt", "src"]);
+        let s = split(&j.0, Turn(2), Conflicts::Rewind).expect("split");
+        let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
+        assert_eq!(chosen, vec!["agent.txt", "src", "both.txt"]);
+    }
+
+    #[test]
+    fn what_the_agent_created_around_a_kept_path_is_a_conflict() {
+        let mut j = Journal::new();
+        j.changed("gen", PreImage::Absent, &[("mkdir", true)]);
+        j.changed("gen/a.o", PreImage::Absent, &[("cc", true)]);
+        j.changed("gen/notes", PreImage::Absent, &[("vim", false)]);
+        for policy in [Conflicts::Keep, Conflicts::Rewind] {
+            let s = split(&j.0, Turn(2), policy).expect("split");
+            assert_eq!(names(&s.agent_only), vec!["gen/a.o"]);
+            assert_eq!(names(&s.conflicts), vec!["gen"]);
+            assert_eq!(s.conflicts[0].below.as_deref(), Some("gen/notes"));
+            let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
+            assert_eq!(chosen, vec!["gen/a.o"], "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn an_unattributed_change_is_never_the_agents_and_no_mark_refuses() {
+        let mut j = Journal::new();
+        // A capture no touch names: a file held open for writing across the turn switch.
+        j.changed("held.log", PreImage::Absent, &[]);
+        j.changed("held.log", PreImage::Absent, &[("node", true)]);
+        let s = split(&j.0, Turn(2), Conflicts::Keep).expect("split");
+        assert_eq!(names(&s.conflicts), vec!["held.log"]);
+        let unmarked = Index::default();
+        assert!(matches!(
+            split(&unmarked, Turn(1), Conflicts::Keep),
+            Err(RewindError::NoAgent)
+        ));
+    }
+}

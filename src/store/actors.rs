@@ -180,27 +180,35 @@ impl Index {
             .map(|c| c.seq)
     }
 
-    /// The actors of capture `c`: its touches, or, for a capture no touch names (written before
-    /// journal version 4, or a file held open for writing across a turn switch, whose writer is
-    /// not known), one actor from what the capture recorded, never taken for the agent.
+    /// The actors of capture `c`: its touches, and the capture's own process unless the touch
+    /// written with it stands for it. A capture without one (written before journal version
+    /// 4, or by the daemon: a file held open for writing across a turn switch, whose writer is
+    /// not known, or what a partial rewind overwrote) adds an actor from what it recorded,
+    /// never taken for the agent.
     pub fn actors_of(&self, c: &Capture) -> Vec<ActorView> {
-        match self.actors.by_capture.get(&c.seq) {
-            Some(ts) if !ts.is_empty() => ts
-                .iter()
-                .map(|t| ActorView {
-                    comm: t.comm.clone(),
-                    agent: t.agent,
-                    pid: t.pid,
-                    what: t.what.clone(),
-                })
-                .collect(),
-            _ => vec![ActorView {
+        let touches = self
+            .actors
+            .by_capture
+            .get(&c.seq)
+            .map_or(&[][..], Vec::as_slice);
+        let own = c.pid.filter(|p| *p != 0);
+        let represented = own.is_some_and(|p| touches.iter().any(|t| t.pid == p));
+        let mut out = Vec::with_capacity(touches.len() + 1);
+        if !represented {
+            out.push(ActorView {
                 comm: c.comm.clone().unwrap_or_else(|| "?".into()),
                 agent: self.actors.any_marked().then_some(false),
-                pid: c.pid.unwrap_or(0),
+                pid: own.unwrap_or(0),
                 what: "?".into(),
-            }],
+            });
         }
+        out.extend(touches.iter().map(|t| ActorView {
+            comm: t.comm.clone(),
+            agent: t.agent,
+            pid: t.pid,
+            what: t.what.clone(),
+        }));
+        out
     }
 
     /// The actors over the captures `caps`, each once (its first touch kept), the agent first.
@@ -296,4 +304,141 @@ pub fn check_records(lines: &[super::journal::Line]) -> Vec<(Seq, String)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use crate::store::journal::{PreImage, Record};
+    use std::os::fd::AsFd;
+
+    fn touch(capture: Seq, comm: &str, agent: bool) -> Record {
+        Record::Touched(Touch {
+            capture,
+            pid: 7,
+            comm: comm.into(),
+            agent: Some(agent),
+            what: "write".into(),
+        })
+    }
+
+    fn capture(turn: u64, path: &str) -> Record {
+        Record::Capture {
+            turn: Turn(turn),
+            path: RelPath::new(path.as_bytes()).expect("valid"),
+            pre: PreImage::Absent,
+            undo_of: None,
+            pid: Some(7),
+            comm: Some("sed".into()),
+        }
+    }
+
+    fn comms(index: &Index, path: &str) -> Vec<String> {
+        let path = RelPath::new(path.as_bytes()).expect("valid");
+        let caps = index.captures.iter().filter(|c| c.path == path);
+        index
+            .actors_over(caps)
+            .into_iter()
+            .map(|a| a.actor().label())
+            .collect()
+    }
+
+    #[test]
+    fn touches_follow_their_captures_through_rewinds_undos_and_prunes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::File::open(dir.path()).expect("root");
+        let mut s = Store::open(root.as_fd(), true, false).expect("store");
+        s.append(Record::Agent(AgentMark {
+            pid: 30,
+            start: 9,
+            comm: "claude".into(),
+            via: "run".into(),
+            session: None,
+        }))
+        .expect("mark");
+        for t in 2..=3 {
+            s.append(Record::Turn {
+                turn: Turn(t),
+                label: None,
+            })
+            .expect("turn");
+            let c = s.append(capture(t, "f")).expect("capture");
+            s.append(touch(c, "sed", true)).expect("touch");
+            s.append(touch(c, &format!("vim{t}"), false))
+                .expect("touch");
+        }
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim2", "vim3"]);
+        let now = s
+            .index()
+            .capture_seq_now(&RelPath::new(b"f").expect("valid"));
+        assert!(
+            s.index().actors.has_touch(
+                now.expect("captured now"),
+                &Actor {
+                    agent: Some(false),
+                    comm: "vim3".into()
+                }
+            ),
+            "the dedup knows turn 3's touches"
+        );
+        // A rewind to turn 3 retires turn 3's capture, and with it its touches.
+        let b = s
+            .append(Record::RewindBegin {
+                to: Turn(3),
+                from: Turn(3),
+            })
+            .expect("begin");
+        s.append(Record::RewindDone { begin: b }).expect("done");
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim2"]);
+        assert_eq!(
+            s.index()
+                .capture_seq_now(&RelPath::new(b"f").expect("valid")),
+            None
+        );
+        // Its undo brings them back, and the dedup finds the capture again.
+        s.append(Record::UndoDone { rewind: b }).expect("undo");
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim2", "vim3"]);
+        assert_eq!(
+            s.index()
+                .capture_seq_now(&RelPath::new(b"f").expect("valid")),
+            now
+        );
+        // A prune renumbers every line: touches name their captures by the new seqs, and the
+        // mark stays.
+        crate::store::prune::prune(
+            &mut s,
+            crate::store::prune::Policy {
+                keep_turns: Some(1),
+                max_size: None,
+            },
+        )
+        .expect("prune");
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim3"]);
+        assert_eq!(s.index().actors.marks.len(), 1);
+        drop(s);
+        let s = Store::open(root.as_fd(), false, false).expect("reopen");
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim3"]);
+        let text = std::fs::read_to_string(dir.path().join(".ckpt/journal.jsonl")).expect("read");
+        let parsed = crate::store::journal::parse(text.as_bytes()).expect("parse");
+        assert!(check_records(&parsed.lines).is_empty(), "{text}");
+    }
+
+    #[test]
+    fn fsck_names_a_touch_of_no_capture() {
+        let text = concat!(
+            r#"{"v":1,"seq":1,"time":0,"op":"turn","turn":1}"#,
+            "\n",
+            r#"{"v":4,"seq":2,"time":0,"op":"touched","capture":1,"pid":7,"comm":"sed","agent":true,"what":"write"}"#,
+            "\n",
+            r#"{"v":4,"seq":3,"time":0,"op":"agent","pid":0,"start":5,"comm":"","via":"run"}"#,
+            "\n",
+        );
+        let parsed = crate::store::journal::parse(text.as_bytes()).expect("parse");
+        let found: Vec<u64> = check_records(&parsed.lines)
+            .iter()
+            .map(|(s, _)| s.0)
+            .collect();
+        assert_eq!(found, vec![2, 3]);
+    }
 }
