@@ -14,7 +14,8 @@ pub struct RunArgs {
     /// Mount a home, system or shared directory (such as /tmp) even so
     #[arg(long)]
     pub force: bool,
-    /// The command and its arguments
+    /// The command and its arguments: it and everything it starts are the agent, whose
+    /// changes `rewind --agent` rewinds and the views mark
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }
