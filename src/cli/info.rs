@@ -208,7 +208,7 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
     }
     let mut actors = rows.iter().flat_map(|r| &r.actors).peekable();
     if actors.peek().is_some() && actors.all(|a| a.agent.is_none()) {
-        out += &format!("{}\n", crate::store::actors::ONE_ACTOR);
+        out += &format!("{}\n", fit(crate::store::actors::ONE_ACTOR, width));
     }
     out
 }
@@ -388,7 +388,11 @@ fn agent_text(agents: &serde_json::Value) -> String {
         return String::new();
     };
     let Some(last) = marks.last() else {
-        return format!("agent:    {}\n", crate::store::actors::ONE_ACTOR);
+        return format!(
+            "agent:    {}\n          (to tell the agent's changes apart, {})\n",
+            crate::store::actors::ONE_ACTOR,
+            crate::store::actors::HOW_TO_MARK
+        );
     };
     let session = match last["session"].as_str() {
         Some(s) => format!(", session {s}"),

@@ -270,7 +270,10 @@ pub fn actors_text(list: &[ActorView]) -> String {
 }
 
 /// The sentence the views print when no agent was ever marked in the folder's history.
-pub const ONE_ACTOR: &str = "no agent marked: every change counts as one actor (`ckpt-mount run -- CMD` or the agent hooks mark one)";
+pub const ONE_ACTOR: &str = "no agent marked: every change counts as one actor";
+
+/// How to mark one, said where there is room (`status`).
+pub const HOW_TO_MARK: &str = "run the agent with `ckpt-mount run -- CMD`, or install its hook with `ckpt-mount hooks install`";
 
 /// fsck: a `touched` record must name a capture before it (a capture of a turn, not one a
 /// rewind saved for its undo); an `agent` record a process (pid above 0) with a command name.
