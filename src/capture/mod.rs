@@ -26,8 +26,9 @@
 //! shared around a request's capture and mutation) keeps turn switches out. Tree captures and
 //! the turn switch's captures still read under it; a staged file's bytes are read by the stager
 //! outside it (that file has no other name and no open descriptor). Lock order: the store,
-//! then the stager queue or the command-name cache; nothing takes the store while holding
-//! either (`crate::lock_order`). A rewind takes the gate exclusively, then [`Capturer::lock`].
+//! then the stager queue; the actor classifier (`actors.rs`, which may read `/proc`) is taken
+//! and released before the store; nothing takes the store while holding either
+//! (`crate::lock_order`). A rewind takes the gate exclusively, then [`Capturer::lock`].
 
 mod actors;
 mod preimage;
