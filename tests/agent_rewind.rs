@@ -306,3 +306,72 @@ fn without_a_marked_agent_every_change_is_one_actor_and_agent_rewinds_are_refuse
     assert!(stat.contains("touch (agent)"), "{stat}");
     assert!(!stat.contains("no agent marked"), "{stat}");
 }
+
+/// The `user.*` extended attributes of `p`, sorted.
+fn xattrs(p: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let o = Command::new("getfattr")
+        .args(["-d", "-m", "^user\\.", "--absolute-names", "-e", "hex"])
+        .arg(p)
+        .output()
+        .expect("getfattr (package attr)");
+    let mut out: Vec<(String, Vec<u8>)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_agent_s_hard_links_and_extended_attributes_are_rewound_exactly() {
+    if !require_fuse() || !common::require_program("setfattr") {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::write(d.join("data.bin"), [0u8, 1, 2, 255]).expect("write");
+        std::fs::write(d.join("pair.txt"), "pair\n").expect("write");
+        std::fs::hard_link(d.join("pair.txt"), d.join("pair-link.txt")).expect("link");
+        std::fs::write(d.join("mine.txt"), "mine\n").expect("write");
+    });
+    let st = Command::new("setfattr")
+        .args(["-n", "user.origin", "-v", "human"])
+        .arg(m.path("data.bin"))
+        .status()
+        .expect("setfattr");
+    assert!(st.success());
+    m.turn(2);
+    let start = tree(&m.dir, false);
+    let data_xattrs = xattrs(&m.path("data.bin"));
+    assert_eq!(data_xattrs.len(), 1, "{data_xattrs:?}");
+    let agent = Command::new(bin())
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-ec",
+            "setfattr -n user.origin -v agent data.bin; setfattr -n user.extra -v 1 data.bin; \
+             printf 'PAIR\\n' >> pair-link.txt; ln data.bin data-link.bin",
+        ])
+        .current_dir(&m.dir)
+        .output()
+        .expect("run");
+    assert!(agent.status.success(), "{}", text(&agent));
+    std::fs::write(m.path("mine.txt"), "mine, edited\n").expect("write");
+    let agents = ["data.bin", "data-link.bin", "pair.txt", "pair-link.txt"];
+    let changed = tree(&m.dir, false);
+    assert_ne!(pick(&changed, &agents), pick(&start, &agents));
+    assert_ne!(xattrs(&m.path("data.bin")), data_xattrs);
+    ok(m.cli(&["rewind", "2", "--agent"]));
+    let after = tree(&m.dir, false);
+    assert_eq!(
+        pick(&after, &agents),
+        pick(&start, &agents),
+        "bytes, modes and hard-link groups"
+    );
+    assert_eq!(xattrs(&m.path("data.bin")), data_xattrs);
+    assert_eq!(
+        std::fs::read_to_string(m.path("mine.txt")).expect("read"),
+        "mine, edited\n"
+    );
+}
