@@ -89,7 +89,24 @@ fn handle(
             dry_run,
             undo,
             paths,
-        } => rewind_request(fs, to, dry_run, undo, &paths, progress),
+            agent,
+        } => match agent {
+            Some(conflicts) => {
+                let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
+                rewind_answer(fs.rewind_agent(to, conflicts, dry_run, progress))
+            }
+            None => rewind_request(fs, to, dry_run, undo, &paths, progress),
+        },
+        Request::MarkAgent { mark } => {
+            log::info!(target: "ckpt::actors", "agent marked by {}: {} (pid {}, start {})", mark.via, mark.comm, mark.pid, mark.start);
+            match fs.capturer().mark_agent(mark) {
+                Ok(added) => Response::ok(serde_json::json!({ "added": added })),
+                Err(e) => Response::fail(
+                    format!("cannot record the agent: {e}"),
+                    serde_json::Value::Null,
+                ),
+            }
+        }
         // What reads or tidies the store: the engine's.
         store_request => store_query(fs, folder, io, &store_request),
     }
@@ -147,6 +164,11 @@ fn rewind_request(
             }
         }
     };
+    rewind_answer(result)
+}
+
+/// The answer to a rewind request: its report, failed when a path could not be restored.
+fn rewind_answer(result: Result<rewind::Report, rewind::RewindError>) -> Response {
     match result {
         Ok(r) => {
             let data = serde_json::to_value(&r).unwrap_or_default();

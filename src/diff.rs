@@ -5,6 +5,7 @@
 use crate::ids::{BlobId, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
+use crate::store::actors::{ActorView, actors_text};
 use crate::store::journal::PreImage;
 use crate::sys;
 use serde::{Deserialize, Serialize};
@@ -41,6 +42,10 @@ pub struct FileChange {
     /// them (the first process to change the path in each turn).
     #[serde(default)]
     pub programs: Vec<String>,
+    /// Who changed it over the range: every actor (its command name, whether it is the agent,
+    /// the process of its first change and what that was), the agent first.
+    #[serde(default)]
+    pub actors: Vec<ActorView>,
 }
 
 /// The two states a diff compares.
@@ -220,6 +225,7 @@ pub fn diff(
             programs.entry(&c.path).or_default().insert(comm.clone());
         }
     }
+    let actors = index.actors_by_path(index.captures.iter().filter(|c| range.contains(c.turn)));
     let mut out = Vec::new();
     for (path, pre) in index.plan_targets(range.from()) {
         if !wanted(&path) {
@@ -235,6 +241,7 @@ pub fn diff(
             .get(&path)
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default();
+        let by = actors.get(&path).cloned().unwrap_or_default();
         let (size_before, size_after) = (before.size(), after.size());
         let mut push = |change: &str, added: usize, removed: usize, text: String| {
             out.push(FileChange {
@@ -247,6 +254,7 @@ pub fn diff(
                 size_before,
                 size_after,
                 programs: who.clone(),
+                actors: by.clone(),
             });
         };
         changes_between(&p, before, after, &mut push);
@@ -352,7 +360,8 @@ fn file_changes(
 }
 
 /// The `--stat` summary of a diff: one row per path (sorted), with the lines changed for text
-/// and the sizes for binary or large files, and the programs that changed it.
+/// and the sizes for binary or large files, and who changed it (the agent marked as such);
+/// when no agent was marked, a last line says that every change counts as one actor.
 pub fn stat(changes: &[FileChange]) -> String {
     let mut rows: Vec<&FileChange> = changes.iter().collect();
     rows.sort_by(|a, b| a.path.cmp(&b.path));
@@ -374,12 +383,14 @@ pub fn stat(changes: &[FileChange]) -> String {
     let amount_width = amounts.iter().map(String::len).max().unwrap_or(0);
     let mut s = String::new();
     for (c, amount) in rows.iter().zip(&amounts) {
-        let line = format!(
-            " {:<width$} | {:<8} {:<amount_width$}  {}",
-            c.path,
-            c.change,
-            amount,
+        let who = if c.actors.is_empty() {
             c.programs.join(",")
+        } else {
+            actors_text(&c.actors)
+        };
+        let line = format!(
+            " {:<width$} | {:<8} {:<amount_width$}  {who}",
+            c.path, c.change, amount,
         );
         s.push_str(line.trim_end());
         s.push('\n');
@@ -391,5 +402,14 @@ pub fn stat(changes: &[FileChange]) -> String {
         " {} paths changed, {a} insertions(+), {r} deletions(-)\n",
         changes.len()
     ));
+    if unmarked(changes) {
+        s.push_str(&format!(" {}\n", crate::store::actors::ONE_ACTOR));
+    }
     s
+}
+
+/// Whether `changes` name actors and none of them was classified (no agent was marked).
+pub fn unmarked(changes: &[FileChange]) -> bool {
+    let mut actors = changes.iter().flat_map(|c| &c.actors).peekable();
+    actors.peek().is_some() && actors.all(|a| a.agent.is_none())
 }

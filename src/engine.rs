@@ -50,6 +50,9 @@ pub fn query(
         Request::Turn { .. } | Request::Rewind { .. } => {
             Err("turn switches and rewinds are not answered from the store alone".into())
         }
+        Request::MarkAgent { .. } => {
+            Err("only a mounted folder's daemon can tell the agent's changes apart".into())
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
+use crate::store::actors::{ActorView, AgentMark};
 use crate::store::index::{Capture, Index, TurnInfo};
 use crate::store::journal::PreImage;
 use crate::sys::{self, Errno};
@@ -43,6 +44,10 @@ pub struct TurnRow {
     pub bytes: u64,
     /// Command names of the processes behind the captures.
     pub programs: Vec<String>,
+    /// Who changed the turn's paths: each actor once (command name, whether it is the agent,
+    /// the process and kind of its first change), the agent first.
+    #[serde(default)]
+    pub actors: Vec<ActorView>,
     /// Captures of the turn that stored nothing: a rewind cannot restore these paths.
     pub skipped: Vec<SkippedCapture>,
 }
@@ -122,6 +127,7 @@ pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
         let next = turns.get(i + 1).map(|t| t.turn);
         let own = captures_between(&by_turn, info.turn, next);
         let mut row = count_turn(info, &own, &later, root);
+        row.actors = index.actors_over(own.iter().copied());
         row.skipped = skipped
             .iter()
             .filter(|c| c.turn == info.turn.0)
@@ -178,6 +184,7 @@ fn count_turn(
         deleted: 0,
         bytes: 0,
         programs: Vec::new(),
+        actors: Vec::new(),
         skipped: Vec::new(),
     };
     let mut programs = BTreeSet::new();
@@ -248,6 +255,9 @@ pub struct Status {
     pub warn_bytes: u64,
     /// Captures of the active turns that stored nothing: a rewind cannot restore these paths.
     pub skipped: Vec<SkippedCapture>,
+    /// The agent marks of the folder's history, oldest first; empty when none was marked
+    /// (every change then counts as one actor).
+    pub agents: Vec<AgentMark>,
 }
 
 /// Every capture whose pre-image the store keeps: the live turns', and those a rewind
@@ -303,6 +313,13 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
         turns: store.index().turns.iter().map(|t| t.turn.0).collect(),
         warn_bytes: warn_threshold(store),
         skipped: skipped_captures(store),
+        agents: store
+            .index()
+            .actors
+            .marks
+            .iter()
+            .map(|(_, _, m)| m.clone())
+            .collect(),
     }
 }
 

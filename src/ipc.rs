@@ -33,6 +33,14 @@ pub enum Request {
         /// Only these paths (relative to the folder); empty for the whole folder.
         #[serde(default)]
         paths: Vec<String>,
+        /// Only what the agent changed (`rewind --agent`), with what to do with conflicts.
+        #[serde(default)]
+        agent: Option<crate::rewind::Conflicts>,
+    },
+    /// Mark a process (and what descends from it) as the agent.
+    MarkAgent {
+        /// The mark: process, start time, command name, who marks it, session.
+        mark: crate::store::actors::AgentMark,
     },
     /// Status as JSON.
     Status,

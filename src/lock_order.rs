@@ -13,8 +13,8 @@
 //! | 6 | the store (`Capturer`'s mutex around `Store`) | yes | `capture/mod.rs` |
 //! | 7 | the blob store's put lock | yes | `store/blob.rs` |
 //!
-//! Locks not in the table (the pack index, the process-name cache, the last rewind report,
-//! the stager's queue) are leaves: nothing is taken while one is held.
+//! Locks not in the table (the pack index, the actor classifier of `capture/actors.rs`, the last
+//! rewind report, the stager's queue) are leaves: nothing is taken while one is held.
 //!
 //! The check: with `debug_assertions` or the test feature `failpoints` (which the test suite
 //! builds with), each ranked guard records its rank in a thread-local list while it lives, and

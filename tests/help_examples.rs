@@ -11,7 +11,9 @@
 //! 2. HOME is a scratch home. The folder the examples name, `~/src/site`, is in it: a README,
 //!    `src/main.rs`, `src/lib.rs` and `notes.txt`, mounted, then turns 1, 2 and 3 each with
 //!    changes (files modified, created, deleted, in `src/` and at the top), then turn 3
-//!    rewound, so there is a last rewind for `--undo`. Turn 3 is current.
+//!    rewound, so there is a last rewind for `--undo`. Turn 3 is current. Turn 2's change to
+//!    `src/lib.rs` is made by a script under `ckpt-mount run`, so an agent is marked and
+//!    `rewind --agent` has the agent's changes to rewind.
 //! 3. The state: the folder is mounted, except for the examples of a subcommand in
 //!    [`NEEDS_UNMOUNTED`] (`mount` mounts it itself).
 //! 4. Where an example runs: one that names the folder (`~/src/site`) runs from the home
@@ -214,7 +216,19 @@ impl Scratch {
         self.write("src/util.rs", "pub fn two() -> u32 {\n    2\n}\n");
         // Turn 2.
         self.cli(&["turn", "2", "-m", "second"]);
-        self.write("src/lib.rs", "pub fn one() -> u32 {\n    1 + 0\n}\n");
+        let lib = "printf 'pub fn one() -> u32 {\\n    1 + 0\\n}\\n' > src/lib.rs";
+        let out = Command::new(bin())
+            .arg("run")
+            .arg("--dir")
+            .arg(&self.site)
+            .args(["--", "sh", "-c", lib])
+            .output()
+            .expect("run ckpt-mount run");
+        assert!(
+            out.status.success(),
+            "preparing the folder: run: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         self.write("README.md", "# site\n\nA small site.\n");
         std::fs::remove_file(self.site.join("notes.txt")).expect("rm notes.txt");
         // Turn 3, then rewound: turn 3 is current and `rewind --undo` has a rewind to undo.

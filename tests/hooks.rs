@@ -378,6 +378,68 @@ fn the_installed_hook_begins_a_labelled_turn_from_a_subfolder() {
 }
 
 #[test]
+fn the_hook_marks_the_agent_that_ran_it_so_its_changes_are_told_apart() {
+    if !require_fuse() {
+        return;
+    }
+    let (m, sub) = mounted_with_subfolder();
+    let h = home();
+    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let commands = hook_commands(&user_settings("claude-code", h.path()), "UserPromptSubmit");
+    let payload = h.path().join("payload.json");
+    std::fs::write(&payload, recorded_payload(&sub)).expect("payload");
+    // The agent CLI (here `timeout`, a program that is not a shell) runs the hook through
+    // `sh -c`, as the agents do, at each of two prompts, and after each its tool writes a file.
+    let prompt = format!("{} < {}", commands[0], payload.display());
+    let script = format!("{prompt} && echo 1 > page2.html && {prompt} && echo 2 > page2.html");
+    let o = Command::new("timeout")
+        .args(["30", "sh", "-c", &script])
+        .current_dir(&sub)
+        .output()
+        .expect("agent");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    // The user, meanwhile, outside the agent's process tree.
+    std::fs::write(sub.join("notes.html"), "mine\n").expect("write");
+    let status = m.cli(&["status", "--json"]);
+    assert!(status.status.success(), "{}", text(&status));
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("json");
+    let agents = status["agents"].as_array().expect("agents");
+    assert_eq!(
+        agents.len(),
+        1,
+        "marked once, however many prompts: {agents:?}"
+    );
+    assert_eq!(agents[0]["comm"], "timeout");
+    assert_eq!(agents[0]["via"], "hook");
+    assert_eq!(agents[0]["session"], "abc123");
+    let show = m.cli(&["show", "--json"]);
+    let changes: serde_json::Value = serde_json::from_slice(&show.stdout).expect("json");
+    let agent_of = |path: &str| {
+        let c = changes
+            .as_array()
+            .expect("changes")
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap_or_else(|| panic!("{path} in {changes}"));
+        c["actors"][0]["agent"].as_bool()
+    };
+    assert_eq!(agent_of("src/deep/page2.html"), Some(true));
+    assert_eq!(agent_of("src/deep/notes.html"), Some(false));
+    let preview = m.cli(&["rewind", "2", "--agent", "--dry-run"]);
+    let preview = text(&preview);
+    assert!(
+        preview.contains("delete   src/deep/page2.html"),
+        "{preview}"
+    );
+    assert!(
+        preview.contains("keep     src/deep/notes.html"),
+        "{preview}"
+    );
+}
+
+#[test]
 fn on_an_unmounted_folder_the_hook_tells_the_user_and_begins_nothing() {
     if !require_fuse() {
         return;

@@ -26,12 +26,16 @@
 //! shared around a request's capture and mutation) keeps turn switches out. Tree captures and
 //! the turn switch's captures still read under it; a staged file's bytes are read by the stager
 //! outside it (that file has no other name and no open descriptor). Lock order: the store,
-//! then the stager queue or the command-name cache; nothing takes the store while holding
-//! either (`crate::lock_order`). A rewind takes the gate exclusively, then [`Capturer::lock`].
+//! then the stager queue; the actor classifier (`actors.rs`, which may read `/proc`) is taken
+//! and released before the store; nothing takes the store while holding either
+//! (`crate::lock_order`). A rewind takes the gate exclusively, then [`Capturer::lock`].
 
+mod actors;
 mod preimage;
 mod stage;
 mod turn;
+
+pub use actors::{Classifier, ProcInfo, Procs, RealProcs, What, read_proc};
 
 pub use preimage::{read_open_file, read_preimage, walk_tree};
 pub use stage::{PendingStage, StageBy};
@@ -40,22 +44,32 @@ pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError};
 use crate::lock_order::{Rank, Ranked};
 use crate::relpath::RelPath;
 use crate::store::Store;
+use crate::store::actors::{Actor, AgentMark, Touch};
 use crate::store::blob::BlobStore;
 use crate::store::journal::{PreImage, Record};
 use crate::sys::ToErrno;
 use crate::sys::{self, Errno};
 use preimage::mirrored_state;
 use stage::Stager;
-use std::collections::HashMap;
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// The process behind a request, recorded with each capture.
+/// The process behind a request and what the request does, recorded with each capture and
+/// attributed once per (turn, path, actor) (`actors.rs`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Who {
-    /// Its pid (0 when unknown).
+    /// Its pid, as the kernel gives it: a thread id (0 when unknown, or the daemon's own work).
     pub pid: u32,
+    /// What it does to the path.
+    pub what: What,
+}
+
+impl Who {
+    /// Thread `pid` doing `what`.
+    pub fn new(pid: u32, what: What) -> Self {
+        Self { pid, what }
+    }
 }
 
 /// The default `--max-blob`: bigger files are recorded as skipped, not stored.
@@ -69,7 +83,8 @@ pub struct Capturer {
     /// hashed and stored outside it, and only recorded under it.
     blobs: Arc<BlobStore>,
     max_blob: u64,
-    comms: Mutex<HashMap<u32, String>>,
+    /// Who is behind a request: its command name, and whether it is the agent.
+    actors: Mutex<Classifier>,
     /// Hands staged pre-images (by capture seq) to the thread that stores their bytes.
     stager: Mutex<Option<Stager>>,
 }
@@ -108,6 +123,13 @@ impl Capturer {
     pub fn new(store: Store, max_blob: u64) -> Self {
         let staged = store.staged_dir().try_clone_to_owned();
         let blobs = Arc::clone(store.blobs());
+        let marks = store
+            .index()
+            .actors
+            .marks
+            .iter()
+            .map(|(_, _, m)| (m.pid, m.start));
+        let actors = Mutex::new(Classifier::new(marks));
         let store = Arc::new(Mutex::new(store));
         let stager = staged
             .ok()
@@ -116,7 +138,7 @@ impl Capturer {
             store,
             blobs,
             max_blob,
-            comms: Mutex::new(HashMap::new()),
+            actors,
             stager: Mutex::new(stager),
         }
     }
@@ -149,27 +171,59 @@ impl Capturer {
         self.max_blob
     }
 
-    /// The command name of process `pid` (from `/proc`, cached), recorded with its captures.
-    fn comm(&self, pid: u32) -> Option<String> {
-        if pid == 0 {
+    /// The actor behind `who` (from `/proc`, remembered: `actors.rs`), `None` for the
+    /// daemon's own work. Taken before the store, never under it (a leaf lock that may read
+    /// `/proc`).
+    fn actor(&self, who: Who) -> Option<Actor> {
+        if who.pid == 0 {
             return None;
         }
-        let mut cache = self
-            .comms
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(c) = cache.get(&pid) {
-            return Some(c.clone());
+        lock_ignoring_poison(&self.actors).actor(who.pid, &mut RealProcs)
+    }
+
+    /// Marks process `pid`, started at `start`, and what descends from it, as the agent: the
+    /// journal records it, and every caller is classified again. A process marked already (a
+    /// hook runs at every prompt) is not recorded again: `Ok(false)`.
+    pub fn mark_agent(&self, mark: AgentMark) -> Result<bool, Errno> {
+        let (pid, start) = (mark.pid, mark.start);
+        {
+            let mut store = self.lock_raw();
+            let marks = &store.index().actors.marks;
+            if marks
+                .iter()
+                .any(|(_, _, m)| m.pid == pid && m.start == start)
+            {
+                return Ok(false);
+            }
+            store
+                .append(Record::Agent(mark))
+                .map_err(|e| e.to_errno())?;
         }
-        let c = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .ok()?
-            .trim_end()
-            .to_string();
-        if cache.len() > 4096 {
-            cache.clear();
+        lock_ignoring_poison(&self.actors).mark(pid, start);
+        Ok(true)
+    }
+
+    /// Records that `actor` changed `path`, captured already in this turn, unless it did
+    /// before in this turn (one record per (turn, path, actor); checked in memory). A failure
+    /// fails the mutation: a change nobody recorded could make `rewind --agent` take a path
+    /// for the agent's alone.
+    fn attribute(
+        store: &mut Store,
+        path: &RelPath,
+        who: Who,
+        actor: Option<&Actor>,
+    ) -> Result<(), Errno> {
+        let Some(actor) = actor else { return Ok(()) };
+        let Some(capture) = store.index().capture_seq_now(path) else {
+            return Ok(());
+        };
+        if store.index().actors.has_touch(capture, actor) {
+            return Ok(());
         }
-        cache.insert(pid, c.clone());
-        Some(c)
+        store
+            .append(Record::Touched(touch(capture, who, actor)))
+            .map_err(|e| e.to_errno())?;
+        Ok(())
     }
 
     /// Records the pre-image of `path` (= `name` in `parent`) unless this turn has it already.
@@ -188,16 +242,20 @@ impl Capturer {
         path: &RelPath,
         who: Who,
     ) -> Result<(), Errno> {
-        if self.lock_raw().index().captured_now.contains(path) {
-            return Ok(()); // the common case: no /proc read for the program's name
+        let actor = self.actor(who);
+        {
+            let mut store = self.lock_raw();
+            if store.index().captured_now.contains(path) {
+                // The common case: attributed in memory, no journal write.
+                return Self::attribute(&mut store, path, who, actor.as_ref());
+            }
         }
         let pre = read_preimage(&self.blobs, parent, name, self.max_blob)?;
-        let comm = self.comm(who.pid);
         let mut store = self.lock_raw();
         if store.index().captured_now.contains(path) {
-            return Ok(());
+            return Self::attribute(&mut store, path, who, actor.as_ref());
         }
-        Self::record(&mut store, path, pre, who, comm)
+        Self::record(&mut store, path, pre, who, actor).map(drop)
     }
 
     /// As [`Self::ensure`], for a regular file the caller holds open for reading (`st` its
@@ -210,50 +268,54 @@ impl Capturer {
         path: &RelPath,
         who: Who,
     ) -> Result<(), Errno> {
+        let actor = self.actor(who);
         {
             let mut store = self.lock_raw();
             store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
             if store.index().captured_now.contains(path) {
-                return Ok(());
+                return Self::attribute(&mut store, path, who, actor.as_ref());
             }
         }
         let pre = sys::without_atime(fd, || read_open_file(&self.blobs, fd, st, self.max_blob))?;
-        let comm = self.comm(who.pid);
         let mut store = self.lock_raw();
         // Settled again: the caller's handle is not registered yet, so an unlink while the
         // store was unlocked may have staged this very inode; its bytes are stored before the
         // caller can write through the descriptor it is about to get.
         store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
         if store.index().captured_now.contains(path) {
-            return Ok(());
+            return Self::attribute(&mut store, path, who, actor.as_ref());
         }
-        Self::record(&mut store, path, pre, who, comm)
+        Self::record(&mut store, path, pre, who, actor).map(drop)
     }
 
-    /// Appends the capture of `path` as `pre` in the current turn.
+    /// Appends the capture of `path` as `pre` in the current turn, with its first actor's
+    /// `touched` record in the same write; returns the capture's seq.
     fn record(
         store: &mut Store,
         path: &RelPath,
         pre: PreImage,
         who: Who,
-        comm: Option<String>,
-    ) -> Result<(), Errno> {
+        actor: Option<Actor>,
+    ) -> Result<crate::ids::Seq, Errno> {
         log::debug!(target: "ckpt::capture", "captured turn={} path={path} kind={}", store.index().current_turn(), pre.kind());
         let turn = store.index().current_turn();
-        store
-            .append(Record::Capture {
-                turn,
-                path: path.clone(),
-                pre,
-                undo_of: None,
-                pid: (who.pid != 0).then_some(who.pid),
-                comm,
-            })
-            .map_err(|e| e.to_errno())?;
-        Ok(())
+        let capture = crate::ids::Seq(store.index().last_seq.0 + 1);
+        let mut records = vec![Record::Capture {
+            turn,
+            path: path.clone(),
+            pre,
+            undo_of: None,
+            pid: (who.pid != 0).then_some(who.pid),
+            comm: actor.as_ref().map(|a| a.comm.clone()),
+        }];
+        if let Some(actor) = &actor {
+            records.push(Record::Touched(touch(capture, who, actor)));
+        }
+        store.append_all(records).map_err(|e| e.to_errno())?;
+        Ok(capture)
     }
 
-    /// [`Self::ensure`] with the store already locked and the command name already read.
+    /// [`Self::ensure`] with the store already locked and the actor already known.
     fn ensure_locked(
         store: &mut Store,
         max_blob: u64,
@@ -261,13 +323,13 @@ impl Capturer {
         name: &CStr,
         path: &RelPath,
         who: Who,
-        comm: Option<String>,
+        actor: Option<&Actor>,
     ) -> Result<(), Errno> {
         if store.index().captured_now.contains(path) {
-            return Ok(());
+            return Self::attribute(store, path, who, actor);
         }
         let pre = read_preimage(store.blobs(), parent, name, max_blob)?;
-        Self::record(store, path, pre, who, comm)
+        Self::record(store, path, pre, who, actor.cloned()).map(drop)
     }
 
     /// Records `path` and everything below it, and, when `also_at` is given, the state of the
@@ -280,12 +342,12 @@ impl Capturer {
         also_at: Option<(BorrowedFd<'_>, &CStr, &RelPath)>,
         who: Who,
     ) -> Result<(), Errno> {
-        let comm = self.comm(who.pid);
+        let actor = self.actor(who);
         let mut store = self.lock_raw();
         let max_blob = self.max_blob;
         let mut mirrored: Vec<RelPath> = Vec::new();
         walk_tree(parent, name, path, &mut |p, dir, n| {
-            Self::ensure_locked(&mut store, max_blob, dir, n, p, who, comm.clone())?;
+            Self::ensure_locked(&mut store, max_blob, dir, n, p, who, actor.as_ref())?;
             if also_at.is_some() && p != path {
                 mirrored.push(p.clone());
             }
@@ -297,6 +359,7 @@ impl Capturer {
                     continue;
                 };
                 if store.index().captured_now.contains(&target) {
+                    Self::attribute(&mut store, &target, who, actor.as_ref())?;
                     continue;
                 }
                 // Resolve the mirrored path below the destination without following links.
@@ -306,20 +369,21 @@ impl Capturer {
                 else {
                     continue;
                 };
-                let turn = store.index().current_turn();
-                store
-                    .append(Record::Capture {
-                        turn,
-                        path: target,
-                        pre,
-                        undo_of: None,
-                        pid: Some(who.pid),
-                        comm: comm.clone(),
-                    })
-                    .map_err(|e| e.to_errno())?;
+                Self::record(&mut store, &target, pre, who, actor.clone())?;
             }
         }
         Ok(())
+    }
+}
+
+/// The `touched` record of `actor` (as `who`) on the path of capture `capture`.
+fn touch(capture: crate::ids::Seq, who: Who, actor: &Actor) -> Touch {
+    Touch {
+        capture,
+        pid: who.pid,
+        comm: actor.comm.clone(),
+        agent: actor.agent,
+        what: who.what.as_str().into(),
     }
 }
 

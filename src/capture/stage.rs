@@ -243,13 +243,22 @@ impl Capturer {
         who: Who,
         by: StageBy,
     ) -> Result<Option<PendingStage<'_>>, Errno> {
+        let actor = self.actor(who);
         let mut store = self.lock_raw();
         if store.index().captured_now.contains(path) {
+            Self::attribute(&mut store, path, who, actor.as_ref())?;
             return Ok(None);
         }
-        let comm = self.comm(who.pid);
         if !self.can_stage(&store, st, held_open) {
-            Self::ensure_locked(&mut store, self.max_blob, parent, name, path, who, comm)?;
+            Self::ensure_locked(
+                &mut store,
+                self.max_blob,
+                parent,
+                name,
+                path,
+                who,
+                actor.as_ref(),
+            )?;
             return Ok(None);
         }
         let id = FileId::read_at(parent, name, 0, st.st_ino);
@@ -263,8 +272,8 @@ impl Capturer {
             fh: id.fh,
             btime: id.btime,
         };
-        Self::record(&mut store, path, pre, who, comm)?;
-        let seq = store.index().last_seq;
+        // The capture's seq (its touch, when there is one, follows it in the same write).
+        let seq = Self::record(&mut store, path, pre, who, actor)?;
         crate::failpoint::hit("stage-after-record");
         if place_in_staged(&store, parent, name, seq, by).is_err() {
             // Still at its name (or gone): capture it the usual way, as this capture's

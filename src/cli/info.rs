@@ -129,7 +129,17 @@ const MIN_TEXT: usize = 8;
 /// are cut with `…` to fit. Under a turn, a `!` line per kind of capture that stored nothing.
 fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
     let sizes: Vec<String> = rows.iter().map(|r| human_size(r.bytes)).collect();
-    let programs: Vec<String> = rows.iter().map(|r| r.programs.join(",")).collect();
+    // Who changed the turn: its actors (the agent marked as such), else the programs.
+    let programs: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            if r.actors.is_empty() {
+                r.programs.join(",")
+            } else {
+                crate::store::actors::actors_text(&r.actors)
+            }
+        })
+        .collect();
     let turn_w = rows
         .iter()
         .map(|r| r.turn.to_string().len())
@@ -195,6 +205,10 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
         for skipped in skipped_lines(&r.skipped, false) {
             out += &format!("{:>turn_w$}  ! {skipped}\n", "");
         }
+    }
+    let mut actors = rows.iter().flat_map(|r| &r.actors).peekable();
+    if actors.peek().is_some() && actors.all(|a| a.agent.is_none()) {
+        out += &format!("{}\n", fit(crate::store::actors::ONE_ACTOR, width));
     }
     out
 }
@@ -357,12 +371,44 @@ fn status_text(v: &serde_json::Value) -> String {
             human_size(warn)
         );
     }
+    out += &agent_text(&v["agents"]);
     let skipped: Vec<SkippedCapture> =
         serde_json::from_value(v["skipped"].clone()).unwrap_or_default();
     for line in skipped_lines(&skipped, true) {
         out += &format!("warning:  {line}\n");
     }
     out
+}
+
+/// The `agent:` line of `status`: the last process marked as the agent (and how many marks
+/// there were), or that none was and every change counts as one actor. Nothing for an answer
+/// without the field (an older daemon).
+fn agent_text(agents: &serde_json::Value) -> String {
+    let Some(marks) = agents.as_array() else {
+        return String::new();
+    };
+    let Some(last) = marks.last() else {
+        return format!(
+            "agent:    {}\n          (to tell the agent's changes apart, {})\n",
+            crate::store::actors::ONE_ACTOR,
+            crate::store::actors::HOW_TO_MARK
+        );
+    };
+    let session = match last["session"].as_str() {
+        Some(s) => format!(", session {s}"),
+        None => String::new(),
+    };
+    let earlier = match marks.len() - 1 {
+        0 => String::new(),
+        1 => "; 1 earlier mark".to_string(),
+        n => format!("; {n} earlier marks"),
+    };
+    format!(
+        "agent:    {} (pid {}, marked by {}{session}) and what it runs{earlier}\n",
+        last["comm"].as_str().unwrap_or("?"),
+        last["pid"],
+        last["via"].as_str().unwrap_or("?"),
+    )
 }
 
 /// Runs `status --log`: the end of the daemon's log, read through the daemon when the folder is
@@ -402,6 +448,7 @@ mod tests {
             deleted: 3,
             bytes,
             programs: programs.iter().map(|p| p.to_string()).collect(),
+            actors: Vec::new(),
             skipped: Vec::new(),
         }
     }

@@ -1,5 +1,6 @@
 //! The command line: clap definitions and dispatch. Each subcommand lives in its own file.
 
+mod agent;
 mod demo;
 mod diff;
 mod docs;
@@ -82,11 +83,13 @@ pub enum Command {
     /// Example: ckpt-mount rewind 2 --dry-run
     /// Example: ckpt-mount rewind 2
     /// Example: ckpt-mount rewind 1 -- src/
+    /// Example: ckpt-mount rewind 2 --agent --dry-run
+    /// Example: ckpt-mount rewind 2 --agent --conflicts rewind
     /// Example: ckpt-mount rewind --undo
     /// Example: ckpt-mount rewind 2 --json --dir ~/src/site
     #[command(verbatim_doc_comment)]
     Rewind(rewind::RewindArgs),
-    /// List turns as each ended: when, paths created/modified/deleted, bytes captured, programs, label
+    /// List turns as each ended: when, paths created/modified/deleted, bytes captured, who changed them, label
     ///
     /// Example: ckpt-mount log
     /// Example: ckpt-mount log --utc
@@ -124,7 +127,7 @@ pub enum Command {
     /// Example: ckpt-mount restore 2 --to README.old.md -- README.md
     #[command(verbatim_doc_comment)]
     Restore(versions::RestoreArgs),
-    /// Mount the folder if needed, run a command inside it, unmount when it exits
+    /// Mount the folder if needed, run a command inside it as the agent, unmount when it exits
     ///
     /// Example: ckpt-mount run -- claude
     /// Example: ckpt-mount run --dir ~/src/site -- bash

@@ -38,10 +38,39 @@ pub struct RewindArgs {
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Rewind only what the agent changed since the start of the turn: paths that only the
+    /// agent (a command under `ckpt-mount run`, or the agent whose hook is installed) changed
+    /// are restored, paths others changed are kept, and paths both changed are conflicts,
+    /// listed with who did what (see --conflicts)
+    #[arg(long, conflicts_with_all = ["undo", "paths"])]
+    pub agent: bool,
+    /// With --agent, what to do with a path both the agent and another process changed:
+    /// keep it as it is now (nobody's change is lost), or rewind it too (the other
+    /// processes' changes to it go)
+    #[arg(long, value_name = "WHAT", requires = "agent", default_value = "keep")]
+    pub conflicts: ConflictsArg,
     /// Rewind only these paths (and what is below them), relative to the folder or absolute
     /// inside it; other paths and the turn history stay as they are
     #[arg(last = true, conflicts_with = "undo")]
     pub paths: Vec<PathBuf>,
+}
+
+/// `--conflicts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConflictsArg {
+    /// Leave paths both changed as they are
+    Keep,
+    /// Rewind paths both changed too
+    Rewind,
+}
+
+impl From<ConflictsArg> for rewind::Conflicts {
+    fn from(c: ConflictsArg) -> Self {
+        match c {
+            ConflictsArg::Keep => Self::Keep,
+            ConflictsArg::Rewind => Self::Rewind,
+        }
+    }
 }
 
 impl RewindArgs {
@@ -64,7 +93,8 @@ const LISTED_ON_A_TERMINAL: usize = 30;
 /// Runs `rewind` (after [`RewindArgs::check`]).
 pub fn run(a: RewindArgs) -> CliResult {
     let (t, paths) = super::target_with_paths(a.dir.clone(), &a.paths)?;
-    let mut rewinder = Rewinder::new(t, a.turn, a.undo, paths)?;
+    let agent = a.agent.then(|| rewind::Conflicts::from(a.conflicts));
+    let mut rewinder = Rewinder::new(t, a.turn, a.undo, paths, agent)?;
     let ask = !a.yes
         && !a.json
         && !a.dry_run
@@ -118,6 +148,7 @@ fn confirm(r: &Value) -> Result<bool, CliError> {
     }
     let changes = list(r, "restored").len() + list(r, "deleted").len() + list(r, "failed").len();
     if changes == 0 {
+        print_agent(r);
         println!("{}", sentence(r, Tense::Nothing));
         return Ok(true);
     }
@@ -151,6 +182,7 @@ enum Rewinder {
         to: Option<u64>,
         undo: bool,
         paths: Vec<String>,
+        agent: Option<rewind::Conflicts>,
     },
     Offline {
         root: OwnedFd,
@@ -158,17 +190,25 @@ enum Rewinder {
         to: u64,
         undo: bool,
         paths: Vec<RelPath>,
+        agent: Option<rewind::Conflicts>,
     },
 }
 
 impl Rewinder {
-    fn new(t: Target, to: Option<u64>, undo: bool, paths: Vec<String>) -> Result<Self, CliError> {
+    fn new(
+        t: Target,
+        to: Option<u64>,
+        undo: bool,
+        paths: Vec<String>,
+        agent: Option<rewind::Conflicts>,
+    ) -> Result<Self, CliError> {
         Ok(match t {
             Target::Mounted(folder) => Self::Mounted {
                 folder,
                 to,
                 undo,
                 paths,
+                agent,
             },
             Target::Offline(folder) => {
                 let (root, store) = super::open_offline(&folder)?;
@@ -182,6 +222,7 @@ impl Rewinder {
                         .iter()
                         .filter_map(|p| RelPath::new(p.as_bytes()).ok())
                         .collect(),
+                    agent,
                 }
             }
         })
@@ -196,12 +237,14 @@ impl Rewinder {
                 to,
                 undo,
                 paths,
+                agent,
             } => {
                 let req = Request::Rewind {
                     to: *to,
                     dry_run,
                     undo: *undo,
                     paths: paths.clone(),
+                    agent: *agent,
                 };
                 let resp = crate::ipc::call_with_progress(folder, &req, &mut |done, total| {
                     bar.set_length(total);
@@ -224,13 +267,18 @@ impl Rewinder {
                 to,
                 undo,
                 paths,
+                agent,
             } => {
                 let progress = |done: usize, total: usize| {
                     bar.set_length(total as u64);
                     bar.set_position(done as u64);
                 };
                 let root = root.as_fd();
-                let result = if paths.is_empty() {
+                let max_blob = crate::capture::DEFAULT_MAX_BLOB;
+                let result = if let Some(conflicts) = *agent {
+                    let to = crate::ids::Turn(*to);
+                    rewind::rewind_agent(root, store, to, conflicts, dry_run, max_blob, &progress)
+                } else if paths.is_empty() {
                     let req = rewind::Request {
                         to: crate::ids::Turn(*to),
                         dry_run,
@@ -238,7 +286,6 @@ impl Rewinder {
                     };
                     rewind::rewind(root, store, req, &progress)
                 } else {
-                    let max_blob = crate::capture::DEFAULT_MAX_BLOB;
                     let to = crate::ids::Turn(*to);
                     rewind::rewind_paths(root, store, to, paths, dry_run, max_blob, &progress)
                 };
@@ -291,6 +338,7 @@ fn print_report(r: &Value, json: bool, listed: Option<usize>) {
         println!("dry run, nothing changed: {}", sentence(r, Tense::Would));
         return;
     }
+    print_agent(r);
     let changed: Vec<String> = list(r, "restored")
         .iter()
         .map(|p| format!("restored {}", text(p)))
@@ -319,6 +367,11 @@ fn print_report(r: &Value, json: bool, listed: Option<usize>) {
     }
     let what = if r["undo"].as_bool() == Some(true) {
         "undid the last rewind".to_string()
+    } else if r["agent"].is_object() {
+        format!(
+            "rewound the agent's changes to the start of turn {}",
+            r["to"]
+        )
     } else {
         format!("rewound to the start of turn {}", r["to"])
     };
@@ -359,6 +412,42 @@ fn print_preview(r: &Value, limit: Option<usize>) {
             lines.len() - shown
         );
     }
+    print_agent(r);
+}
+
+/// `--agent`: the conflicts (with who did what) and the paths kept because only others
+/// changed them; the paths restored are in the lists above.
+fn print_agent(r: &Value) {
+    let a = &r["agent"];
+    if !a.is_object() {
+        return;
+    }
+    let who = |p: &Value| {
+        list(p, "actors")
+            .iter()
+            .map(|x| {
+                let role = if x["agent"].as_bool() == Some(true) {
+                    " (agent)"
+                } else {
+                    ""
+                };
+                format!("{}{role} {}", text(&x["comm"]), text(&x["what"]))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let rewound = a["conflicts_policy"].as_str() == Some("rewind");
+    for c in list(a, "conflicts") {
+        let what = match c["below"].as_str() {
+            Some(b) => format!("kept, {b} below it is kept"),
+            None if rewound => "rewound too (--conflicts rewind)".to_string(),
+            None => "kept (--conflicts rewind would rewind it)".to_string(),
+        };
+        println!("conflict {}: {}; {what}", text(&c["path"]), who(&c));
+    }
+    for k in list(a, "others") {
+        println!("keep     {}: {}", text(&k["path"]), who(&k));
+    }
 }
 
 /// How a [`sentence`] speaks of the rewind.
@@ -385,7 +474,9 @@ fn sentence(r: &Value, tense: Tense) -> String {
         )
     } else {
         let only: Vec<String> = list(r, "only").iter().map(|p| text(p).into()).collect();
-        let which = if only.is_empty() {
+        let which = if r["agent"].is_object() {
+            " the agent's changes".to_string()
+        } else if only.is_empty() {
             String::new()
         } else {
             format!(" {}", only.join(", "))
@@ -403,7 +494,13 @@ fn sentence(r: &Value, tense: Tense) -> String {
         );
     }
     if tense == Tense::Nothing {
-        return if undo {
+        return if r["agent"].is_object() {
+            format!(
+                "nothing to change in the folder: no path the agent alone changed since the start of turn {} differs from then{}",
+                r["to"],
+                agent_counts(r)
+            )
+        } else if undo {
             "nothing to change in the folder: it already is as it was before the last rewind"
                 .to_string()
         } else {
@@ -441,8 +538,37 @@ fn sentence(r: &Value, tense: Tense) -> String {
     if failed > 0 {
         out += &format!("; {failed} cannot be restored");
     }
+    out += &agent_counts(r);
     if tense == Tense::Will {
         out.push('.');
+    }
+    out
+}
+
+/// `--agent`: how many conflicts and paths of others are kept (or conflicts rewound).
+fn agent_counts(r: &Value) -> String {
+    let a = &r["agent"];
+    if !a.is_object() {
+        return String::new();
+    }
+    let conflicts = list(a, "conflicts").len() as u64;
+    let others = list(a, "others").len() as u64;
+    let mut out = String::new();
+    if conflicts > 0 {
+        let kept = if a["conflicts_policy"].as_str() == Some("rewind") {
+            "rewound"
+        } else {
+            "kept"
+        };
+        let word = if conflicts == 1 {
+            "conflict"
+        } else {
+            "conflicts"
+        };
+        out += &format!("; {conflicts} {word} {kept}");
+    }
+    if others > 0 {
+        out += &format!("; {others} {} only others changed kept", paths_word(others));
     }
     out
 }

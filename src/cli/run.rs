@@ -14,7 +14,8 @@ pub struct RunArgs {
     /// Mount a home, system or shared directory (such as /tmp) even so
     #[arg(long)]
     pub force: bool,
-    /// The command and its arguments
+    /// The command and its arguments: it and everything it starts are the agent, whose
+    /// changes `rewind --agent` rewinds and the views mark
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }
@@ -67,6 +68,7 @@ pub fn run(a: RunArgs) -> CliResult {
         .map(|p| folder.join(p))
         .unwrap_or_else(|_| folder.clone());
     banner(&folder);
+    mark_as_agent(&folder, prog);
     let status = std::process::Command::new(prog)
         .args(rest)
         .current_dir(&sub)
@@ -90,6 +92,22 @@ pub fn run(a: RunArgs) -> CliResult {
             message: String::new(),
             code,
         }),
+    }
+}
+
+/// Marks this process, and so the command about to start (its child) with everything it
+/// starts, as the agent, named by the command; marked before the command exists, so its
+/// first change is the agent's. A failure is said and the command runs anyway (its changes
+/// then count as any other process's).
+fn mark_as_agent(folder: &std::path::Path, prog: &str) {
+    let name = std::path::Path::new(prog)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    if let Err(e) = super::agent::mark(folder, std::process::id(), name, "run", None) {
+        eprintln!(
+            "ckpt-mount: {prog} runs without being marked as the agent: {}",
+            e.message
+        );
     }
 }
 

@@ -203,6 +203,24 @@ fn rewind_refuses_bad_arguments() {
         (&["rewind", "--undo", "2", "--dir", "{D}"], Clap),
         (&["rewind", "2", "--bogus", "--dir", "{D}"], Clap),
         (&["rewind", "--undo", "--dir", "{D}", "--", "a"], Clap),
+        (
+            &["rewind", "2", "--conflicts", "rewind", "--dir", "{D}"],
+            Clap,
+        ),
+        (
+            &[
+                "rewind",
+                "2",
+                "--agent",
+                "--conflicts",
+                "mine",
+                "--dir",
+                "{D}",
+            ],
+            Clap,
+        ),
+        (&["rewind", "2", "--agent", "--dir", "{D}", "--", "a"], Clap),
+        (&["rewind", "--agent", "--undo", "--dir", "{D}"], Clap),
         (&["rewind", "0", "--dir", "{D}"], Usage("turns start at 1")),
     ];
     insta::assert_snapshot!(refusals(cases));

@@ -207,7 +207,12 @@ impl CkptFs {
         caller: Caller,
     ) -> FsResult<FileAttr> {
         let _gate = self.shared_gate();
-        self.capture_node(node, Who { pid: caller.pid })?;
+        let what = if set.size.is_some() {
+            What::Write
+        } else {
+            What::Attr
+        };
+        self.capture_node(node, Who::new(caller.pid, what))?;
         let attr_fd = self.attr_fd(node)?;
         let fd = attr_fd.fd()?;
         // Set-id bits a local filesystem drops here that the kernel left (see `setid_to_drop`):
@@ -311,7 +316,7 @@ impl CkptFs {
         caller: Caller,
     ) -> FsResult<()> {
         let _gate = self.shared_gate();
-        self.capture_node(node, Who { pid: caller.pid })?;
+        self.capture_node(node, Who::new(caller.pid, What::Attr))?;
         self.attr_fd(node)?.setxattr(&cname(name)?, value, flags)?;
         self.attributes_changed(node);
         Ok(())
@@ -325,7 +330,7 @@ impl CkptFs {
         caller: Caller,
     ) -> FsResult<()> {
         let _gate = self.shared_gate();
-        self.capture_node(node, Who { pid: caller.pid })?;
+        self.capture_node(node, Who::new(caller.pid, What::Attr))?;
         self.attr_fd(node)?.removexattr(&cname(name)?)?;
         self.attributes_changed(node);
         Ok(())

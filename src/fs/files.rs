@@ -115,7 +115,7 @@ impl CkptFs {
         if writable {
             let st = sys::lstatat(dir.as_fd(), &name)?;
             if st.st_mode & libc::S_IFMT == libc::S_IFREG {
-                let who = Who { pid: caller.pid };
+                let who = Who::new(caller.pid, What::Write);
                 self.capture.ensure(dir.as_fd(), &name, &path, who)?;
                 self.capture_other_names(node, &path, who)?;
                 if flags & libc::O_TRUNC != 0 {
@@ -192,7 +192,7 @@ impl CkptFs {
             Ok(st) => {
                 let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
                 if regular {
-                    let who = Who { pid: caller.pid };
+                    let who = Who::new(caller.pid, What::Write);
                     self.capture.ensure_open_file(fd.as_fd(), &st, path, who)?;
                     self.capture_other_names(node, path, who)?;
                 }

@@ -55,7 +55,7 @@ use creds::*;
 use files::*;
 use resolve::*;
 
-use crate::capture::{Capturer, PendingStage, StageBy, TurnError, Who};
+use crate::capture::{Capturer, PendingStage, StageBy, TurnError, What, Who};
 use crate::ids::{Fh, NodeId, Turn};
 use crate::lock_order::{Rank, Ranked};
 use crate::relpath::{RelPath, STORE_DIR};

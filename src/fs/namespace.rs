@@ -44,7 +44,7 @@ impl CkptFs {
         let c = cname(name)?;
         let path = self.child_path(parent, name)?;
         self.capture
-            .ensure(dir.as_fd(), &c, &path, Who { pid: caller.pid })?;
+            .ensure(dir.as_fd(), &c, &path, Who::new(caller.pid, What::Create))?;
         Ok((dir, c))
     }
 
@@ -127,8 +127,12 @@ impl CkptFs {
         }
         // The source changes too: its link count, and from now on its content can be written
         // through the new name, which a rewind removes. So its pre-image comes first.
-        self.capture
-            .ensure(sdir.as_fd(), &sname, &spath, Who { pid: caller.pid })?;
+        self.capture.ensure(
+            sdir.as_fd(),
+            &sname,
+            &spath,
+            Who::new(caller.pid, What::Link),
+        )?;
         sys::linkat(sdir.as_fd(), &sname, dir.as_fd(), &c)?;
         let st = sys::lstatat(dir.as_fd(), &c)?;
         Ok(self.entry(newparent, newname, &st))
@@ -146,7 +150,7 @@ impl CkptFs {
         let dir = self.dir_fd(parent)?;
         let c = cname(name)?;
         let path = self.child_path(parent, name)?;
-        let who = Who { pid: caller.pid };
+        let who = Who::new(caller.pid, What::Delete);
         // A file's removal may move it into the store (see `Capturer::stage`).
         let file = if flags == 0 {
             sys::lstatat(dir.as_fd(), &c).ok()
@@ -379,7 +383,7 @@ impl CkptFs {
         newname: &OsStr,
         caller: Caller,
     ) -> FsResult<Option<PendingStage<'_>>> {
-        let who = Who { pid: caller.pid };
+        let who = Who::new(caller.pid, What::Rename);
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let (sdir, ddir) = (ends.sdir.as_fd(), ends.ddir.as_fd());
         // A directory is captured with everything below it (and mirrored at the destination);

@@ -91,18 +91,41 @@ impl CkptFs {
         dry_run: bool,
         progress: rewind::Progress<'_>,
     ) -> Result<Report, RewindError> {
+        let max_blob = self.capture.max_blob();
+        self.rewind_part(dry_run, &mut |root, store| {
+            rewind::rewind_paths(root, store, to, paths, dry_run, max_blob, progress)
+        })
+    }
+
+    /// Rewinds only what the agent changed (see [`rewind::rewind_agent`]), holding back other
+    /// mutations.
+    pub fn rewind_agent(
+        &self,
+        to: Turn,
+        conflicts: rewind::Conflicts,
+        dry_run: bool,
+        progress: rewind::Progress<'_>,
+    ) -> Result<Report, RewindError> {
+        let max_blob = self.capture.max_blob();
+        self.rewind_part(dry_run, &mut |root, store| {
+            rewind::rewind_agent(root, store, to, conflicts, dry_run, max_blob, progress)
+        })
+    }
+
+    /// Runs a partial rewind (`run`) with the gate held exclusively, then refreshes names and
+    /// tells the kernel what changed.
+    fn rewind_part(
+        &self,
+        dry_run: bool,
+        run: &mut dyn FnMut(
+            BorrowedFd<'_>,
+            &mut crate::store::Store,
+        ) -> Result<Report, RewindError>,
+    ) -> Result<Report, RewindError> {
         let report = {
             let _gate = self.exclusive_gate();
             let mut store = self.capture.lock();
-            let report = rewind::rewind_paths(
-                self.root.as_fd(),
-                &mut store,
-                to,
-                paths,
-                dry_run,
-                self.capture.max_blob(),
-                progress,
-            )?;
+            let report = run(self.root.as_fd(), &mut store)?;
             drop(store);
             let mut refreshed = Vec::new();
             if !dry_run {

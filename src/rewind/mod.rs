@@ -30,6 +30,7 @@
 //! points, their inputs and the journal records that frame a rewind, and re-exports the public
 //! types of the stages, so every path `crate::rewind::X` stays as it was.
 
+mod agent;
 mod apply;
 mod groups;
 mod links;
@@ -41,6 +42,7 @@ mod restore;
 mod save;
 mod verify;
 
+pub use agent::{AgentSplit, Conflicts, PathActors};
 pub use plan::{Plan, Step, plan};
 pub use report::{Failure, Report, RewindError, Summary};
 pub use restore::remove_tree;
@@ -241,21 +243,8 @@ pub fn rewind_paths(
     max_blob: u64,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
-    if !store.index().has_turn(to) {
-        return Err(RewindError::NoSuchTurn {
-            turn: to,
-            known: store.index().turns.iter().map(|t| t.turn).collect(),
-        });
-    }
-    // Hard-link groups are formed over every target before choosing the paths: a name's own
-    // first capture may come after a write through another name of its inode, whose earlier
-    // capture holds the bytes of the start of the turn.
-    let all = share_hard_links(
-        store
-            .index()
-            .with_current_identities(store.index().plan_targets(to)),
-    );
-    let mut targets: Vec<(RelPath, PreImage)> = all
+    let all = all_targets(store, to)?;
+    let targets: Vec<(RelPath, PreImage)> = all
         .iter()
         .filter(|(p, pre)| {
             paths.iter().any(|o| {
@@ -264,21 +253,109 @@ pub fn rewind_paths(
         })
         .cloned()
         .collect();
-    targets.extend(uncaptured_links(root, &all, &targets, paths));
-    let plan = plan(targets);
-    let from = store.index().current_turn();
-    let mut report = Report {
+    let report = Report {
         to,
-        from,
+        from: store.index().current_turn(),
         dry_run,
         only: paths.iter().map(RelPath::to_string).collect(),
         ..Report::default()
     };
+    let chosen = Partial {
+        all,
+        targets,
+        paths,
+        max_blob,
+    };
+    rewind_partial(root, store, chosen, report, progress)
+}
+
+/// Rewinds what only the agent changed since the start of turn `to` (and, with
+/// [`Conflicts::Rewind`], what the agent and others both changed), keeping every other path as
+/// it is: a partial rewind of exactly those paths (`agent.rs` chooses them), whose report says
+/// who changed what.
+pub fn rewind_agent(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    to: Turn,
+    conflicts: Conflicts,
+    dry_run: bool,
+    max_blob: u64,
+    progress: Progress<'_>,
+) -> Result<Report, RewindError> {
+    let all = all_targets(store, to)?;
+    let split = agent::split(store.index(), to, conflicts)?;
+    let paths = split.chosen();
+    let wanted: HashSet<&RelPath> = paths.iter().collect();
+    let targets: Vec<(RelPath, PreImage)> = all
+        .iter()
+        .filter(|(p, _)| wanted.contains(p))
+        .cloned()
+        .collect();
+    let report = Report {
+        to,
+        from: store.index().current_turn(),
+        dry_run,
+        agent: Some(split),
+        ..Report::default()
+    };
+    let chosen = Partial {
+        all,
+        targets,
+        paths: &paths,
+        max_blob,
+    };
+    rewind_partial(root, store, chosen, report, progress)
+}
+
+/// Every target of a rewind to `to`, with hard-link groups formed over all of them before a
+/// partial rewind chooses: a name's own first capture may come after a write through another
+/// name of its inode, whose earlier capture holds the bytes of the start of the turn.
+fn all_targets(store: &Store, to: Turn) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
+    if !store.index().has_turn(to) {
+        return Err(RewindError::NoSuchTurn {
+            turn: to,
+            known: store.index().turns.iter().map(|t| t.turn).collect(),
+        });
+    }
+    Ok(share_hard_links(
+        store
+            .index()
+            .with_current_identities(store.index().plan_targets(to)),
+    ))
+}
+
+/// What a partial rewind works from: every target, the chosen ones, the paths they were chosen
+/// by (walked for other names of their hard-link groups), and the capture size limit.
+struct Partial<'a> {
+    all: Vec<(RelPath, PreImage)>,
+    targets: Vec<(RelPath, PreImage)>,
+    paths: &'a [RelPath],
+    max_blob: u64,
+}
+
+/// Runs a partial rewind of the chosen targets: a change made in the current turn like any
+/// other (what it overwrites is captured for the current turn first).
+fn rewind_partial(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    chosen: Partial<'_>,
+    mut report: Report,
+    progress: Progress<'_>,
+) -> Result<Report, RewindError> {
+    let Partial {
+        all,
+        mut targets,
+        paths,
+        max_blob,
+    } = chosen;
+    targets.extend(uncaptured_links(root, &all, &targets, paths));
+    let plan = plan(targets);
+    let from = report.from;
     // A name outside the chosen paths that a rewound turn changed no longer holds what it held
     // when the turn began: it is no anchor (in a whole rewind every such name is in the plan).
     let changed: HashSet<&RelPath> = all.iter().map(|(p, _)| p).collect();
     let anchors = link_anchors(root, &plan, &changed);
-    if dry_run {
+    if report.dry_run {
         preview(root, &plan, &anchors, verify(&plan, store), &mut report);
         return Ok(report);
     }

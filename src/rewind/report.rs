@@ -60,6 +60,8 @@ pub struct Report {
     pub permanent: HashSet<String>,
     /// Fresh files that now stand for recorded identities (journaled, not serialised).
     pub renewed: Vec<crate::identity::Renewal>,
+    /// `--agent`: who changed what since the start of the turn, and what is restored or kept.
+    pub agent: Option<super::agent::AgentSplit>,
 }
 
 impl Report {
@@ -118,6 +120,8 @@ struct ReportJson {
     unfinished: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     refused: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<super::agent::AgentSplit>,
     summary: Summary,
 }
 
@@ -136,6 +140,7 @@ impl From<Report> for ReportJson {
             failed: r.failed,
             unfinished: r.unfinished,
             refused: r.refused,
+            agent: r.agent,
             summary,
         }
     }
@@ -153,6 +158,8 @@ pub enum RewindError {
     },
     /// Nothing to undo.
     NothingToUndo,
+    /// `--agent`, but no agent was ever marked: every change counts as one actor.
+    NoAgent,
     /// Verification failed before any change: the listed problems.
     Refused(Vec<Failure>),
     /// The store failed.
@@ -167,6 +174,10 @@ impl std::fmt::Display for RewindError {
                 write!(f, "turn {turn} does not exist (turns: {})", list.join(", "))
             }
             Self::NothingToUndo => write!(f, "there is no rewind to undo"),
+            Self::NoAgent => write!(
+                f,
+                "no agent was ever marked in this folder, so every change counts as one actor and the agent's cannot be told apart: run the agent with `ckpt-mount run -- CMD` or install its hook (`ckpt-mount hooks install`), or rewind without --agent"
+            ),
             Self::Refused(p) => {
                 write!(f, "rewind refused before changing anything: ")?;
                 let parts: Vec<String> = p

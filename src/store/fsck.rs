@@ -79,6 +79,13 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
         }
     };
     let lines = check_lines(&bytes, &mut add);
+    for (seq, why) in super::actors::check_records(&lines) {
+        add(finding(
+            Severity::Error,
+            "journal-actor",
+            format!("seq {seq}: {why}"),
+        ));
+    }
     let blobs = match BlobStore::open_readonly(store_dir) {
         Ok(b) => b,
         Err(e) => {

@@ -81,6 +81,8 @@ pub struct Index {
     pub pending: BTreeMap<Seq, u64>,
     /// Identities recreated by rewinds: recorded identity -> the file that stands for it now.
     pub renewed: HashMap<FileId, FileId>,
+    /// Who changed what, and the agent marks (`super::actors`).
+    pub actors: super::actors::Actors,
 }
 
 impl Index {
@@ -119,6 +121,9 @@ impl Index {
                     pid: *pid,
                     comm: comm.clone(),
                 };
+                if undo_of.is_none() {
+                    self.actors.captured(line.seq, *turn, path);
+                }
                 self.add_capture(cap, undo_of.is_some());
             }
             Record::RewindBegin { to, from } => {
@@ -129,6 +134,8 @@ impl Index {
             Record::Renewed { ids } => self.add_renewals(ids),
             Record::Staged { capture, pre } => self.resolve_staged(*capture, pre),
             Record::UndoDone { rewind } => self.undo_rewind(*rewind),
+            Record::Touched(t) => self.actors.touched(t),
+            Record::Agent(m) => self.actors.marked(line.seq, line.time, m),
         }
     }
 

@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 /// its extended attributes and, for symlinks, the inode; a line of version 1 or 2 says nothing
 /// of extended attributes (read as "unknown": a rewind leaves them as they are) and identifies
 /// inodes by number only (never trusted as proof that a file is the same; see SEMANTICS.md).
-pub const JOURNAL_VERSION: u32 = 3;
+/// Version 4 adds who changed what (`touched` and `agent` records, `crate::store::actors`).
+pub const JOURNAL_VERSION: u32 = 4;
 
 pub use crate::identity::Handle;
 pub use crate::xattrs::Xattr;
@@ -372,6 +373,10 @@ pub enum Record {
         /// What it resolved to.
         pre: PreImage,
     },
+    /// An actor changed the path of a capture in its turn (journal version 4).
+    Touched(crate::store::actors::Touch),
+    /// A process and its descendants are the agent from here on (journal version 4).
+    Agent(crate::store::actors::AgentMark),
 }
 
 impl Record {
@@ -382,6 +387,7 @@ impl Record {
         let pre = match self {
             Self::Capture { pre, .. } | Self::Staged { pre, .. } => pre,
             Self::Renewed { .. } => return 3,
+            Self::Touched(_) | Self::Agent(_) => return 4,
             _ => return 1,
         };
         if pre.needs_v3() {

@@ -12,6 +12,7 @@
 //! - `error.rs`: [`StoreError`]; `files.rs`: the small files read and written on open;
 //! - [`fsck`] checks a store, [`prune`] forgets old turns.
 
+pub mod actors;
 pub mod blob;
 mod error;
 mod files;

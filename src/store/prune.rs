@@ -132,8 +132,15 @@ fn rewrite_journal(store: &mut Store, keep_from: Turn) -> Result<(), StoreError>
             time,
             rec,
         });
+        Seq(seq)
     };
-    for t in store.index.turns.iter().filter(|t| t.turn >= keep_from) {
+    for (i, t) in store
+        .index
+        .turns
+        .iter()
+        .filter(|t| t.turn >= keep_from)
+        .enumerate()
+    {
         push(
             t.time,
             Record::Turn {
@@ -141,8 +148,15 @@ fn rewrite_journal(store: &mut Store, keep_from: Turn) -> Result<(), StoreError>
                 label: t.label.clone(),
             },
         );
+        if i == 0 {
+            // Every agent mark is kept: without them the views could not tell "no agent was
+            // marked" from "these changes are not the agent's".
+            for (_, time, m) in &store.index.actors.marks {
+                push(*time, Record::Agent(m.clone()));
+            }
+        }
         for c in store.index.captures.iter().filter(|c| c.turn == t.turn) {
-            push(
+            let capture = push(
                 t.time,
                 Record::Capture {
                     turn: c.turn,
@@ -153,6 +167,19 @@ fn rewrite_journal(store: &mut Store, keep_from: Turn) -> Result<(), StoreError>
                     comm: c.comm.clone(),
                 },
             );
+            // Its touches follow it, renumbered to name it by its new seq.
+            for touch in store
+                .index
+                .actors
+                .by_capture
+                .get(&c.seq)
+                .into_iter()
+                .flatten()
+            {
+                let mut touch = touch.clone();
+                touch.capture = capture;
+                push(t.time, Record::Touched(touch));
+            }
         }
     }
     let mut bytes = Vec::new();

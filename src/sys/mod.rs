@@ -46,7 +46,8 @@ pub use io::{
 };
 pub use process::{
     default_sigpipe, detach_with_fd, geteuid, inherit_fd, kill_self, lower_thread_priority, own_fd,
-    peer_cred, process_alive, raise_nofile_limit, recv_fd, set_umask, umount, unshare_fs,
+    peer_cred, pidfd_exited, pidfd_open_thread, process_alive, raise_nofile_limit, recv_fd,
+    set_umask, umount, unshare_fs,
 };
 pub use term::{local_time, terminal_columns};
 pub use xattr::{

@@ -228,3 +228,32 @@ pub fn raise_nofile_limit() -> SysResult<u64> {
     }
     Ok(lim.rlim_cur)
 }
+
+/// A descriptor of thread or process `tid` that becomes readable when it exits
+/// (`pidfd_open(2)` with `PIDFD_THREAD`, Linux 6.9 and later, so that a thread that is not its
+/// process's leader works too: the kernel names a request's caller by thread). Held, it proves
+/// that `tid` still means the same thread: its number cannot be reused while it runs.
+pub fn pidfd_open_thread(tid: u32) -> SysResult<OwnedFd> {
+    // PIDFD_THREAD is O_EXCL (include/uapi/linux/pidfd.h).
+    let flags = libc::O_EXCL as libc::c_uint;
+    // SAFETY: plain syscall with integer arguments.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, flags) };
+    if r < 0 {
+        return Err(super::Errno::last());
+    }
+    // SAFETY: on success the syscall returns a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+/// Whether the thread or process of the pidfd `fd` has exited (a failed check counts as
+/// exited, so the caller looks again rather than trusting a stale answer).
+pub fn pidfd_exited(fd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout: never blocks.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r != 0
+}

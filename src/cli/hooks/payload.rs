@@ -80,8 +80,26 @@ fn begin(text: &str) -> Result<(), String> {
         .map_err(|e| format!("the hook's payload is not JSON ({e}); no turn was begun"))?;
     let cwd = working_dir(&payload)?;
     let label = payload["prompt"].as_str().and_then(label_of);
-    turn::begin_next(&cwd, label)
-        .map(|_| ())
+    let session = payload["session_id"].as_str().map(str::to_string);
+    if turn::begin_next(&cwd, label)
+        .map_err(|e| e.message)?
+        .is_some()
+    {
+        mark_caller(&cwd, session)?;
+    }
+    Ok(())
+}
+
+/// Marks the agent CLI that ran this hook (and what it runs) as the agent in the mounted folder
+/// containing `cwd`, with the agent's session id when its payload gave one.
+fn mark_caller(cwd: &Path, session: Option<String>) -> Result<(), String> {
+    let Some(folder) = crate::mounts::find_folder(cwd) else {
+        return Ok(());
+    };
+    let caller = super::super::agent::hook_caller()
+        .ok_or("cannot find the agent process that ran the hook; its changes are not told apart")?;
+    super::super::agent::mark(&folder, caller, None, "hook", session)
+        .map(drop)
         .map_err(|e| e.message)
 }
 
@@ -114,8 +132,15 @@ fn codex_notify(arg: &str) {
         .and_then(|m| m.as_str())
         .and_then(label_of);
     let label = last.map(|l| format!("after: {l}"));
-    if let Err(e) = turn::begin_next(&cwd, label) {
-        notify_failed(&e.message);
+    match turn::begin_next(&cwd, label) {
+        Err(e) => notify_failed(&e.message),
+        Ok(Some(_)) => {
+            let session = payload["thread-id"].as_str().map(str::to_string);
+            if let Err(e) = mark_caller(&cwd, session) {
+                notify_failed(&e);
+            }
+        }
+        Ok(None) => {}
     }
 }
 

@@ -1,0 +1,265 @@
+//! `rewind N --agent`: which paths the partial rewind restores, from who changed them since the
+//! start of turn N. Pure: the index in, the split out; the rewind itself is the partial rewind
+//! of the chosen paths (`super::rewind_agent`).
+//!
+//! A path changed since the start of N by the agent alone is restored. A path changed only by
+//! other processes is kept. A path both changed is a conflict: kept unless
+//! [`Conflicts::Rewind`] says to restore it too. A change the journal cannot attribute (a
+//! capture from before journal version 4, a file held open for writing across a turn switch)
+//! is never taken for the agent's. A path the agent alone changed that stands where something
+//! else must be kept below it (the agent created `dir`, an editor then wrote `dir/notes`) is a
+//! conflict too, since restoring it would remove what is kept.
+
+use super::report::RewindError;
+use crate::ids::Turn;
+use crate::relpath::RelPath;
+use crate::store::actors::ActorView;
+use crate::store::index::Index;
+use crate::store::journal::PreImage;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// What `rewind --agent` does with a path both the agent and another process changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Conflicts {
+    /// Leave it as it is now (the default): nobody's change to it is lost.
+    #[default]
+    Keep,
+    /// Restore it too, as at the start of the turn: the other processes' changes to it go.
+    Rewind,
+}
+
+/// One path and who changed it since the start of the turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathActors {
+    /// The path.
+    pub path: String,
+    /// Who changed it (the agent first), with the process and kind of each one's first change.
+    pub actors: Vec<ActorView>,
+    /// For a conflict the agent alone changed: what others changed below it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub below: Option<String>,
+}
+
+/// The paths changed since the start of the turn, by who changed them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AgentSplit {
+    /// What is done with the conflicts.
+    pub conflicts_policy: Conflicts,
+    /// Changed by the agent alone: restored.
+    pub agent_only: Vec<PathActors>,
+    /// Changed by the agent and others: kept, unless `conflicts_policy` is `rewind`.
+    pub conflicts: Vec<PathActors>,
+    /// Changed by others alone: kept.
+    pub others: Vec<PathActors>,
+}
+
+impl AgentSplit {
+    /// The paths the rewind restores.
+    pub fn chosen(&self) -> Vec<RelPath> {
+        let mut out: Vec<&PathActors> = self.agent_only.iter().collect();
+        if self.conflicts_policy == Conflicts::Rewind {
+            // Not one whose restore would remove what others changed below it.
+            out.extend(self.conflicts.iter().filter(|c| c.below.is_none()));
+        }
+        out.iter()
+            .filter_map(|p| RelPath::new(p.path.as_bytes()).ok())
+            .collect()
+    }
+}
+
+/// Who changed what since the start of `to`, split for `rewind --agent`. Refused when no agent
+/// was ever marked: every change then counts as one actor, and nothing can be told apart.
+pub fn split(index: &Index, to: Turn, conflicts: Conflicts) -> Result<AgentSplit, RewindError> {
+    if !index.actors.any_marked() {
+        return Err(RewindError::NoAgent);
+    }
+    let by_path = index.actors_by_path(index.captures.iter().filter(|c| c.turn >= to));
+    let targets: HashMap<RelPath, PreImage> = index.plan_targets(to).into_iter().collect();
+    let agent_alone = |actors: &[ActorView]| actors.iter().all(|a| a.agent == Some(true));
+    // Every directory above a path that stays as it is, with one such path: restoring
+    // something there that is not a directory would remove it.
+    let mut above_kept: HashMap<RelPath, RelPath> = HashMap::new();
+    for (path, actors) in &by_path {
+        let restored = agent_alone(actors) || (has_agent(actors) && conflicts == Conflicts::Rewind);
+        if !restored {
+            let mut up = path.parent();
+            while let Some(dir) = up {
+                up = dir.parent();
+                above_kept.entry(dir).or_insert_with(|| path.clone());
+            }
+        }
+    }
+    let mut out = AgentSplit {
+        conflicts_policy: conflicts,
+        ..AgentSplit::default()
+    };
+    let mut paths: Vec<&RelPath> = by_path.keys().collect();
+    paths.sort();
+    for path in paths {
+        let actors = &by_path[path];
+        let entry = |below: Option<&RelPath>| PathActors {
+            path: path.to_string(),
+            actors: actors.clone(),
+            below: below.map(RelPath::to_string),
+        };
+        let replaces_below = !matches!(targets.get(path), Some(PreImage::Dir { .. }));
+        let blocked = above_kept.get(path).filter(|_| replaces_below);
+        match (agent_alone(actors), has_agent(actors), blocked) {
+            (_, true, Some(kept)) => out.conflicts.push(entry(Some(kept))),
+            (true, _, None) => out.agent_only.push(entry(None)),
+            (false, true, None) => out.conflicts.push(entry(None)),
+            _ => out.others.push(entry(None)),
+        }
+    }
+    Ok(out)
+}
+
+fn has_agent(actors: &[ActorView]) -> bool {
+    actors.iter().any(|a| a.agent == Some(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::Seq;
+    use crate::store::actors::{AgentMark, Touch};
+    use crate::store::journal::{Line, Record};
+
+    /// An index replayed from records: a mark, turn 2, then captures with their touches.
+    struct Journal(Index);
+
+    impl Journal {
+        fn new() -> Self {
+            let mut j = Self(Index::default());
+            j.add(Record::Turn {
+                turn: Turn(1),
+                label: None,
+            });
+            j.add(Record::Agent(AgentMark {
+                pid: 30,
+                start: 9,
+                comm: "claude".into(),
+                via: "hook".into(),
+                session: None,
+            }));
+            j.add(Record::Turn {
+                turn: Turn(2),
+                label: None,
+            });
+            j
+        }
+
+        fn add(&mut self, rec: Record) -> Seq {
+            let seq = Seq(self.0.last_seq.0 + 1);
+            self.0.apply(&Line {
+                v: rec.version(),
+                seq,
+                time: 0,
+                rec,
+            });
+            seq
+        }
+
+        /// `path` (that was `pre`) changed by each of `by` (command, agent) in turn 2.
+        fn changed(&mut self, path: &str, pre: PreImage, by: &[(&str, bool)]) {
+            let path = RelPath::new(path.as_bytes()).expect("valid");
+            // Each actor's process by its name; the capture is the first one's, as the daemon
+            // writes it (none for a capture the daemon makes itself).
+            let pid_of = |comm: &str| 100 + comm.bytes().map(u32::from).sum::<u32>();
+            let capture = match self.0.capture_seq_now(&path) {
+                Some(seq) => seq,
+                None => self.add(Record::Capture {
+                    turn: Turn(2),
+                    path,
+                    pre,
+                    undo_of: None,
+                    pid: by.first().map(|(comm, _)| pid_of(comm)),
+                    comm: by.first().map(|(comm, _)| comm.to_string()),
+                }),
+            };
+            for (comm, agent) in by {
+                self.add(Record::Touched(Touch {
+                    capture,
+                    pid: pid_of(comm),
+                    comm: (*comm).into(),
+                    agent: Some(*agent),
+                    what: "write".into(),
+                }));
+            }
+        }
+    }
+
+    fn dir() -> PreImage {
+        PreImage::Dir {
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            xattrs: None,
+        }
+    }
+
+    fn names(list: &[PathActors]) -> Vec<&str> {
+        list.iter().map(|p| p.path.as_str()).collect()
+    }
+
+    #[test]
+    fn paths_split_by_who_changed_them() {
+        let mut j = Journal::new();
+        j.changed("agent.txt", PreImage::Absent, &[("sed", true)]);
+        j.changed("mine.txt", PreImage::Absent, &[("vim", false)]);
+        j.changed("both.txt", PreImage::Absent, &[("sed", true)]);
+        j.changed("both.txt", PreImage::Absent, &[("vim", false)]);
+        j.changed("src", dir(), &[("chmod", true)]);
+        j.changed("src/mine.rs", PreImage::Absent, &[("vim", false)]);
+        let s = split(&j.0, Turn(2), Conflicts::Keep).expect("split");
+        assert_eq!(names(&s.agent_only), vec!["agent.txt", "src"]);
+        assert_eq!(names(&s.conflicts), vec!["both.txt"]);
+        assert_eq!(names(&s.others), vec!["mine.txt", "src/mine.rs"]);
+        let both = &s.conflicts[0].actors;
+        assert_eq!(
+            both.iter()
+                .map(|a| (a.comm.as_str(), a.agent))
+                .collect::<Vec<_>>(),
+            vec![("sed", Some(true)), ("vim", Some(false))],
+            "the agent first"
+        );
+        let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
+        assert_eq!(chosen, vec!["agent.txt", "src"]);
+        let s = split(&j.0, Turn(2), Conflicts::Rewind).expect("split");
+        let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
+        assert_eq!(chosen, vec!["agent.txt", "src", "both.txt"]);
+    }
+
+    #[test]
+    fn what_the_agent_created_around_a_kept_path_is_a_conflict() {
+        let mut j = Journal::new();
+        j.changed("gen", PreImage::Absent, &[("mkdir", true)]);
+        j.changed("gen/a.o", PreImage::Absent, &[("cc", true)]);
+        j.changed("gen/notes", PreImage::Absent, &[("vim", false)]);
+        for policy in [Conflicts::Keep, Conflicts::Rewind] {
+            let s = split(&j.0, Turn(2), policy).expect("split");
+            assert_eq!(names(&s.agent_only), vec!["gen/a.o"]);
+            assert_eq!(names(&s.conflicts), vec!["gen"]);
+            assert_eq!(s.conflicts[0].below.as_deref(), Some("gen/notes"));
+            let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
+            assert_eq!(chosen, vec!["gen/a.o"], "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn an_unattributed_change_is_never_the_agents_and_no_mark_refuses() {
+        let mut j = Journal::new();
+        // A capture no touch names: a file held open for writing across the turn switch.
+        j.changed("held.log", PreImage::Absent, &[]);
+        j.changed("held.log", PreImage::Absent, &[("node", true)]);
+        let s = split(&j.0, Turn(2), Conflicts::Keep).expect("split");
+        assert_eq!(names(&s.conflicts), vec!["held.log"]);
+        let unmarked = Index::default();
+        assert!(matches!(
+            split(&unmarked, Turn(1), Conflicts::Keep),
+            Err(RewindError::NoAgent)
+        ));
+    }
+}

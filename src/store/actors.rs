@@ -1,0 +1,447 @@
+//! Who changed what: the journal's attribution records (version 4) and what the index makes of
+//! them. Kept apart from the capture records so that the rest of the journal reads as before.
+//!
+//! - `touched` ([`Touch`]): an actor changed the path of a capture in that capture's turn.
+//!   One record per (capture, actor): the first change of a path by each actor in a turn. The
+//!   first actor's record is written with the capture itself, in the same `write(2)`.
+//! - `agent` ([`AgentMark`]): a process (pid and start time, as `/proc/PID/stat` gives them) is
+//!   the agent; every process that descends from it is too (`crate::capture::actors`).
+//!
+//! A touch names its capture by seq, so it follows the capture wherever rewinds, undos and
+//! prunes take it: a touch counts exactly while its capture is in the index. The journal is
+//! untrusted input: a touch whose capture is unknown is kept but names nothing (fsck says so).
+
+use super::index::{Capture, Index};
+use crate::ids::{Seq, Turn};
+use crate::relpath::RelPath;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// An actor: whether it is the agent (`None`: no agent was ever marked in this folder's
+/// history, so every change counts as one actor) and its command name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Actor {
+    /// The agent (`true`), another process (`false`), or not known (`None`).
+    pub agent: Option<bool>,
+    /// The command name (`comm`) of its process, `?` when unknown.
+    pub comm: String,
+}
+
+impl Actor {
+    /// Whether this actor is known to be the agent.
+    pub fn is_agent(&self) -> bool {
+        self.agent == Some(true)
+    }
+
+    /// `sed (agent)`, `vim`: how views name an actor.
+    pub fn label(&self) -> String {
+        if self.is_agent() {
+            format!("{} (agent)", self.comm)
+        } else {
+            self.comm.clone()
+        }
+    }
+}
+
+/// A `touched` record: actor `comm` (process `pid`) changed the path of capture `capture` in
+/// its turn, first by `what`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Touch {
+    /// Seq of the capture record of the path in that turn.
+    pub capture: Seq,
+    /// The process of the first such change (0 when unknown).
+    pub pid: u32,
+    /// Its command name.
+    pub comm: String,
+    /// Whether it descends from a marked agent; absent when no agent was ever marked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<bool>,
+    /// What that first change was: `write`, `create`, `delete`, `rename`, `attr` or `link`.
+    pub what: String,
+}
+
+impl Touch {
+    /// The actor this touch is by.
+    pub fn actor(&self) -> Actor {
+        Actor {
+            agent: self.agent,
+            comm: self.comm.clone(),
+        }
+    }
+}
+
+/// An `agent` record: process `pid`, started at `start` (clock ticks after boot, field 22 of
+/// `/proc/PID/stat`), and everything that descends from it, is the agent from here on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentMark {
+    /// The process.
+    pub pid: u32,
+    /// Its start time: with the pid, what identifies it (pids are reused).
+    pub start: u64,
+    /// Its command name (for `run`, the command run).
+    pub comm: String,
+    /// Who marked it: `run` or `hook`.
+    pub via: String,
+    /// The agent's session id, when a hook's payload gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+/// One actor of a path in a view: who, which process first, and what it first did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActorView {
+    /// Command name.
+    pub comm: String,
+    /// The agent, another process, or not known (no agent marked).
+    pub agent: Option<bool>,
+    /// The process of its first change (0 when unknown).
+    pub pid: u32,
+    /// What that first change was (`?` for a change the journal did not attribute).
+    pub what: String,
+}
+
+impl ActorView {
+    /// The actor.
+    pub fn actor(&self) -> Actor {
+        Actor {
+            agent: self.agent,
+            comm: self.comm.clone(),
+        }
+    }
+}
+
+/// What the index knows of actors, replayed from the records above.
+#[derive(Debug, Default)]
+pub struct Actors {
+    /// Every agent mark, in journal order, with its seq and time.
+    pub marks: Vec<(Seq, u64, AgentMark)>,
+    /// The touches of each capture, in journal order.
+    pub by_capture: HashMap<Seq, Vec<Touch>>,
+    /// The seq of each path's capture in turn `now_turn`, as appended; checked against the
+    /// index before use (an undo brings back captures without appending them again).
+    now: HashMap<RelPath, Seq>,
+    now_turn: Turn,
+}
+
+impl Actors {
+    /// A `capture` record (not one a rewind saved for its undo) of `path` in `turn`.
+    pub fn captured(&mut self, seq: Seq, turn: Turn, path: &RelPath) {
+        if turn != self.now_turn {
+            self.now.clear();
+            self.now_turn = turn;
+        }
+        self.now.insert(path.clone(), seq);
+    }
+
+    /// A `touched` record.
+    pub fn touched(&mut self, t: &Touch) {
+        self.by_capture
+            .entry(t.capture)
+            .or_default()
+            .push(t.clone());
+    }
+
+    /// An `agent` record at `seq`, `time`.
+    pub fn marked(&mut self, seq: Seq, time: u64, m: &AgentMark) {
+        self.marks.push((seq, time, m.clone()));
+    }
+
+    /// Whether an agent was ever marked.
+    pub fn any_marked(&self) -> bool {
+        !self.marks.is_empty()
+    }
+
+    /// Whether `actor` already has a touch of capture `capture`: the dedup of attribution.
+    pub fn has_touch(&self, capture: Seq, actor: &Actor) -> bool {
+        self.by_capture.get(&capture).is_some_and(|ts| {
+            ts.iter()
+                .any(|t| t.agent == actor.agent && t.comm == actor.comm)
+        })
+    }
+}
+
+impl Index {
+    /// The seq of the capture of `path` in the current turn, if it has one.
+    pub fn capture_seq_now(&self, path: &RelPath) -> Option<Seq> {
+        let cur = self.current_turn();
+        let is_now = |c: &Capture| c.turn == cur && c.path == *path;
+        if self.actors.now_turn == cur
+            && let Some(seq) = self.actors.now.get(path)
+            && let Ok(i) = self.captures.binary_search_by_key(seq, |c| c.seq)
+            && is_now(&self.captures[i])
+        {
+            return Some(*seq);
+        }
+        // After an undo (rare): the captures it brought back.
+        self.captures
+            .iter()
+            .rev()
+            .find(|c| is_now(c))
+            .map(|c| c.seq)
+    }
+
+    /// The actors of capture `c`: its touches, and the capture's own process unless the touch
+    /// written with it stands for it. A capture without one (written before journal version
+    /// 4, or by the daemon: a file held open for writing across a turn switch, whose writer is
+    /// not known, or what a partial rewind overwrote) adds an actor from what it recorded,
+    /// never taken for the agent.
+    pub fn actors_of(&self, c: &Capture) -> Vec<ActorView> {
+        let touches = self
+            .actors
+            .by_capture
+            .get(&c.seq)
+            .map_or(&[][..], Vec::as_slice);
+        let own = c.pid.filter(|p| *p != 0);
+        let represented = own.is_some_and(|p| touches.iter().any(|t| t.pid == p));
+        let mut out = Vec::with_capacity(touches.len() + 1);
+        if !represented {
+            out.push(ActorView {
+                comm: c.comm.clone().unwrap_or_else(|| "?".into()),
+                agent: self.actors.any_marked().then_some(false),
+                pid: own.unwrap_or(0),
+                what: "?".into(),
+            });
+        }
+        out.extend(touches.iter().map(|t| ActorView {
+            comm: t.comm.clone(),
+            agent: t.agent,
+            pid: t.pid,
+            what: t.what.clone(),
+        }));
+        out
+    }
+
+    /// The actors over the captures `caps`, each once (its first touch kept), the agent first.
+    pub fn actors_over<'a>(&self, caps: impl Iterator<Item = &'a Capture>) -> Vec<ActorView> {
+        let mut list: Vec<ActorView> = Vec::new();
+        for c in caps {
+            for a in self.actors_of(c) {
+                if !list.iter().any(|b| b.actor() == a.actor()) {
+                    list.push(a);
+                }
+            }
+        }
+        sort_actors(&mut list);
+        list
+    }
+
+    /// Per path, its actors over the captures `caps` (each actor once, the first touch kept),
+    /// sorted: the agent first, then by command name.
+    pub fn actors_by_path<'a>(
+        &self,
+        caps: impl Iterator<Item = &'a Capture>,
+    ) -> HashMap<RelPath, Vec<ActorView>> {
+        let mut out: HashMap<RelPath, Vec<ActorView>> = HashMap::new();
+        for c in caps {
+            let list = out.entry(c.path.clone()).or_default();
+            for a in self.actors_of(c) {
+                if !list.iter().any(|b| b.actor() == a.actor()) {
+                    list.push(a);
+                }
+            }
+        }
+        for list in out.values_mut() {
+            sort_actors(list);
+        }
+        out
+    }
+}
+
+/// The agent first, then others by command name.
+pub fn sort_actors(list: &mut [ActorView]) {
+    list.sort_by(|a, b| {
+        b.agent
+            .unwrap_or(false)
+            .cmp(&a.agent.unwrap_or(false))
+            .then_with(|| a.comm.cmp(&b.comm))
+    });
+}
+
+/// `sed (agent), vim`: a list of actors as the views print it.
+pub fn actors_text(list: &[ActorView]) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for a in list {
+        let l = a.actor().label();
+        if !names.contains(&l) {
+            names.push(l);
+        }
+    }
+    names.join(", ")
+}
+
+/// The sentence the views print when no agent was ever marked in the folder's history.
+pub const ONE_ACTOR: &str = "no agent marked: every change counts as one actor";
+
+/// How to mark one, said where there is room (`status`).
+pub const HOW_TO_MARK: &str = "run the agent with `ckpt-mount run -- CMD`, or install its hook with `ckpt-mount hooks install`";
+
+/// fsck: a `touched` record must name a capture before it (a capture of a turn, not one a
+/// rewind saved for its undo); an `agent` record a process (pid above 0) with a command name.
+/// Returns `(line seq, what is wrong)` for each record that does not.
+pub fn check_records(lines: &[super::journal::Line]) -> Vec<(Seq, String)> {
+    use super::journal::Record;
+    let mut captures = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for l in lines {
+        match &l.rec {
+            Record::Capture { undo_of: None, .. } => {
+                captures.insert(l.seq);
+            }
+            Record::Touched(t) if !captures.contains(&t.capture) => out.push((
+                l.seq,
+                format!(
+                    "touched names capture {}, which is not a capture before it",
+                    t.capture
+                ),
+            )),
+            Record::Touched(t) if t.comm.is_empty() || t.what.is_empty() => {
+                out.push((l.seq, "touched without a command name or a change".into()));
+            }
+            Record::Agent(m) if m.pid == 0 || m.comm.is_empty() => {
+                out.push((
+                    l.seq,
+                    "agent mark without a process or a command name".into(),
+                ));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use crate::store::journal::{PreImage, Record};
+    use std::os::fd::AsFd;
+
+    fn touch(capture: Seq, comm: &str, agent: bool) -> Record {
+        Record::Touched(Touch {
+            capture,
+            pid: 7,
+            comm: comm.into(),
+            agent: Some(agent),
+            what: "write".into(),
+        })
+    }
+
+    fn capture(turn: u64, path: &str) -> Record {
+        Record::Capture {
+            turn: Turn(turn),
+            path: RelPath::new(path.as_bytes()).expect("valid"),
+            pre: PreImage::Absent,
+            undo_of: None,
+            pid: Some(7),
+            comm: Some("sed".into()),
+        }
+    }
+
+    fn comms(index: &Index, path: &str) -> Vec<String> {
+        let path = RelPath::new(path.as_bytes()).expect("valid");
+        let caps = index.captures.iter().filter(|c| c.path == path);
+        index
+            .actors_over(caps)
+            .into_iter()
+            .map(|a| a.actor().label())
+            .collect()
+    }
+
+    #[test]
+    fn touches_follow_their_captures_through_rewinds_undos_and_prunes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::File::open(dir.path()).expect("root");
+        let mut s = Store::open(root.as_fd(), true, false).expect("store");
+        s.append(Record::Agent(AgentMark {
+            pid: 30,
+            start: 9,
+            comm: "claude".into(),
+            via: "run".into(),
+            session: None,
+        }))
+        .expect("mark");
+        for t in 2..=3 {
+            s.append(Record::Turn {
+                turn: Turn(t),
+                label: None,
+            })
+            .expect("turn");
+            let c = s.append(capture(t, "f")).expect("capture");
+            s.append(touch(c, "sed", true)).expect("touch");
+            s.append(touch(c, &format!("vim{t}"), false))
+                .expect("touch");
+        }
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim2", "vim3"]);
+        let now = s
+            .index()
+            .capture_seq_now(&RelPath::new(b"f").expect("valid"));
+        assert!(
+            s.index().actors.has_touch(
+                now.expect("captured now"),
+                &Actor {
+                    agent: Some(false),
+                    comm: "vim3".into()
+                }
+            ),
+            "the dedup knows turn 3's touches"
+        );
+        // A rewind to turn 3 retires turn 3's capture, and with it its touches.
+        let b = s
+            .append(Record::RewindBegin {
+                to: Turn(3),
+                from: Turn(3),
+            })
+            .expect("begin");
+        s.append(Record::RewindDone { begin: b }).expect("done");
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim2"]);
+        assert_eq!(
+            s.index()
+                .capture_seq_now(&RelPath::new(b"f").expect("valid")),
+            None
+        );
+        // Its undo brings them back, and the dedup finds the capture again.
+        s.append(Record::UndoDone { rewind: b }).expect("undo");
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim2", "vim3"]);
+        assert_eq!(
+            s.index()
+                .capture_seq_now(&RelPath::new(b"f").expect("valid")),
+            now
+        );
+        // A prune renumbers every line: touches name their captures by the new seqs, and the
+        // mark stays.
+        crate::store::prune::prune(
+            &mut s,
+            crate::store::prune::Policy {
+                keep_turns: Some(1),
+                max_size: None,
+            },
+        )
+        .expect("prune");
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim3"]);
+        assert_eq!(s.index().actors.marks.len(), 1);
+        drop(s);
+        let s = Store::open(root.as_fd(), false, false).expect("reopen");
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim3"]);
+        let text = std::fs::read_to_string(dir.path().join(".ckpt/journal.jsonl")).expect("read");
+        let parsed = crate::store::journal::parse(text.as_bytes()).expect("parse");
+        assert!(check_records(&parsed.lines).is_empty(), "{text}");
+    }
+
+    #[test]
+    fn fsck_names_a_touch_of_no_capture() {
+        let text = concat!(
+            r#"{"v":1,"seq":1,"time":0,"op":"turn","turn":1}"#,
+            "\n",
+            r#"{"v":4,"seq":2,"time":0,"op":"touched","capture":1,"pid":7,"comm":"sed","agent":true,"what":"write"}"#,
+            "\n",
+            r#"{"v":4,"seq":3,"time":0,"op":"agent","pid":0,"start":5,"comm":"","via":"run"}"#,
+            "\n",
+        );
+        let parsed = crate::store::journal::parse(text.as_bytes()).expect("parse");
+        let found: Vec<u64> = check_records(&parsed.lines)
+            .iter()
+            .map(|(s, _)| s.0)
+            .collect();
+        assert_eq!(found, vec![2, 3]);
+    }
+}

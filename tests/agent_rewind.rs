@@ -1,0 +1,377 @@
+//! Who changed what, and `rewind N --agent`, on real mounts: an editor-like shell loop (not
+//! under `run`) writes and saves by rename while an agent-like script under `ckpt-mount run`
+//! rewrites (`sed -i`), deletes (`rm`) and creates files, some of them the editor's too. The
+//! preview lists restores and conflicts with who did what; the run restores exactly what only
+//! the agent changed, byte for byte and mode for mode, and keeps the rest; `--conflicts rewind`
+//! does what it says. And a mount where no agent was ever marked says that every change counts
+//! as one actor, and refuses `--agent`.
+
+mod common;
+use common::output_text as text;
+use common::{Mounted, Node, bin, require_fuse, tree};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output};
+
+fn project(d: &std::path::Path) {
+    let file = |name: &str, body: &str, mode: u32| {
+        let p = d.join(name);
+        std::fs::write(&p, body).expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    file("agent_edit.txt", "colour = red\nsize = 3\n", 0o640);
+    file("agent_del.txt", "delete me\n", 0o600);
+    file("both.txt", "shared line\n", 0o644);
+    file("editor.txt", "notes\n", 0o644);
+    file("notes.md", "# draft 0\n", 0o644);
+    file("run.sh", "#!/bin/sh\necho run\n", 0o755);
+    std::fs::create_dir(d.join("src")).expect("mkdir");
+    file("src/lib.rs", "fn red() {}\n", 0o644);
+}
+
+fn ok(o: Output) -> String {
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The editor: appends to its file and saves two files by writing a temp file and renaming it
+/// over the original, a few times, as an editor does; not under `run`, so not the agent.
+const EDITOR: &str = r#"
+for i in 1 2 3 4 5; do
+  printf 'line %s\n' "$i" >> editor.txt
+  printf '# draft %s\n' "$i" > .notes.md.swp && mv .notes.md.swp notes.md
+  sleep 0.05
+done
+cp both.txt .both.tmp && printf 'editor was here\n' >> .both.tmp && mv .both.tmp both.txt
+"#;
+
+/// The agent: rewrites, deletes, creates, and rewrites one of the editor's files too.
+const AGENT: &str = r#"
+sed -i 's/red/blue/' agent_edit.txt src/lib.rs
+rm agent_del.txt
+printf 'generated\n' > agent_new.txt
+mkdir gen && printf 'out\n' > gen/out.txt
+chmod 700 run.sh
+sleep 0.2
+sed -i 's/shared/SHARED/' both.txt
+"#;
+
+/// The paths of a list in the `agent` part of a rewind report.
+fn paths(report: &serde_json::Value, list: &str) -> BTreeSet<String> {
+    report["agent"][list]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list} in {report}"))
+        .iter()
+        .map(|p| p["path"].as_str().expect("path").to_string())
+        .collect()
+}
+
+/// The entries of `t` for `names` (absent ones as `None`).
+fn pick<'a>(t: &'a BTreeMap<String, Node>, names: &[&str]) -> Vec<Option<&'a Node>> {
+    names.iter().map(|n| t.get(*n)).collect()
+}
+
+#[test]
+fn rewind_agent_restores_what_only_the_agent_changed_and_keeps_the_rest() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(project);
+    m.turn(2);
+    let start = tree(&m.dir, false);
+    // The editor and the agent at once.
+    let editor = Command::new("sh")
+        .args(["-ec", EDITOR])
+        .current_dir(&m.dir)
+        .spawn()
+        .expect("editor");
+    let agent = Command::new(bin())
+        .args(["run", "--", "sh", "-ec", AGENT])
+        .current_dir(&m.dir)
+        .output()
+        .expect("run the agent");
+    assert!(agent.status.success(), "{}", text(&agent));
+    assert!(
+        editor.wait_with_output().expect("editor").status.success(),
+        "the editor failed"
+    );
+    let before = tree(&m.dir, false);
+
+    // Who changed what, per file.
+    let stat = ok(m.cli(&["diff", "2", "--stat"]));
+    assert!(stat.contains("sed (agent)"), "{stat}");
+    assert!(stat.contains("mv"), "{stat}");
+    assert!(!stat.contains("no agent marked"), "{stat}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(m.cli(&["show", "2", "--json"]))).expect("json");
+    let both = json
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find(|c| c["path"] == "both.txt")
+        .expect("both.txt changed");
+    let roles: BTreeSet<(String, bool)> = both["actors"]
+        .as_array()
+        .expect("actors")
+        .iter()
+        .map(|a| {
+            let comm = a["comm"].as_str().expect("comm").to_string();
+            (comm, a["agent"].as_bool().expect("classified"))
+        })
+        .collect();
+    assert!(roles.contains(&("sed".into(), true)), "{roles:?}");
+    assert!(roles.contains(&("mv".into(), false)), "{roles:?}");
+    let log: serde_json::Value =
+        serde_json::from_str(&ok(m.cli(&["log", "--json"]))).expect("json");
+    let turn2: BTreeSet<(String, Option<bool>)> = log[1]["actors"]
+        .as_array()
+        .expect("actors")
+        .iter()
+        .map(|a| {
+            (
+                a["comm"].as_str().unwrap_or("").into(),
+                a["agent"].as_bool(),
+            )
+        })
+        .collect();
+    for want in [("sed", true), ("rm", true), ("mv", false), ("cp", false)] {
+        assert!(
+            turn2.contains(&(want.0.to_string(), Some(want.1))),
+            "{want:?} in {turn2:?}"
+        );
+    }
+
+    // The preview lists everything first and changes nothing.
+    let preview = ok(m.cli(&["rewind", "2", "--agent", "--dry-run"]));
+    for want in [
+        "restore  agent_edit.txt",
+        "restore  agent_del.txt",
+        "restore  src/lib.rs",
+        "restore  run.sh",
+        "delete   agent_new.txt",
+        "delete   gen",
+        "conflict both.txt: sed (agent) rename",
+        "keep     editor.txt",
+        "keep     notes.md: mv rename",
+        "1 conflict kept",
+    ] {
+        assert!(preview.contains(want), "{want:?} in:\n{preview}");
+    }
+    assert!(!preview.contains("restore  both.txt"), "{preview}");
+    assert_eq!(tree(&m.dir, false), before, "a dry run changes nothing");
+    let report: serde_json::Value = serde_json::from_str(&ok(m.cli(&[
+        "rewind",
+        "2",
+        "--agent",
+        "--dry-run",
+        "--json",
+    ])))
+    .expect("json");
+    let agent_only = paths(&report, "agent_only");
+    for p in [
+        "agent_edit.txt",
+        "agent_del.txt",
+        "agent_new.txt",
+        "gen",
+        "gen/out.txt",
+        "run.sh",
+        "src/lib.rs",
+    ] {
+        assert!(agent_only.contains(p), "{p} in {agent_only:?}");
+    }
+    assert_eq!(
+        paths(&report, "conflicts"),
+        BTreeSet::from(["both.txt".into()])
+    );
+    let others = paths(&report, "others");
+    assert!(
+        others.contains("editor.txt") && others.contains("notes.md"),
+        "{others:?}"
+    );
+    assert!(agent_only.is_disjoint(&others), "{agent_only:?} {others:?}");
+
+    // The run: the agent's paths are as at the start of turn 2, everything else as it was.
+    ok(m.cli(&["rewind", "2", "--agent"]));
+    let after = tree(&m.dir, false);
+    let restored = [
+        "agent_edit.txt",
+        "agent_del.txt",
+        "agent_new.txt",
+        "gen",
+        "gen/out.txt",
+        "run.sh",
+        "src/lib.rs",
+    ];
+    assert_eq!(pick(&after, &restored), pick(&start, &restored));
+    let kept = ["editor.txt", "notes.md", "both.txt"];
+    assert_eq!(pick(&after, &kept), pick(&before, &kept));
+    assert_ne!(pick(&after, &["both.txt"]), pick(&start, &["both.txt"]));
+    let listed: BTreeSet<&String> = after.keys().collect();
+    assert!(
+        !listed
+            .iter()
+            .any(|p| p.contains(".swp") || p.contains(".tmp")),
+        "{listed:?}"
+    );
+
+    // `--conflicts rewind`: the conflict goes back too; the editor's own files stay.
+    ok(m.cli(&["rewind", "2", "--agent", "--conflicts", "rewind"]));
+    let last = tree(&m.dir, false);
+    assert_eq!(pick(&last, &["both.txt"]), pick(&start, &["both.txt"]));
+    assert_eq!(pick(&last, &restored), pick(&start, &restored));
+    assert_eq!(
+        pick(&last, &["editor.txt", "notes.md"]),
+        pick(&before, &["editor.txt", "notes.md"])
+    );
+}
+
+#[test]
+fn a_path_the_agent_created_holding_another_process_s_file_is_a_conflict_kept_whatever_the_flag() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::new();
+    m.turn(2);
+    let agent = Command::new(bin())
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-ec",
+            "mkdir build && echo a > build/a.o",
+        ])
+        .current_dir(&m.dir)
+        .output()
+        .expect("run");
+    assert!(agent.status.success(), "{}", text(&agent));
+    std::fs::write(m.path("build/mine.txt"), "mine\n").expect("write");
+    for flag in ["keep", "rewind"] {
+        let preview = ok(m.cli(&["rewind", "2", "--agent", "--conflicts", flag, "--dry-run"]));
+        assert!(
+            preview.contains(
+                "conflict build: mkdir (agent) create; kept, build/mine.txt below it is kept"
+            ),
+            "{preview}"
+        );
+        assert!(preview.contains("delete   build/a.o"), "{preview}");
+    }
+    ok(m.cli(&["rewind", "2", "--agent", "--conflicts", "rewind"]));
+    assert_eq!(
+        std::fs::read_to_string(m.path("build/mine.txt")).expect("kept"),
+        "mine\n"
+    );
+    assert!(!m.path("build/a.o").exists());
+}
+
+#[test]
+fn without_a_marked_agent_every_change_is_one_actor_and_agent_rewinds_are_refused() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| std::fs::write(d.join("a.txt"), "one\n").expect("write"));
+    m.turn(2);
+    m.sh("sed -i s/one/two/ a.txt && echo new > b.txt");
+    let status = ok(m.cli(&["status"]));
+    assert!(
+        status.contains("agent:    no agent marked: every change counts as one actor"),
+        "{status}"
+    );
+    let stat = ok(m.cli(&["diff", "2", "--stat"]));
+    assert!(stat.contains("no agent marked"), "{stat}");
+    assert!(stat.contains("sed"), "{stat}");
+    let log = ok(m.cli(&["log"]));
+    assert!(log.contains("no agent marked"), "{log}");
+    let before = tree(&m.dir, false);
+    let o = m.cli(&["rewind", "2", "--agent"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("no agent was ever marked in this folder"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(tree(&m.dir, false), before, "nothing changed");
+    // Once `run` marks an agent, the views tell the two apart, and the status names it.
+    let o = Command::new(bin())
+        .args(["run", "--", "touch", "c.txt"])
+        .current_dir(&m.dir)
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", text(&o));
+    let status = ok(m.cli(&["status"]));
+    assert!(
+        status.contains("agent:    touch (pid") && status.contains("marked by run"),
+        "{status}"
+    );
+    let stat = ok(m.cli(&["diff", "2", "--stat"]));
+    assert!(stat.contains("touch (agent)"), "{stat}");
+    assert!(!stat.contains("no agent marked"), "{stat}");
+}
+
+/// The `user.*` extended attributes of `p`, sorted.
+fn xattrs(p: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let o = Command::new("getfattr")
+        .args(["-d", "-m", "^user\\.", "--absolute-names", "-e", "hex"])
+        .arg(p)
+        .output()
+        .expect("getfattr (package attr)");
+    let mut out: Vec<(String, Vec<u8>)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_agent_s_hard_links_and_extended_attributes_are_rewound_exactly() {
+    if !require_fuse() || !common::require_program("setfattr") {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::write(d.join("data.bin"), [0u8, 1, 2, 255]).expect("write");
+        std::fs::write(d.join("pair.txt"), "pair\n").expect("write");
+        std::fs::hard_link(d.join("pair.txt"), d.join("pair-link.txt")).expect("link");
+        std::fs::write(d.join("mine.txt"), "mine\n").expect("write");
+    });
+    let st = Command::new("setfattr")
+        .args(["-n", "user.origin", "-v", "human"])
+        .arg(m.path("data.bin"))
+        .status()
+        .expect("setfattr");
+    assert!(st.success());
+    m.turn(2);
+    let start = tree(&m.dir, false);
+    let data_xattrs = xattrs(&m.path("data.bin"));
+    assert_eq!(data_xattrs.len(), 1, "{data_xattrs:?}");
+    let agent = Command::new(bin())
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-ec",
+            "setfattr -n user.origin -v agent data.bin; setfattr -n user.extra -v 1 data.bin; \
+             printf 'PAIR\\n' >> pair-link.txt; ln data.bin data-link.bin",
+        ])
+        .current_dir(&m.dir)
+        .output()
+        .expect("run");
+    assert!(agent.status.success(), "{}", text(&agent));
+    std::fs::write(m.path("mine.txt"), "mine, edited\n").expect("write");
+    let agents = ["data.bin", "data-link.bin", "pair.txt", "pair-link.txt"];
+    let changed = tree(&m.dir, false);
+    assert_ne!(pick(&changed, &agents), pick(&start, &agents));
+    assert_ne!(xattrs(&m.path("data.bin")), data_xattrs);
+    ok(m.cli(&["rewind", "2", "--agent"]));
+    let after = tree(&m.dir, false);
+    assert_eq!(
+        pick(&after, &agents),
+        pick(&start, &agents),
+        "bytes, modes and hard-link groups"
+    );
+    assert_eq!(xattrs(&m.path("data.bin")), data_xattrs);
+    assert_eq!(
+        std::fs::read_to_string(m.path("mine.txt")).expect("read"),
+        "mine, edited\n"
+    );
+}
