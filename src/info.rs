@@ -253,12 +253,10 @@ pub struct Status {
 /// Every capture whose pre-image the store keeps: the live turns', and those a rewind
 /// retired or saved, kept for its undo.
 fn kept_captures(index: &Index) -> impl Iterator<Item = &Capture> {
-    let last = index.last_rewind.iter();
     index
         .captures
         .iter()
-        .chain(last.clone().flat_map(|r| r.retired.iter()))
-        .chain(last.flat_map(|r| r.saved.iter()))
+        .chain(index.ops.held_captures())
         .chain(index.unfinished_saved.iter())
 }
 
@@ -475,7 +473,10 @@ mod tests {
             to: Turn(2),
             from: Turn(3),
         });
-        f.record(Record::RewindDone { begin });
+        f.record(Record::RewindDone {
+            begin,
+            counts: None,
+        });
         for name in EIGHT {
             f.write(name, "12345\n");
         }
@@ -527,7 +528,10 @@ mod tests {
             to: Turn(2),
             from: Turn(2),
         });
-        f.record(Record::RewindDone { begin });
+        f.record(Record::RewindDone {
+            begin,
+            counts: None,
+        });
         let after = status(&f.store, "f", None);
         assert_eq!(after.preimage_bytes, before.preimage_bytes);
         assert_eq!(after.dedup_ratio, before.dedup_ratio);
@@ -536,7 +540,10 @@ mod tests {
             to: Turn(2),
             from: Turn(2),
         });
-        f.record(Record::RewindDone { begin });
+        f.record(Record::RewindDone {
+            begin,
+            counts: None,
+        });
         let later = status(&f.store, "f", None);
         assert_eq!(later.preimage_bytes, 0);
         assert_eq!(later.dedup_ratio, 1.0);

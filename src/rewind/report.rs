@@ -35,6 +35,8 @@ pub struct Report {
     pub dry_run: bool,
     /// Whether this undid the previous rewind.
     pub undo: bool,
+    /// The operation-log words for an undo or redo (`undo of #7 (rewind to turn 3 …)`).
+    pub op: Option<String>,
     /// The paths a partial rewind was asked for (empty for the whole folder).
     pub only: Vec<String>,
     /// Whether this completes a rewind that was cut off, instead of the one asked for.
@@ -108,6 +110,8 @@ struct ReportJson {
     from: Turn,
     dry_run: bool,
     undo: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    op: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     only: Vec<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -129,6 +133,7 @@ impl From<Report> for ReportJson {
             from: r.from,
             dry_run: r.dry_run,
             undo: r.undo,
+            op: r.op,
             only: r.only,
             completes_cut_off: r.completes_cut_off,
             restored: r.restored,
@@ -153,6 +158,10 @@ pub enum RewindError {
     },
     /// Nothing to undo.
     NothingToUndo,
+    /// No operation to undo (`undo`; `NothingToUndo` is `rewind --undo`'s).
+    NoOpToUndo,
+    /// Nothing undone to redo.
+    NothingToRedo,
     /// Verification failed before any change: the listed problems.
     Refused(Vec<Failure>),
     /// The store failed.
@@ -167,6 +176,11 @@ impl std::fmt::Display for RewindError {
                 write!(f, "turn {turn} does not exist (turns: {})", list.join(", "))
             }
             Self::NothingToUndo => write!(f, "there is no rewind to undo"),
+            Self::NoOpToUndo => write!(f, "there is no operation to undo (ckpt-mount op log lists them)"),
+            Self::NothingToRedo => write!(
+                f,
+                "there is nothing to redo: no undo since the last operation (ckpt-mount op log lists them)"
+            ),
             Self::Refused(p) => {
                 write!(f, "rewind refused before changing anything: ")?;
                 let parts: Vec<String> = p

@@ -43,23 +43,6 @@ pub struct Capture {
     pub comm: Option<String>,
 }
 
-/// The last completed rewind, kept so that it can be undone.
-#[derive(Debug, Clone, Default)]
-pub struct LastRewind {
-    /// Seq of its `rewind_begin`.
-    pub begin: Seq,
-    /// Target turn.
-    pub to: Turn,
-    /// Turn current before it.
-    pub from: Turn,
-    /// What it overwrote or deleted, per path.
-    pub saved: Vec<Capture>,
-    /// Turns it retired.
-    pub retired_turns: Vec<TurnInfo>,
-    /// Captures it retired.
-    pub retired: Vec<Capture>,
-}
-
 /// The state derived from replaying the journal.
 #[derive(Debug, Default)]
 pub struct Index {
@@ -69,11 +52,15 @@ pub struct Index {
     pub captures: Vec<Capture>,
     /// Paths captured in the current turn.
     pub captured_now: HashSet<RelPath>,
-    /// The last rewind, unless undone.
-    pub last_rewind: Option<LastRewind>,
+    /// The operation log, with what undo and redo work on (`ops.rs`).
+    pub ops: super::ops::OpLog,
+    /// Seq after which the captures are those of the current capture epoch: `captured_now`
+    /// holds their paths. A turn begins one; so does every change of the folder by a rewind,
+    /// an undo or a redo, so that what is changed after it is captured again for its undo.
+    pub epoch: Seq,
     /// A rewind that began and never finished (the process died): `(begin seq, to, from)`.
     pub unfinished_rewind: Option<(Seq, Turn, Turn)>,
-    /// Captures saved by the unfinished rewind.
+    /// Captures saved by the unfinished rewind (or partial rewind, undo or redo).
     pub unfinished_saved: Vec<Capture>,
     /// Highest seq seen.
     pub last_seq: Seq,
@@ -102,7 +89,12 @@ impl Index {
     pub fn apply(&mut self, line: &Line) {
         self.last_seq = line.seq;
         match &line.rec {
-            Record::Turn { turn, label } => self.begin_turn(*turn, label.clone(), line.time),
+            Record::Turn { turn, label } => {
+                let from = (!self.turns.is_empty()).then(|| self.current_turn());
+                self.begin_turn(*turn, label.clone(), line.time);
+                self.epoch = line.seq;
+                self.op_turn(line.seq, line.time, *turn, from);
+            }
             Record::Capture {
                 turn,
                 path,
@@ -125,10 +117,19 @@ impl Index {
                 self.unfinished_rewind = Some((line.seq, *to, *from));
                 self.unfinished_saved.clear();
             }
-            Record::RewindDone { begin } => self.finish_rewind(*begin, line.time),
+            Record::RewindDone { begin, counts } => {
+                self.finish_rewind(*begin, line.time);
+                self.op_counts(*begin, *counts);
+            }
             Record::Renewed { ids } => self.add_renewals(ids),
             Record::Staged { capture, pre } => self.resolve_staged(*capture, pre),
-            Record::UndoDone { rewind } => self.undo_rewind(*rewind),
+            Record::UndoDone { rewind } => self.op_legacy_undo(line.seq, line.time, *rewind),
+            Record::OpBegin(op) => self.op_begin(line.seq, line.time, op),
+            Record::OpDone { begin, counts } => self.op_done(*begin, *counts),
+            Record::Relabel { turn, label } => {
+                self.op_relabel(line.seq, line.time, *turn, label.clone());
+            }
+            Record::Pruned(p) => self.op_pruned(line.seq, line.time, p),
         }
     }
 
@@ -173,23 +174,29 @@ impl Index {
             .partition(|t| t.turn > to);
         self.turns = kept_turns;
         // Turn `to` begins afresh at the moment of the rewind.
-        match self.turns.last_mut() {
-            Some(t) if t.turn == to => t.time = time,
-            _ => self.turns.push(TurnInfo {
-                turn: to,
-                label: None,
-                time,
-            }),
-        }
+        let old_time = match self.turns.last_mut() {
+            Some(t) if t.turn == to => std::mem::replace(&mut t.time, time),
+            _ => {
+                self.turns.push(TurnInfo {
+                    turn: to,
+                    label: None,
+                    time,
+                });
+                time
+            }
+        };
+        self.epoch = b;
         self.captured_now.clear();
-        self.last_rewind = Some(LastRewind {
-            begin: b,
+        let saved = std::mem::take(&mut self.unfinished_saved);
+        let effect = super::ops::Effect::Rewind {
             to,
-            from,
-            saved: std::mem::take(&mut self.unfinished_saved),
+            begin: b,
+            old_time,
+            new_time: time,
             retired_turns,
             retired,
-        });
+        };
+        self.op_rewind_done(b, from, effect, saved);
     }
 
     /// `renewed`: records naming each `was` identity now mean its `now` file.
@@ -215,34 +222,6 @@ impl Index {
         {
             self.captures[i].pre = pre.clone();
         }
-    }
-
-    /// `undo_done`: the last rewind (begun at seq `rewind`) was undone. Ignored unless it is
-    /// the last rewind.
-    fn undo_rewind(&mut self, rewind: Seq) {
-        let Some(last) = self.last_rewind.take() else {
-            return;
-        };
-        if last.begin != rewind {
-            self.last_rewind = Some(last);
-            return;
-        }
-        // Work done after the rewind is what the undo reverted: it leaves the index.
-        self.captures.retain(|c| c.turn < last.to);
-        self.captures.extend(last.retired);
-        self.captures.sort_by_key(|c| c.seq);
-        // Turn `to` itself was kept (with its label) when the rewind ran.
-        self.turns.retain(|t| t.turn <= last.to);
-        let mut turns = last.retired_turns;
-        turns.sort_by_key(|t| t.turn);
-        self.turns.extend(turns);
-        let cur = self.current_turn();
-        self.captured_now = self
-            .captures
-            .iter()
-            .filter(|c| c.turn == cur)
-            .map(|c| c.path.clone())
-            .collect();
     }
 
     /// Whether turn `n` can be rewound to.
@@ -294,23 +273,6 @@ impl Index {
         targets
     }
 
-    /// Targets that undo the last rewind: what it saved, then the pre-images of work after it.
-    pub fn undo_targets(&self) -> Option<Vec<(RelPath, PreImage)>> {
-        let last = self.last_rewind.as_ref()?;
-        let mut seen: HashSet<RelPath> = HashSet::new();
-        let mut out = Vec::new();
-        for c in &last.saved {
-            if seen.insert(c.path.clone()) {
-                out.push((c.path.clone(), c.pre.clone()));
-            }
-        }
-        for c in self.captures.iter().filter(|c| c.turn >= last.to) {
-            if seen.insert(c.path.clone()) {
-                out.push((c.path.clone(), c.pre.clone()));
-            }
-        }
-        Some(out)
-    }
 }
 
 /// Replays made from records and from hand-written journal text alone: no store, no
