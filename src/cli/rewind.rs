@@ -98,7 +98,7 @@ pub fn run(a: RewindArgs) -> CliResult {
 }
 
 /// Shows the preview `r` and asks; `Ok(true)` to go on. An empty preview asks nothing.
-fn confirm(r: &Value) -> Result<bool, CliError> {
+pub(super) fn confirm(r: &Value) -> Result<bool, CliError> {
     if r["refused"].as_bool() == Some(true) {
         // The run is refused before it changes anything, and says why.
         return Ok(true);
@@ -266,7 +266,7 @@ fn text(v: &Value) -> &str {
     v.as_str().unwrap_or("?")
 }
 
-fn print_report(r: &Value, json: bool) {
+pub(super) fn print_report(r: &Value, json: bool) {
     if json {
         println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
         return;
@@ -288,7 +288,9 @@ fn print_report(r: &Value, json: bool) {
     if r["unfinished"].as_bool() == Some(true) {
         println!("the rewind is unfinished: fix what failed and run it again to complete it");
     }
-    let what = if r["undo"].as_bool() == Some(true) {
+    let what = if let Some(op) = r["op"].as_str().filter(|_| r["undo"] != true) {
+        op.to_string()
+    } else if r["undo"].as_bool() == Some(true) {
         "undid the last rewind".to_string()
     } else {
         format!("rewound to the start of turn {}", r["to"])
@@ -347,7 +349,10 @@ enum Tense {
 /// restores (and the bytes it writes), deletes, leaves as they are, and cannot restore.
 fn sentence(r: &Value, tense: Tense) -> String {
     let undo = r["undo"].as_bool() == Some(true);
-    let what = if undo {
+    let op = r["op"].as_str().filter(|_| !undo);
+    let what = if let Some(op) = op {
+        op.to_string()
+    } else if undo {
         "undoing the last rewind".to_string()
     } else if r["completes_cut_off"].as_bool() == Some(true) {
         format!(
@@ -374,7 +379,9 @@ fn sentence(r: &Value, tense: Tense) -> String {
         );
     }
     if tense == Tense::Nothing {
-        return if undo {
+        return if let Some(op) = op {
+            format!("nothing to change in the folder for the {op}")
+        } else if undo {
             "nothing to change in the folder: it already is as it was before the last rewind"
                 .to_string()
         } else {

@@ -158,7 +158,7 @@ fn run(
     let word = if redo { "redo" } else { "undo" };
     let text = entry.as_ref().map_or_else(
         || format!("{word} of #{target}"),
-        |e| format!("{word} of #{target} ({})", e.describe()),
+        |e| format!("{word} of #{target}: {}", e.words()),
     );
     let mut report = Report {
         to: entry

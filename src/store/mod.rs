@@ -205,7 +205,7 @@ impl Store {
         if store.index.turns.is_empty() {
             store.append(Record::Turn {
                 turn: Turn(1),
-                label: None,
+                label: Some("mounted".into()),
             })?;
         }
         // A daemon that stopped with pre-images still staged: store them now (one it never

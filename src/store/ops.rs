@@ -194,7 +194,20 @@ pub struct OpEntry {
 impl OpEntry {
     /// One line saying what the operation did (`rewind to turn 3 (restored 4, deleted 2)`).
     pub fn describe(&self) -> String {
-        let mut s = match &self.what {
+        let mut s = self.words();
+        if let Some(c) = self.counts {
+            s += &format!(" (restored {}, deleted {}", c.restored, c.deleted);
+            if c.failed > 0 {
+                s += &format!(", failed {}", c.failed);
+            }
+            s.push(')');
+        }
+        s
+    }
+
+    /// What the operation was, without its counts (`rewind to turn 3 (from turn 5)`).
+    pub fn words(&self) -> String {
+        match &self.what {
             OpWhat::Created { turn } => format!("turn {turn} begins (store created)"),
             OpWhat::Turn { turn, from } => format!("turn {turn} begins (after turn {from})"),
             OpWhat::Rewind { to, from } => format!("rewind to turn {to} (from turn {from})"),
@@ -211,7 +224,8 @@ impl OpEntry {
                 dropped_turns,
                 lost_ops,
             } => {
-                let mut s = format!("prune: forgot {} turns", dropped_turns.len());
+                let n = dropped_turns.len();
+                let mut s = format!("prune: forgot {n} turn{}", if n == 1 { "" } else { "s" });
                 if !lost_ops.is_empty() {
                     let ids: Vec<String> = lost_ops.iter().map(|i| format!("#{i}")).collect();
                     s += &format!("; {} can no longer be undone or redone", ids.join(", "));
@@ -219,15 +233,7 @@ impl OpEntry {
                 s
             }
             OpWhat::Archived { text, .. } => text.clone(),
-        };
-        if let Some(c) = self.counts {
-            s += &format!(" (restored {}, deleted {}", c.restored, c.deleted);
-            if c.failed > 0 {
-                s += &format!(", failed {}", c.failed);
-            }
-            s.push(')');
         }
-        s
     }
 
     /// The kind's name in `op log --json`.
@@ -916,4 +922,91 @@ impl Index {
             OpState::Done,
         );
     }
+}
+
+/// Appends a `relabel` of `turn` to the store (refused for a turn that is not live).
+pub fn relabel(
+    store: &mut super::Store,
+    turn: Turn,
+    label: Option<String>,
+) -> Result<(), String> {
+    if !store.index().has_turn(turn) {
+        let known: Vec<String> = store
+            .index()
+            .turns
+            .iter()
+            .map(|t| t.turn.to_string())
+            .collect();
+        return Err(format!(
+            "turn {turn} does not exist (turns: {})",
+            known.join(", ")
+        ));
+    }
+    store
+        .append(super::journal::Record::Relabel { turn, label })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// One row of `ckpt-mount op log`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpRow {
+    /// Its id.
+    pub id: u64,
+    /// When it began (Unix seconds).
+    pub time: u64,
+    /// The same moment in ISO 8601, UTC.
+    pub time_iso: String,
+    /// Its kind (`turn`, `rewind`, `rewind_paths`, `undo`, `redo`, `relabel`, `prune`, …).
+    pub kind: String,
+    /// What it did, in words.
+    pub text: String,
+    /// `done`, `undone` or `unfinished`.
+    pub state: String,
+    /// The undo that reverted it, while it is undone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undone_by: Option<u64>,
+    /// What it changed in the folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<OpCounts>,
+    /// The operation `undo` reverts next / `redo` re-applies next.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub next_undo: bool,
+    /// Whether `redo` re-applies this one next.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub next_redo: bool,
+}
+
+/// The operation log, newest first.
+pub fn op_rows(index: &Index) -> Vec<OpRow> {
+    let next_undo = index.ops.undo.last().map(|a| a.op);
+    let next_redo = index.ops.redo.last().map(|a| a.op);
+    index
+        .ops
+        .ops
+        .iter()
+        .rev()
+        .map(|o| {
+            let (state, undone_by) = match o.state {
+                OpState::Done => match &o.what {
+                    OpWhat::Archived { undone: true, .. } => ("undone", None),
+                    _ => ("done", None),
+                },
+                OpState::Undone(by) => ("undone", Some(by)),
+                OpState::Unfinished => ("unfinished", None),
+            };
+            OpRow {
+                id: o.id,
+                time: o.time,
+                time_iso: crate::units::iso8601_utc(crate::units::unix_seconds(o.time)),
+                kind: o.kind().to_string(),
+                text: o.describe(),
+                state: state.to_string(),
+                undone_by,
+                counts: o.counts,
+                next_undo: next_undo == Some(o.id),
+                next_redo: next_redo == Some(o.id),
+            }
+        })
+        .collect()
 }
