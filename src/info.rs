@@ -45,6 +45,10 @@ pub struct TurnRow {
     pub programs: Vec<String>,
     /// Captures of the turn that stored nothing: a rewind cannot restore these paths.
     pub skipped: Vec<SkippedCapture>,
+    /// The rewind (operation id) that retired this turn, while that rewind is in effect
+    /// (`undo` brings the turn back); none for a live turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewound_by: Option<u64>,
 }
 
 /// A capture that stored nothing, so that no rewind can restore its path to what it was.
@@ -107,16 +111,67 @@ type Later<'a> = HashMap<&'a RelPath, (Seq, &'a PreImage)>;
 /// live (a rewound one, say) would be counted apart and leave these bounds as they are.
 pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
     let index = store.index();
-    let mut turns: Vec<&TurnInfo> = index.turns.iter().collect();
+    let skipped = skipped_captures(store);
+    let mut rows = rows_of(
+        index.turns.iter().collect(),
+        index.captures.iter().collect(),
+        HashMap::new(),
+        &skipped,
+        root,
+    );
+    // Turns a rewind in effect retired, as they stood when that rewind ran: each ends where
+    // the next retired turn begins, the last one at the rewind, whose saves say what every
+    // path it changed was then.
+    for a in &index.ops.undo {
+        let crate::store::ops::Change::Folder {
+            saves,
+            effect:
+                crate::store::ops::Effect::Rewind {
+                    retired_turns,
+                    retired,
+                    ..
+                },
+            ..
+        } = &a.change
+        else {
+            continue;
+        };
+        if retired_turns.is_empty() {
+            continue;
+        }
+        let at_rewind: Later<'_> = saves.iter().map(|c| (&c.path, (Seq(u64::MAX), &c.pre))).collect();
+        let mut more = rows_of(
+            retired_turns.iter().collect(),
+            retired.iter().collect(),
+            at_rewind,
+            &[],
+            root,
+        );
+        for r in &mut more {
+            r.rewound_by = Some(a.op);
+        }
+        rows.extend(more);
+    }
+    rows.sort_by_key(|r| (r.turn, r.rewound_by.is_none()));
+    rows
+}
+
+/// The rows of `turns` whose captures are `captures`; `later` holds what each path was when
+/// the last of them ended, for paths something after it captured.
+fn rows_of<'a>(
+    mut turns: Vec<&'a TurnInfo>,
+    captures: Vec<&'a Capture>,
+    mut later: Later<'a>,
+    skipped: &[SkippedCapture],
+    root: BorrowedFd<'_>,
+) -> Vec<TurnRow> {
     turns.sort_by_key(|t| t.turn);
     turns.dedup_by_key(|t| t.turn);
-    let skipped = skipped_captures(store);
     let mut by_turn: BTreeMap<Turn, Vec<&Capture>> = BTreeMap::new();
-    for c in &index.captures {
+    for c in captures {
         by_turn.entry(c.turn).or_default().push(c);
     }
     // Newest first, so that `later` grows by one turn's captures per step.
-    let mut later: Later<'_> = HashMap::new();
     let mut rows = Vec::with_capacity(turns.len());
     for (i, info) in turns.iter().enumerate().rev() {
         let next = turns.get(i + 1).map(|t| t.turn);
@@ -179,6 +234,7 @@ fn count_turn(
         bytes: 0,
         programs: Vec::new(),
         skipped: Vec::new(),
+        rewound_by: None,
     };
     let mut programs = BTreeSet::new();
     let mut counted = HashSet::new();

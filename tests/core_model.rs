@@ -3134,3 +3134,28 @@ fn regression_a_held_file_relinked_by_a_rewind_is_captured_at_the_next_switch() 
         Rewind(4), // b, a/a: expected "" (turn 4 began), actual "a"
     ]);
 }
+
+/// Found by the model with `CKPT_CORE_SEED=2` (hard links on), shrunk: a partial rewind, then
+/// a hard link made in the same turn, a rename of one of its names in the next; the rewind to
+/// turn 2 (after a rewind to 3) must give back the three names of one inode. It fails the same
+/// with the partial rewind's capture epoch (the one change the operation log makes to what a
+/// turn captures) turned off, so it is not the operation log's; left for the hard-link work.
+#[test]
+#[ignore = "a name of a hard-link group renamed in a later turn is restored alone (CKPT_CORE_SEED=2)"]
+fn regression_a_link_made_after_a_partial_rewind_is_one_inode_again_after_a_rewind() {
+    on_tmp(&[
+        Create("a", 0),
+        Link("a", "b"),
+        Mkdir("c", 0o644),
+        RewindPaths(1, "c"),
+        Mkdir("c", 0o644),
+        Link("b", "c/a"),
+        NextTurn(1), // turn 2
+        Rename("b", "c/b"),
+        Mkdir("c/c", 0o644),
+        NextTurn(1), // turn 3
+        Exchange("a", "c"),
+        Rewind(3),
+        Rewind(2), // expected a, b, c/a one inode; actual b alone
+    ]);
+}

@@ -23,26 +23,7 @@ impl CkptFs {
             if !dry_run {
                 self.lock_dirs().map.clear();
                 refreshed = self.refresh_names(&report.changed);
-                // The undo or redo began a capture epoch: files still open for writing are
-                // captured for it, as after a rewind.
-                let held = self.held_for_write();
-                let failed = self.capture.begin_turn_captures(&|f| {
-                    for name in &held {
-                        match name {
-                            Ok((dir, name, path)) => f(Ok((dir.as_fd(), name, path))),
-                            Err(e) => f(Err(*e)),
-                        }
-                    }
-                });
-                for (path, e) in failed {
-                    log::warn!(target: "ckpt::rewind", "{path}: held open for writing, not captured after the {}: {e}", if redo { "redo" } else { "undo" });
-                    report.failed.push(rewind::Failure {
-                        path,
-                        reason: format!(
-                            "held open for writing, and its state could not be captured ({e}): later writes through that descriptor cannot be undone"
-                        ),
-                    });
-                }
+                self.capture_held_after(&mut report);
                 self.lock_dirs().map.clear();
             }
             (report, refreshed)
@@ -51,6 +32,31 @@ impl CkptFs {
             self.invalidate(&refreshed);
         }
         Ok(report)
+    }
+
+    /// After an operation that began a capture epoch (a partial rewind, an undo, a redo):
+    /// files still open for writing are captured for it, as after a rewind, because their next
+    /// writes need no `open`; one that cannot be is reported as failed.
+    pub(super) fn capture_held_after(&self, report: &mut Report) {
+        let held = self.held_for_write();
+        let failed = self.capture.begin_turn_captures(&|f| {
+            for name in &held {
+                match name {
+                    Ok((dir, name, path)) => f(Ok((dir.as_fd(), name, path))),
+                    Err(e) => f(Err(*e)),
+                }
+            }
+        });
+        for (path, e) in failed {
+            log::warn!(target: "ckpt::rewind", "{path}: held open for writing, not captured after the operation: {e}");
+            report.permanent.insert(path.clone());
+            report.failed.push(rewind::Failure {
+                path,
+                reason: format!(
+                    "held open for writing, and its state could not be captured ({e}): later writes through that descriptor cannot be undone"
+                ),
+            });
+        }
     }
 
     /// Gives turn `turn` the label `label` (an operation of the log).

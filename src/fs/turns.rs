@@ -103,10 +103,14 @@ impl CkptFs {
                 progress,
             )?;
             drop(store);
+            let mut report = report;
             let mut refreshed = Vec::new();
             if !dry_run {
                 self.lock_dirs().map.clear();
                 refreshed = self.refresh_names(&report.changed);
+                // The partial rewind began a capture epoch (`crate::store::ops`).
+                self.capture_held_after(&mut report);
+                self.lock_dirs().map.clear();
             }
             (report, refreshed)
         };
