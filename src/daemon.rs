@@ -254,14 +254,8 @@ fn run_inner(
         .map_err(|e| format!("completing an interrupted rewind failed: {e}"))?;
     }
     // A partial rewind, undo or redo cut off: completed the same way.
-    rewind::complete_unfinished(
-        root.as_fd(),
-        &mut store,
-        false,
-        opts.max_blob,
-        &|_, _| {},
-    )
-    .map_err(|e| format!("completing an interrupted operation failed: {e}"))?;
+    rewind::complete_unfinished(root.as_fd(), &mut store, false, opts.max_blob, &|_, _| {})
+        .map_err(|e| format!("completing an interrupted operation failed: {e}"))?;
     let listener = ipc::listen(dir).map_err(|e| format!("cannot open the control socket: {e}"))?;
     sys::set_umask(0);
     let root_for_fs = root.try_clone().map_err(|e| format!("dup: {e}"))?;

@@ -139,7 +139,10 @@ pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
         if retired_turns.is_empty() {
             continue;
         }
-        let at_rewind: Later<'_> = saves.iter().map(|c| (&c.path, (Seq(u64::MAX), &c.pre))).collect();
+        let at_rewind: Later<'_> = saves
+            .iter()
+            .map(|c| (&c.path, (Seq(u64::MAX), &c.pre)))
+            .collect();
         let mut more = rows_of(
             retired_turns.iter().collect(),
             retired.iter().collect(),

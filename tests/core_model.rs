@@ -1745,7 +1745,11 @@ impl Case {
                     .rewind_paths(k, p, seen)
                     .and_then(|()| self.check_turns());
             }
-            Undo => return self.undo_redo(false, seen).and_then(|()| self.check_turns()),
+            Undo => {
+                return self
+                    .undo_redo(false, seen)
+                    .and_then(|()| self.check_turns());
+            }
             Redo => return self.undo_redo(true, seen).and_then(|()| self.check_turns()),
             Relabel(t, seed) => return self.relabel(t, seed).and_then(|()| self.check_turns()),
             NextTurn(g) => {
@@ -2384,7 +2388,10 @@ impl Case {
                     }
                 }
                 Err(e) => fail("core-error", format!("{what} with nothing to {what}: {e}")),
-                Ok(_) => fail("core-error", format!("{what} succeeded with nothing to {what}")),
+                Ok(_) => fail(
+                    "core-error",
+                    format!("{what} succeeded with nothing to {what}"),
+                ),
             };
         };
         let r = match r {

@@ -128,13 +128,16 @@ fn undo_and_redo_any_depth_give_back_every_state_exactly() {
     assert_eq!(ok(&m, &["turn"]).trim(), "2");
     after_undo.push(snapshot(&m.dir));
     ok(&m, &["undo"]);
-    assert_snapshot("undo of the partial rewind", &before_ops[1], &snapshot(&m.dir));
+    assert_snapshot(
+        "undo of the partial rewind",
+        &before_ops[1],
+        &snapshot(&m.dir),
+    );
     after_undo.push(snapshot(&m.dir));
     // The dry run previews exactly what the undo then does.
     let preview: serde_json::Value =
         serde_json::from_str(&ok(&m, &["undo", "--dry-run", "--json"])).expect("json");
-    let done: serde_json::Value =
-        serde_json::from_str(&ok(&m, &["undo", "--json"])).expect("json");
+    let done: serde_json::Value = serde_json::from_str(&ok(&m, &["undo", "--json"])).expect("json");
     assert_eq!(preview["restored"], done["restored"]);
     assert_eq!(preview["deleted"], done["deleted"]);
     assert_snapshot("undo of the rewind", &before_ops[0], &snapshot(&m.dir));
@@ -150,7 +153,11 @@ fn undo_and_redo_any_depth_give_back_every_state_exactly() {
     ok(&m, &["redo"]);
     assert_snapshot("redo of the rewind", &after_undo[1], &snapshot(&m.dir));
     ok(&m, &["redo"]);
-    assert_snapshot("redo of the partial rewind", &after_undo[0], &snapshot(&m.dir));
+    assert_snapshot(
+        "redo of the partial rewind",
+        &after_undo[0],
+        &snapshot(&m.dir),
+    );
     ok(&m, &["redo"]);
     assert_snapshot("redo of the turn switch", &end, &snapshot(&m.dir));
     assert_eq!(ok(&m, &["turn"]).trim(), "4");
@@ -159,7 +166,11 @@ fn undo_and_redo_any_depth_give_back_every_state_exactly() {
 
     // The history is whole again: a rewind to each turn still gives its start exactly.
     ok(&m, &["rewind", "1", "-y"]);
-    assert_snapshot("rewind 1 after undo and redo", &starts[0], &snapshot(&m.dir));
+    assert_snapshot(
+        "rewind 1 after undo and redo",
+        &starts[0],
+        &snapshot(&m.dir),
+    );
     ok(&m, &["undo"]);
     assert_snapshot("undo of rewind 1", &end, &snapshot(&m.dir));
 }
@@ -205,10 +216,8 @@ fn relabel_is_an_operation_and_rewound_turns_stay_in_the_log() {
     ok(&m, &["rewind", "2", "-y"]);
     let log: Vec<serde_json::Value> =
         serde_json::from_str(&ok(&m, &["log", "--json"])).expect("log");
-    let rewound: Vec<&serde_json::Value> = log
-        .iter()
-        .filter(|r| r["rewound_by"].is_u64())
-        .collect();
+    let rewound: Vec<&serde_json::Value> =
+        log.iter().filter(|r| r["rewound_by"].is_u64()).collect();
     assert_eq!(rewound.len(), 1, "{log:?}");
     assert_eq!(rewound[0]["turn"], 3);
     assert_eq!(rewound[0]["label"], "second try");
@@ -223,7 +232,8 @@ fn relabel_is_an_operation_and_rewound_turns_stay_in_the_log() {
     assert!(log[2]["label"].is_null(), "{log:?}");
     let ops = op_log(&m);
     assert!(
-        ops.iter().any(|o| o["kind"] == "relabel" && o["state"] == "undone"),
+        ops.iter()
+            .any(|o| o["kind"] == "relabel" && o["state"] == "undone"),
         "{ops:?}"
     );
     assert_eq!(std::fs::read(m.path("a")).expect("read"), b"three");
@@ -245,7 +255,11 @@ fn rewind_undo_is_undo_of_a_partial_rewind_too() {
     assert_eq!(std::fs::read(m.path("k")).expect("read"), b"k2");
     let out = ok(&m, &["rewind", "--undo"]);
     assert!(out.contains("undid the last rewind"), "{out}");
-    assert_snapshot("rewind --undo of a partial rewind", &before, &snapshot(&m.dir));
+    assert_snapshot(
+        "rewind --undo of a partial rewind",
+        &before,
+        &snapshot(&m.dir),
+    );
 }
 
 #[test]
@@ -272,7 +286,10 @@ fn prune_says_what_it_made_unrecoverable() {
     assert!(!out.status.success(), "nothing to undo after a prune");
     let ops = op_log(&m);
     assert_eq!(ops[0]["kind"], "prune");
-    assert!(ops.len() > 1, "the operations before the prune stay listed: {ops:?}");
+    assert!(
+        ops.len() > 1,
+        "the operations before the prune stay listed: {ops:?}"
+    );
     let fsck = ok(&m, &["fsck"]);
     assert!(fsck.contains(" 0 errors"), "{fsck}");
 }

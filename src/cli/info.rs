@@ -150,7 +150,11 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
     let fixed = state_room
         + turn_w
         + 2
-        + TIME_WIDTH + COUNTS.iter().map(|(_, w)| 2 + w).sum::<usize>() + 2 + size_w + 2;
+        + TIME_WIDTH
+        + COUNTS.iter().map(|(_, w)| 2 + w).sum::<usize>()
+        + 2
+        + size_w
+        + 2;
     // The label (last) keeps up to half the room; the programs get what they need of the
     // rest, and the label whatever they leave.
     let room = width.saturating_sub(fixed);
@@ -173,7 +177,10 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
     // The state column appears when a rewind in effect retired turns (listed, not live).
     let states: Vec<String> = rows
         .iter()
-        .map(|r| r.rewound_by.map_or_else(|| "live".into(), |op| format!("rewound #{op}")))
+        .map(|r| {
+            r.rewound_by
+                .map_or_else(|| "live".into(), |op| format!("rewound #{op}"))
+        })
         .collect();
     let state_w = if rows.iter().any(|r| r.rewound_by.is_some()) {
         states.iter().map(String::len).max().unwrap_or(0)
@@ -188,7 +195,11 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
         }
     };
     let began = if utc { "began (UTC)" } else { "began" };
-    let mut line = format!("{:>turn_w$}{}  {began:<TIME_WIDTH$}", "turn", state_cell("state"));
+    let mut line = format!(
+        "{:>turn_w$}{}  {began:<TIME_WIDTH$}",
+        "turn",
+        state_cell("state")
+    );
     for (name, w) in COUNTS {
         line += &format!("  {name:>w$}");
     }

@@ -106,7 +106,9 @@ fn op_line(row: &Value, utc: bool) -> String {
             Some(by) => line += &format!("  [undone by #{by}]"),
             None => line += "  [undone]",
         },
-        Some("unfinished") => line += "  [cut off: the next mount, rewind, undo or redo completes it]",
+        Some("unfinished") => {
+            line += "  [cut off: the next mount, rewind, undo or redo completes it]"
+        }
         _ => {}
     }
     if row["next_undo"] == true {

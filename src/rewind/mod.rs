@@ -132,7 +132,12 @@ pub fn rewind(
     apply(root, store, &plan, &anchors, &mut report, progress);
     record_renewals(store, &mut report)?;
     let counts = Some(counts_of(&report));
-    close_unless_unfinished(store, &plan, &mut report, Record::RewindDone { begin, counts })?;
+    close_unless_unfinished(
+        store,
+        &plan,
+        &mut report,
+        Record::RewindDone { begin, counts },
+    )?;
     Ok(report)
 }
 

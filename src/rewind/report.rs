@@ -176,7 +176,10 @@ impl std::fmt::Display for RewindError {
                 write!(f, "turn {turn} does not exist (turns: {})", list.join(", "))
             }
             Self::NothingToUndo => write!(f, "there is no rewind to undo"),
-            Self::NoOpToUndo => write!(f, "there is no operation to undo (ckpt-mount op log lists them)"),
+            Self::NoOpToUndo => write!(
+                f,
+                "there is no operation to undo (ckpt-mount op log lists them)"
+            ),
             Self::NothingToRedo => write!(
                 f,
                 "there is nothing to redo: no undo since the last operation (ckpt-mount op log lists them)"

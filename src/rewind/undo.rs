@@ -52,7 +52,15 @@ pub fn undo_redo(
     };
     let target = top.op;
     let folder = matches!(top.change, Change::Folder { .. });
-    run(root, store, (kind, target), folder.then_some(targets), dry_run, None, progress)
+    run(
+        root,
+        store,
+        (kind, target),
+        folder.then_some(targets),
+        dry_run,
+        None,
+        progress,
+    )
 }
 
 /// `rewind --undo`: `undo`, when the newest operation in effect is a rewind (whole or partial).
@@ -106,14 +114,11 @@ pub fn complete_unfinished(
         }
         OpKind::Undo | OpKind::Redo => {
             let redo = u.op.kind == OpKind::Redo;
-            let (top, targets) = store
-                .index()
-                .revert_plan(redo)
-                .ok_or(if redo {
-                    RewindError::NothingToRedo
-                } else {
-                    RewindError::NoOpToUndo
-                })?;
+            let (top, targets) = store.index().revert_plan(redo).ok_or(if redo {
+                RewindError::NothingToRedo
+            } else {
+                RewindError::NoOpToUndo
+            })?;
             let folder = matches!(top.change, Change::Folder { .. });
             let target = u.op.target.unwrap_or(top.op);
             run(

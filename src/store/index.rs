@@ -272,7 +272,6 @@ impl Index {
         }
         targets
     }
-
 }
 
 /// Replays made from records and from hand-written journal text alone: no store, no

@@ -516,9 +516,7 @@ impl Index {
             return;
         };
         let of = top.op;
-        let id = self
-            .ops
-            .push(seq, time, OpWhat::Undo { of }, OpState::Done);
+        let id = self.ops.push(seq, time, OpWhat::Undo { of }, OpState::Done);
         if let Some(op) = self.ops.get_mut(of) {
             op.state = OpState::Undone(id);
         }
@@ -750,10 +748,7 @@ impl Index {
     /// `captured_now`: the paths captured since the epoch began.
     pub(super) fn recompute_captured_now(&mut self) {
         let at = self.captures.partition_point(|c| c.seq <= self.epoch);
-        self.captured_now = self.captures[at..]
-            .iter()
-            .map(|c| c.path.clone())
-            .collect();
+        self.captured_now = self.captures[at..].iter().map(|c| c.path.clone()).collect();
     }
 
     /// A whole rewind's retired turns and captures come back; turn `to` gets its old start.
@@ -925,11 +920,7 @@ impl Index {
 }
 
 /// Appends a `relabel` of `turn` to the store (refused for a turn that is not live).
-pub fn relabel(
-    store: &mut super::Store,
-    turn: Turn,
-    label: Option<String>,
-) -> Result<(), String> {
+pub fn relabel(store: &mut super::Store, turn: Turn, label: Option<String>) -> Result<(), String> {
     if !store.index().has_turn(turn) {
         let known: Vec<String> = store
             .index()

@@ -98,7 +98,12 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
     let keep_from = turns.get(first_kept_idx).copied().unwrap_or(current);
     let before = store_bytes(store)?;
     let ops = &store.index.ops;
-    let lost_ops: Vec<u64> = ops.undo.iter().chain(ops.redo.iter()).map(|a| a.op).collect();
+    let lost_ops: Vec<u64> = ops
+        .undo
+        .iter()
+        .chain(ops.redo.iter())
+        .map(|a| a.op)
+        .collect();
     let mut lost_rewound_turns: Vec<u64> =
         ops.rewound_turns().iter().map(|(t, _)| t.turn.0).collect();
     lost_rewound_turns.sort_unstable();
