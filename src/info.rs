@@ -532,6 +532,17 @@ mod tests {
             to: Turn(2),
             from: Turn(3),
         });
+        // What the rewind overwrote: the five names turn 3 removed were absent.
+        for name in &EIGHT[3..] {
+            f.record(Record::Capture {
+                turn: Turn(2),
+                path: RelPath::new(name.as_bytes()).expect("valid"),
+                pre: PreImage::Absent,
+                undo_of: Some(begin),
+                pid: None,
+                comm: None,
+            });
+        }
         f.record(Record::RewindDone {
             begin,
             counts: None,
@@ -539,7 +550,13 @@ mod tests {
         for name in EIGHT {
             f.write(name, "12345\n");
         }
-        assert_eq!(f.counts(), vec![(1, 8, 0, 0, 0), (2, 0, 0, 0, 0)]);
+        // Turn 3 stays listed, rewound, as it stood when the rewind ran.
+        let rows = log_rows(&f.store, f.root.as_fd());
+        assert_eq!(rows.last().map(|r| r.rewound_by.is_some()), Some(true));
+        assert_eq!(
+            f.counts(),
+            vec![(1, 8, 0, 0, 0), (2, 0, 0, 0, 0), (3, 0, 0, 5, 32)]
+        );
         // Its undo brings turns 2 and 3 back, as they ended.
         f.record(Record::UndoDone { rewind: begin });
         for name in EIGHT {
@@ -594,7 +611,8 @@ mod tests {
         let after = status(&f.store, "f", None);
         assert_eq!(after.preimage_bytes, before.preimage_bytes);
         assert_eq!(after.dedup_ratio, before.dedup_ratio);
-        // A second rewind forgets the first one's undo: its blob is unused, not a ratio of 0.
+        // A second rewind keeps the first one's undo too (undo goes any depth): same figures,
+        // and no blob is unused.
         let begin = f.record(Record::RewindBegin {
             to: Turn(2),
             from: Turn(2),
@@ -604,9 +622,9 @@ mod tests {
             counts: None,
         });
         let later = status(&f.store, "f", None);
-        assert_eq!(later.preimage_bytes, 0);
-        assert_eq!(later.dedup_ratio, 1.0);
-        assert_eq!(later.unused_blob_bytes, before.preimage_blob_bytes);
+        assert_eq!(later.preimage_bytes, before.preimage_bytes);
+        assert_eq!(later.dedup_ratio, before.dedup_ratio);
+        assert_eq!(later.unused_blob_bytes, 0);
     }
 
     #[test]

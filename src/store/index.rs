@@ -280,6 +280,7 @@ impl Index {
 pub(super) mod tests {
     use super::*;
     use crate::store::journal;
+    use crate::store::ops::{Change, Effect, OpWhat};
 
     pub(in crate::store) fn rp(s: &str) -> RelPath {
         RelPath::new(s.as_bytes()).expect("valid")
@@ -466,16 +467,28 @@ pub(super) mod tests {
         assert!(index.captures.is_empty());
         assert!(index.captured_now.is_empty());
         assert_eq!(index.unfinished_rewind, None);
-        let last = index.last_rewind.as_ref().expect("a rewind to undo");
-        assert_eq!((last.begin, last.to, last.from), (Seq(7), Turn(1), Turn(2)));
+        let (top, targets) = index.revert_plan(false).expect("a rewind to undo");
+        let Change::Folder {
+            begin,
+            effect: Effect::Rewind { to, retired, .. },
+            ..
+        } = &top.change
+        else {
+            panic!("a whole rewind: {top:?}");
+        };
+        assert_eq!((*begin, *to), (Seq(7), Turn(1)));
         assert_eq!(
-            last.retired.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
+            index.ops.get(top.op).map(|o| o.what.clone()),
+            Some(OpWhat::Rewind {
+                to: Turn(1),
+                from: Turn(2)
+            })
+        );
+        assert_eq!(
+            retired.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
             vec![2, 4, 5]
         );
-        assert_eq!(
-            index.undo_targets(),
-            Some(vec![(rp("b.txt"), PreImage::Absent)])
-        );
+        assert_eq!(targets, vec![(rp("b.txt"), PreImage::Absent)]);
 
         let undone = format!(
             "{rewound}{}\n",
@@ -490,7 +503,7 @@ pub(super) mod tests {
             index.captures.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
             vec![2, 4, 5]
         );
-        assert!(index.last_rewind.is_none());
+        assert!(index.ops.undo.iter().all(|a| !matches!(a.change, Change::Folder { .. })));
         assert_eq!(
             index.captured_now,
             HashSet::from([rp("a.txt"), rp("b.txt")])
@@ -512,7 +525,13 @@ pub(super) mod tests {
         assert_eq!(index.captures[1].pre, stored_a());
         assert_eq!(index.captures[2].pre, PreImage::Absent);
         assert_eq!(index.turns.len(), 2);
-        assert!(index.last_rewind.is_none());
+        assert!(
+            index
+                .ops
+                .ops
+                .iter()
+                .all(|o| !matches!(o.what, OpWhat::Rewind { .. }))
+        );
         assert_eq!(index.last_seq, Seq(9));
     }
 
@@ -565,9 +584,12 @@ pub(super) mod tests {
             pid: None,
             comm: None,
         });
-        s.append(Record::RewindDone { begin: b });
+        s.append(Record::RewindDone {
+            begin: b,
+            counts: None,
+        });
         s.append(cap(2, "h", PreImage::Absent));
-        let undo = s.0.undo_targets().expect("undo");
+        let (_, undo) = s.0.revert_plan(false).expect("undo");
         assert_eq!(
             undo,
             vec![(rp("f"), file("now")), (rp("h"), PreImage::Absent)]
@@ -575,6 +597,7 @@ pub(super) mod tests {
         s.append(Record::UndoDone { rewind: b });
         assert_eq!(s.0.current_turn(), Turn(3));
         assert_eq!(s.0.plan_targets(Turn(2)), vec![(rp("f"), file("two"))]);
-        assert!(s.0.last_rewind.is_none());
+        // A legacy undo cannot be redone; the turn switches before it can still be undone.
+        assert!(s.0.ops.redo.is_empty());
     }
 }
