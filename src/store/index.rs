@@ -503,7 +503,13 @@ pub(super) mod tests {
             index.captures.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
             vec![2, 4, 5]
         );
-        assert!(index.ops.undo.iter().all(|a| !matches!(a.change, Change::Folder { .. })));
+        assert!(
+            index
+                .ops
+                .undo
+                .iter()
+                .all(|a| !matches!(a.change, Change::Folder { .. }))
+        );
         assert_eq!(
             index.captured_now,
             HashSet::from([rp("a.txt"), rp("b.txt")])

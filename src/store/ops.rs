@@ -1157,7 +1157,10 @@ mod tests {
         // Its redo gives back `g`'s capture, taken after the rewind.
         undo_or_redo(&mut index, OpKind::Redo);
         assert_eq!(turns_of(&index), vec![1]);
-        assert_eq!(index.plan_targets(Turn(1)), vec![(rp("g"), PreImage::Absent)]);
+        assert_eq!(
+            index.plan_targets(Turn(1)),
+            vec![(rp("g"), PreImage::Absent)]
+        );
         undo_or_redo(&mut index, OpKind::Redo);
         assert_eq!(index.turns[0].label.as_deref(), Some("x"));
         assert!(index.ops.redo.is_empty());
