@@ -3214,3 +3214,21 @@ fn regression_the_undo_of_a_rewind_after_a_partial_one_keeps_hard_links_apart() 
         Undo, // expected no hard-link group, actual {b, c}
     ]);
 }
+
+/// Found by the model with `CKPT_CORE_SEED=21`: a second redo of a rewind left in the index a
+/// capture the first undo had taken out and the second undo had put back (work done while the
+/// rewind was undone), so the rewind to 1 after it restored `a` from that capture.
+#[test]
+fn regression_a_second_redo_takes_out_what_the_second_undo_put_back() {
+    on_tmp(&[
+        Create("a", 0),
+        Create("b", 0),
+        Rewind(1),
+        Undo,
+        Write("a", 0),
+        Redo,
+        Undo,
+        Redo,
+        Rewind(1), // a: expected absent, actual file ""
+    ]);
+}

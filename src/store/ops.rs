@@ -277,8 +277,12 @@ pub enum Change {
         begin: Seq,
         /// What it saved before overwriting (captures with `undo_of`).
         saves: Vec<Capture>,
-        /// Captures it took out of the index (those taken since what it reverted).
+        /// Captures it took out of the index (those taken since what it reverted, and those
+        /// that what it reverted had put back).
         moved: Vec<Capture>,
+        /// The seqs of the captures it put back into the index (what it reverted had taken
+        /// out): reverting it takes them out again.
+        restored: Vec<Seq>,
         /// What it did to the turns.
         effect: Effect,
     },
@@ -491,6 +495,7 @@ impl Index {
                 begin,
                 saves,
                 moved: Vec::new(),
+                restored: Vec::new(),
                 effect,
             },
         }));
@@ -583,6 +588,7 @@ impl Index {
                     begin,
                     saves,
                     moved: Vec::new(),
+                    restored: Vec::new(),
                     effect: Effect::Partial,
                 },
             })),
@@ -608,6 +614,7 @@ impl Index {
         let change = match change {
             Change::Folder {
                 moved,
+                restored,
                 effect,
                 begin: b,
                 ..
@@ -615,6 +622,7 @@ impl Index {
                 begin: b,
                 saves,
                 moved,
+                restored,
                 effect,
             },
             other => other,
@@ -638,6 +646,7 @@ impl Index {
         let change = match change {
             Change::Folder {
                 moved,
+                restored,
                 effect,
                 begin: b,
                 ..
@@ -645,6 +654,7 @@ impl Index {
                 begin: b,
                 saves,
                 moved,
+                restored,
                 effect,
             },
             other => other,
@@ -675,17 +685,18 @@ impl Index {
             Change::Folder {
                 begin,
                 moved,
+                restored,
                 effect,
                 ..
             } => {
-                let since = self.take_captures_since(begin);
-                self.put_back(moved);
+                let (taken, restored) = self.swap_captures(begin, &restored, moved);
                 let effect = self.unretire(effect);
                 self.restart_epoch(at);
                 Change::Folder {
                     begin: at,
                     saves: Vec::new(),
-                    moved: since,
+                    moved: taken,
+                    restored,
                     effect,
                 }
             }
@@ -714,21 +725,47 @@ impl Index {
             Change::Folder {
                 begin,
                 moved,
+                restored,
                 effect,
                 ..
             } => {
-                let since = self.take_captures_since(begin);
-                self.put_back(moved);
+                let (taken, restored) = self.swap_captures(begin, &restored, moved);
                 let effect = self.retire(effect);
                 self.restart_epoch(at);
                 Change::Folder {
                     begin: at,
                     saves: Vec::new(),
-                    moved: since,
+                    moved: taken,
+                    restored,
                     effect,
                 }
             }
         }
+    }
+
+    /// Reverting an application begun at `begin` that put back the captures `restored` and
+    /// took out `moved`: the captures taken since it began and those it put back leave the
+    /// index (returned, to be put back when this is reverted in turn), and `moved` comes back
+    /// (its seqs returned, to be taken out then).
+    fn swap_captures(
+        &mut self,
+        begin: Seq,
+        restored: &[Seq],
+        moved: Vec<Capture>,
+    ) -> (Vec<Capture>, Vec<Seq>) {
+        let mut taken = self.take_captures_since(begin);
+        if !restored.is_empty() {
+            let restored: HashSet<Seq> = restored.iter().copied().collect();
+            let (out, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.captures)
+                .into_iter()
+                .partition(|c| restored.contains(&c.seq));
+            self.captures = kept;
+            taken.extend(out);
+            taken.sort_by_key(|c| c.seq);
+        }
+        let back = moved.iter().map(|c| c.seq).collect();
+        self.put_back(moved);
+        (taken, back)
     }
 
     /// The captures taken after `seq`, out of the index.
