@@ -93,7 +93,7 @@ fn handle(
         } => match agent {
             Some(conflicts) => {
                 let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
-                rewind_answer(fs.rewind_agent(to, conflicts, dry_run, progress))
+                report_response(fs.rewind_agent(to, conflicts, dry_run, progress))
             }
             None => rewind_request(fs, to, dry_run, undo, &paths, progress),
         },
@@ -107,6 +107,11 @@ fn handle(
                 ),
             }
         }
+        Request::Undo { redo, dry_run } => report_response(fs.undo_redo(redo, dry_run, progress)),
+        Request::Relabel { turn, label } => match fs.relabel(crate::ids::Turn(turn), label) {
+            Ok(()) => Response::ok(serde_json::json!({ "turn": turn })),
+            Err(e) => Response::fail(e, serde_json::Value::Null),
+        },
         // What reads or tidies the store: the engine's.
         store_request => store_query(fs, folder, io, &store_request),
     }
@@ -164,11 +169,11 @@ fn rewind_request(
             }
         }
     };
-    rewind_answer(result)
+    report_response(result)
 }
 
-/// The answer to a rewind request: its report, failed when a path could not be restored.
-fn rewind_answer(result: Result<rewind::Report, rewind::RewindError>) -> Response {
+/// The answer to a rewind, undo or redo: its report, failed when a path could not be restored.
+fn report_response(result: Result<rewind::Report, rewind::RewindError>) -> Response {
     match result {
         Ok(r) => {
             let data = serde_json::to_value(&r).unwrap_or_default();
@@ -265,6 +270,9 @@ fn run_inner(
         )
         .map_err(|e| format!("completing an interrupted rewind failed: {e}"))?;
     }
+    // A partial rewind, undo or redo cut off: completed the same way.
+    rewind::complete_unfinished(root.as_fd(), &mut store, false, opts.max_blob, &|_, _| {})
+        .map_err(|e| format!("completing an interrupted operation failed: {e}"))?;
     let listener = ipc::listen(dir).map_err(|e| format!("cannot open the control socket: {e}"))?;
     sys::set_umask(0);
     let root_for_fs = root.try_clone().map_err(|e| format!("dup: {e}"))?;

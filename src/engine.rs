@@ -26,6 +26,7 @@ pub fn query(
     match req {
         Request::Status => json(crate::info::status(store, folder, daemon)),
         Request::Log => json(crate::info::log_rows(store, root)),
+        Request::OpLog => json(crate::store::ops::op_rows(store.index())),
         Request::DaemonLog { lines } => crate::info::daemon_log(store, *lines).and_then(json),
         Request::Fsck => json(crate::store::fsck::check(store.dir())),
         Request::Diff {
@@ -47,7 +48,10 @@ pub fn query(
                 .and_then(json)
         }
         Request::Cat { .. } => Err("a file's bytes are streamed, not answered as JSON".into()),
-        Request::Turn { .. } | Request::Rewind { .. } => {
+        Request::Turn { .. }
+        | Request::Rewind { .. }
+        | Request::Undo { .. }
+        | Request::Relabel { .. } => {
             Err("turn switches and rewinds are not answered from the store alone".into())
         }
         Request::MarkAgent { .. } => {

@@ -30,7 +30,11 @@ impl ToErrno for RewindError {
         match self {
             // A turn that does not exist, or nothing to undo: the input written to
             // `.ckpt/rewind` is not one the daemon can act on.
-            Self::NoSuchTurn { .. } | Self::NothingToUndo | Self::NoAgent => Errno(libc::EINVAL),
+            Self::NoSuchTurn { .. }
+            | Self::NothingToUndo
+            | Self::NoAgent
+            | Self::NoOpToUndo
+            | Self::NothingToRedo => Errno(libc::EINVAL),
             // Refused before any change (a blob missing or damaged, a path the journal cannot
             // justify): the folder is untouched, the store is what failed.
             Self::Refused(_) => Errno(libc::EIO),

@@ -10,7 +10,9 @@
 //! - `blob-before-rename`: a loose blob's temp file is complete, not yet renamed into place;
 //! - `pack-after-data`: a packed blob's bytes are appended, its index line is not;
 //! - `rewind-step`: a rewind has applied N steps of its plan (`rewind-step:N`);
-//! - `rewind-before-rename`: a rewind's temp file is complete, not yet renamed over its path.
+//! - `rewind-before-rename`: a rewind's temp file is complete, not yet renamed over its path;
+//! - `partial-after-saves`, `undo-after-saves`, `redo-after-saves`: a partial rewind, an undo
+//!   or a redo has journaled its `op_begin` and what it overwrites, and changed nothing yet.
 
 /// Stops the process here when `CKPT_FAILPOINT` names this point (feature `failpoints`).
 #[cfg(feature = "failpoints")]

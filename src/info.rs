@@ -50,6 +50,10 @@ pub struct TurnRow {
     pub actors: Vec<ActorView>,
     /// Captures of the turn that stored nothing: a rewind cannot restore these paths.
     pub skipped: Vec<SkippedCapture>,
+    /// The rewind (operation id) that retired this turn, while that rewind is in effect
+    /// (`undo` brings the turn back); none for a live turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewound_by: Option<u64>,
 }
 
 /// A capture that stored nothing, so that no rewind can restore its path to what it was.
@@ -112,16 +116,73 @@ type Later<'a> = HashMap<&'a RelPath, (Seq, &'a PreImage)>;
 /// live (a rewound one, say) would be counted apart and leave these bounds as they are.
 pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
     let index = store.index();
-    let mut turns: Vec<&TurnInfo> = index.turns.iter().collect();
+    let skipped = skipped_captures(store);
+    let mut rows = rows_of(
+        index,
+        index.turns.iter().collect(),
+        index.captures.iter().collect(),
+        HashMap::new(),
+        &skipped,
+        root,
+    );
+    // Turns a rewind in effect retired, as they stood when that rewind ran: each ends where
+    // the next retired turn begins, the last one at the rewind, whose saves say what every
+    // path it changed was then.
+    for a in &index.ops.undo {
+        let crate::store::ops::Change::Folder {
+            saves,
+            effect:
+                crate::store::ops::Effect::Rewind {
+                    retired_turns,
+                    retired,
+                    ..
+                },
+            ..
+        } = &a.change
+        else {
+            continue;
+        };
+        if retired_turns.is_empty() {
+            continue;
+        }
+        let at_rewind: Later<'_> = saves
+            .iter()
+            .map(|c| (&c.path, (Seq(u64::MAX), &c.pre)))
+            .collect();
+        let mut more = rows_of(
+            index,
+            retired_turns.iter().collect(),
+            retired.iter().collect(),
+            at_rewind,
+            &[],
+            root,
+        );
+        for r in &mut more {
+            r.rewound_by = Some(a.op);
+        }
+        rows.extend(more);
+    }
+    rows.sort_by_key(|r| (r.turn, r.rewound_by.is_none()));
+    rows
+}
+
+/// The rows of `turns` whose captures are `captures`; `later` holds what each path was when
+/// the last of them ended, for paths something after it captured.
+fn rows_of<'a>(
+    index: &Index,
+    mut turns: Vec<&'a TurnInfo>,
+    captures: Vec<&'a Capture>,
+    mut later: Later<'a>,
+    skipped: &[SkippedCapture],
+    root: BorrowedFd<'_>,
+) -> Vec<TurnRow> {
     turns.sort_by_key(|t| t.turn);
     turns.dedup_by_key(|t| t.turn);
-    let skipped = skipped_captures(store);
     let mut by_turn: BTreeMap<Turn, Vec<&Capture>> = BTreeMap::new();
-    for c in &index.captures {
+    for c in captures {
         by_turn.entry(c.turn).or_default().push(c);
     }
     // Newest first, so that `later` grows by one turn's captures per step.
-    let mut later: Later<'_> = HashMap::new();
     let mut rows = Vec::with_capacity(turns.len());
     for (i, info) in turns.iter().enumerate().rev() {
         let next = turns.get(i + 1).map(|t| t.turn);
@@ -186,6 +247,7 @@ fn count_turn(
         programs: Vec::new(),
         actors: Vec::new(),
         skipped: Vec::new(),
+        rewound_by: None,
     };
     let mut programs = BTreeSet::new();
     let mut counted = HashSet::new();
@@ -263,12 +325,10 @@ pub struct Status {
 /// Every capture whose pre-image the store keeps: the live turns', and those a rewind
 /// retired or saved, kept for its undo.
 fn kept_captures(index: &Index) -> impl Iterator<Item = &Capture> {
-    let last = index.last_rewind.iter();
     index
         .captures
         .iter()
-        .chain(last.clone().flat_map(|r| r.retired.iter()))
-        .chain(last.flat_map(|r| r.saved.iter()))
+        .chain(index.ops.held_captures())
         .chain(index.unfinished_saved.iter())
 }
 
@@ -492,11 +552,31 @@ mod tests {
             to: Turn(2),
             from: Turn(3),
         });
-        f.record(Record::RewindDone { begin });
+        // What the rewind overwrote: the five names turn 3 removed were absent.
+        for name in &EIGHT[3..] {
+            f.record(Record::Capture {
+                turn: Turn(2),
+                path: RelPath::new(name.as_bytes()).expect("valid"),
+                pre: PreImage::Absent,
+                undo_of: Some(begin),
+                pid: None,
+                comm: None,
+            });
+        }
+        f.record(Record::RewindDone {
+            begin,
+            counts: None,
+        });
         for name in EIGHT {
             f.write(name, "12345\n");
         }
-        assert_eq!(f.counts(), vec![(1, 8, 0, 0, 0), (2, 0, 0, 0, 0)]);
+        // Turn 3 stays listed, rewound, as it stood when the rewind ran.
+        let rows = log_rows(&f.store, f.root.as_fd());
+        assert_eq!(rows.last().map(|r| r.rewound_by.is_some()), Some(true));
+        assert_eq!(
+            f.counts(),
+            vec![(1, 8, 0, 0, 0), (2, 0, 0, 0, 0), (3, 0, 0, 5, 32)]
+        );
         // Its undo brings turns 2 and 3 back, as they ended.
         f.record(Record::UndoDone { rewind: begin });
         for name in EIGHT {
@@ -544,20 +624,27 @@ mod tests {
             to: Turn(2),
             from: Turn(2),
         });
-        f.record(Record::RewindDone { begin });
+        f.record(Record::RewindDone {
+            begin,
+            counts: None,
+        });
         let after = status(&f.store, "f", None);
         assert_eq!(after.preimage_bytes, before.preimage_bytes);
         assert_eq!(after.dedup_ratio, before.dedup_ratio);
-        // A second rewind forgets the first one's undo: its blob is unused, not a ratio of 0.
+        // A second rewind keeps the first one's undo too (undo goes any depth): same figures,
+        // and no blob is unused.
         let begin = f.record(Record::RewindBegin {
             to: Turn(2),
             from: Turn(2),
         });
-        f.record(Record::RewindDone { begin });
+        f.record(Record::RewindDone {
+            begin,
+            counts: None,
+        });
         let later = status(&f.store, "f", None);
-        assert_eq!(later.preimage_bytes, 0);
-        assert_eq!(later.dedup_ratio, 1.0);
-        assert_eq!(later.unused_blob_bytes, before.preimage_blob_bytes);
+        assert_eq!(later.preimage_bytes, before.preimage_bytes);
+        assert_eq!(later.dedup_ratio, before.dedup_ratio);
+        assert_eq!(later.unused_blob_bytes, 0);
     }
 
     #[test]

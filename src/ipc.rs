@@ -42,6 +42,23 @@ pub enum Request {
         /// The mark: process, start time, command name, who marks it, session.
         mark: crate::store::actors::AgentMark,
     },
+    /// Undo the newest operation in effect (`redo` false), or redo the newest undone one.
+    Undo {
+        /// Redo instead.
+        #[serde(default)]
+        redo: bool,
+        /// Preview only.
+        dry_run: bool,
+    },
+    /// Give turn `turn` the label `label` (none: remove it).
+    Relabel {
+        /// The turn.
+        turn: u64,
+        /// The label.
+        label: Option<String>,
+    },
+    /// The operation log as JSON.
+    OpLog,
     /// Status as JSON.
     Status,
     /// Turn log as JSON.

@@ -747,8 +747,13 @@ enum Op {
     Rewind(u64),
     /// Rewind only this path (and the directories above it) to the start of this turn.
     RewindPaths(u64, &'static str),
-    /// Undo the last rewind.
+    /// `undo`: revert the newest operation in effect (a turn switch, rewind, partial rewind,
+    /// relabel, or a redo of one).
     Undo,
+    /// `redo`: re-apply the newest operation undone.
+    Redo,
+    /// `turn --label N TEXT`: label turn N with `content(seed)` as text.
+    Relabel(u64, u8),
 }
 use Op::*;
 
@@ -780,6 +785,8 @@ impl std::fmt::Debug for Op {
             Rewind(t) => write!(f, "Rewind({t})"),
             RewindPaths(t, p) => write!(f, "RewindPaths({t}, {p:?})"),
             Undo => write!(f, "Undo"),
+            Redo => write!(f, "Redo"),
+            Relabel(t, s) => write!(f, "Relabel({t}, {s})"),
         }
     }
 }
@@ -812,6 +819,8 @@ impl Op {
             Rewind(..) => "Rewind",
             RewindPaths(..) => "RewindPaths",
             Undo => "Undo",
+            Redo => "Redo",
+            Relabel(..) => "Relabel",
         }
     }
 }
@@ -915,6 +924,11 @@ enum G {
         entry: u8,
     },
     Undo,
+    Redo,
+    Relabel {
+        turn: u8,
+        seed: u8,
+    },
 }
 
 fn g_op() -> impl Strategy<Value = G> {
@@ -947,7 +961,9 @@ fn g_op() -> impl Strategy<Value = G> {
         5 => (1u8..=3).prop_map(|gap| G::NextTurn { gap }),
         3 => b().prop_map(|turn| G::Rewind { turn }),
         2 => (b(), b()).prop_map(|(turn, entry)| G::RewindPaths { turn, entry }),
-        1 => Just(G::Undo),
+        2 => Just(G::Undo),
+        1 => Just(G::Redo),
+        1 => (b(), b()).prop_map(|(turn, seed)| G::Relabel { turn, seed }),
     ]
 }
 
@@ -1291,17 +1307,23 @@ struct TurnRec {
     ids: BTreeMap<String, u64>,
     /// The step at which the turn began (or began afresh, after a rewind to it).
     start: u64,
+    /// Its label.
+    label: Option<String>,
 }
 
-/// What an undo must give back: the state just before the last rewind.
+/// What an undo (or a redo) must give back: the state just before the operation it reverts
+/// (for a redo: just before the undo it reverts).
 struct UndoRec {
     tree: Tree,
     turns: BTreeMap<u64, TurnRec>,
     current: u64,
-    /// The rewind's step.
+    /// The operation's step.
     at: u64,
-    /// Paths the rewind left on their inode, with that inode.
+    /// Paths the operation left on their inode, with that inode.
     kept: BTreeMap<String, HKey>,
+    /// Whether it changed the folder (a rewind, partial rewind, or an undo or redo of one);
+    /// reverting a turn switch or a relabel leaves the folder as it is.
+    folder: bool,
 }
 
 /// A check that failed.
@@ -1369,7 +1391,10 @@ struct Case {
     turns: BTreeMap<u64, TurnRec>,
     current: u64,
     max_used: u64,
-    last_rewind: Option<UndoRec>,
+    /// Operations `undo` reverts, newest last.
+    undo_stack: Vec<UndoRec>,
+    /// Operations undone that `redo` re-applies, newest last.
+    redo_stack: Vec<UndoRec>,
     step: u64,
     /// The last step that changed each path's state or inode.
     touched: HashMap<String, u64>,
@@ -1401,6 +1426,7 @@ impl Case {
                 inos: host.inos,
                 ids: BTreeMap::new(),
                 start: 0,
+                label: Some("mounted".into()),
             },
         )]);
         Self {
@@ -1414,7 +1440,8 @@ impl Case {
             turns,
             current: 1,
             max_used: 1,
-            last_rewind: None,
+            undo_stack: Vec::new(),
+            redo_stack: Vec::new(),
             step: 0,
             touched: HashMap::new(),
             trace: Vec::new(),
@@ -1662,6 +1689,8 @@ impl Case {
                 RewindPaths(to, self.local(entry, c.into_iter().collect())?)
             }
             G::Undo => Undo,
+            G::Redo => Redo,
+            G::Relabel { turn, seed } => Relabel(self.turn_sel(turn), seed),
         })
     }
 
@@ -1687,8 +1716,8 @@ impl Case {
                 .is_some_and(|x| x.contains_key(XNAMES[usize::from(n) % XNAMES.len()])),
             WriteHeld(..) | TruncHeld(..) | CloseHeld(..) => !self.held.is_empty(),
             NextTurn(g) => g > 0,
-            Rewind(t) | RewindPaths(t, _) => self.turns.contains_key(&t),
-            Forget | Undo => true,
+            Rewind(t) | RewindPaths(t, _) | Relabel(t, _) => self.turns.contains_key(&t),
+            Forget | Undo | Redo => true,
         }
     }
 
@@ -1710,10 +1739,24 @@ impl Case {
         // Every step below may change the host.
         let seen = self.seen.take();
         match op {
-            Rewind(k) => return self.rewind(k, seen),
-            RewindPaths(k, p) => return self.rewind_paths(k, p, seen),
-            Undo => return self.undo(seen),
-            NextTurn(g) => return self.next_turn(self.max_used + u64::from(g)),
+            Rewind(k) => return self.rewind(k, seen).and_then(|()| self.check_turns()),
+            RewindPaths(k, p) => {
+                return self
+                    .rewind_paths(k, p, seen)
+                    .and_then(|()| self.check_turns());
+            }
+            Undo => {
+                return self
+                    .undo_redo(false, seen)
+                    .and_then(|()| self.check_turns());
+            }
+            Redo => return self.undo_redo(true, seen).and_then(|()| self.check_turns()),
+            Relabel(t, seed) => return self.relabel(t, seed).and_then(|()| self.check_turns()),
+            NextTurn(g) => {
+                return self
+                    .next_turn(self.max_used + u64::from(g))
+                    .and_then(|()| self.check_turns());
+            }
             _ => self.mutate(op)?,
         }
         // The stager stores staged pre-images at its own pace; settle them now so that the
@@ -2078,7 +2121,9 @@ impl Case {
                 }
                 self.vfs.forget_all(fs, &pinned);
             }
-            NextTurn(_) | Rewind(_) | RewindPaths(..) | Undo => unreachable!("not a mutation"),
+            NextTurn(_) | Rewind(_) | RewindPaths(..) | Undo | Redo | Relabel(..) => {
+                unreachable!("not a mutation")
+            }
         }
         Ok(())
     }
@@ -2097,6 +2142,14 @@ impl Case {
             );
         }
         self.seen = Some(host.clone());
+        self.push_op(UndoRec {
+            tree: host.tree.clone(),
+            turns: self.turns.clone(),
+            current: self.current,
+            at: self.step,
+            kept: BTreeMap::new(),
+            folder: false,
+        });
         self.turns.insert(
             n,
             TurnRec {
@@ -2104,10 +2157,64 @@ impl Case {
                 inos: host.inos,
                 ids: self.model.file_ids(),
                 start: self.step,
+                label: None,
             },
         );
         self.current = n;
         self.max_used = n;
+        Ok(())
+    }
+
+    /// A new operation: undoable, and nothing undone can be redone any more.
+    fn push_op(&mut self, rec: UndoRec) {
+        self.redo_stack.clear();
+        self.undo_stack.push(rec);
+    }
+
+    /// The index's live turns and their labels are the model's.
+    fn check_turns(&self) -> Result<(), Failure> {
+        let store = self.fs().capturer().lock();
+        let got: Vec<(u64, Option<String>)> = store
+            .index()
+            .turns
+            .iter()
+            .map(|t| (t.turn.0, t.label.clone()))
+            .collect();
+        drop(store);
+        let want: Vec<(u64, Option<String>)> = self
+            .turns
+            .iter()
+            .map(|(k, t)| (*k, t.label.clone()))
+            .collect();
+        if got != want {
+            return fail(
+                "turns",
+                format!("the live turns and labels are {got:?}, the model says {want:?}"),
+            );
+        }
+        Ok(())
+    }
+
+    /// `turn --label k TEXT`.
+    fn relabel(&mut self, k: u64, seed: u8) -> Result<(), Failure> {
+        let text = String::from_utf8(content(seed)).unwrap_or_default();
+        let label = (!text.is_empty()).then_some(text);
+        if let Err(e) = self.fs().relabel(Turn(k), label.clone()) {
+            return fail("core-error", format!("relabel {k}: {e}"));
+        }
+        let host = self.seen.take().unwrap_or_else(|| observe(&self.core.root));
+        self.push_op(UndoRec {
+            tree: host.tree.clone(),
+            turns: self.turns.clone(),
+            current: self.current,
+            at: self.step,
+            kept: BTreeMap::new(),
+            folder: false,
+        });
+        self.seen = Some(host);
+        if let Some(t) = self.turns.get_mut(&k) {
+            t.label = label;
+        }
         Ok(())
     }
 
@@ -2226,16 +2333,18 @@ impl Case {
             .map(|(p, ino)| (p.clone(), *ino))
             .collect();
         self.touch_changes(&before, &after);
-        self.last_rewind = Some(UndoRec {
+        self.push_op(UndoRec {
             tree: before.tree,
             turns: self.turns.clone(),
             current: self.current,
             at: self.step,
             kept,
+            folder: true,
         });
         self.adopt(&after)?;
         self.seen = Some(after.clone());
         self.turns.retain(|t, _| *t <= k);
+        let label = self.turns.get(&k).and_then(|t| t.label.clone());
         self.turns.insert(
             k,
             TurnRec {
@@ -2243,28 +2352,29 @@ impl Case {
                 inos: after.inos,
                 ids: self.model.file_ids(),
                 start: self.step,
+                label,
             },
         );
         self.current = k;
         Ok(())
     }
 
-    fn undo(&mut self, seen: Option<Observed>) -> Result<(), Failure> {
+    /// `undo` (or `redo`): the folder back to the state just before the operation it reverts
+    /// (unchanged for a turn switch or a relabel), the turns as they were then; paths that
+    /// operation left on their inode and nothing touched since keep it.
+    fn undo_redo(&mut self, redo: bool, seen: Option<Observed>) -> Result<(), Failure> {
+        let what = if redo { "redo" } else { "undo" };
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
-        let req = rewind::Request {
-            to: Turn(0),
-            dry_run: false,
-            undo: true,
+        let preview = self.fs().undo_redo(redo, true, &|_, _| {});
+        let r = self.fs().undo_redo(redo, false, &|_, _| {});
+        let popped = if redo {
+            self.redo_stack.pop()
+        } else {
+            self.undo_stack.pop()
         };
-        let dry = rewind::Request {
-            dry_run: true,
-            ..req
-        };
-        let preview = self.fs().rewind(dry, &|_, _| {});
-        let r = self.fs().rewind(req, &|_, _| {});
-        let Some(u) = self.last_rewind.take() else {
+        let Some(u) = popped else {
             return match r {
-                Err(RewindError::NothingToUndo) => {
+                Err(RewindError::NoOpToUndo | RewindError::NothingToRedo) => {
                     let after = observe(&self.core.root);
                     match tree_diff(&before.tree, &after.tree, true) {
                         None => {
@@ -2273,25 +2383,29 @@ impl Case {
                         }
                         Some(d) => fail(
                             "undo-content",
-                            format!("a refused undo changed the folder:\n{d}"),
+                            format!("a refused {what} changed the folder:\n{d}"),
                         ),
                     }
                 }
-                Err(e) => fail("core-error", format!("undo with nothing to undo: {e}")),
-                Ok(_) => fail("core-error", "undo succeeded with no rewind to undo"),
+                Err(e) => fail("core-error", format!("{what} with nothing to {what}: {e}")),
+                Ok(_) => fail(
+                    "core-error",
+                    format!("{what} succeeded with nothing to {what}"),
+                ),
             };
         };
         let r = match r {
             Ok(r) => r,
-            Err(e) => return fail("core-error", format!("undo: {e}")),
+            Err(e) => return fail("core-error", format!("{what}: {e}")),
         };
-        Self::report_ok("undo", &r)?;
-        Self::preview_was_exact("undo", preview, &r)?;
+        Self::report_ok(what, &r)?;
+        Self::preview_was_exact(what, preview, &r)?;
         let after = observe(&self.core.root);
-        if let Some(d) = tree_diff(&u.tree, &after.tree, self.xattrs) {
+        let want = if u.folder { &u.tree } else { &before.tree };
+        if let Some(d) = tree_diff(want, &after.tree, self.xattrs) {
             return fail(
                 "undo-content",
-                format!("undo: the folder is not as just before the rewind it undoes:\n{d}"),
+                format!("{what}: the folder is not as just before the operation it reverts:\n{d}"),
             );
         }
         let moved: Vec<String> = u
@@ -2305,14 +2419,25 @@ impl Case {
             return fail(
                 "undo-inode",
                 format!(
-                    "undo: paths the rewind left on their inode, untouched since, are on other inodes:\n{}",
+                    "{what}: paths the operation left on their inode, untouched since, are on other inodes:\n{}",
                     moved.join("\n")
                 ),
             );
         }
         self.touch_changes(&before, &after);
-        self.turns = u.turns;
-        self.current = u.current;
+        let back = UndoRec {
+            tree: before.tree.clone(),
+            turns: std::mem::replace(&mut self.turns, u.turns),
+            current: std::mem::replace(&mut self.current, u.current),
+            at: self.step,
+            kept: kept_inodes(&before, &after),
+            folder: u.folder,
+        };
+        if redo {
+            self.undo_stack.push(back);
+        } else {
+            self.redo_stack.push(back);
+        }
         self.adopt(&after)?;
         self.seen = Some(after);
         Ok(())
@@ -2420,6 +2545,14 @@ impl Case {
             );
         }
         self.touch_changes(&before, &after);
+        self.push_op(UndoRec {
+            tree: before.tree.clone(),
+            turns: self.turns.clone(),
+            current: self.current,
+            at: self.step,
+            kept: kept_inodes(&before, &after),
+            folder: true,
+        });
         self.adopt(&after)?;
         self.seen = Some(after);
         Ok(())
@@ -2430,8 +2563,20 @@ impl Case {
         self.trace.push("// end".into());
         self.step(Rewind(self.turn_sel(end)))?;
         self.step(Undo)?;
+        self.step(Redo)?;
+        self.step(Undo)?;
         self.step(Rewind(1))
     }
+}
+
+/// Paths on the same inode in both observations.
+fn kept_inodes(before: &Observed, after: &Observed) -> BTreeMap<String, HKey> {
+    before
+        .inos
+        .iter()
+        .filter(|(p, ino)| after.inos.get(*p) == Some(ino))
+        .map(|(p, ino)| (p.clone(), *ino))
+        .collect()
 }
 
 fn parent_path(p: &str) -> &str {
@@ -3014,5 +3159,96 @@ fn regression_an_undo_does_not_relink_names_the_rewind_found_apart() {
         RewindPaths(2, "a"),
         Rewind(2),
         Undo, // hard-link groups: expected {} / actual {{"b", "c"}}
+    ]);
+}
+
+/// Found by the model with `CKPT_CORE_SEED=2` (hard links on), shrunk: a partial rewind, then
+/// a hard link made in the same turn, a rename of one of its names in the next; the rewind to
+/// turn 2 (after a rewind to 3) must give back the three names of one inode. It fails the same
+/// with the partial rewind's capture epoch (the one change the operation log makes to what a
+/// turn captures) turned off, so it is not the operation log's; left for the hard-link work.
+#[test]
+#[ignore = "a name of a hard-link group renamed in a later turn is restored alone (CKPT_CORE_SEED=2)"]
+fn regression_a_link_made_after_a_partial_rewind_is_one_inode_again_after_a_rewind() {
+    on_tmp(&[
+        Create("a", 0),
+        Link("a", "b"),
+        Mkdir("c", 0o644),
+        RewindPaths(1, "c"),
+        Mkdir("c", 0o644),
+        Link("b", "c/a"),
+        NextTurn(1), // turn 2
+        Rename("b", "c/b"),
+        Mkdir("c/c", 0o644),
+        NextTurn(1), // turn 3
+        Exchange("a", "c"),
+        Rewind(3),
+        Rewind(2), // expected a, b, c/a one inode; actual b alone
+    ]);
+}
+
+/// Found by the model with `CKPT_CORE_SEED=3` (hard links on), shrunk; no undo or redo in it.
+/// A partial rewind gives back `a/c` below a directory that was a file when it ran; the
+/// partial rewind captures nothing below a parent that is not a directory (`rewind::save`),
+/// so turn 3 never learns that `a/c` was absent, and the rewind to 3 keeps it.
+#[test]
+#[ignore = "a partial rewind that recreates a directory's children below a path that was a file does not capture them (CKPT_CORE_SEED=3)"]
+fn regression_a_partial_rewind_captures_what_it_creates_below_a_file_it_replaces() {
+    on_tmp(&[
+        Mkdir("a", 0o644),
+        Mkdir("a/c", 0o644),
+        NextTurn(1), // turn 2
+        Rename("a/c", "b"),
+        Create("b/a", 0),
+        Link("b/a", "a/a"),
+        Create("c", 0),
+        NextTurn(1), // turn 3
+        Exchange("b/a", "a"),
+        Mkdir("b/b", 0o644),
+        RewindPaths(2, "a"),
+        Rewind(3), // a/c: expected absent, actual dir
+    ]);
+}
+
+/// Found by the model with `CKPT_CORE_SEED=11` (hard links on), shrunk: the undo of a rewind
+/// that followed a replace of a held-open hard link and a partial rewind leaves `b` and `c`
+/// one inode where they were two. Not diagnosed yet.
+#[test]
+#[ignore = "undo after a partial rewind of a relinked, held-open file leaves two names linked (CKPT_CORE_SEED=11)"]
+fn regression_the_undo_of_a_rewind_after_a_partial_one_keeps_hard_links_apart() {
+    on_tmp(&[
+        Create("a", 0),
+        Rename("a", "b"),
+        Link("b", "c"),
+        NextTurn(1), // turn 2
+        NextTurn(1), // turn 3
+        Write("c", 0),
+        Create("a", 0),
+        Rewind(2),
+        Rename("c", "a"),
+        Link("a", "c"),
+        Open("c"),
+        Replace("c", 0),
+        RewindPaths(2, "a"),
+        Rewind(2),
+        Undo, // expected no hard-link group, actual {b, c}
+    ]);
+}
+
+/// Found by the model with `CKPT_CORE_SEED=21`: a second redo of a rewind left in the index a
+/// capture the first undo had taken out and the second undo had put back (work done while the
+/// rewind was undone), so the rewind to 1 after it restored `a` from that capture.
+#[test]
+fn regression_a_second_redo_takes_out_what_the_second_undo_put_back() {
+    on_tmp(&[
+        Create("a", 0),
+        Create("b", 0),
+        Rewind(1),
+        Undo,
+        Write("a", 0),
+        Redo,
+        Undo,
+        Redo,
+        Rewind(1), // a: expected absent, actual file ""
     ]);
 }

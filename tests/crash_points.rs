@@ -216,3 +216,123 @@ fn killed_between_a_rewind_temp_file_and_its_rename() {
     }
     crash_in_rewind("rewind-before-rename");
 }
+
+/// The state a crash test of the operation log starts from: turn 2 begun over `f0`…`f3` and
+/// `sub/inner`, then changed by shell tools. Returns the tree at the start of turn 2 and the
+/// tree just before the rewind to 2.
+fn changed_turn_two(
+    c: &Crashable,
+    m: &Mounted,
+) -> (BTreeMap<String, Node>, BTreeMap<String, Node>) {
+    m.turn(2);
+    let at2 = tree(&c.dir, false);
+    m.sh("rm f0; echo changed > f2; echo more >> f3; mkdir new; echo n > new/x; rm -r sub");
+    (at2, tree(&c.dir, false))
+}
+
+fn four_files(d: &Path) {
+    for i in 0..4 {
+        std::fs::write(d.join(format!("f{i}")), format!("file {i} at turn 2\n")).expect("w");
+    }
+    std::fs::create_dir(d.join("sub")).expect("mkdir");
+    std::fs::write(d.join("sub/inner"), "inner\n").expect("write");
+}
+
+/// A crash in the middle of an undo: the remount completes it, and it can be redone.
+#[test]
+fn killed_in_an_undo_after_its_saves() {
+    if !require_fuse() {
+        return;
+    }
+    let point = "undo-after-saves";
+    let (c, m) = Crashable::new(point, four_files);
+    let (at2, before_rewind) = changed_turn_two(&c, &m);
+    m.rewind(2);
+    assert_same_tree(&at2, &tree(&c.dir, false));
+    m.sh("echo after the rewind > f1");
+    let before_undo = tree(&c.dir, false);
+    let pid = c.daemon_pid();
+    let o = m.cli(&["undo"]);
+    assert!(!o.status.success(), "the undo was cut off");
+    c.wait_dead(pid, point);
+    drop(m);
+    c.fsck_clean(point);
+    let mut m = Mounted::adopt(&c.dir);
+    // The remount completed the undo.
+    no_temp_files(&c.dir);
+    assert_same_tree(&before_rewind, &tree(&c.dir, false));
+    let o = m.cli(&["redo"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_tree(&before_undo, &tree(&c.dir, false));
+    m.unmount();
+    c.fsck_clean(point);
+}
+
+/// A crash in the middle of a redo: the remount completes it, and it can be undone.
+#[test]
+fn killed_in_a_redo_after_its_saves() {
+    if !require_fuse() {
+        return;
+    }
+    let point = "redo-after-saves";
+    let (c, m) = Crashable::new(point, four_files);
+    let (at2, before_rewind) = changed_turn_two(&c, &m);
+    m.rewind(2);
+    m.sh("echo after the rewind > f1");
+    let before_undo = tree(&c.dir, false);
+    let o = m.cli(&["undo"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_tree(&before_rewind, &tree(&c.dir, false));
+    let pid = c.daemon_pid();
+    let o = m.cli(&["redo"]);
+    assert!(!o.status.success(), "the redo was cut off");
+    c.wait_dead(pid, point);
+    drop(m);
+    c.fsck_clean(point);
+    let mut m = Mounted::adopt(&c.dir);
+    no_temp_files(&c.dir);
+    assert_same_tree(&before_undo, &tree(&c.dir, false));
+    let o = m.cli(&["undo"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_tree(&before_rewind, &tree(&c.dir, false));
+    // The history is whole: the rewind to 2 still gives its start.
+    m.rewind(2);
+    assert_same_tree(&at2, &tree(&c.dir, false));
+    m.unmount();
+    c.fsck_clean(point);
+}
+
+/// A crash in a partial rewind after its saves: the remount completes it, and it can be
+/// undone exactly.
+#[test]
+fn killed_in_a_partial_rewind_after_its_saves() {
+    if !require_fuse() {
+        return;
+    }
+    let point = "partial-after-saves";
+    let (c, m) = Crashable::new(point, four_files);
+    let (at2, before) = changed_turn_two(&c, &m);
+    let pid = c.daemon_pid();
+    let o = Command::new(bin())
+        .args(["rewind", "2", "-y", "--dir"])
+        .arg(&c.dir)
+        .args(["--", "sub", "f2"])
+        .output()
+        .expect("rewind");
+    assert!(!o.status.success(), "the partial rewind was cut off");
+    c.wait_dead(pid, point);
+    drop(m);
+    c.fsck_clean(point);
+    let mut m = Mounted::adopt(&c.dir);
+    no_temp_files(&c.dir);
+    let now = tree(&c.dir, false);
+    for p in ["sub", "sub/inner", "f2"] {
+        assert_eq!(now.get(p), at2.get(p), "{p} rewound by the completed run");
+    }
+    assert_eq!(now.get("f3"), before.get("f3"), "f3 left as it was");
+    let o = m.cli(&["undo"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_tree(&before, &tree(&c.dir, false));
+    m.unmount();
+    c.fsck_clean(point);
+}

@@ -236,6 +236,10 @@ impl Scratch {
         self.write("src/main.rs", "fn main() {\n    println!(\"bye\");\n}\n");
         self.write("docs.md", "docs\n");
         self.cli(&["rewind", "3"]);
+        // Turn 4 begun and undone: `redo` has it to re-apply, and `undo` and `rewind --undo`
+        // still have the rewind to undo.
+        self.cli(&["turn", "4"]);
+        self.cli(&["undo"]);
         guard
     }
 

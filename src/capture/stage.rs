@@ -594,6 +594,18 @@ mod tests {
         let (dir, root, cap) = project();
         drop(cap);
         let mut store = Store::open(root.as_fd(), false, false).expect("store");
+        // A line the prune drops (turn 1's), for the one it adds (its `pruned` record): the
+        // renumbered journal then gives the next capture the seq of the staged one.
+        store
+            .append(Record::Capture {
+                turn: Turn(1),
+                path: rp("x"),
+                pre: PreImage::Absent,
+                undo_of: None,
+                pid: None,
+                comm: None,
+            })
+            .expect("turn 1 capture");
         store
             .append(Record::Turn {
                 turn: Turn(2),

@@ -152,8 +152,19 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
         .max()
         .unwrap_or(0)
         .max("captured".len());
-    let fixed =
-        turn_w + 2 + TIME_WIDTH + COUNTS.iter().map(|(_, w)| 2 + w).sum::<usize>() + 2 + size_w + 2;
+    let state_room = if rows.iter().any(|r| r.rewound_by.is_some()) {
+        2 + "rewound #".len() + 6
+    } else {
+        0
+    };
+    let fixed = state_room
+        + turn_w
+        + 2
+        + TIME_WIDTH
+        + COUNTS.iter().map(|(_, w)| 2 + w).sum::<usize>()
+        + 2
+        + size_w
+        + 2;
     // The label (last) keeps up to half the room; the programs get what they need of the
     // rest, and the label whatever they leave.
     let room = width.saturating_sub(fixed);
@@ -173,8 +184,32 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
         .max(MIN_TEXT);
     let label_w = room.saturating_sub(programs_w + 2).max(MIN_TEXT);
 
+    // The state column appears when a rewind in effect retired turns (listed, not live).
+    let states: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            r.rewound_by
+                .map_or_else(|| "live".into(), |op| format!("rewound #{op}"))
+        })
+        .collect();
+    let state_w = if rows.iter().any(|r| r.rewound_by.is_some()) {
+        states.iter().map(String::len).max().unwrap_or(0)
+    } else {
+        0
+    };
+    let state_cell = |s: &str| {
+        if state_w == 0 {
+            String::new()
+        } else {
+            format!("  {s:<state_w$}")
+        }
+    };
     let began = if utc { "began (UTC)" } else { "began" };
-    let mut line = format!("{:>turn_w$}  {began:<TIME_WIDTH$}", "turn");
+    let mut line = format!(
+        "{:>turn_w$}{}  {began:<TIME_WIDTH$}",
+        "turn",
+        state_cell("state")
+    );
     for (name, w) in COUNTS {
         line += &format!("  {name:>w$}");
     }
@@ -184,14 +219,19 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
         pad("programs", programs_w)
     );
     let mut out = line + "\n";
-    for ((r, size), programs) in rows.iter().zip(&sizes).zip(&programs) {
+    for (((r, size), programs), state) in rows.iter().zip(&sizes).zip(&programs).zip(&states) {
         let unix = unix_seconds(r.time);
         let when = if utc {
             CivilTime::utc(unix)
         } else {
             CivilTime::local(unix)
         };
-        let mut line = format!("{:>turn_w$}  {:<TIME_WIDTH$}", r.turn, when.to_minute());
+        let mut line = format!(
+            "{:>turn_w$}{}  {:<TIME_WIDTH$}",
+            r.turn,
+            state_cell(state),
+            when.to_minute()
+        );
         for (n, (_, w)) in [r.created, r.modified, r.deleted].iter().zip(COUNTS) {
             line += &format!("  {n:>w$}");
         }
@@ -450,6 +490,7 @@ mod tests {
             programs: programs.iter().map(|p| p.to_string()).collect(),
             actors: Vec::new(),
             skipped: Vec::new(),
+            rewound_by: None,
         }
     }
 

@@ -8,6 +8,7 @@ mod fsck;
 mod hooks;
 mod info;
 mod mount;
+mod ops;
 mod prune;
 mod rewind;
 mod run;
@@ -76,6 +77,7 @@ pub enum Command {
     /// Example: ckpt-mount turn
     /// Example: ckpt-mount turn 4 -m "fix the build"
     /// Example: ckpt-mount turn --dir ~/src/site
+    /// Example: ckpt-mount turn --label 2 "refactor the parser"
     #[command(verbatim_doc_comment)]
     Turn(turn::TurnArgs),
     /// Restore the folder to the start of turn N (default: the current turn)
@@ -89,6 +91,25 @@ pub enum Command {
     /// Example: ckpt-mount rewind 2 --json --dir ~/src/site
     #[command(verbatim_doc_comment)]
     Rewind(rewind::RewindArgs),
+    /// List the operations (turn switches, rewinds, undos, redos, relabels, prunes), newest first
+    ///
+    /// Example: ckpt-mount op log
+    /// Example: ckpt-mount op log --json
+    #[command(verbatim_doc_comment)]
+    Op(ops::OpArgs),
+    /// Undo the last operation not yet undone (run again: the one before, at any depth)
+    ///
+    /// Example: ckpt-mount undo --dry-run
+    /// Example: ckpt-mount undo
+    /// Example: ckpt-mount undo --json --dir ~/src/site
+    #[command(verbatim_doc_comment)]
+    Undo(ops::UndoArgs),
+    /// Re-apply what the last undo undid (until a new turn, rewind or relabel)
+    ///
+    /// Example: ckpt-mount redo --dry-run
+    /// Example: ckpt-mount redo
+    #[command(verbatim_doc_comment)]
+    Redo(ops::UndoArgs),
     /// List turns as each ended: when, paths created/modified/deleted, bytes captured, who changed them, label
     ///
     /// Example: ckpt-mount log
@@ -195,6 +216,9 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Turn(a) => turn::run(a),
         Command::Rewind(a) => rewind::run(a),
         Command::Log(a) => info::log(a),
+        Command::Op(a) => ops::op(a),
+        Command::Undo(a) => ops::undo(a, false),
+        Command::Redo(a) => ops::undo(a, true),
         Command::Status(a) => info::status(a),
         Command::Demo(a) => demo::run(a),
         Command::Completions(a) => docs::completions(a),

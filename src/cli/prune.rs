@@ -91,6 +91,14 @@ pub fn run(a: PruneArgs) -> CliResult {
             size("freed_bytes"),
             size("store_bytes")
         );
+        let lost = list("lost_ops");
+        if !lost.is_empty() {
+            println!("operations that can no longer be undone or redone: {lost}");
+        }
+        let rewound = list("lost_rewound_turns");
+        if !rewound.is_empty() {
+            println!("rewound turns no undo can bring back any more: [{rewound}]");
+        }
     }
     Ok(())
 }

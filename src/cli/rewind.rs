@@ -113,12 +113,7 @@ pub fn run(a: RewindArgs) -> CliResult {
     let Some(r) = answer.report else {
         return Err(CliError::fail(answer.error.unwrap_or_default()));
     };
-    let listed = if a.verbose || !std::io::stdout().is_terminal() {
-        None
-    } else {
-        Some(LISTED_ON_A_TERMINAL)
-    };
-    print_report(&r, a.json, listed);
+    print_report(&r, a.json, listed(a.verbose));
     let failed = list(&r, "failed");
     match failed.first() {
         None => Ok(()),
@@ -141,7 +136,7 @@ pub fn run(a: RewindArgs) -> CliResult {
 }
 
 /// Shows the preview `r` and asks; `Ok(true)` to go on. An empty preview asks nothing.
-fn confirm(r: &Value) -> Result<bool, CliError> {
+pub(super) fn confirm(r: &Value) -> Result<bool, CliError> {
     if r["refused"].as_bool() == Some(true) {
         // The run is refused before it changes anything, and says why.
         return Ok(true);
@@ -326,9 +321,19 @@ fn text(v: &Value) -> &str {
     v.as_str().unwrap_or("?")
 }
 
+/// How many changed paths a report lists: all with `--verbose` or into a pipe or a file, else
+/// [`LISTED_ON_A_TERMINAL`].
+pub(super) fn listed(verbose: bool) -> Option<usize> {
+    if verbose || !std::io::stdout().is_terminal() {
+        None
+    } else {
+        Some(LISTED_ON_A_TERMINAL)
+    }
+}
+
 /// Prints a rewind's report: the changed paths (at most `listed`, then how many more), every
 /// failure, and the summary line.
-fn print_report(r: &Value, json: bool, listed: Option<usize>) {
+pub(super) fn print_report(r: &Value, json: bool, listed: Option<usize>) {
     if json {
         println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
         return;
@@ -365,7 +370,9 @@ fn print_report(r: &Value, json: bool, listed: Option<usize>) {
     if r["unfinished"].as_bool() == Some(true) {
         println!("the rewind is unfinished: fix what failed and run it again to complete it");
     }
-    let what = if r["undo"].as_bool() == Some(true) {
+    let what = if let Some(op) = r["op"].as_str().filter(|_| r["undo"] != true) {
+        op.to_string()
+    } else if r["undo"].as_bool() == Some(true) {
         "undid the last rewind".to_string()
     } else if r["agent"].is_object() {
         format!(
@@ -465,7 +472,10 @@ enum Tense {
 /// restores (and the bytes it writes), deletes, leaves as they are, and cannot restore.
 fn sentence(r: &Value, tense: Tense) -> String {
     let undo = r["undo"].as_bool() == Some(true);
-    let what = if undo {
+    let op = r["op"].as_str().filter(|_| !undo);
+    let what = if let Some(op) = op {
+        op.to_string()
+    } else if undo {
         "undoing the last rewind".to_string()
     } else if r["completes_cut_off"].as_bool() == Some(true) {
         format!(
@@ -494,7 +504,9 @@ fn sentence(r: &Value, tense: Tense) -> String {
         );
     }
     if tense == Tense::Nothing {
-        return if r["agent"].is_object() {
+        return if let Some(op) = op {
+            format!("nothing to change in the folder for the {op}")
+        } else if r["agent"].is_object() {
             format!(
                 "nothing to change in the folder: no path the agent alone changed since the start of turn {} differs from then{}",
                 r["to"],

@@ -14,6 +14,9 @@ pub struct TurnArgs {
     /// A label for the new turn
     #[arg(short = 'm', long = "message")]
     pub label: Option<String>,
+    /// Relabel turn N (an operation: `undo` takes it back); an empty TEXT removes the label
+    #[arg(long = "label", num_args = 2, value_names = ["N", "TEXT"], conflicts_with_all = ["turn", "label", "offline"])]
+    pub relabel: Option<Vec<String>>,
     /// Begin the turn even though the folder is not mounted (recovery: nothing is captured)
     #[arg(long, requires = "turn")]
     pub offline: bool,
@@ -31,11 +34,47 @@ impl TurnArgs {
         {
             return Err(CliError::usage("a turn is a whole number from 1 to 2^53-1"));
         }
+        if let Some(r) = &self.relabel {
+            self.relabel_target(r)?;
+        }
         if self.label.is_some() && self.turn.is_none() {
             return Err(CliError::usage("--message needs a turn number"));
         }
         Ok(())
     }
+}
+
+impl TurnArgs {
+    /// The turn and label of `--label N TEXT` (an empty TEXT: no label).
+    fn relabel_target(&self, r: &[String]) -> Result<(u64, Option<String>), CliError> {
+        let n = r
+            .first()
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|n| (1..=crate::capture::MAX_TURN).contains(n))
+            .ok_or_else(|| CliError::usage("--label N TEXT: N is a turn number"))?;
+        let text = r.get(1).cloned().unwrap_or_default();
+        Ok((n, (!text.is_empty()).then_some(text)))
+    }
+}
+
+/// Runs `turn --label N TEXT`.
+fn relabel(a: &TurnArgs, r: &[String]) -> CliResult {
+    let (n, label) = a.relabel_target(r)?;
+    match super::target(a.dir.clone())? {
+        Target::Mounted(folder) => {
+            let resp = super::call(&folder, &Request::Relabel { turn: n, label })?;
+            if !resp.ok {
+                return Err(CliError::fail(resp.error.unwrap_or_default()));
+            }
+        }
+        Target::Offline(folder) => {
+            let (_root, mut store) = super::open_offline(&folder)?;
+            crate::store::ops::relabel(&mut store, crate::ids::Turn(n), label)
+                .map_err(CliError::fail)?;
+        }
+    }
+    println!("{n}");
+    Ok(())
 }
 
 /// The one line said when a turn would begin on a folder that is not mounted: an agent's hook
@@ -49,6 +88,9 @@ pub fn not_mounted_line(folder: &Path) -> String {
 
 /// Runs `turn` (after [`TurnArgs::check`]).
 pub fn run(a: TurnArgs) -> CliResult {
+    if let Some(r) = &a.relabel {
+        return relabel(&a, r);
+    }
     match super::target(a.dir)? {
         Target::Mounted(folder) => {
             let turn = through_daemon(&folder, a.turn, a.label)?;

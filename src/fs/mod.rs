@@ -45,6 +45,7 @@ pub mod fuse;
 mod handles;
 pub mod inode;
 mod namespace;
+mod ops;
 mod resolve;
 mod turns;
 mod vfs;

@@ -127,10 +127,14 @@ impl CkptFs {
             let mut store = self.capture.lock();
             let report = run(self.root.as_fd(), &mut store)?;
             drop(store);
+            let mut report = report;
             let mut refreshed = Vec::new();
             if !dry_run {
                 self.lock_dirs().map.clear();
                 refreshed = self.refresh_names(&report.changed);
+                // The partial rewind began a capture epoch (`crate::store::ops`).
+                self.capture_held_after(&mut report);
+                self.lock_dirs().map.clear();
             }
             (report, refreshed)
         };

@@ -40,12 +40,14 @@ mod report;
 mod resolve;
 mod restore;
 mod save;
+mod undo;
 mod verify;
 
 pub use agent::{AgentSplit, Conflicts, PathActors};
 pub use plan::{Plan, Step, plan};
 pub use report::{Failure, Report, RewindError, Summary};
 pub use restore::remove_tree;
+pub use undo::{complete_unfinished, undo_redo};
 pub use verify::verify;
 
 use crate::ids::{Seq, Turn};
@@ -56,7 +58,7 @@ use apply::{apply, sweep_temps};
 use groups::share_hard_links;
 use links::{link_anchors, uncaptured_links};
 use preview::preview;
-use save::{capture_for_current_turn, record_saves, saves_for_undo};
+use save::{read_for_partial, record_saves, saves_for_undo};
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
 use verify::refuse_unless_verified;
@@ -83,6 +85,14 @@ pub fn rewind(
     req: Request,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
+    if req.undo {
+        return undo::rewind_undo(root, store, req.dry_run, progress);
+    }
+    if store.index().unfinished_rewind.is_none()
+        && let Some(r) = complete_unfinished(root, store, req.dry_run, DEFAULT_MAX_BLOB, progress)?
+    {
+        return Ok(r);
+    }
     let from = store.index().current_turn();
     let Chosen {
         to,
@@ -104,13 +114,9 @@ pub fn rewind(
         return Ok(report);
     }
     refuse_unless_verified(&plan, store)?;
-    if req.undo || resume.is_some() {
-        // Temp files a run of this rewind (or undo) cut off by a crash left behind.
+    if resume.is_some() {
+        // Temp files a run of this rewind cut off by a crash left behind.
         sweep_temps(root, &plan);
-    }
-    if req.undo {
-        apply_undo(root, store, &plan, &mut report, progress)?;
-        return Ok(report);
     }
     // Names outside the plan that the rewind rewrites in place (the surviving links of its
     // hard-link groups) are saved with everything else.
@@ -127,11 +133,29 @@ pub fn rewind(
     record_saves(store, saves, to, begin)?;
     apply(root, store, &plan, &anchors, &mut report, progress);
     record_renewals(store, &mut report)?;
-    close_unless_unfinished(store, &plan, &mut report, begin)?;
+    let counts = Some(counts_of(&report));
+    close_unless_unfinished(
+        store,
+        &plan,
+        &mut report,
+        Record::RewindDone { begin, counts },
+    )?;
     Ok(report)
 }
 
-/// What a whole rewind (or an undo) works from.
+/// The default `--max-blob`, for captures a partial rewind completed after a crash takes.
+const DEFAULT_MAX_BLOB: u64 = crate::capture::DEFAULT_MAX_BLOB;
+
+/// What a report says the run changed, as the operation log keeps it.
+fn counts_of(report: &Report) -> crate::store::ops::OpCounts {
+    crate::store::ops::OpCounts {
+        restored: report.restored.len() as u64,
+        deleted: report.deleted.len() as u64,
+        failed: report.failed.len() as u64,
+    }
+}
+
+/// What a whole rewind works from.
 struct Chosen {
     /// The turn whose start the folder is given.
     to: Turn,
@@ -142,21 +166,9 @@ struct Chosen {
     resume: Option<Seq>,
 }
 
-/// What `req` rewinds to: the last rewind's starting turn for an undo, else the turn of a
-/// rewind that was cut off, else the turn asked for.
+/// What `req` rewinds to: the turn of a rewind that was cut off, else the turn asked for.
 fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
-    if req.undo {
-        let last = store
-            .index()
-            .last_rewind
-            .as_ref()
-            .ok_or(RewindError::NothingToUndo)?;
-        Ok(Chosen {
-            to: last.from,
-            targets: store.index().undo_targets().unwrap_or_default(),
-            resume: None,
-        })
-    } else if let Some((begin, to, _)) = store.index().unfinished_rewind {
+    if let Some((begin, to, _)) = store.index().unfinished_rewind {
         // A rewind was cut off: finish it first, whatever was asked.
         log::warn!(target: "ckpt::rewind", "completing the rewind to turn {to} that was cut off");
         Ok(Chosen {
@@ -179,36 +191,14 @@ fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
     }
 }
 
-/// Applies the plan of an undo. An undo is not itself undoable: it saves nothing and is closed
-/// by one record. Cut off midway, running it again completes it (the same targets apply again).
-fn apply_undo(
-    root: BorrowedFd<'_>,
-    store: &mut Store,
-    plan: &Plan,
-    report: &mut Report,
-    progress: Progress<'_>,
-) -> Result<(), RewindError> {
-    let rewind = store
-        .index()
-        .last_rewind
-        .as_ref()
-        .map_or(Seq(0), |l| l.begin);
-    let anchors = link_anchors(root, plan, &HashSet::new());
-    apply(root, store, plan, &anchors, report, progress);
-    record_renewals(store, report)?;
-    store
-        .append(Record::UndoDone { rewind })
-        .map_err(RewindError::Store)?;
-    Ok(())
-}
-
-/// Closes the rewind begun at `begin` with `RewindDone`, unless a failure in the report may
-/// pass on a second run: then the rewind stays open and the report says it is unfinished.
+/// Closes a rewind (or an operation) with `close` (`RewindDone` or `OpDone`), unless a failure
+/// in the report may pass on a second run: then it stays open and the report says it is
+/// unfinished.
 fn close_unless_unfinished(
     store: &mut Store,
     plan: &Plan,
     report: &mut Report,
-    begin: Seq,
+    close: Record,
 ) -> Result<(), RewindError> {
     // A pre-image that was never stored fails every time; anything else (a parent swapped for
     // a symlink meanwhile, an I/O error) may succeed on a second run. Such a rewind stays open,
@@ -223,9 +213,7 @@ fn close_unless_unfinished(
         report.unfinished = true;
         return Ok(());
     }
-    store
-        .append(Record::RewindDone { begin })
-        .map_err(RewindError::Store)?;
+    store.append(close).map_err(RewindError::Store)?;
     Ok(())
 }
 
@@ -233,7 +221,9 @@ fn close_unless_unfinished(
 /// turn `to`. This is a change made in the current turn like any other: what it overwrites is
 /// captured for the current turn first, so no turn leaves the index, and rewinding the current
 /// turn undoes it, under the same `max_blob` limit as any other capture (a bigger file is
-/// recorded as skipped, with its reason).
+/// recorded as skipped, with its reason). It is also an operation of its own (`op_begin` /
+/// `op_done`): what it overwrites that the current turn had captured already is saved for its
+/// undo (whatever its size), so `undo` gives the folder back exactly as it was.
 pub fn rewind_paths(
     root: BorrowedFd<'_>,
     store: &mut Store,
@@ -242,6 +232,23 @@ pub fn rewind_paths(
     dry_run: bool,
     max_blob: u64,
     progress: Progress<'_>,
+) -> Result<Report, RewindError> {
+    if let Some(r) = complete_unfinished(root, store, dry_run, max_blob, progress)? {
+        return Ok(r);
+    }
+    partial(root, store, (to, paths), dry_run, max_blob, progress, None)
+}
+
+/// A partial rewind of `paths`; `resume` is the `op_begin` of a run cut off by a crash,
+/// completed now.
+fn partial(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    (to, paths): (Turn, &[RelPath]),
+    dry_run: bool,
+    max_blob: u64,
+    progress: Progress<'_>,
+    resume: Option<Seq>,
 ) -> Result<Report, RewindError> {
     let all = all_targets(store, to)?;
     let targets: Vec<(RelPath, PreImage)> = all
@@ -258,6 +265,7 @@ pub fn rewind_paths(
         from: store.index().current_turn(),
         dry_run,
         only: paths.iter().map(RelPath::to_string).collect(),
+        completes_cut_off: resume.is_some(),
         ..Report::default()
     };
     let chosen = Partial {
@@ -266,13 +274,13 @@ pub fn rewind_paths(
         paths,
         max_blob,
     };
-    rewind_partial(root, store, chosen, report, progress)
+    rewind_partial(root, store, chosen, report, progress, resume)
 }
 
 /// Rewinds what only the agent changed since the start of turn `to` (and, with
 /// [`Conflicts::Rewind`], what the agent and others both changed), keeping every other path as
 /// it is: a partial rewind of exactly those paths (`agent.rs` chooses them), whose report says
-/// who changed what.
+/// who changed what. Like any partial rewind it is an operation that `undo` takes back.
 pub fn rewind_agent(
     root: BorrowedFd<'_>,
     store: &mut Store,
@@ -282,6 +290,9 @@ pub fn rewind_agent(
     max_blob: u64,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
+    if let Some(r) = complete_unfinished(root, store, dry_run, max_blob, progress)? {
+        return Ok(r);
+    }
     let all = all_targets(store, to)?;
     let split = agent::split(store.index(), to, conflicts)?;
     let paths = split.chosen();
@@ -304,7 +315,7 @@ pub fn rewind_agent(
         paths: &paths,
         max_blob,
     };
-    rewind_partial(root, store, chosen, report, progress)
+    rewind_partial(root, store, chosen, report, progress, None)
 }
 
 /// Every target of a rewind to `to`, with hard-link groups formed over all of them before a
@@ -324,8 +335,8 @@ fn all_targets(store: &Store, to: Turn) -> Result<Vec<(RelPath, PreImage)>, Rewi
     ))
 }
 
-/// What a partial rewind works from: every target, the chosen ones, the paths they were chosen
-/// by (walked for other names of their hard-link groups), and the capture size limit.
+/// What a partial rewind works from: every target of the turn, the chosen ones, the paths
+/// asked for and the capture limit.
 struct Partial<'a> {
     all: Vec<(RelPath, PreImage)>,
     targets: Vec<(RelPath, PreImage)>,
@@ -333,14 +344,15 @@ struct Partial<'a> {
     max_blob: u64,
 }
 
-/// Runs a partial rewind of the chosen targets: a change made in the current turn like any
-/// other (what it overwrites is captured for the current turn first).
+/// Runs a partial rewind (see [`rewind_paths`]): what it overwrites is captured for the current
+/// turn and saved for its undo between its `op_begin` and the changes, and `op_done` closes it.
 fn rewind_partial(
     root: BorrowedFd<'_>,
     store: &mut Store,
     chosen: Partial<'_>,
     mut report: Report,
     progress: Progress<'_>,
+    resume: Option<Seq>,
 ) -> Result<Report, RewindError> {
     let Partial {
         all,
@@ -350,7 +362,6 @@ fn rewind_partial(
     } = chosen;
     targets.extend(uncaptured_links(root, &all, &targets, paths));
     let plan = plan(targets);
-    let from = report.from;
     // A name outside the chosen paths that a rewound turn changed no longer holds what it held
     // when the turn began: it is no anchor (in a whole rewind every such name is in the plan).
     let changed: HashSet<&RelPath> = all.iter().map(|(p, _)| p).collect();
@@ -360,10 +371,40 @@ fn rewind_partial(
         return Ok(report);
     }
     refuse_unless_verified(&plan, store)?;
+    if resume.is_some() {
+        sweep_temps(root, &plan);
+    }
     let extra = anchors.outside_plan(&plan);
-    capture_for_current_turn(root, store, &plan, &extra, from, max_blob)?;
+    let (captures, saves) = read_for_partial(root, store, &plan, &extra, max_blob)?;
+    let begin = resume.unwrap_or(Seq(store.index().last_seq.0 + 1));
+    let op = resume.is_none().then(|| {
+        Record::OpBegin(crate::store::ops::OpBegin {
+            kind: crate::store::ops::OpKind::RewindPaths,
+            to: Some(report.to),
+            paths: paths.to_vec(),
+            target: None,
+        })
+    });
+    let capture = |turn, undo_of| {
+        move |(path, pre)| Record::Capture {
+            turn,
+            path,
+            pre,
+            undo_of,
+            pid: None,
+            comm: None,
+        }
+    };
+    let records = op
+        .into_iter()
+        .chain(captures.into_iter().map(capture(report.from, None)))
+        .chain(saves.into_iter().map(capture(report.from, Some(begin))));
+    store.append_all(records).map_err(RewindError::Store)?;
+    crate::failpoint::hit("partial-after-saves");
     apply(root, store, &plan, &anchors, &mut report, progress);
     record_renewals(store, &mut report)?;
+    let counts = Some(counts_of(&report));
+    close_unless_unfinished(store, &plan, &mut report, Record::OpDone { begin, counts })?;
     Ok(report)
 }
 

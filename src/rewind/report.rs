@@ -35,6 +35,8 @@ pub struct Report {
     pub dry_run: bool,
     /// Whether this undid the previous rewind.
     pub undo: bool,
+    /// The operation-log words for an undo or redo (`undo of #7 (rewind to turn 3 …)`).
+    pub op: Option<String>,
     /// The paths a partial rewind was asked for (empty for the whole folder).
     pub only: Vec<String>,
     /// Whether this completes a rewind that was cut off, instead of the one asked for.
@@ -110,6 +112,8 @@ struct ReportJson {
     from: Turn,
     dry_run: bool,
     undo: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    op: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     only: Vec<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -133,6 +137,7 @@ impl From<Report> for ReportJson {
             from: r.from,
             dry_run: r.dry_run,
             undo: r.undo,
+            op: r.op,
             only: r.only,
             completes_cut_off: r.completes_cut_off,
             restored: r.restored,
@@ -160,6 +165,10 @@ pub enum RewindError {
     NothingToUndo,
     /// `--agent`, but no agent was ever marked: every change counts as one actor.
     NoAgent,
+    /// No operation to undo (`undo`; `NothingToUndo` is `rewind --undo`'s).
+    NoOpToUndo,
+    /// Nothing undone to redo.
+    NothingToRedo,
     /// Verification failed before any change: the listed problems.
     Refused(Vec<Failure>),
     /// The store failed.
@@ -177,6 +186,14 @@ impl std::fmt::Display for RewindError {
             Self::NoAgent => write!(
                 f,
                 "no agent was ever marked in this folder, so every change counts as one actor and the agent's cannot be told apart: run the agent with `ckpt-mount run -- CMD` or install its hook (`ckpt-mount hooks install`), or rewind without --agent"
+            ),
+            Self::NoOpToUndo => write!(
+                f,
+                "there is no operation to undo (ckpt-mount op log lists them)"
+            ),
+            Self::NothingToRedo => write!(
+                f,
+                "there is nothing to redo: no undo since the last operation (ckpt-mount op log lists them)"
             ),
             Self::Refused(p) => {
                 write!(f, "rewind refused before changing anything: ")?;

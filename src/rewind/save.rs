@@ -120,38 +120,44 @@ pub(super) fn record_saves(
     Ok(())
 }
 
-/// What a partial rewind changes, captured for the current turn `from` before it changes it,
-/// as any other change is (under `max_blob`), except what the current turn captured already;
-/// `extra` are the surviving links outside the plan it rewrites in place.
-pub(super) fn capture_for_current_turn(
+/// What a partial rewind changes, read before it changes it: `(captures, saves)`. A path the
+/// current capture epoch has not captured is captured for the current turn, like any other
+/// change (under `max_blob`); one it has is saved for the undo (whatever its size), because its
+/// capture holds an older state. A run cut off by a crash kept what it read: those paths are
+/// left out. `extra` are the surviving links outside the plan it rewrites in place.
+#[allow(clippy::type_complexity)]
+pub(super) fn read_for_partial(
     root: BorrowedFd<'_>,
-    store: &mut Store,
+    store: &Store,
     plan: &Plan,
     extra: &[RelPath],
-    from: Turn,
     max_blob: u64,
-) -> Result<(), RewindError> {
-    let captured = &store.index().captured_now;
-    let records: Vec<Record> = read_current(
+) -> Result<(Vec<(RelPath, PreImage)>, Vec<(RelPath, PreImage)>), RewindError> {
+    let index = store.index();
+    let resumed = index.ops.unfinished.is_some();
+    let captured = &index.captured_now;
+    let saved: HashSet<&RelPath> = index.unfinished_saved.iter().map(|c| &c.path).collect();
+    if resumed {
+        // The epoch restarted when the cut-off run began: what it captured or saved is kept.
+        let skip = |p: &RelPath| captured.contains(p) || saved.contains(p);
+        let captures = read_current(root, store, plan, extra, &skip, max_blob)?;
+        return Ok((captures, Vec::new()));
+    }
+    let captures = read_current(
         root,
         store,
         plan,
         extra,
         &|p| captured.contains(p),
         max_blob,
-    )?
-    .into_iter()
-    .map(|(path, pre)| Record::Capture {
-        turn: from,
-        path,
-        pre,
-        undo_of: None,
-        pid: None,
-        comm: None,
-    })
-    .collect();
-    if !records.is_empty() {
-        store.append_all(records).map_err(RewindError::Store)?;
-    }
-    Ok(())
+    )?;
+    let saves = read_current(
+        root,
+        store,
+        plan,
+        extra,
+        &|p| !captured.contains(p),
+        u64::MAX,
+    )?;
+    Ok((captures, saves))
 }

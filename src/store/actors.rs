@@ -392,7 +392,11 @@ mod tests {
                 from: Turn(3),
             })
             .expect("begin");
-        s.append(Record::RewindDone { begin: b }).expect("done");
+        s.append(Record::RewindDone {
+            begin: b,
+            counts: None,
+        })
+        .expect("done");
         assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim2"]);
         assert_eq!(
             s.index()

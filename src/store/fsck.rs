@@ -407,11 +407,21 @@ fn check_order(
         Record::RewindBegin { .. } => {
             begun.insert(line.seq);
         }
-        Record::RewindDone { begin } if !begun.remove(begin) => {
+        Record::RewindDone { begin, .. } if !begun.remove(begin) => {
             add(finding(
                 Severity::Error,
                 "journal-rewind",
                 format!("line {n}: rewind_done for unknown begin {begin}"),
+            ));
+        }
+        Record::OpBegin(..) => {
+            begun.insert(line.seq);
+        }
+        Record::OpDone { begin, .. } if !begun.remove(begin) => {
+            add(finding(
+                Severity::Error,
+                "journal-op",
+                format!("line {n}: op_done for unknown op_begin {begin}"),
             ));
         }
         _ => {}

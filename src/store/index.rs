@@ -43,23 +43,6 @@ pub struct Capture {
     pub comm: Option<String>,
 }
 
-/// The last completed rewind, kept so that it can be undone.
-#[derive(Debug, Clone, Default)]
-pub struct LastRewind {
-    /// Seq of its `rewind_begin`.
-    pub begin: Seq,
-    /// Target turn.
-    pub to: Turn,
-    /// Turn current before it.
-    pub from: Turn,
-    /// What it overwrote or deleted, per path.
-    pub saved: Vec<Capture>,
-    /// Turns it retired.
-    pub retired_turns: Vec<TurnInfo>,
-    /// Captures it retired.
-    pub retired: Vec<Capture>,
-}
-
 /// The state derived from replaying the journal.
 #[derive(Debug, Default)]
 pub struct Index {
@@ -69,11 +52,15 @@ pub struct Index {
     pub captures: Vec<Capture>,
     /// Paths captured in the current turn.
     pub captured_now: HashSet<RelPath>,
-    /// The last rewind, unless undone.
-    pub last_rewind: Option<LastRewind>,
+    /// The operation log, with what undo and redo work on (`ops.rs`).
+    pub ops: super::ops::OpLog,
+    /// Seq after which the captures are those of the current capture epoch: `captured_now`
+    /// holds their paths. A turn begins one; so does every change of the folder by a rewind,
+    /// an undo or a redo, so that what is changed after it is captured again for its undo.
+    pub epoch: Seq,
     /// A rewind that began and never finished (the process died): `(begin seq, to, from)`.
     pub unfinished_rewind: Option<(Seq, Turn, Turn)>,
-    /// Captures saved by the unfinished rewind.
+    /// Captures saved by the unfinished rewind (or partial rewind, undo or redo).
     pub unfinished_saved: Vec<Capture>,
     /// Highest seq seen.
     pub last_seq: Seq,
@@ -104,7 +91,12 @@ impl Index {
     pub fn apply(&mut self, line: &Line) {
         self.last_seq = line.seq;
         match &line.rec {
-            Record::Turn { turn, label } => self.begin_turn(*turn, label.clone(), line.time),
+            Record::Turn { turn, label } => {
+                let from = (!self.turns.is_empty()).then(|| self.current_turn());
+                self.begin_turn(*turn, label.clone(), line.time);
+                self.epoch = line.seq;
+                self.op_turn(line.seq, line.time, *turn, from);
+            }
             Record::Capture {
                 turn,
                 path,
@@ -130,12 +122,21 @@ impl Index {
                 self.unfinished_rewind = Some((line.seq, *to, *from));
                 self.unfinished_saved.clear();
             }
-            Record::RewindDone { begin } => self.finish_rewind(*begin, line.time),
+            Record::RewindDone { begin, counts } => {
+                self.finish_rewind(*begin, line.time);
+                self.op_counts(*begin, *counts);
+            }
             Record::Renewed { ids } => self.add_renewals(ids),
             Record::Staged { capture, pre } => self.resolve_staged(*capture, pre),
-            Record::UndoDone { rewind } => self.undo_rewind(*rewind),
             Record::Touched(t) => self.actors.touched(t),
             Record::Agent(m) => self.actors.marked(line.seq, line.time, m),
+            Record::UndoDone { rewind } => self.op_legacy_undo(line.seq, line.time, *rewind),
+            Record::OpBegin(op) => self.op_begin(line.seq, line.time, op),
+            Record::OpDone { begin, counts } => self.op_done(*begin, *counts),
+            Record::Relabel { turn, label } => {
+                self.op_relabel(line.seq, line.time, *turn, label.clone());
+            }
+            Record::Pruned(p) => self.op_pruned(line.seq, line.time, p),
         }
     }
 
@@ -180,23 +181,29 @@ impl Index {
             .partition(|t| t.turn > to);
         self.turns = kept_turns;
         // Turn `to` begins afresh at the moment of the rewind.
-        match self.turns.last_mut() {
-            Some(t) if t.turn == to => t.time = time,
-            _ => self.turns.push(TurnInfo {
-                turn: to,
-                label: None,
-                time,
-            }),
-        }
+        let old_time = match self.turns.last_mut() {
+            Some(t) if t.turn == to => std::mem::replace(&mut t.time, time),
+            _ => {
+                self.turns.push(TurnInfo {
+                    turn: to,
+                    label: None,
+                    time,
+                });
+                time
+            }
+        };
+        self.epoch = b;
         self.captured_now.clear();
-        self.last_rewind = Some(LastRewind {
-            begin: b,
+        let saved = std::mem::take(&mut self.unfinished_saved);
+        let effect = super::ops::Effect::Rewind {
             to,
-            from,
-            saved: std::mem::take(&mut self.unfinished_saved),
+            begin: b,
+            old_time,
+            new_time: time,
             retired_turns,
             retired,
-        });
+        };
+        self.op_rewind_done(b, from, effect, saved);
     }
 
     /// `renewed`: records naming each `was` identity now mean its `now` file.
@@ -222,34 +229,6 @@ impl Index {
         {
             self.captures[i].pre = pre.clone();
         }
-    }
-
-    /// `undo_done`: the last rewind (begun at seq `rewind`) was undone. Ignored unless it is
-    /// the last rewind.
-    fn undo_rewind(&mut self, rewind: Seq) {
-        let Some(last) = self.last_rewind.take() else {
-            return;
-        };
-        if last.begin != rewind {
-            self.last_rewind = Some(last);
-            return;
-        }
-        // Work done after the rewind is what the undo reverted: it leaves the index.
-        self.captures.retain(|c| c.turn < last.to);
-        self.captures.extend(last.retired);
-        self.captures.sort_by_key(|c| c.seq);
-        // Turn `to` itself was kept (with its label) when the rewind ran.
-        self.turns.retain(|t| t.turn <= last.to);
-        let mut turns = last.retired_turns;
-        turns.sort_by_key(|t| t.turn);
-        self.turns.extend(turns);
-        let cur = self.current_turn();
-        self.captured_now = self
-            .captures
-            .iter()
-            .filter(|c| c.turn == cur)
-            .map(|c| c.path.clone())
-            .collect();
     }
 
     /// Whether turn `n` can be rewound to.
@@ -300,24 +279,6 @@ impl Index {
         }
         targets
     }
-
-    /// Targets that undo the last rewind: what it saved, then the pre-images of work after it.
-    pub fn undo_targets(&self) -> Option<Vec<(RelPath, PreImage)>> {
-        let last = self.last_rewind.as_ref()?;
-        let mut seen: HashSet<RelPath> = HashSet::new();
-        let mut out = Vec::new();
-        for c in &last.saved {
-            if seen.insert(c.path.clone()) {
-                out.push((c.path.clone(), c.pre.clone()));
-            }
-        }
-        for c in self.captures.iter().filter(|c| c.turn >= last.to) {
-            if seen.insert(c.path.clone()) {
-                out.push((c.path.clone(), c.pre.clone()));
-            }
-        }
-        Some(out)
-    }
 }
 
 /// Replays made from records and from hand-written journal text alone: no store, no
@@ -326,6 +287,7 @@ impl Index {
 pub(super) mod tests {
     use super::*;
     use crate::store::journal;
+    use crate::store::ops::{Change, Effect, OpWhat};
 
     pub(in crate::store) fn rp(s: &str) -> RelPath {
         RelPath::new(s.as_bytes()).expect("valid")
@@ -512,16 +474,28 @@ pub(super) mod tests {
         assert!(index.captures.is_empty());
         assert!(index.captured_now.is_empty());
         assert_eq!(index.unfinished_rewind, None);
-        let last = index.last_rewind.as_ref().expect("a rewind to undo");
-        assert_eq!((last.begin, last.to, last.from), (Seq(7), Turn(1), Turn(2)));
+        let (top, targets) = index.revert_plan(false).expect("a rewind to undo");
+        let Change::Folder {
+            begin,
+            effect: Effect::Rewind { to, retired, .. },
+            ..
+        } = &top.change
+        else {
+            panic!("a whole rewind: {top:?}");
+        };
+        assert_eq!((*begin, *to), (Seq(7), Turn(1)));
         assert_eq!(
-            last.retired.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
+            index.ops.get(top.op).map(|o| o.what.clone()),
+            Some(OpWhat::Rewind {
+                to: Turn(1),
+                from: Turn(2)
+            })
+        );
+        assert_eq!(
+            retired.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
             vec![2, 4, 5]
         );
-        assert_eq!(
-            index.undo_targets(),
-            Some(vec![(rp("b.txt"), PreImage::Absent)])
-        );
+        assert_eq!(targets, vec![(rp("b.txt"), PreImage::Absent)]);
 
         let undone = format!(
             "{rewound}{}\n",
@@ -536,7 +510,13 @@ pub(super) mod tests {
             index.captures.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
             vec![2, 4, 5]
         );
-        assert!(index.last_rewind.is_none());
+        assert!(
+            index
+                .ops
+                .undo
+                .iter()
+                .all(|a| !matches!(a.change, Change::Folder { .. }))
+        );
         assert_eq!(
             index.captured_now,
             HashSet::from([rp("a.txt"), rp("b.txt")])
@@ -558,7 +538,13 @@ pub(super) mod tests {
         assert_eq!(index.captures[1].pre, stored_a());
         assert_eq!(index.captures[2].pre, PreImage::Absent);
         assert_eq!(index.turns.len(), 2);
-        assert!(index.last_rewind.is_none());
+        assert!(
+            index
+                .ops
+                .ops
+                .iter()
+                .all(|o| !matches!(o.what, OpWhat::Rewind { .. }))
+        );
         assert_eq!(index.last_seq, Seq(9));
     }
 
@@ -611,9 +597,12 @@ pub(super) mod tests {
             pid: None,
             comm: None,
         });
-        s.append(Record::RewindDone { begin: b });
+        s.append(Record::RewindDone {
+            begin: b,
+            counts: None,
+        });
         s.append(cap(2, "h", PreImage::Absent));
-        let undo = s.0.undo_targets().expect("undo");
+        let (_, undo) = s.0.revert_plan(false).expect("undo");
         assert_eq!(
             undo,
             vec![(rp("f"), file("now")), (rp("h"), PreImage::Absent)]
@@ -621,6 +610,7 @@ pub(super) mod tests {
         s.append(Record::UndoDone { rewind: b });
         assert_eq!(s.0.current_turn(), Turn(3));
         assert_eq!(s.0.plan_targets(Turn(2)), vec![(rp("f"), file("two"))]);
-        assert!(s.0.last_rewind.is_none());
+        // A legacy undo cannot be redone; the turn switches before it can still be undone.
+        assert!(s.0.ops.redo.is_empty());
     }
 }

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 /// its extended attributes and, for symlinks, the inode; a line of version 1 or 2 says nothing
 /// of extended attributes (read as "unknown": a rewind leaves them as they are) and identifies
 /// inodes by number only (never trusted as proof that a file is the same; see SEMANTICS.md).
-/// Version 4 adds who changed what (`touched` and `agent` records, `crate::store::actors`).
+/// Version 4 adds who changed what (`touched` and `agent` records, `crate::store::actors`) and
+/// the operation log (`crate::store::ops`): `op_begin`, `op_done`, `relabel`, `pruned`, and a
+/// `rewind_done` that carries its counts.
 pub const JOURNAL_VERSION: u32 = 4;
 
 pub use crate::identity::Handle;
@@ -353,6 +355,9 @@ pub enum Record {
     RewindDone {
         /// Seq of the matching `rewind_begin`.
         begin: Seq,
+        /// What it changed (journal version 4).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        counts: Option<crate::store::ops::OpCounts>,
     },
     /// The rewind begun at seq `rewind` was undone: its turns come back.
     UndoDone {
@@ -377,6 +382,28 @@ pub enum Record {
     Touched(crate::store::actors::Touch),
     /// A process and its descendants are the agent from here on (journal version 4).
     Agent(crate::store::actors::AgentMark),
+    /// An operation of the operation log began: a partial rewind, an undo or a redo (journal
+    /// version 4; see `crate::store::ops`).
+    OpBegin(crate::store::ops::OpBegin),
+    /// The operation begun at seq `begin` finished (journal version 4).
+    OpDone {
+        /// Seq of its `op_begin`.
+        begin: Seq,
+        /// What it changed in the folder.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        counts: Option<crate::store::ops::OpCounts>,
+    },
+    /// Turn `turn` is given the label `label` (none: unlabelled), an operation of its own
+    /// (journal version 4).
+    Relabel {
+        /// The turn.
+        turn: Turn,
+        /// Its new label.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+    },
+    /// A prune rewrote the journal (journal version 4): what it made unrecoverable.
+    Pruned(crate::store::ops::Pruned),
 }
 
 impl Record {
@@ -388,6 +415,12 @@ impl Record {
             Self::Capture { pre, .. } | Self::Staged { pre, .. } => pre,
             Self::Renewed { .. } => return 3,
             Self::Touched(_) | Self::Agent(_) => return 4,
+            Self::OpBegin(..) | Self::OpDone { .. } | Self::Relabel { .. } | Self::Pruned(..) => {
+                return 4;
+            }
+            Self::RewindDone {
+                counts: Some(..), ..
+            } => return 4,
             _ => return 1,
         };
         if pre.needs_v3() {

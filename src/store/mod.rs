@@ -19,12 +19,13 @@ mod files;
 pub mod fsck;
 pub mod index;
 pub mod journal;
+pub mod ops;
 pub mod pack;
 pub mod prune;
 mod staged;
 
 pub use error::StoreError;
-pub use index::{Capture, Index, LastRewind, TurnInfo};
+pub use index::{Capture, Index, TurnInfo};
 pub use staged::StoredStage;
 
 use crate::ids::{Epoch, Seq, Turn};
@@ -208,7 +209,7 @@ impl Store {
         if store.index.turns.is_empty() {
             store.append(Record::Turn {
                 turn: Turn(1),
-                label: None,
+                label: Some("mounted".into()),
             })?;
         }
         // A daemon that stopped with pre-images still staged: store them now (one it never
@@ -386,7 +387,11 @@ mod tests {
                     from: Turn(3),
                 })
                 .expect("append");
-            s.append(Record::RewindDone { begin: b }).expect("append");
+            s.append(Record::RewindDone {
+                begin: b,
+                counts: None,
+            })
+            .expect("append");
             assert_eq!(s.index.current_turn(), Turn(2));
             assert!(s.index.plan_targets(Turn(2)).is_empty());
             assert!(!s.index.has_turn(Turn(3)));

@@ -2,7 +2,10 @@
 //!
 //! Pruning is the one operation that rewrites the journal: the kept records are written to a
 //! new file, synced, and renamed over the old one (atomic), then the store reopens it. It runs
-//! only on explicit request, never per capture. It also forgets the last rewind's undo.
+//! only on explicit request, never per capture. It is an operation of the operation log
+//! (`ops.rs`) that cannot be undone: it forgets what undo and redo would need, and says so
+//! (the operations that can no longer be undone or redone); the log of the operations before
+//! it is kept as text in its `pruned` record, the last line of the rewritten journal.
 
 use super::journal::{self, Line, PreImage, Record};
 use super::{Store, StoreError, io};
@@ -35,6 +38,12 @@ pub struct PruneReport {
     pub freed_bytes: u64,
     /// Store size afterwards.
     pub store_bytes: u64,
+    /// Operations that could be undone or redone before the prune and no longer can.
+    pub lost_ops: Vec<u64>,
+    /// Turns retired by a rewind that an undo could have brought back, and no longer can.
+    pub lost_rewound_turns: Vec<u64>,
+    /// The prune's id in the operation log.
+    pub op: u64,
 }
 
 /// Bytes of blobs referenced by captures of turns `>= from`.
@@ -88,7 +97,30 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
     }
     let keep_from = turns.get(first_kept_idx).copied().unwrap_or(current);
     let before = store_bytes(store)?;
-    rewrite_journal(store, keep_from)?;
+    let ops = &store.index.ops;
+    let lost_ops: Vec<u64> = ops
+        .undo
+        .iter()
+        .chain(ops.redo.iter())
+        .map(|a| a.op)
+        .collect();
+    let mut lost_rewound_turns: Vec<u64> =
+        ops.rewound_turns().iter().map(|(t, _)| t.turn.0).collect();
+    lost_rewound_turns.sort_unstable();
+    lost_rewound_turns.dedup();
+    let dropped_turns: Vec<u64> = turns
+        .iter()
+        .filter(|t| **t < keep_from)
+        .map(|t| t.0)
+        .collect();
+    let pruned = super::ops::Pruned {
+        archived: archive(&store.index),
+        id: store.index.ops.ops.last().map_or(1, |o| o.id + 1),
+        dropped_turns: dropped_turns.clone(),
+        lost_ops: lost_ops.clone(),
+    };
+    let op = pruned.id;
+    rewrite_journal(store, keep_from, pruned)?;
     let referenced: HashSet<BlobId> = store
         .index
         .captures
@@ -108,20 +140,40 @@ pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreErro
     store.blobs.compact().map_err(io("compact packs"))?;
     let after = store_bytes(store)?;
     Ok(PruneReport {
-        dropped_turns: turns
-            .iter()
-            .filter(|t| **t < keep_from)
-            .map(|t| t.0)
-            .collect(),
+        dropped_turns,
         kept_turns: store.index.turns.iter().map(|t| t.turn.0).collect(),
         removed_blobs: removed,
         freed_bytes: before.saturating_sub(after),
         store_bytes: after,
+        lost_ops,
+        lost_rewound_turns,
+        op,
     })
 }
 
-/// Writes the journal anew with only the turns `>= keep_from` and their captures.
-fn rewrite_journal(store: &mut Store, keep_from: Turn) -> Result<(), StoreError> {
+/// The operation log so far, as text for the `pruned` record.
+fn archive(index: &super::Index) -> Vec<super::ops::ArchivedOp> {
+    index
+        .ops
+        .ops
+        .iter()
+        .map(|o| super::ops::ArchivedOp {
+            id: o.id,
+            time: o.time,
+            text: o.describe(),
+            undone: matches!(o.state, super::ops::OpState::Undone(_))
+                || matches!(o.what, super::ops::OpWhat::Archived { undone: true, .. }),
+        })
+        .collect()
+}
+
+/// Writes the journal anew with only the turns `>= keep_from` and their captures, then the
+/// `pruned` record.
+fn rewrite_journal(
+    store: &mut Store,
+    keep_from: Turn,
+    pruned: super::ops::Pruned,
+) -> Result<(), StoreError> {
     let mut lines = Vec::new();
     let mut seq = 0;
     let mut push = |time: u64, rec: Record| {
@@ -182,6 +234,12 @@ fn rewrite_journal(store: &mut Store, keep_from: Turn) -> Result<(), StoreError>
             }
         }
     }
+    push(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        Record::Pruned(pruned),
+    );
     let mut bytes = Vec::new();
     for l in &lines {
         bytes.extend(journal::encode(l));

@@ -1,0 +1,190 @@
+//! `op log`, `undo` and `redo`: the operation log and moving along it.
+
+use super::{CliError, CliResult, Target};
+use crate::ipc::Request;
+use clap::{Args, Subcommand};
+use serde_json::Value;
+use std::io::IsTerminal;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+/// `ckpt-mount op`.
+#[derive(Debug, Args)]
+pub struct OpArgs {
+    /// What to do with the operation log.
+    #[command(subcommand)]
+    pub command: OpCommand,
+}
+
+/// `ckpt-mount op` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum OpCommand {
+    /// List the operations, newest first: turn switches, rewinds, undos, redos, relabels, prunes
+    ///
+    /// Example: ckpt-mount op log
+    /// Example: ckpt-mount op log --json
+    #[command(verbatim_doc_comment)]
+    Log(OpLogArgs),
+}
+
+/// `ckpt-mount op log`.
+#[derive(Debug, Args)]
+pub struct OpLogArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Show times in UTC (default: local time)
+    #[arg(long)]
+    pub utc: bool,
+    /// The folder (default: the ckpt-mount folder containing the current directory)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// `ckpt-mount undo` and `ckpt-mount redo`.
+#[derive(Debug, Args)]
+pub struct UndoArgs {
+    /// Print what it would change in the folder as it is now, and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Do not ask before changing the folder (asked only when stdin and stdout are a terminal)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// List every path it changed (on a terminal the first 30 are listed, then a count; into a
+    /// pipe or a file every path is)
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// The folder (default: the ckpt-mount folder containing the current directory)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// Runs `op …`.
+pub fn op(a: OpArgs) -> CliResult {
+    match a.command {
+        OpCommand::Log(a) => log(a),
+    }
+}
+
+fn log(a: OpLogArgs) -> CliResult {
+    let v = match super::target(a.dir)? {
+        Target::Mounted(folder) => {
+            let resp = super::call(&folder, &Request::OpLog)?;
+            if !resp.ok {
+                return Err(CliError::fail(resp.error.unwrap_or_default()));
+            }
+            resp.data
+        }
+        Target::Offline(folder) => super::query_offline(&folder, &Request::OpLog)?
+            .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return Ok(());
+    }
+    for row in v.as_array().cloned().unwrap_or_default() {
+        println!("{}", op_line(&row, a.utc));
+    }
+    Ok(())
+}
+
+/// One line of `op log`: `#7 2026-12-02 11:40 rewind to turn 3 (restored 4, deleted 2)`, with
+/// its state when it is not simply done.
+fn op_line(row: &Value, utc: bool) -> String {
+    let unix = crate::units::unix_seconds(row["time"].as_u64().unwrap_or(0));
+    let when = if utc {
+        crate::units::CivilTime::utc(unix).to_minute()
+    } else {
+        crate::units::CivilTime::local(unix).to_minute()
+    };
+    let mut line = format!(
+        "#{:<4} {when}  {}",
+        row["id"].as_u64().unwrap_or(0),
+        row["text"].as_str().unwrap_or("?")
+    );
+    match row["state"].as_str() {
+        Some("undone") => match row["undone_by"].as_u64() {
+            Some(by) => line += &format!("  [undone by #{by}]"),
+            None => line += "  [undone]",
+        },
+        Some("unfinished") => {
+            line += "  [cut off: the next mount, rewind, undo or redo completes it]"
+        }
+        _ => {}
+    }
+    if row["next_undo"] == true {
+        line += "  <- undo";
+    }
+    if row["next_redo"] == true {
+        line += "  <- redo";
+    }
+    line
+}
+
+/// Runs `undo` (or, with `redo`, `redo`).
+pub fn undo(a: UndoArgs, redo: bool) -> CliResult {
+    let t = super::target(a.dir.clone())?;
+    let ask = !a.yes
+        && !a.json
+        && !a.dry_run
+        && std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal();
+    let mut held = Held::open(t)?;
+    if ask {
+        let preview = held.run(redo, true)?;
+        if !super::rewind::confirm(&preview)? {
+            return Err(CliError::fail("cancelled: nothing changed"));
+        }
+    }
+    let r = held.run(redo, a.dry_run)?;
+    super::rewind::print_report(&r, a.json, super::rewind::listed(a.verbose));
+    let failed = r["failed"].as_array().map_or(0, Vec::len);
+    if failed > 0 {
+        return Err(CliError::fail(if a.dry_run {
+            format!("{failed} paths cannot be restored")
+        } else {
+            "some paths could not be restored".to_string()
+        }));
+    }
+    Ok(())
+}
+
+/// The folder an undo or redo acts on: through its daemon, or its store held open (and
+/// locked) between the preview and the run.
+enum Held {
+    Mounted(PathBuf),
+    Offline(std::os::fd::OwnedFd, Box<crate::store::Store>),
+}
+
+impl Held {
+    fn open(t: Target) -> Result<Self, CliError> {
+        Ok(match t {
+            Target::Mounted(f) => Self::Mounted(f),
+            Target::Offline(f) => {
+                let (root, store) = super::open_offline(&f)?;
+                Self::Offline(root, Box::new(store))
+            }
+        })
+    }
+
+    /// The report of the run (a preview with `dry_run`), or the one line of error.
+    fn run(&mut self, redo: bool, dry_run: bool) -> Result<Value, CliError> {
+        match self {
+            Self::Mounted(folder) => {
+                let resp = super::call(folder, &Request::Undo { redo, dry_run })?;
+                if resp.data.is_null() {
+                    return Err(CliError::fail(resp.error.unwrap_or_default()));
+                }
+                Ok(resp.data)
+            }
+            Self::Offline(root, store) => {
+                crate::rewind::undo_redo(root.as_fd(), store, redo, dry_run, &|_, _| {})
+                    .map(|r| serde_json::to_value(&r).unwrap_or_default())
+                    .map_err(|e| CliError::fail(e.to_string()))
+            }
+        }
+    }
+}
