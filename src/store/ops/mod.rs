@@ -1,0 +1,508 @@
+//! The operation log: every turn switch, rewind (whole or partial), undo, redo, relabel and
+//! prune is an operation with an id, a time and what it changed, replayed from the journal like
+//! the rest of the index (pure: lines in, plain data out).
+//!
+//! Undo and redo work on two stacks, as in jj and editors. `undo` reverts the newest operation
+//! on the undo stack; `redo` reverts the newest undo on the redo stack; any other new operation
+//! empties the redo stack. Reverting is one rule for every operation that changed the folder
+//! (a rewind, a partial rewind, an undo or a redo of one): the folder goes back to exactly what
+//! it was before that operation ran, which is, per path, what the operation saved before
+//! overwriting it (captures with `undo_of`), else the first capture taken since it began, else
+//! the folder as it is (nothing changed the path since). The index goes back with it: the
+//! captures taken since the reverted operation leave the index, kept with the undo (or redo)
+//! that took them out, so that reverting *that* brings them back. Each capture lives in one
+//! place at a time (the index, or the stack entry that holds it), never copied.
+//!
+//! A turn switch changes no path: its undo makes the previous turn current again, and the
+//! captures of the undone turn become the previous turn's (a path the undone turn captured
+//! first was, when it began, as it was when the previous turn began, because the previous
+//! turn had not touched it: so a rewind to the previous turn stays exact). Its redo makes it
+//! current again, and every capture taken since it first began is its own again.
+//!
+//! Records (journal version 4, docs/FORMAT.md): `op_begin` / `op_done` around a partial
+//! rewind, an undo or a redo (the saves in between carry `undo_of` = the `op_begin` seq),
+//! `relabel`, `pruned`, and the counts on `rewind_done`. Older records are operations too:
+//! `turn`, `rewind_begin`/`rewind_done` and `undo_done`.
+
+use super::index::{Capture, Index, TurnInfo};
+use crate::ids::{Seq, Turn};
+use crate::relpath::RelPath;
+use crate::store::journal::PreImage;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+/// What an operation changed in the folder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCounts {
+    /// Paths given back an earlier state.
+    pub restored: u64,
+    /// Paths removed.
+    pub deleted: u64,
+    /// Paths that could not be restored.
+    pub failed: u64,
+}
+
+/// Which operation an `op_begin` record begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// `rewind N -- PATH…`.
+    RewindPaths,
+    /// `undo`.
+    Undo,
+    /// `redo`.
+    Redo,
+}
+
+/// The payload of an `op_begin` record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpBegin {
+    /// What begins.
+    pub kind: OpKind,
+    /// A partial rewind's target turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Turn>,
+    /// A partial rewind's paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<RelPath>,
+    /// The id of the operation an undo or redo reverts or re-applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<u64>,
+}
+
+/// An operation from before a prune, kept as text in the `pruned` record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArchivedOp {
+    /// Its id.
+    pub id: u64,
+    /// When it ran (Unix seconds).
+    pub time: u64,
+    /// What it was, as `op log` said.
+    pub text: String,
+    /// Whether it was undone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undone: bool,
+}
+
+/// The payload of a `pruned` record, the last line of a journal a prune rewrote: the lines
+/// before it restate the history that was kept (no operation of their own).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pruned {
+    /// The operation log before the prune (ids and texts), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub archived: Vec<ArchivedOp>,
+    /// The prune's own id.
+    pub id: u64,
+    /// Turns that can no longer be rewound to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_turns: Vec<u64>,
+    /// Operations that could be undone (or redone) before, and no longer can.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_ops: Vec<u64>,
+}
+
+/// What an operation was.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpWhat {
+    /// The store was created with turn `turn` (not undoable).
+    Created {
+        /// The first turn.
+        turn: Turn,
+    },
+    /// Turn `turn` began after `from`.
+    Turn {
+        /// The new turn.
+        turn: Turn,
+        /// The turn current before.
+        from: Turn,
+    },
+    /// The folder was rewound to the start of `to`.
+    Rewind {
+        /// Target.
+        to: Turn,
+        /// Current turn before.
+        from: Turn,
+    },
+    /// Some paths were rewound to the start of `to`.
+    RewindPaths {
+        /// Target.
+        to: Turn,
+        /// The paths.
+        paths: Vec<String>,
+    },
+    /// Operation `of` was undone.
+    Undo {
+        /// The operation undone.
+        of: u64,
+    },
+    /// Operation `of` was redone.
+    Redo {
+        /// The operation redone.
+        of: u64,
+    },
+    /// Turn `turn` was labelled.
+    Relabel {
+        /// The turn.
+        turn: Turn,
+        /// The new label.
+        label: Option<String>,
+    },
+    /// A prune forgot turns and undo history.
+    Prune {
+        /// Turns forgotten.
+        dropped_turns: Vec<u64>,
+        /// Operations that can no longer be undone or redone.
+        lost_ops: Vec<u64>,
+    },
+    /// An operation from before a prune, as text.
+    Archived {
+        /// What `op log` said of it.
+        text: String,
+        /// Whether it had been undone.
+        undone: bool,
+    },
+}
+
+/// An operation's state in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpState {
+    /// In effect (or, for an undo or redo, done).
+    Done,
+    /// Reverted by the undo with this id (a redo puts it back to `Done`).
+    Undone(u64),
+    /// Begun and cut off; the next mount, rewind, undo or redo completes it.
+    Unfinished,
+}
+
+/// One operation of the log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpEntry {
+    /// Its id (`#7`), counted from 1 in the order operations began.
+    pub id: u64,
+    /// The seq of the record that began it.
+    pub seq: Seq,
+    /// When it began (Unix seconds).
+    pub time: u64,
+    /// What it was.
+    pub what: OpWhat,
+    /// What it changed in the folder, when it changed the folder.
+    pub counts: Option<OpCounts>,
+    /// Whether it is in effect.
+    pub state: OpState,
+}
+
+impl OpEntry {
+    /// One line saying what the operation did (`rewind to turn 3 (restored 4, deleted 2)`).
+    pub fn describe(&self) -> String {
+        let mut s = self.words();
+        if let Some(c) = self.counts {
+            s += &format!(" (restored {}, deleted {}", c.restored, c.deleted);
+            if c.failed > 0 {
+                s += &format!(", failed {}", c.failed);
+            }
+            s.push(')');
+        }
+        s
+    }
+
+    /// What the operation was, without its counts (`rewind to turn 3 (from turn 5)`).
+    pub fn words(&self) -> String {
+        match &self.what {
+            OpWhat::Created { turn } => format!("turn {turn} begins (store created)"),
+            OpWhat::Turn { turn, from } => format!("turn {turn} begins (after turn {from})"),
+            OpWhat::Rewind { to, from } => format!("rewind to turn {to} (from turn {from})"),
+            OpWhat::RewindPaths { to, paths } => {
+                format!("rewind {} to turn {to}", paths.join(", "))
+            }
+            OpWhat::Undo { of } => format!("undo of #{of}"),
+            OpWhat::Redo { of } => format!("redo of #{of}"),
+            OpWhat::Relabel { turn, label } => match label {
+                Some(l) => format!("label turn {turn} {l:?}"),
+                None => format!("remove the label of turn {turn}"),
+            },
+            OpWhat::Prune {
+                dropped_turns,
+                lost_ops,
+            } => {
+                let n = dropped_turns.len();
+                let mut s = format!("prune: forgot {n} turn{}", if n == 1 { "" } else { "s" });
+                if !lost_ops.is_empty() {
+                    let ids: Vec<String> = lost_ops.iter().map(|i| format!("#{i}")).collect();
+                    s += &format!("; {} can no longer be undone or redone", ids.join(", "));
+                }
+                s
+            }
+            OpWhat::Archived { text, .. } => text.clone(),
+        }
+    }
+
+    /// The kind's name in `op log --json`.
+    pub fn kind(&self) -> &'static str {
+        match self.what {
+            OpWhat::Created { .. } => "created",
+            OpWhat::Turn { .. } => "turn",
+            OpWhat::Rewind { .. } => "rewind",
+            OpWhat::RewindPaths { .. } => "rewind_paths",
+            OpWhat::Undo { .. } => "undo",
+            OpWhat::Redo { .. } => "redo",
+            OpWhat::Relabel { .. } => "relabel",
+            OpWhat::Prune { .. } => "prune",
+            OpWhat::Archived { .. } => "archived",
+        }
+    }
+}
+
+/// What reverting an operation's application changes.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// A turn switch (at seq `switch`): undone, its turn's record is kept here (`info`).
+    Turn {
+        /// Seq of the `turn` record.
+        switch: Seq,
+        /// The undone turn, while it is undone.
+        info: Option<TurnInfo>,
+    },
+    /// A relabel.
+    Relabel {
+        /// The turn.
+        turn: Turn,
+        /// The label before.
+        before: Option<String>,
+        /// The label after.
+        after: Option<String>,
+    },
+    /// An operation that changed the folder, applied by the op whose begin seq is `begin`.
+    Folder {
+        /// Seq of the record that began the application (`rewind_begin` or `op_begin`).
+        begin: Seq,
+        /// What it saved before overwriting (captures with `undo_of`).
+        saves: Vec<Capture>,
+        /// Captures it took out of the index (those taken since what it reverted, and those
+        /// that what it reverted had put back).
+        moved: Vec<Capture>,
+        /// The seqs of the captures it put back into the index (what it reverted had taken
+        /// out): reverting it takes them out again.
+        restored: Vec<Seq>,
+        /// What it did to the turns.
+        effect: Effect,
+    },
+}
+
+/// What an operation that changed the folder did to the turns.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    /// Nothing (a partial rewind is a change in the current turn).
+    Partial,
+    /// A whole rewind to `to`, begun at seq `begin`: the turns after `to` and the captures of
+    /// `to` and later left the index (held here while it is in effect).
+    Rewind {
+        /// Target.
+        to: Turn,
+        /// Seq of its `rewind_begin`.
+        begin: Seq,
+        /// When turn `to` began before the rewind.
+        old_time: u64,
+        /// When it began afresh (the rewind).
+        new_time: u64,
+        /// Turns it retired, while in effect.
+        retired_turns: Vec<TurnInfo>,
+        /// Captures it retired, while in effect.
+        retired: Vec<Capture>,
+    },
+}
+
+/// An operation in effect (on the undo stack) or undone (on the redo stack).
+#[derive(Clone, Debug)]
+pub struct Applied {
+    /// The operation's id.
+    pub op: u64,
+    /// The id of the operation whose run is the one to revert: `op` itself, or the redo that
+    /// re-applied it (on the undo stack); the undo that reverted it (on the redo stack).
+    pub by: u64,
+    /// What reverting it changes.
+    pub change: Change,
+}
+
+/// An `op_begin` not yet followed by its `op_done`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnfinishedOp {
+    /// Seq of the `op_begin`.
+    pub begin: Seq,
+    /// Its id.
+    pub id: u64,
+    /// What it is.
+    pub op: OpBegin,
+}
+
+/// The operation log as the index keeps it.
+#[derive(Debug, Default)]
+pub struct OpLog {
+    /// Every operation, oldest first.
+    pub ops: Vec<OpEntry>,
+    /// Operations in effect that `undo` can revert, newest last.
+    pub undo: Vec<Applied>,
+    /// Operations undone that `redo` can re-apply, newest last.
+    pub redo: Vec<Applied>,
+    /// A partial rewind, undo or redo that began and never finished.
+    pub unfinished: Option<UnfinishedOp>,
+    /// The id the next operation gets.
+    next_id: u64,
+}
+
+impl OpLog {
+    /// The operation with id `id`.
+    pub fn get(&self, id: u64) -> Option<&OpEntry> {
+        let i = self.ops.binary_search_by_key(&id, |o| o.id).ok()?;
+        self.ops.get(i)
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut OpEntry> {
+        let i = self.ops.binary_search_by_key(&id, |o| o.id).ok()?;
+        self.ops.get_mut(i)
+    }
+
+    /// Adds an operation and returns its id.
+    fn push(&mut self, seq: Seq, time: u64, what: OpWhat, state: OpState) -> u64 {
+        self.next_id = self.next_id.max(1);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.ops.push(OpEntry {
+            id,
+            seq,
+            time,
+            what,
+            counts: None,
+            state,
+        });
+        id
+    }
+
+    /// A new operation (not an undo or redo): nothing undone can be redone any more.
+    fn new_op(&mut self, applied: Option<Applied>) {
+        self.redo.clear();
+        self.undo.extend(applied);
+    }
+
+    /// Every capture the stacks hold (for `status`: their pre-images are kept for an undo or
+    /// a redo).
+    pub fn held_captures(&self) -> Vec<&Capture> {
+        let mut out = Vec::new();
+        for a in self.undo.iter().chain(self.redo.iter()) {
+            if let Change::Folder {
+                saves,
+                moved,
+                effect,
+                ..
+            } = &a.change
+            {
+                out.extend(saves.iter().chain(moved.iter()));
+                if let Effect::Rewind { retired, .. } = effect {
+                    out.extend(retired.iter());
+                }
+            }
+        }
+        out
+    }
+
+    /// Turns a rewind in effect retired, with the id of that rewind.
+    pub fn rewound_turns(&self) -> Vec<(&TurnInfo, u64)> {
+        let mut out = Vec::new();
+        for a in &self.undo {
+            if let Change::Folder {
+                effect: Effect::Rewind { retired_turns, .. },
+                ..
+            } = &a.change
+            {
+                out.extend(retired_turns.iter().map(|t| (t, a.op)));
+            }
+        }
+        out
+    }
+}
+
+/// Appends a `relabel` of `turn` to the store (refused for a turn that is not live).
+pub fn relabel(store: &mut super::Store, turn: Turn, label: Option<String>) -> Result<(), String> {
+    if !store.index().has_turn(turn) {
+        let known: Vec<String> = store
+            .index()
+            .turns
+            .iter()
+            .map(|t| t.turn.to_string())
+            .collect();
+        return Err(format!(
+            "turn {turn} does not exist (turns: {})",
+            known.join(", ")
+        ));
+    }
+    store
+        .append(super::journal::Record::Relabel { turn, label })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// One row of `ckpt-mount op log`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpRow {
+    /// Its id.
+    pub id: u64,
+    /// When it began (Unix seconds).
+    pub time: u64,
+    /// The same moment in ISO 8601, UTC.
+    pub time_iso: String,
+    /// Its kind (`turn`, `rewind`, `rewind_paths`, `undo`, `redo`, `relabel`, `prune`, …).
+    pub kind: String,
+    /// What it did, in words.
+    pub text: String,
+    /// `done`, `undone` or `unfinished`.
+    pub state: String,
+    /// The undo that reverted it, while it is undone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undone_by: Option<u64>,
+    /// What it changed in the folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<OpCounts>,
+    /// The operation `undo` reverts next / `redo` re-applies next.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub next_undo: bool,
+    /// Whether `redo` re-applies this one next.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub next_redo: bool,
+}
+
+/// The operation log, newest first.
+pub fn op_rows(index: &Index) -> Vec<OpRow> {
+    let next_undo = index.ops.undo.last().map(|a| a.op);
+    let next_redo = index.ops.redo.last().map(|a| a.op);
+    index
+        .ops
+        .ops
+        .iter()
+        .rev()
+        .map(|o| {
+            let (state, undone_by) = match o.state {
+                OpState::Done => match &o.what {
+                    OpWhat::Archived { undone: true, .. } => ("undone", None),
+                    _ => ("done", None),
+                },
+                OpState::Undone(by) => ("undone", Some(by)),
+                OpState::Unfinished => ("unfinished", None),
+            };
+            OpRow {
+                id: o.id,
+                time: o.time,
+                time_iso: crate::units::iso8601_utc(crate::units::unix_seconds(o.time)),
+                kind: o.kind().to_string(),
+                text: o.describe(),
+                state: state.to_string(),
+                undone_by,
+                counts: o.counts,
+                next_undo: next_undo == Some(o.id),
+                next_redo: next_redo == Some(o.id),
+            }
+        })
+        .collect()
+}
+
+mod replay;
+#[cfg(test)]
+mod tests;

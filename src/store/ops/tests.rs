@@ -1,0 +1,204 @@
+//! Replays of hand-made records: no store, no folder.
+use super::*;
+use crate::store::index::tests::{cap, file, rp};
+use crate::store::journal::{Line, Record};
+
+/// Applies `rec` as the next line at time `seq * 10`; returns its seq.
+fn push(index: &mut Index, rec: Record) -> Seq {
+    let seq = Seq(index.last_seq.0 + 1);
+    index.apply(&Line {
+        v: rec.version(),
+        seq,
+        time: seq.0 * 10,
+        rec,
+    });
+    seq
+}
+
+fn turn(n: u64) -> Record {
+    Record::Turn {
+        turn: Turn(n),
+        label: None,
+    }
+}
+
+fn undo_or_redo(index: &mut Index, kind: OpKind) {
+    let target = match kind {
+        OpKind::Redo => index.ops.redo.last().map(|a| a.op),
+        _ => index.ops.undo.last().map(|a| a.op),
+    };
+    let b = push(
+        index,
+        Record::OpBegin(OpBegin {
+            kind,
+            to: None,
+            paths: Vec::new(),
+            target,
+        }),
+    );
+    push(
+        index,
+        Record::OpDone {
+            begin: b,
+            counts: None,
+        },
+    );
+}
+
+fn turns_of(index: &Index) -> Vec<u64> {
+    index.turns.iter().map(|t| t.turn.0).collect()
+}
+
+#[test]
+fn undoing_a_turn_switch_merges_its_captures_and_redo_splits_them_again() {
+    let mut index = Index::default();
+    push(&mut index, turn(1));
+    push(&mut index, cap(1, "a", file("a1")));
+    push(&mut index, turn(2));
+    push(&mut index, cap(2, "a", file("a2")));
+    push(&mut index, cap(2, "b", PreImage::Absent));
+    undo_or_redo(&mut index, OpKind::Undo);
+    assert_eq!(turns_of(&index), vec![1]);
+    // Turn 1's own capture of `a` is older and wins; `b` is turn 1's now.
+    assert_eq!(
+        index.plan_targets(Turn(1)),
+        vec![(rp("a"), file("a1")), (rp("b"), PreImage::Absent)]
+    );
+    // A path changed after the undo is captured again (for a redo to find).
+    assert_eq!(index.captured_now, HashSet::from([rp("a"), rp("b")]));
+    push(&mut index, cap(1, "c", file("c1")));
+    undo_or_redo(&mut index, OpKind::Redo);
+    assert_eq!(turns_of(&index), vec![1, 2]);
+    assert_eq!(
+        index.plan_targets(Turn(2)),
+        vec![
+            (rp("a"), file("a2")),
+            (rp("b"), PreImage::Absent),
+            (rp("c"), file("c1"))
+        ]
+    );
+    let states: Vec<(u64, OpState)> = index.ops.ops.iter().map(|o| (o.id, o.state)).collect();
+    assert_eq!(
+        states,
+        vec![
+            (1, OpState::Done),
+            (2, OpState::Done),
+            (3, OpState::Done),
+            (4, OpState::Done)
+        ]
+    );
+    assert_eq!(index.ops.undo.last().map(|a| (a.op, a.by)), Some((2, 4)));
+}
+
+#[test]
+fn undo_two_deep_then_redo_gives_back_each_index_state() {
+    let mut index = Index::default();
+    push(&mut index, turn(1));
+    push(&mut index, turn(2));
+    push(&mut index, cap(2, "f", file("two")));
+    let b = push(
+        &mut index,
+        Record::RewindBegin {
+            to: Turn(1),
+            from: Turn(2),
+        },
+    );
+    push(
+        &mut index,
+        Record::Capture {
+            turn: Turn(1),
+            path: rp("f"),
+            pre: file("now"),
+            undo_of: Some(b),
+            pid: None,
+            comm: None,
+        },
+    );
+    push(
+        &mut index,
+        Record::RewindDone {
+            begin: b,
+            counts: None,
+        },
+    );
+    push(&mut index, cap(1, "g", PreImage::Absent));
+    push(
+        &mut index,
+        Record::Relabel {
+            turn: Turn(1),
+            label: Some("x".into()),
+        },
+    );
+    assert_eq!(turns_of(&index), vec![1]);
+    undo_or_redo(&mut index, OpKind::Undo); // the relabel
+    assert_eq!(index.turns[0].label, None);
+    let (_, targets) = index.revert_plan(false).expect("the rewind");
+    assert_eq!(
+        targets,
+        vec![(rp("f"), file("now")), (rp("g"), PreImage::Absent)]
+    );
+    undo_or_redo(&mut index, OpKind::Undo); // the rewind
+    assert_eq!(turns_of(&index), vec![1, 2]);
+    assert_eq!(index.plan_targets(Turn(2)), vec![(rp("f"), file("two"))]);
+    // Its redo gives back `g`'s capture, taken after the rewind.
+    undo_or_redo(&mut index, OpKind::Redo);
+    assert_eq!(turns_of(&index), vec![1]);
+    assert_eq!(
+        index.plan_targets(Turn(1)),
+        vec![(rp("g"), PreImage::Absent)]
+    );
+    undo_or_redo(&mut index, OpKind::Redo);
+    assert_eq!(index.turns[0].label.as_deref(), Some("x"));
+    assert!(index.ops.redo.is_empty());
+    // A new operation empties the redo stack.
+    undo_or_redo(&mut index, OpKind::Undo);
+    assert_eq!(index.ops.redo.len(), 1);
+    push(&mut index, turn(3));
+    assert!(index.ops.redo.is_empty());
+}
+
+#[test]
+fn a_partial_rewind_restarts_the_capture_epoch_and_an_unfinished_one_is_remembered() {
+    let mut index = Index::default();
+    push(&mut index, turn(1));
+    push(&mut index, cap(1, "a", file("a0")));
+    let b = push(
+        &mut index,
+        Record::OpBegin(OpBegin {
+            kind: OpKind::RewindPaths,
+            to: Some(Turn(1)),
+            paths: vec![rp("a")],
+            target: None,
+        }),
+    );
+    assert!(index.captured_now.is_empty());
+    push(
+        &mut index,
+        Record::Capture {
+            turn: Turn(1),
+            path: rp("a"),
+            pre: file("a1"),
+            undo_of: Some(b),
+            pid: None,
+            comm: None,
+        },
+    );
+    assert_eq!(index.ops.unfinished.as_ref().map(|u| u.begin), Some(b));
+    push(
+        &mut index,
+        Record::OpDone {
+            begin: b,
+            counts: Some(OpCounts {
+                restored: 1,
+                deleted: 0,
+                failed: 0,
+            }),
+        },
+    );
+    assert!(index.ops.unfinished.is_none());
+    let (_, targets) = index.revert_plan(false).expect("undoable");
+    assert_eq!(targets, vec![(rp("a"), file("a1"))]);
+    let rows = op_rows(&index);
+    assert_eq!(rows[0].text, "rewind a to turn 1 (restored 1, deleted 0)");
+    assert!(rows[0].next_undo);
+}
