@@ -362,7 +362,7 @@ fn the_installed_hook_begins_a_labelled_turn_from_a_subfolder() {
     assert_eq!(
         labels(&m),
         vec![
-            "",
+            "mounted",
             "claude-code: make blue",
             "codex: make blue",
             "gemini: make blue"
@@ -533,7 +533,7 @@ fn turn_dir_takes_any_path_inside_the_folder_and_refuses_an_unmounted_one() {
     assert!(o.status.success(), "{}", text(&o));
     m.remount();
     assert_eq!(current_turn(&m), "3\n");
-    assert_eq!(labels(&m), vec!["", "from a subfolder", "recovery"]);
+    assert_eq!(labels(&m), vec!["mounted", "from a subfolder", "recovery"]);
 }
 
 /// PATH with the binary under test first, as a user who installed it has.
@@ -557,7 +557,7 @@ fn the_claude_code_script_in_mount_scripts_still_works() {
     let o = run_hook_command(&cmd, &recorded_payload(&sub), &[("PATH", &path)]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(current_turn(&m), "2\n");
-    assert_eq!(labels(&m), vec!["", "Make the header blue"]);
+    assert_eq!(labels(&m), vec!["mounted", "Make the header blue"]);
 }
 
 #[test]
@@ -589,7 +589,7 @@ fn the_codex_notify_program_uses_the_payloads_cwd_and_logs_failures() {
     let o = notify(&payload);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(current_turn(&m), "2\n");
-    assert_eq!(labels(&m), vec!["", "after: Make the header blue"]);
+    assert_eq!(labels(&m), vec!["mounted", "after: Make the header blue"]);
     m.unmount();
     let o = notify(&payload);
     assert!(o.status.success(), "{}", text(&o));
