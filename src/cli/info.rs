@@ -140,50 +140,6 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
             }
         })
         .collect();
-    let turn_w = rows
-        .iter()
-        .map(|r| r.turn.to_string().len())
-        .max()
-        .unwrap_or(0)
-        .max("turn".len());
-    let size_w = sizes
-        .iter()
-        .map(String::len)
-        .max()
-        .unwrap_or(0)
-        .max("captured".len());
-    let state_room = if rows.iter().any(|r| r.rewound_by.is_some()) {
-        2 + "rewound #".len() + 6
-    } else {
-        0
-    };
-    let fixed = state_room
-        + turn_w
-        + 2
-        + TIME_WIDTH
-        + COUNTS.iter().map(|(_, w)| 2 + w).sum::<usize>()
-        + 2
-        + size_w
-        + 2;
-    // The label (last) keeps up to half the room; the programs get what they need of the
-    // rest, and the label whatever they leave.
-    let room = width.saturating_sub(fixed);
-    let label_need = rows
-        .iter()
-        .map(|r| r.label.as_deref().unwrap_or("").width())
-        .max()
-        .unwrap_or(0);
-    let programs_need = programs
-        .iter()
-        .map(|p| p.width())
-        .max()
-        .unwrap_or(0)
-        .max("programs".len());
-    let programs_w = programs_need
-        .min(room.saturating_sub(label_need.min(room / 2) + 2))
-        .max(MIN_TEXT);
-    let label_w = room.saturating_sub(programs_w + 2).max(MIN_TEXT);
-
     // The state column appears when a rewind in effect retired turns (listed, not live).
     let states: Vec<String> = rows
         .iter()
@@ -192,58 +148,13 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
                 .map_or_else(|| "live".into(), |op| format!("rewound #{op}"))
         })
         .collect();
-    let state_w = if rows.iter().any(|r| r.rewound_by.is_some()) {
-        states.iter().map(String::len).max().unwrap_or(0)
-    } else {
-        0
-    };
-    let state_cell = |s: &str| {
-        if state_w == 0 {
-            String::new()
-        } else {
-            format!("  {s:<state_w$}")
-        }
-    };
-    let began = if utc { "began (UTC)" } else { "began" };
-    let mut line = format!(
-        "{:>turn_w$}{}  {began:<TIME_WIDTH$}",
-        "turn",
-        state_cell("state")
-    );
-    for (name, w) in COUNTS {
-        line += &format!("  {name:>w$}");
-    }
-    line += &format!(
-        "  {:>size_w$}  {}  label",
-        "captured",
-        pad("programs", programs_w)
-    );
-    let mut out = line + "\n";
+    let c = LogColumns::fit(rows, &sizes, &programs, &states, width);
+    let mut out = c.header(utc) + "\n";
     for (((r, size), programs), state) in rows.iter().zip(&sizes).zip(&programs).zip(&states) {
-        let unix = unix_seconds(r.time);
-        let when = if utc {
-            CivilTime::utc(unix)
-        } else {
-            CivilTime::local(unix)
-        };
-        let mut line = format!(
-            "{:>turn_w$}{}  {:<TIME_WIDTH$}",
-            r.turn,
-            state_cell(state),
-            when.to_minute()
-        );
-        for (n, (_, w)) in [r.created, r.modified, r.deleted].iter().zip(COUNTS) {
-            line += &format!("  {n:>w$}");
-        }
-        line += &format!(
-            "  {size:>size_w$}  {}  {}",
-            pad(&fit(programs, programs_w), programs_w),
-            fit(r.label.as_deref().unwrap_or(""), label_w)
-        );
-        out += line.trim_end();
+        out += c.row(r, [size, programs, state], utc).trim_end();
         out.push('\n');
         for skipped in skipped_lines(&r.skipped, false) {
-            out += &format!("{:>turn_w$}  ! {skipped}\n", "");
+            out += &format!("{:>w$}  ! {skipped}\n", "", w = c.turn);
         }
     }
     let mut actors = rows.iter().flat_map(|r| &r.actors).peekable();
@@ -251,6 +162,127 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
         out += &format!("{}\n", fit(crate::store::actors::ONE_ACTOR, width));
     }
     out
+}
+
+/// The widths of `log`'s columns (0 for a state column not shown).
+struct LogColumns {
+    turn: usize,
+    state: usize,
+    size: usize,
+    programs: usize,
+    label: usize,
+}
+
+impl LogColumns {
+    /// The widths for `rows` (with their sizes, programs and states as shown) on a terminal
+    /// `width` wide: the label (last) keeps up to half the room left by the fixed columns; the
+    /// programs get what they need of the rest, and the label whatever they leave.
+    fn fit(
+        rows: &[TurnRow],
+        sizes: &[String],
+        programs: &[String],
+        states: &[String],
+        width: usize,
+    ) -> Self {
+        let widest = |cells: &mut dyn Iterator<Item = usize>, title: &str| {
+            cells.max().unwrap_or(0).max(title.len())
+        };
+        let turn = widest(&mut rows.iter().map(|r| r.turn.to_string().len()), "turn");
+        let size = widest(&mut sizes.iter().map(String::len), "captured");
+        let state = if rows.iter().any(|r| r.rewound_by.is_some()) {
+            states.iter().map(String::len).max().unwrap_or(0)
+        } else {
+            0
+        };
+        let state_room = if state == 0 {
+            0
+        } else {
+            2 + "rewound #".len() + 6
+        };
+        let fixed = state_room
+            + turn
+            + 2
+            + TIME_WIDTH
+            + COUNTS.iter().map(|(_, w)| 2 + w).sum::<usize>()
+            + 2
+            + size
+            + 2;
+        let room = width.saturating_sub(fixed);
+        let label_need = rows
+            .iter()
+            .map(|r| r.label.as_deref().unwrap_or("").width())
+            .max()
+            .unwrap_or(0);
+        let programs_need = widest(&mut programs.iter().map(|p| p.width()), "programs");
+        let programs = programs_need
+            .min(room.saturating_sub(label_need.min(room / 2) + 2))
+            .max(MIN_TEXT);
+        let label = room.saturating_sub(programs + 2).max(MIN_TEXT);
+        Self {
+            turn,
+            state,
+            size,
+            programs,
+            label,
+        }
+    }
+
+    /// The state cell (nothing when the column is not shown).
+    fn state_cell(&self, s: &str) -> String {
+        if self.state == 0 {
+            String::new()
+        } else {
+            format!("  {s:<w$}", w = self.state)
+        }
+    }
+
+    /// The title line.
+    fn header(&self, utc: bool) -> String {
+        let began = if utc { "began (UTC)" } else { "began" };
+        let mut line = format!(
+            "{:>w$}{}  {began:<TIME_WIDTH$}",
+            "turn",
+            self.state_cell("state"),
+            w = self.turn
+        );
+        for (name, w) in COUNTS {
+            line += &format!("  {name:>w$}");
+        }
+        line += &format!(
+            "  {:>w$}  {}  label",
+            "captured",
+            pad("programs", self.programs),
+            w = self.size
+        );
+        line
+    }
+
+    /// The line of turn `r`, whose size, programs and state cells are `cells`.
+    fn row(&self, r: &TurnRow, [size, programs, state]: [&String; 3], utc: bool) -> String {
+        let unix = unix_seconds(r.time);
+        let when = if utc {
+            CivilTime::utc(unix)
+        } else {
+            CivilTime::local(unix)
+        };
+        let mut line = format!(
+            "{:>w$}{}  {:<TIME_WIDTH$}",
+            r.turn,
+            self.state_cell(state),
+            when.to_minute(),
+            w = self.turn
+        );
+        for (n, (_, w)) in [r.created, r.modified, r.deleted].iter().zip(COUNTS) {
+            line += &format!("  {n:>w$}");
+        }
+        line += &format!(
+            "  {size:>w$}  {}  {}",
+            pad(&fit(programs, self.programs), self.programs),
+            fit(r.label.as_deref().unwrap_or(""), self.label),
+            w = self.size
+        );
+        line
+    }
 }
 
 /// Runs `log`.
