@@ -257,7 +257,7 @@ impl Store {
     }
 
     /// Appends records, applies them and returns the last seq. They are written in batches of
-    /// about [`APPEND_BATCH`] bytes, one `write(2)` each (a torn write still leaves whole lines
+    /// about `APPEND_BATCH` (1 MiB), one `write(2)` each (a torn write still leaves whole lines
     /// and at most one torn last line), and each batch is applied once written: a rewind's
     /// hundred thousand saves never sit in memory as one encoded buffer. A failed batch leaves
     /// the ones before it written and applied, as one record at a time would.
