@@ -3192,7 +3192,6 @@ fn regression_a_link_made_after_a_partial_rewind_is_one_inode_again_after_a_rewi
 /// partial rewind captures nothing below a parent that is not a directory (`rewind::save`),
 /// so turn 3 never learns that `a/c` was absent, and the rewind to 3 keeps it.
 #[test]
-#[ignore = "a partial rewind that recreates a directory's children below a path that was a file does not capture them (CKPT_CORE_SEED=3)"]
 fn regression_a_partial_rewind_captures_what_it_creates_below_a_file_it_replaces() {
     on_tmp(&[
         Mkdir("a", 0o644),

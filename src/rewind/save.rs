@@ -22,8 +22,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 /// The state now of every path `plan` touches and of everything below them, except the paths
 /// `skip` names: what a rewind saves for its undo, or a partial rewind captures for the current
 /// turn, before it changes anything. A path whose parent is not there, not a directory or a
-/// symlink has nothing at it in the folder (a rewind never writes through such a parent) and
-/// is left out; any other failure refuses the rewind before anything changes.
+/// symlink has nothing at it in the folder (a rewind never writes through such a parent): it
+/// is saved as absent; any other failure refuses the rewind before anything changes.
 fn read_current(
     root: BorrowedFd<'_>,
     store: &Store,
@@ -45,7 +45,15 @@ fn read_current(
     for path in paths {
         let parent = match open_parent_raw(root, path) {
             Ok(p) => p,
-            Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV)) => continue,
+            Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV)) => {
+                // Nothing stands at the path now, and the rewind may create it (below a file
+                // it turns back into a directory, say): "absent" is its state now, saved so
+                // that rewinding the current turn (or the undo) removes it again.
+                if !skip(path) && seen.insert(path.clone()) {
+                    records.push((path.clone(), PreImage::Absent));
+                }
+                continue;
+            }
             Err(e) => {
                 problems.push(Failure {
                     path: path.to_string(),
