@@ -42,39 +42,9 @@ impl CkptFs {
         req: rewind::Request,
         progress: rewind::Progress<'_>,
     ) -> Result<Report, RewindError> {
-        let report = {
-            let _gate = self.exclusive_gate();
-            let mut store = self.capture.lock();
-            let mut report = rewind::rewind(self.root.as_fd(), &mut store, req, progress)?;
-            drop(store);
-            let mut refreshed = Vec::new();
-            if !req.dry_run {
-                // Directories the rewind replaced must not be reached through cached
-                // descriptors.
-                self.lock_dirs().map.clear();
-                refreshed = self.refresh_names(&report.changed);
-                // Files still open for writing belong to the new current turn from now on; one
-                // that cannot be captured is reported (its next writes could not be undone).
-                let held = self.held_for_write();
-                let failed = self.capture.begin_turn_captures(&|f| visit_held(&held, f));
-                for (path, e) in failed {
-                    log::warn!(target: "ckpt::rewind", "{path}: held open for writing, not captured for the current turn: {e}");
-                    report.permanent.insert(path.clone());
-                    report.failed.push(rewind::Failure {
-                        path,
-                        reason: format!(
-                            "held open for writing, and its state after the rewind could not be captured for the current turn ({e}): later writes through that descriptor cannot be rewound"
-                        ),
-                    });
-                }
-                self.lock_dirs().map.clear();
-            }
-            (report, refreshed)
-        };
-        let (report, refreshed) = report;
-        if !req.dry_run {
-            self.invalidate(&refreshed);
-        }
+        let report = self.rewind_part(req.dry_run, &mut |root, store| {
+            rewind::rewind(root, store, req, progress)
+        })?;
         let json = serde_json::to_string(&report).unwrap_or_default() + "\n";
         *self
             .last_report
@@ -112,9 +82,10 @@ impl CkptFs {
         })
     }
 
-    /// Runs a partial rewind (`run`) with the gate held exclusively, then refreshes names and
-    /// tells the kernel what changed.
-    fn rewind_part(
+    /// Runs an operation that changes the folder (`run`: a rewind, whole or partial, an undo or
+    /// a redo) with the gate held exclusively, then refreshes names, captures the files held
+    /// open for writing and tells the kernel what changed.
+    pub(super) fn rewind_part(
         &self,
         dry_run: bool,
         run: &mut dyn FnMut(
@@ -132,7 +103,8 @@ impl CkptFs {
             if !dry_run {
                 self.lock_dirs().map.clear();
                 refreshed = self.refresh_names(&report.changed);
-                // The partial rewind began a capture epoch (`crate::store::ops`).
+                // Files still open for writing belong to the current turn from now on (the
+                // operation began a capture epoch, `crate::store::ops`).
                 self.capture_held_after(&mut report);
                 self.lock_dirs().map.clear();
             }
@@ -227,6 +199,26 @@ impl CkptFs {
         }
         for parent in parents {
             inv.inval_inode(parent);
+        }
+    }
+}
+
+impl CkptFs {
+    /// After an operation that began a capture epoch (a rewind, a partial rewind, an undo, a
+    /// redo): files still open for writing are captured for it, because their next writes need
+    /// no `open`; one that cannot be is reported as failed (its next writes could not be undone).
+    pub(super) fn capture_held_after(&self, report: &mut Report) {
+        let held = self.held_for_write();
+        let failed = self.capture.begin_turn_captures(&|f| visit_held(&held, f));
+        for (path, e) in failed {
+            log::warn!(target: "ckpt::rewind", "{path}: held open for writing, not captured for the current turn: {e}");
+            report.permanent.insert(path.clone());
+            report.failed.push(rewind::Failure {
+                path,
+                reason: format!(
+                    "held open for writing, and its state after the operation could not be captured for the current turn ({e}): later writes through that descriptor cannot be rewound"
+                ),
+            });
         }
     }
 }
