@@ -278,16 +278,8 @@ impl Index {
                 effect,
                 ..
             } => {
-                let (taken, restored) = self.swap_captures(begin, &restored, moved);
-                let effect = self.unretire(effect);
-                self.restart_epoch(at);
-                Change::Folder {
-                    begin: at,
-                    saves: Vec::new(),
-                    moved: taken,
-                    restored,
-                    effect,
-                }
+                let effect = |index: &mut Self| index.unretire(effect);
+                self.flip_folder((begin, moved, restored), effect, at)
             }
         }
     }
@@ -318,17 +310,30 @@ impl Index {
                 effect,
                 ..
             } => {
-                let (taken, restored) = self.swap_captures(begin, &restored, moved);
-                let effect = self.retire(effect);
-                self.restart_epoch(at);
-                Change::Folder {
-                    begin: at,
-                    saves: Vec::new(),
-                    moved: taken,
-                    restored,
-                    effect,
-                }
+                let effect = |index: &mut Self| index.retire(effect);
+                self.flip_folder((begin, moved, restored), effect, at)
             }
+        }
+    }
+
+    /// What reverting (or re-applying) a folder change begun at `begin` does to the index, by
+    /// the undo (or redo) begun at `at`: the captures it moved and restored swap places,
+    /// `effect` retires or brings back its turns, and a new capture epoch begins.
+    fn flip_folder(
+        &mut self,
+        (begin, moved, restored): (Seq, Vec<Capture>, Vec<Seq>),
+        effect: impl FnOnce(&mut Self) -> Effect,
+        at: Seq,
+    ) -> Change {
+        let (taken, restored) = self.swap_captures(begin, &restored, moved);
+        let effect = effect(self);
+        self.restart_epoch(at);
+        Change::Folder {
+            begin: at,
+            saves: Vec::new(),
+            moved: taken,
+            restored,
+            effect,
         }
     }
 
