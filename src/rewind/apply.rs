@@ -120,6 +120,10 @@ pub(super) fn apply(
     }
     anchors.report_unrestored(report);
     set_dir_modes(root, dir_modes, report);
+    // Only now is it known which recorded inodes lost their last name: one the plan restored
+    // as a fresh file while the inode still had a name elsewhere (a name a later step
+    // replaced) is gone by the end all the same, and records of its other names must follow.
+    report.renewed.retain(|r| r.was.is_gone(root));
 }
 
 /// A restoration and whether the run must write it (see [`super::preview::writes`]).

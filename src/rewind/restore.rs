@@ -523,10 +523,11 @@ impl Install<'_> {
     }
 }
 
-/// A fresh file now stands for the inode `target` records: when that inode is proven to have
-/// no name left (a rewind removed it, say), records of its other names mean the new file from
-/// now on (see [`crate::identity::Renewal`]). An inode that still has a name somewhere is
-/// itself what those records mean, and nothing is noted.
+/// A fresh file now stands for the inode `target` records: a candidate renewal, kept by the
+/// apply stage when, at its end, that inode is proven to have no name left (records of its
+/// other names then mean the new file, see [`crate::identity::Renewal`]). An inode that still
+/// has a name then is itself what those records mean. Checked at the end, not here: a later
+/// step may replace the inode's last name (a file that becomes a directory).
 fn note_renewal(
     dir: BorrowedFd<'_>,
     name: &CStr,
@@ -534,7 +535,7 @@ fn note_renewal(
     renewed: &mut Vec<crate::identity::Renewal>,
 ) {
     if let (Some(was), Ok(now)) = (target.file_id(), FileId::of_name(dir, name))
-        && was.is_gone(dir)
+        && was != now
     {
         renewed.push(crate::identity::Renewal { was, now });
     }
