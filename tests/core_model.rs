@@ -647,8 +647,17 @@ impl Model {
 
     /// Rebuilds the model from the host: one model inode per host inode, the same one as before
     /// where the host inode is the same. Returns the model inode of each host inode number.
-    fn adopt(&mut self, host: &Observed) -> HashMap<u64, u64> {
+    /// The model after a rewind or undo, from the host. A new host inode at a path that `hint`
+    /// (the state given back) gives a model inode no name holds any more is that inode again,
+    /// as the core takes it (a recreated file renews the identity of one that is gone).
+    fn adopt(&mut self, host: &Observed, hint: &BTreeMap<String, u64>) -> HashMap<u64, u64> {
         let was: HashMap<HKey, u64> = self.host_of.iter().map(|(id, k)| (*k, *id)).collect();
+        let live: HashSet<u64> = host
+            .inos
+            .values()
+            .filter_map(|k| was.get(k))
+            .copied()
+            .collect();
         let mut old = std::mem::take(&mut self.inodes);
         self.tree.clear();
         self.host_of.clear();
@@ -670,9 +679,14 @@ impl Model {
                                 mode: *mode,
                                 xattrs: s.xattrs.clone(),
                             };
-                            let id = match was.get(&key) {
-                                Some(id) => *id,
-                                None => {
+                            let renewed = hint
+                                .get(p)
+                                .copied()
+                                .filter(|x| !live.contains(x) && !self.inodes.contains_key(x));
+                            let id = match (was.get(&key), renewed) {
+                                (Some(id), _) => *id,
+                                (None, Some(x)) => x,
+                                (None, None) => {
                                     self.next += 1;
                                     self.next
                                 }
@@ -754,8 +768,15 @@ enum Op {
     Redo,
     /// `turn --label N TEXT`: label turn N with `content(seed)` as text.
     Relabel(u64, u8),
+    /// The changes that follow are the agent's (`true`) or another process's.
+    As(bool),
+    /// `rewind N --agent`, conflicts rewound too when `true` (`--conflicts rewind`).
+    RewindAgent(u64, bool),
 }
 use Op::*;
+
+#[path = "core_model/agent_model.rs"]
+mod agent_model;
 
 impl std::fmt::Debug for Op {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -787,6 +808,8 @@ impl std::fmt::Debug for Op {
             Undo => write!(f, "Undo"),
             Redo => write!(f, "Redo"),
             Relabel(t, s) => write!(f, "Relabel({t}, {s})"),
+            As(a) => write!(f, "As({a})"),
+            RewindAgent(t, c) => write!(f, "RewindAgent({t}, {c})"),
         }
     }
 }
@@ -821,6 +844,8 @@ impl Op {
             Undo => "Undo",
             Redo => "Redo",
             Relabel(..) => "Relabel",
+            As(..) => "As",
+            RewindAgent(..) => "RewindAgent",
         }
     }
 }
@@ -928,6 +953,14 @@ enum G {
     Relabel {
         turn: u8,
         seed: u8,
+    },
+    /// Only in agent cases (`agent_model.rs`).
+    As {
+        agent: bool,
+    },
+    RewindAgent {
+        turn: u8,
+        rewind_conflicts: bool,
     },
 }
 
@@ -1324,6 +1357,29 @@ struct UndoRec {
     /// Whether it changed the folder (a rewind, partial rewind, or an undo or redo of one);
     /// reverting a turn switch or a relabel leaves the folder as it is.
     folder: bool,
+    /// Who changed what, as it stood just before the operation (given back with the folder).
+    history: Vec<Change>,
+    /// The model inode of each file path just before the operation.
+    ids: BTreeMap<String, u64>,
+}
+
+/// Who made a change, for `rewind --agent` (`agent_model.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Actor {
+    /// A process below the marked agent.
+    Agent,
+    /// Any other process.
+    User,
+    /// The core itself: what a partial rewind overwrites (recorded without a process).
+    Daemon,
+}
+
+/// One path changed by one actor at one step, in the history that led to the folder as it is.
+#[derive(Clone, Debug)]
+struct Change {
+    step: u64,
+    path: String,
+    actor: Actor,
 }
 
 /// A check that failed.
@@ -1400,6 +1456,15 @@ struct Case {
     touched: HashMap<String, u64>,
     /// The resolved operations so far, pasteable into a regression test.
     trace: Vec<String>,
+    /// The caller of every change (`WHO`, pid 0, unless `agent_model.rs` runs two processes).
+    who: Caller,
+    /// Who `who` is.
+    actor: Actor,
+    /// The changes that led to the folder as it is: a rewind drops those it undoes, an undo or
+    /// redo of a rewind gives back the list of before it.
+    history: Vec<Change>,
+    /// The two processes of an agent case (the agent, marked, and another).
+    procs: Option<agent_model::Procs>,
     xattrs: bool,
     /// Whether generated steps make hard links.
     links: bool,
@@ -1445,6 +1510,10 @@ impl Case {
             step: 0,
             touched: HashMap::new(),
             trace: Vec::new(),
+            who: WHO,
+            actor: Actor::User,
+            history: Vec::new(),
+            procs: None,
             xattrs: check_xattrs(),
             links: true,
             seen,
@@ -1691,6 +1760,11 @@ impl Case {
             G::Undo => Undo,
             G::Redo => Redo,
             G::Relabel { turn, seed } => Relabel(self.turn_sel(turn), seed),
+            G::As { agent } => As(agent),
+            G::RewindAgent {
+                turn,
+                rewind_conflicts,
+            } => RewindAgent(self.turn_sel(turn), rewind_conflicts),
         })
     }
 
@@ -1717,6 +1791,8 @@ impl Case {
             WriteHeld(..) | TruncHeld(..) | CloseHeld(..) => !self.held.is_empty(),
             NextTurn(g) => g > 0,
             Rewind(t) | RewindPaths(t, _) | Relabel(t, _) => self.turns.contains_key(&t),
+            RewindAgent(t, _) => self.turns.contains_key(&t) && self.procs.is_some(),
+            As(_) => self.procs.is_some(),
             Forget | Undo | Redo => true,
         }
     }
@@ -1752,12 +1828,28 @@ impl Case {
             }
             Redo => return self.undo_redo(true, seen).and_then(|()| self.check_turns()),
             Relabel(t, seed) => return self.relabel(t, seed).and_then(|()| self.check_turns()),
+            As(agent) => {
+                self.act_as(agent);
+                self.seen = seen;
+                return Ok(());
+            }
+            RewindAgent(k, conflicts) => {
+                return self
+                    .rewind_agent(k, conflicts, seen)
+                    .and_then(|()| self.check_turns());
+            }
             NextTurn(g) => {
                 return self
                     .next_turn(self.max_used + u64::from(g))
                     .and_then(|()| self.check_turns());
             }
-            _ => self.mutate(op)?,
+            _ => {
+                let paths = self.changed_paths(op);
+                self.mutate(op)?;
+                let (step, actor) = (self.step, self.actor);
+                self.history
+                    .extend(paths.into_iter().map(|path| Change { step, path, actor }));
+            }
         }
         // The stager stores staged pre-images at its own pace; settle them now so that the
         // inode numbers they free are free at the same point of every run.
@@ -1848,7 +1940,7 @@ impl Case {
                 let (e, fh) = core(
                     "create",
                     self.fs()
-                        .create(parent, OsStr::new(name), 0o644, 0, libc::O_RDWR, WHO),
+                        .create(parent, OsStr::new(name), 0o644, 0, libc::O_RDWR, self.who),
                 )?;
                 self.vfs.got(e.node);
                 let data = content(seed);
@@ -1873,7 +1965,8 @@ impl Case {
                 self.expect_absent(parent, REPLACE_TMP)?;
                 let (e, fh) = core(
                     "create (temporary)",
-                    self.fs().create(parent, tmp, 0o644, 0, libc::O_RDWR, WHO),
+                    self.fs()
+                        .create(parent, tmp, 0o644, 0, libc::O_RDWR, self.who),
                 )?;
                 self.vfs.got(e.node);
                 let data = content(seed);
@@ -1882,7 +1975,7 @@ impl Case {
                 core(
                     "rename (over the file)",
                     self.fs()
-                        .rename(parent, tmp, parent, OsStr::new(name), 0, WHO),
+                        .rename(parent, tmp, parent, OsStr::new(name), 0, self.who),
                 )?;
                 let old = self.model.file(p).expect("valid");
                 self.touch_inode(old);
@@ -1891,14 +1984,14 @@ impl Case {
             }
             Write(p, seed) => {
                 let node = self.node(p)?;
-                let fh = core("open", self.fs().open(node, libc::O_WRONLY, WHO))?;
+                let fh = core("open", self.fs().open(node, libc::O_WRONLY, self.who))?;
                 let set = SetAttr {
                     size: Some(0),
                     ..SetAttr::default()
                 };
                 core(
                     "setattr (O_TRUNC)",
-                    self.fs().setattr(node, Some(fh), set, WHO),
+                    self.fs().setattr(node, Some(fh), set, self.who),
                 )?;
                 let data = content(seed);
                 core("write", self.fs().write(fh, 0, &data))?;
@@ -1912,7 +2005,8 @@ impl Case {
                 let id = self.model.file(p).expect("valid");
                 let fh = core(
                     "open",
-                    self.fs().open(node, libc::O_WRONLY | libc::O_APPEND, WHO),
+                    self.fs()
+                        .open(node, libc::O_WRONLY | libc::O_APPEND, self.who),
                 )?;
                 let off = self.model.inodes[&id].data.len();
                 let data = content(seed);
@@ -1928,7 +2022,7 @@ impl Case {
                 };
                 core(
                     "setattr (truncate)",
-                    self.fs().setattr(node, None, set, WHO),
+                    self.fs().setattr(node, None, set, self.who),
                 )?;
                 let id = self.model.file(p).expect("valid");
                 self.resize_model(id, usize::from(len));
@@ -1938,7 +2032,7 @@ impl Case {
                 self.expect_absent(parent, name)?;
                 let e = core(
                     "mkdir",
-                    self.fs().mkdir(parent, OsStr::new(name), mode, 0, WHO),
+                    self.fs().mkdir(parent, OsStr::new(name), mode, 0, self.who),
                 )?;
                 self.vfs.got(e.node);
                 // mkdir keeps no set-uid/set-gid bit of its own; the set-gid bit comes from the
@@ -1959,7 +2053,7 @@ impl Case {
                 let e = core(
                     "symlink",
                     self.fs()
-                        .symlink(parent, OsStr::new(name), OsStr::new(target), WHO),
+                        .symlink(parent, OsStr::new(name), OsStr::new(target), self.who),
                 )?;
                 self.vfs.got(e.node);
                 self.model
@@ -1971,7 +2065,10 @@ impl Case {
                 let node = self.node(a)?;
                 let (parent, name) = self.parent_node(b)?;
                 self.expect_absent(parent, name)?;
-                let e = core("link", self.fs().link(node, parent, OsStr::new(name), WHO))?;
+                let e = core(
+                    "link",
+                    self.fs().link(node, parent, OsStr::new(name), self.who),
+                )?;
                 self.vfs.got(e.node);
                 let id = self.model.file(a).expect("valid");
                 self.model.tree.insert(b.to_string(), MEntry::File(id));
@@ -1981,9 +2078,12 @@ impl Case {
                 let (parent, name) = self.parent_node(p)?;
                 core("lookup", self.vfs.lookup(self.core.fs(), parent, name))?;
                 if matches!(op, Unlink(_)) {
-                    core("unlink", self.fs().unlink(parent, OsStr::new(name), WHO))?;
+                    core(
+                        "unlink",
+                        self.fs().unlink(parent, OsStr::new(name), self.who),
+                    )?;
                 } else {
-                    core("rmdir", self.fs().rmdir(parent, OsStr::new(name), WHO))?;
+                    core("rmdir", self.fs().rmdir(parent, OsStr::new(name), self.who))?;
                 }
                 self.model.tree.remove(p);
                 self.touch(p);
@@ -2005,7 +2105,7 @@ impl Case {
                 core(
                     "rename",
                     self.fs()
-                        .rename(sp, OsStr::new(sn), dp, OsStr::new(dn), flags, WHO),
+                        .rename(sp, OsStr::new(sn), dp, OsStr::new(dn), flags, self.who),
                 )?;
                 let mut paths = self.model.subtree(a);
                 paths.extend(self.model.subtree(b));
@@ -2026,7 +2126,10 @@ impl Case {
                     mode: Some(mode),
                     ..SetAttr::default()
                 };
-                core("setattr (mode)", self.fs().setattr(node, None, set, WHO))?;
+                core(
+                    "setattr (mode)",
+                    self.fs().setattr(node, None, set, self.who),
+                )?;
                 match self.model.tree.get_mut(p) {
                     Some(MEntry::Dir { mode: m, .. }) => {
                         *m = mode;
@@ -2047,7 +2150,7 @@ impl Case {
                     let v = content(seed);
                     core(
                         "setxattr",
-                        self.fs().setxattr(node, OsStr::new(name), &v, 0, WHO),
+                        self.fs().setxattr(node, OsStr::new(name), &v, 0, self.who),
                     )?;
                     self.model
                         .xattrs_mut(p)
@@ -2056,7 +2159,7 @@ impl Case {
                 } else {
                     core(
                         "removexattr",
-                        self.fs().removexattr(node, OsStr::new(name), WHO),
+                        self.fs().removexattr(node, OsStr::new(name), self.who),
                     )?;
                     self.model.xattrs_mut(p).expect("valid").remove(name);
                 }
@@ -2067,7 +2170,7 @@ impl Case {
             }
             Open(p) => {
                 let node = self.node(p)?;
-                let fh = core("open", self.fs().open(node, libc::O_RDWR, WHO))?;
+                let fh = core("open", self.fs().open(node, libc::O_RDWR, self.who))?;
                 let ino = self.model.file(p).expect("valid");
                 self.hold(Held { fh, node, ino });
             }
@@ -2087,7 +2190,7 @@ impl Case {
                 };
                 core(
                     "setattr (ftruncate)",
-                    self.fs().setattr(node, Some(fh), set, WHO),
+                    self.fs().setattr(node, Some(fh), set, self.who),
                 )?;
                 self.resize_model(id, usize::from(len));
             }
@@ -2121,7 +2224,8 @@ impl Case {
                 }
                 self.vfs.forget_all(fs, &pinned);
             }
-            NextTurn(_) | Rewind(_) | RewindPaths(..) | Undo | Redo | Relabel(..) => {
+            NextTurn(_) | Rewind(_) | RewindPaths(..) | Undo | Redo | Relabel(..) | As(_)
+            | RewindAgent(..) => {
                 unreachable!("not a mutation")
             }
         }
@@ -2149,6 +2253,8 @@ impl Case {
             at: self.step,
             kept: BTreeMap::new(),
             folder: false,
+            history: Vec::new(),
+            ids: self.model.file_ids(),
         });
         self.turns.insert(
             n,
@@ -2210,6 +2316,8 @@ impl Case {
             at: self.step,
             kept: BTreeMap::new(),
             folder: false,
+            history: Vec::new(),
+            ids: self.model.file_ids(),
         });
         self.seen = Some(host);
         if let Some(t) = self.turns.get_mut(&k) {
@@ -2218,10 +2326,17 @@ impl Case {
         Ok(())
     }
 
-    /// After a rewind or undo: the model's inodes from the host, and each held handle's inode
-    /// from its descriptor.
-    fn adopt(&mut self, host: &Observed) -> Result<(), Failure> {
-        let ids = self.model.adopt(host);
+    /// After a rewind or undo: the model's inodes from the host (`hint`: the model inode of each
+    /// file path in the state given back), and each held handle's inode from its descriptor.
+    fn adopt(&mut self, host: &Observed, hint: &BTreeMap<String, u64>) -> Result<(), Failure> {
+        // A held inode is never gone (its model inode stays for the handle).
+        let held: HashSet<u64> = self.held.iter().map(|h| h.ino).collect();
+        let hint: BTreeMap<String, u64> = hint
+            .iter()
+            .filter(|(_, id)| !held.contains(*id))
+            .map(|(p, id)| (p.clone(), *id))
+            .collect();
+        let ids = self.model.adopt(host, &hint);
         for i in 0..self.held.len() {
             let (fh, node) = (self.held[i].fh, self.held[i].node);
             let attr = core("getattr (held)", self.fs().getattr(node, Some(fh)))?;
@@ -2340,9 +2455,14 @@ impl Case {
             at: self.step,
             kept,
             folder: true,
+            history: self.history.clone(),
+            ids: self.model.file_ids(),
         });
-        self.adopt(&after)?;
+        let hint = self.turns[&k].ids.clone();
+        self.adopt(&after, &hint)?;
         self.seen = Some(after.clone());
+        let since = self.turns[&k].start;
+        self.history.retain(|c| c.step <= since);
         self.turns.retain(|t, _| *t <= k);
         let label = self.turns.get(&k).and_then(|t| t.label.clone());
         self.turns.insert(
@@ -2432,13 +2552,19 @@ impl Case {
             at: self.step,
             kept: kept_inodes(&before, &after),
             folder: u.folder,
+            history: if u.folder {
+                std::mem::replace(&mut self.history, u.history)
+            } else {
+                Vec::new()
+            },
+            ids: self.model.file_ids(),
         };
         if redo {
             self.undo_stack.push(back);
         } else {
             self.redo_stack.push(back);
         }
-        self.adopt(&after)?;
+        self.adopt(&after, &u.ids)?;
         self.seen = Some(after);
         Ok(())
     }
@@ -2552,8 +2678,17 @@ impl Case {
             at: self.step,
             kept: kept_inodes(&before, &after),
             folder: true,
+            history: self.history.clone(),
+            ids: self.model.file_ids(),
         });
-        self.adopt(&after)?;
+        // What it may have recorded (more than it did: only ever read as "maybe not the agent's
+        // alone"): it captures a directory it restores with everything below it, so all below
+        // the topmost directory above `o` (or below `o`).
+        let top = ancestors(o).first().copied().unwrap_or(o);
+        let paths = self.paths_below(k, &[top], &before, &after);
+        self.daemon_changed(paths);
+        let hint = self.turns[&k].ids.clone();
+        self.adopt(&after, &hint)?;
         self.seen = Some(after);
         Ok(())
     }
@@ -3250,5 +3385,27 @@ fn regression_a_second_redo_takes_out_what_the_second_undo_put_back() {
         Undo,
         Redo,
         Rewind(1), // a: expected absent, actual file ""
+    ]);
+}
+
+/// Found by the model with `CKPT_CORE_SEED=25` (hard links on), shrunk: an undo recreates `b`
+/// and `c` as one fresh inode for one that is gone, which the core records as a renewal: the
+/// fresh inode is the file turn 2 began with. The partial rewind of `c` to turn 2 then links
+/// `c` to `b` again, as it would had the inode never been recreated; the model took the fresh
+/// inode for another file and expected `c` alone. The model now renews as the core does.
+#[test]
+fn regression_a_file_an_undo_recreated_is_the_file_of_its_records() {
+    on_tmp(&[
+        Create("b", 0),
+        Create("a", 0),
+        Link("b", "c"),
+        NextTurn(1), // turn 2
+        RewindPaths(1, "b"),
+        Replace("c", 0),
+        NextTurn(1), // turn 3
+        Undo,
+        Undo,
+        Replace("c", 0),
+        RewindPaths(2, "c"), // hard-link groups: expected {} / actual {b, c}, before
     ]);
 }

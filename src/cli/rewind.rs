@@ -445,10 +445,11 @@ fn print_agent(r: &Value) {
     };
     let rewound = a["conflicts_policy"].as_str() == Some("rewind");
     for c in list(a, "conflicts") {
-        let what = match c["below"].as_str() {
-            Some(b) => format!("kept, {b} below it is kept"),
-            None if rewound => "rewound too (--conflicts rewind)".to_string(),
-            None => "kept (--conflicts rewind would rewind it)".to_string(),
+        let what = match (c["below"].as_str(), c["above"].as_str()) {
+            (Some(b), _) => format!("kept, {b} below it is kept"),
+            (None, Some(d)) => format!("kept, {d} above it is kept and not a directory"),
+            (None, None) if rewound => "rewound too (--conflicts rewind)".to_string(),
+            (None, None) => "kept (--conflicts rewind would rewind it)".to_string(),
         };
         println!("conflict {}: {}; {what}", text(&c["path"]), who(&c));
     }

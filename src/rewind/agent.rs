@@ -8,7 +8,9 @@
 //! capture from before journal version 4, a file held open for writing across a turn switch)
 //! is never taken for the agent's. A path the agent alone changed that stands where something
 //! else must be kept below it (the agent created `dir`, an editor then wrote `dir/notes`) is a
-//! conflict too, since restoring it would remove what is kept.
+//! conflict too, since restoring it would remove what is kept; and so is one that would come
+//! back below a directory that another change, kept, made something else or removed (the
+//! agent deleted `dir/a`, then `dir` went in a partial rewind): it has nowhere to go.
 
 use super::report::RewindError;
 use crate::ids::Turn;
@@ -40,6 +42,10 @@ pub struct PathActors {
     /// For a conflict the agent alone changed: what others changed below it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub below: Option<String>,
+    /// For a conflict the agent alone changed: the directory above it that a kept change made
+    /// something else, or removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub above: Option<String>,
 }
 
 /// The paths changed since the start of the turn, by who changed them.
@@ -60,8 +66,13 @@ impl AgentSplit {
     pub fn chosen(&self) -> Vec<RelPath> {
         let mut out: Vec<&PathActors> = self.agent_only.iter().collect();
         if self.conflicts_policy == Conflicts::Rewind {
-            // Not one whose restore would remove what others changed below it.
-            out.extend(self.conflicts.iter().filter(|c| c.below.is_none()));
+            // Not one whose restore would remove what others changed below it, nor one with no
+            // directory to come back in.
+            out.extend(
+                self.conflicts
+                    .iter()
+                    .filter(|c| c.below.is_none() && c.above.is_none()),
+            );
         }
         out.iter()
             .filter_map(|p| RelPath::new(p.path.as_bytes()).ok())
@@ -69,21 +80,29 @@ impl AgentSplit {
     }
 }
 
-/// Who changed what since the start of `to`, split for `rewind --agent`. Refused when no agent
-/// was ever marked: every change then counts as one actor, and nothing can be told apart.
-pub fn split(index: &Index, to: Turn, conflicts: Conflicts) -> Result<AgentSplit, RewindError> {
+/// Who changed what since the start of `to`, split for `rewind --agent`; `dir_now` says whether
+/// a path is a directory in the folder now. Refused when no agent was ever marked: every change
+/// then counts as one actor, and nothing can be told apart.
+pub fn split(
+    index: &Index,
+    to: Turn,
+    conflicts: Conflicts,
+    dir_now: &dyn Fn(&RelPath) -> bool,
+) -> Result<AgentSplit, RewindError> {
     if !index.actors.any_marked() {
         return Err(RewindError::NoAgent);
     }
     let by_path = index.actors_by_path(index.captures.iter().filter(|c| c.turn >= to));
     let targets: HashMap<RelPath, PreImage> = index.plan_targets(to).into_iter().collect();
     let agent_alone = |actors: &[ActorView]| actors.iter().all(|a| a.agent == Some(true));
+    let restored = |actors: &[ActorView]| {
+        agent_alone(actors) || (has_agent(actors) && conflicts == Conflicts::Rewind)
+    };
     // Every directory above a path that stays as it is, with one such path: restoring
     // something there that is not a directory would remove it.
     let mut above_kept: HashMap<RelPath, RelPath> = HashMap::new();
     for (path, actors) in &by_path {
-        let restored = agent_alone(actors) || (has_agent(actors) && conflicts == Conflicts::Rewind);
-        if !restored {
+        if !restored(actors) {
             let mut up = path.parent();
             while let Some(dir) = up {
                 up = dir.parent();
@@ -97,20 +116,43 @@ pub fn split(index: &Index, to: Turn, conflicts: Conflicts) -> Result<AgentSplit
     };
     let mut paths: Vec<&RelPath> = by_path.keys().collect();
     paths.sort();
+    let mut restoring: std::collections::HashSet<RelPath> = std::collections::HashSet::new();
     for path in paths {
         let actors = &by_path[path];
         let entry = |below: Option<&RelPath>| PathActors {
             path: path.to_string(),
             actors: actors.clone(),
             below: below.map(RelPath::to_string),
+            above: None,
         };
         let replaces_below = !matches!(targets.get(path), Some(PreImage::Dir { .. }));
-        let blocked = above_kept.get(path).filter(|_| replaces_below);
+        let below = above_kept.get(path).filter(|_| replaces_below);
+        // Something to put back at the path needs every directory above it: one changed since
+        // the start of the turn that stays as it is now must be a directory now. (Paths are in
+        // order, so every directory above was decided before.)
+        let above = if matches!(targets.get(path), None | Some(PreImage::Absent)) {
+            None
+        } else {
+            let mut up = path.parent();
+            std::iter::from_fn(|| {
+                let d = up.take()?;
+                up = d.parent();
+                Some(d)
+            })
+            .find(|d| by_path.contains_key(d) && !restoring.contains(d) && !dir_now(d))
+        };
+        let blocked = below.is_some() || above.is_some();
+        let mut e = entry(below);
+        e.above = above.as_ref().map(RelPath::to_string);
+        let restore = !blocked && restored(actors);
+        if restore {
+            restoring.insert(path.clone());
+        }
         match (agent_alone(actors), has_agent(actors), blocked) {
-            (_, true, Some(kept)) => out.conflicts.push(entry(Some(kept))),
-            (true, _, None) => out.agent_only.push(entry(None)),
-            (false, true, None) => out.conflicts.push(entry(None)),
-            _ => out.others.push(entry(None)),
+            (_, true, true) => out.conflicts.push(e),
+            (true, _, false) => out.agent_only.push(e),
+            (false, true, false) => out.conflicts.push(e),
+            _ => out.others.push(e),
         }
     }
     Ok(out)
@@ -200,6 +242,21 @@ mod tests {
         }
     }
 
+    fn file(content: &str) -> PreImage {
+        PreImage::File {
+            blob: crate::ids::BlobId::of(content.as_bytes()),
+            size: content.len() as u64,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            ino: 1,
+            nlink: 1,
+            fh: None,
+            btime: None,
+            xattrs: None,
+        }
+    }
+
     fn names(list: &[PathActors]) -> Vec<&str> {
         list.iter().map(|p| p.path.as_str()).collect()
     }
@@ -213,7 +270,7 @@ mod tests {
         j.changed("both.txt", PreImage::Absent, &[("vim", false)]);
         j.changed("src", dir(), &[("chmod", true)]);
         j.changed("src/mine.rs", PreImage::Absent, &[("vim", false)]);
-        let s = split(&j.0, Turn(2), Conflicts::Keep).expect("split");
+        let s = split(&j.0, Turn(2), Conflicts::Keep, &|_| true).expect("split");
         assert_eq!(names(&s.agent_only), vec!["agent.txt", "src"]);
         assert_eq!(names(&s.conflicts), vec!["both.txt"]);
         assert_eq!(names(&s.others), vec!["mine.txt", "src/mine.rs"]);
@@ -227,7 +284,7 @@ mod tests {
         );
         let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
         assert_eq!(chosen, vec!["agent.txt", "src"]);
-        let s = split(&j.0, Turn(2), Conflicts::Rewind).expect("split");
+        let s = split(&j.0, Turn(2), Conflicts::Rewind, &|_| true).expect("split");
         let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
         assert_eq!(chosen, vec!["agent.txt", "src", "both.txt"]);
     }
@@ -239,7 +296,7 @@ mod tests {
         j.changed("gen/a.o", PreImage::Absent, &[("cc", true)]);
         j.changed("gen/notes", PreImage::Absent, &[("vim", false)]);
         for policy in [Conflicts::Keep, Conflicts::Rewind] {
-            let s = split(&j.0, Turn(2), policy).expect("split");
+            let s = split(&j.0, Turn(2), policy, &|_| true).expect("split");
             assert_eq!(names(&s.agent_only), vec!["gen/a.o"]);
             assert_eq!(names(&s.conflicts), vec!["gen"]);
             assert_eq!(s.conflicts[0].below.as_deref(), Some("gen/notes"));
@@ -249,16 +306,35 @@ mod tests {
     }
 
     #[test]
+    fn what_the_agent_deleted_below_a_directory_another_change_removed_is_a_conflict() {
+        let mut j = Journal::new();
+        j.changed("docs", dir(), &[("rm", false)]);
+        j.changed("docs/a.md", file("a"), &[("rm", true)]);
+        j.changed("src", dir(), &[("chmod", false)]);
+        j.changed("src/b.rs", file("b"), &[("sed", true)]);
+        // `docs` is gone now (the other process removed it); `src` is still a directory.
+        let dir_now = |p: &RelPath| p.to_string() == "src";
+        for policy in [Conflicts::Keep, Conflicts::Rewind] {
+            let s = split(&j.0, Turn(2), policy, &dir_now).expect("split");
+            assert_eq!(names(&s.agent_only), vec!["src/b.rs"], "{policy:?}");
+            assert_eq!(names(&s.conflicts), vec!["docs/a.md"], "{policy:?}");
+            assert_eq!(s.conflicts[0].above.as_deref(), Some("docs"));
+            let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
+            assert_eq!(chosen, vec!["src/b.rs"], "{policy:?}");
+        }
+    }
+
+    #[test]
     fn an_unattributed_change_is_never_the_agents_and_no_mark_refuses() {
         let mut j = Journal::new();
         // A capture no touch names: a file held open for writing across the turn switch.
         j.changed("held.log", PreImage::Absent, &[]);
         j.changed("held.log", PreImage::Absent, &[("node", true)]);
-        let s = split(&j.0, Turn(2), Conflicts::Keep).expect("split");
+        let s = split(&j.0, Turn(2), Conflicts::Keep, &|_| true).expect("split");
         assert_eq!(names(&s.conflicts), vec!["held.log"]);
         let unmarked = Index::default();
         assert!(matches!(
-            split(&unmarked, Turn(1), Conflicts::Keep),
+            split(&unmarked, Turn(1), Conflicts::Keep, &|_| true),
             Err(RewindError::NoAgent)
         ));
     }

@@ -60,7 +60,7 @@ use links::{link_anchors, uncaptured_links};
 use preview::preview;
 use save::{read_for_partial, record_saves, saves_for_undo};
 use std::collections::HashSet;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use verify::refuse_unless_verified;
 
 /// Called with (steps done, steps in all) as a rewind applies its plan.
@@ -294,7 +294,13 @@ pub fn rewind_agent(
         return Ok(r);
     }
     let all = all_targets(store, to)?;
-    let split = agent::split(store.index(), to, conflicts)?;
+    let dir_now = |d: &RelPath| {
+        resolve::open_parent_raw(root, d)
+            .ok()
+            .and_then(|fd| crate::sys::lstatat(fd.as_fd(), &resolve::cname(d)).ok())
+            .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    };
+    let split = agent::split(store.index(), to, conflicts, &dir_now)?;
     let paths = split.chosen();
     let wanted: HashSet<&RelPath> = paths.iter().collect();
     let targets: Vec<(RelPath, PreImage)> = all

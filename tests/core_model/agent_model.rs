@@ -1,0 +1,548 @@
+//! `rewind N --agent` against the model: two real processes make the changes, one of them
+//! marked as the agent, so the core attributes every change from `/proc` as it does under a
+//! mount; the model keeps, beside the folder, who changed which path since each turn began
+//! (`Case::history`), and checks after every agent rewind that
+//!
+//! - the split is right: a path only the agent changed is restored (unless something kept
+//!   lies below it), a path another process also changed is a conflict, a path the agent never
+//!   touched is the others'; no path another process changed is ever restored under `keep`;
+//! - the folder is exact: each restored path as at the start of the turn, every other path as
+//!   it was, on its inode;
+//! - the preview said exactly what the run did, and the run (an operation) is undone and
+//!   redone exactly by `undo` and `redo`, interleaved with turns, rewinds and partial rewinds.
+//!
+//! Hard links and held handles are left out here (the main property covers them): which
+//! process "changed" a name it never used, through another name of its inode, is a question
+//! the journal does not ask. The core's own changes (a partial rewind's) are recorded in the
+//! model as [`Actor::Daemon`] on every path the partial rewind may have overwritten, more than
+//! the core records, so they only ever weaken what is asserted of a path.
+
+use super::*;
+use ckpt_mount::capture::read_proc;
+use ckpt_mount::rewind::{Conflicts, PathActors};
+use ckpt_mount::store::actors::AgentMark;
+use std::process::{Child, Stdio};
+
+/// The agent's process and another one, alive for a case (both `sleep`: the core reads only
+/// their `/proc` entries).
+pub(super) struct Procs {
+    agent: Child,
+    other: Child,
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in [&mut self.agent, &mut self.other] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn sleeper() -> Child {
+    Command::new("sleep")
+        .arg("100000")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn sleep")
+}
+
+fn caller(c: &Child) -> Caller {
+    Caller {
+        uid: 0,
+        gid: 0,
+        pid: c.id(),
+    }
+}
+
+/// A path's actors since a turn began, in the model.
+type ByPath = BTreeMap<String, BTreeSet<Actor>>;
+
+impl Case {
+    /// Starts the two processes and marks the first as the agent; the other makes the changes
+    /// until an `As(true)`.
+    fn start_agent_case(&mut self) {
+        let procs = Procs {
+            agent: sleeper(),
+            other: sleeper(),
+        };
+        let pid = procs.agent.id();
+        let start = read_proc(pid).expect("the agent's /proc entry").start;
+        let mark = AgentMark {
+            pid,
+            start,
+            comm: "agent".into(),
+            via: "run".into(),
+            session: None,
+        };
+        self.fs()
+            .capturer()
+            .mark_agent(mark)
+            .expect("mark the agent");
+        self.who = caller(&procs.other);
+        self.actor = Actor::User;
+        self.procs = Some(procs);
+    }
+
+    pub(super) fn act_as(&mut self, agent: bool) {
+        let Some(procs) = &self.procs else { return };
+        (self.who, self.actor) = if agent {
+            (caller(&procs.agent), Actor::Agent)
+        } else {
+            (caller(&procs.other), Actor::User)
+        };
+    }
+
+    /// The paths a change names, as the core attributes them: both ends of a rename, with
+    /// everything below a renamed directory at both places; the temporary file of a replace.
+    pub(super) fn changed_paths(&self, op: Op) -> Vec<String> {
+        let m = &self.model;
+        let mirror = |from: &str, to: &str| -> Vec<String> {
+            m.subtree(from)
+                .into_iter()
+                .map(|k| format!("{to}{}", &k[from.len()..]))
+                .collect()
+        };
+        match op {
+            Create(p, _)
+            | CreateHeld(p, _)
+            | Write(p, _)
+            | Append(p, _)
+            | Truncate(p, _)
+            | Mkdir(p, _)
+            | Symlink(_, p)
+            | Unlink(p)
+            | Rmdir(p)
+            | Chmod(p, _)
+            | SetXattr(p, ..)
+            | RemoveXattr(p, _)
+            | Open(p) => vec![p.to_string()],
+            Replace(p, _) => vec![join(parent(p), REPLACE_TMP), p.to_string()],
+            Link(a, b) => vec![a.to_string(), b.to_string()],
+            Rename(a, b) => {
+                let mut v = m.subtree(a);
+                v.extend(mirror(a, b));
+                v.extend(m.subtree(b));
+                v
+            }
+            Exchange(a, b) => {
+                let mut v = m.subtree(a);
+                v.extend(mirror(a, b));
+                v.extend(m.subtree(b));
+                v.extend(mirror(b, a));
+                v
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The core changed `paths` itself (a partial rewind).
+    pub(super) fn daemon_changed(&mut self, paths: impl IntoIterator<Item = String>) {
+        let step = self.step;
+        self.history.extend(paths.into_iter().map(|path| Change {
+            step,
+            path,
+            actor: Actor::Daemon,
+        }));
+    }
+
+    /// Every path below one of `tops` (or one of them) there was before a rewind to `k`, is
+    /// after it, was when `k` began, or that changed since then (absent ones too): what the
+    /// rewind may have captured.
+    pub(super) fn paths_below(
+        &self,
+        k: u64,
+        tops: &[&str],
+        before: &Observed,
+        after: &Observed,
+    ) -> BTreeSet<String> {
+        let since = self.turns[&k].start;
+        before
+            .tree
+            .entries
+            .keys()
+            .chain(after.tree.entries.keys())
+            .chain(self.turns[&k].tree.entries.keys())
+            .chain(
+                self.history
+                    .iter()
+                    .filter(|c| c.step > since)
+                    .map(|c| &c.path),
+            )
+            .filter(|p| tops.iter().any(|t| under(p, t)))
+            .cloned()
+            .collect()
+    }
+
+    /// Who changed each path since turn `k` began, in the model.
+    fn actors_since(&self, k: u64) -> ByPath {
+        let since = self.turns[&k].start;
+        let mut by = ByPath::new();
+        for c in self.history.iter().filter(|c| c.step > since) {
+            by.entry(c.path.clone()).or_default().insert(c.actor);
+        }
+        by
+    }
+
+    pub(super) fn rewind_agent(
+        &mut self,
+        k: u64,
+        rewind_conflicts: bool,
+        seen: Option<Observed>,
+    ) -> Result<(), Failure> {
+        let before = seen.unwrap_or_else(|| observe(&self.core.root));
+        let policy = if rewind_conflicts {
+            Conflicts::Rewind
+        } else {
+            Conflicts::Keep
+        };
+        let what = format!("rewind_agent({k}, {policy:?})");
+        let preview = self.fs().rewind_agent(Turn(k), policy, true, &|_, _| {});
+        let r = match self.fs().rewind_agent(Turn(k), policy, false, &|_, _| {}) {
+            Ok(r) => r,
+            Err(e) => return fail("core-error", format!("{what}: {e}")),
+        };
+        Self::report_ok(&what, &r)?;
+        Self::preview_was_exact(&what, preview, &r)?;
+        let Some(split) = &r.agent else {
+            return fail("agent-split", format!("{what}: the report has no split"));
+        };
+        let chosen: BTreeSet<String> = split.chosen().iter().map(ToString::to_string).collect();
+        self.check_split(k, &what, split, rewind_conflicts)?;
+        let after = observe(&self.core.root);
+        self.check_agent_folder(k, &what, &before, &after, &chosen)?;
+        self.touch_changes(&before, &after);
+        self.push_op(UndoRec {
+            tree: before.tree.clone(),
+            turns: self.turns.clone(),
+            current: self.current,
+            at: self.step,
+            kept: kept_inodes(&before, &after),
+            folder: true,
+            history: self.history.clone(),
+            ids: self.model.file_ids(),
+        });
+        let tops: Vec<&str> = chosen.iter().map(String::as_str).collect();
+        let captured = self.paths_below(k, &tops, &before, &after);
+        self.daemon_changed(captured);
+        let hint = self.turns[&k].ids.clone();
+        self.adopt(&after, &hint)?;
+        self.seen = Some(after);
+        Ok(())
+    }
+
+    /// The core's split against the model's history.
+    fn check_split(
+        &self,
+        k: u64,
+        what: &str,
+        split: &ckpt_mount::rewind::AgentSplit,
+        rewind_conflicts: bool,
+    ) -> Result<(), Failure> {
+        let by = self.actors_since(k);
+        let names =
+            |l: &[PathActors]| -> BTreeSet<String> { l.iter().map(|p| p.path.clone()).collect() };
+        let (agent_only, conflicts, others) = (
+            names(&split.agent_only),
+            names(&split.conflicts),
+            names(&split.others),
+        );
+        let blocked: BTreeSet<String> = split
+            .conflicts
+            .iter()
+            .filter(|c| c.below.is_some())
+            .map(|c| c.path.clone())
+            .collect();
+        let homeless: BTreeMap<String, String> = split
+            .conflicts
+            .iter()
+            .filter_map(|c| Some((c.path.clone(), c.above.clone()?)))
+            .collect();
+        let listed: BTreeSet<&String> =
+            agent_only.iter().chain(&conflicts).chain(&others).collect();
+        let none = BTreeSet::new();
+        let actors = |p: &str| by.get(p).unwrap_or(&none);
+        let mut lines = Vec::new();
+        for p in &listed {
+            if !by.contains_key(*p) {
+                lines.push(format!(
+                    "  {p}: listed, but nothing changed it since turn {k} began"
+                ));
+            }
+        }
+        for (p, a) in &by {
+            let has = |x: Actor| a.contains(&x);
+            let attributed = has(Actor::Agent) || has(Actor::User);
+            if attributed && !listed.contains(p) {
+                lines.push(format!("  {p}: changed by {a:?}, not listed"));
+            }
+            if agent_only.contains(p) && (has(Actor::User) || !has(Actor::Agent)) {
+                lines.push(format!(
+                    "  {p}: changed by {a:?}, taken for the agent's alone"
+                ));
+            }
+            if others.contains(p) && has(Actor::Agent) {
+                lines.push(format!(
+                    "  {p}: changed by {a:?}, taken for the others' alone"
+                ));
+            }
+            if conflicts.contains(p) && !has(Actor::Agent) {
+                lines.push(format!("  {p}: changed by {a:?}, taken for a conflict"));
+            }
+            // Only the agent (and nothing the core did): restored unless something is kept
+            // below it.
+            if *a == BTreeSet::from([Actor::Agent])
+                && !agent_only.contains(p)
+                && !blocked.contains(p)
+                && !homeless.contains_key(p)
+            {
+                lines.push(format!("  {p}: the agent's alone, not restored"));
+            }
+            if has(Actor::Agent) && has(Actor::User) && !conflicts.contains(p) {
+                lines.push(format!("  {p}: changed by {a:?}, not a conflict"));
+            }
+        }
+        // A blocked path: not a directory at the start of the turn, with a kept path below.
+        let kept = |q: &String| {
+            let a = actors(q);
+            let agent_alone = a.iter().all(|x| *x == Actor::Agent) && !a.is_empty();
+            !(agent_alone || (a.contains(&Actor::Agent) && rewind_conflicts))
+        };
+        for p in &blocked {
+            let then_dir = matches!(
+                self.turns[&k].tree.entries.get(p).map(|s| &s.kind),
+                Some(Kind::Dir { .. })
+            );
+            let below = by.keys().any(|q| q != p && under(q, p) && kept(q));
+            if then_dir || !below {
+                lines.push(format!(
+                    "  {p}: held back for what lies below it, but {}",
+                    if then_dir {
+                        "it was a directory"
+                    } else {
+                        "nothing kept lies below"
+                    }
+                ));
+            }
+        }
+        // A path with nowhere to come back: it was something at the start of the turn, and the
+        // directory above it named changed since and is not a directory now.
+        let then = &self.turns[&k].tree.entries;
+        for (p, d) in &homeless {
+            let now_dir = matches!(self.model.tree.get(d.as_str()), Some(MEntry::Dir { .. }));
+            if !under(p, d) || p == d || !by.contains_key(d) || now_dir || !then.contains_key(p) {
+                lines.push(format!(
+                    "  {p}: held back for {d} above it, which is {} and was {}changed since",
+                    if now_dir {
+                        "a directory"
+                    } else {
+                        "no directory"
+                    },
+                    if by.contains_key(d) { "" } else { "not " }
+                ));
+            }
+        }
+        if lines.is_empty() {
+            return Ok(());
+        }
+        fail(
+            "agent-split",
+            format!(
+                "{what}: who changed what, against the model:\n{}",
+                lines.join("\n")
+            ),
+        )
+    }
+
+    /// The restored paths as at the start of turn `k`, every other path as it was and on its
+    /// inode.
+    fn check_agent_folder(
+        &self,
+        k: u64,
+        what: &str,
+        before: &Observed,
+        after: &Observed,
+        chosen: &BTreeSet<String>,
+    ) -> Result<(), Failure> {
+        let then = &self.turns[&k].tree;
+        let mut want = before.tree.clone();
+        for p in chosen {
+            match then.entries.get(p) {
+                Some(s) => want.entries.insert(p.clone(), s.clone()),
+                None => want.entries.remove(p),
+            };
+        }
+        if let Some(d) = tree_diff(&want, &after.tree, self.xattrs) {
+            return fail(
+                "agent-content",
+                format!(
+                    "{what}: not the agent's paths ({chosen:?}) as at the start of turn {k} and the rest as it was:\n{d}"
+                ),
+            );
+        }
+        let moved: Vec<String> = before
+            .inos
+            .iter()
+            .filter(|(p, _)| !chosen.contains(*p))
+            .filter(|(p, ino)| after.inos.get(*p) != Some(ino))
+            .map(|(p, ino)| format!("  {p}: {ino:?} before, {:?} now", after.inos.get(p)))
+            .collect();
+        if moved.is_empty() {
+            return Ok(());
+        }
+        fail(
+            "agent-inode",
+            format!(
+                "{what}: paths it keeps are on other inodes:\n{}",
+                moved.join("\n")
+            ),
+        )
+    }
+}
+
+/// The steps of an agent case: changes by either process, turns, rewinds of every kind.
+fn g_agent_op() -> impl Strategy<Value = G> {
+    let b = any::<u8>;
+    prop_oneof![
+        6 => (b(), 0u8..3, b())
+            .prop_map(|(dir, name, seed)| G::Create { dir, name, seed, hold: false }),
+        4 => (b(), b()).prop_map(|(file, seed)| G::Write { file, seed }),
+        1 => (b(), b()).prop_map(|(file, seed)| G::Append { file, seed }),
+        3 => (b(), b()).prop_map(|(file, seed)| G::Replace { file, seed }),
+        1 => (b(), 0u8..16).prop_map(|(file, len)| G::Truncate { file, len }),
+        3 => (b(), 0u8..3, b()).prop_map(|(dir, name, mode)| G::Mkdir { dir, name, mode }),
+        1 => (b(), b(), 0u8..3)
+            .prop_map(|(target, dir, name)| G::Symlink { target, dir, name }),
+        3 => b().prop_map(|entry| G::Unlink { entry }),
+        1 => b().prop_map(|entry| G::Rmdir { entry }),
+        4 => (b(), b(), prop::option::of((b(), 0u8..3)))
+            .prop_map(|(src, dst, new)| G::Rename { src, dst, new }),
+        1 => (b(), b()).prop_map(|(a, b)| G::Exchange { a, b }),
+        2 => (b(), b()).prop_map(|(entry, mode)| G::Chmod { entry, mode }),
+        1 => (b(), 0u8..3, b()).prop_map(|(entry, name, seed)| G::SetXattr { entry, name, seed }),
+        1 => b().prop_map(|entry| G::RemoveXattr { entry }),
+        3 => (1u8..=2).prop_map(|gap| G::NextTurn { gap }),
+        1 => b().prop_map(|turn| G::Rewind { turn }),
+        1 => (b(), b()).prop_map(|(turn, entry)| G::RewindPaths { turn, entry }),
+        2 => Just(G::Undo),
+        1 => Just(G::Redo),
+        6 => any::<bool>().prop_map(|agent| G::As { agent }),
+        4 => (b(), any::<bool>())
+            .prop_map(|(turn, rewind_conflicts)| G::RewindAgent { turn, rewind_conflicts }),
+    ]
+}
+
+/// Runs a generated agent case, then the usual end.
+fn run_agent_case(fx: &Fixture, ops: &[G], end: u8) -> Result<(), (Failure, String)> {
+    let mut c = Case::new(fx);
+    c.links = false;
+    c.start_agent_case();
+    for g in ops {
+        match c.resolve(g) {
+            Some(op) => c.step(op),
+            None => {
+                c.trace.push(format!("// {g:?}: nothing to apply it to"));
+                Ok(())
+            }
+        }
+        .map_err(|f| {
+            let r = c.replay();
+            (f, r)
+        })?;
+    }
+    c.finish(end).map_err(|f| {
+        let r = c.replay();
+        (f, r)
+    })
+}
+
+/// Replays a resolved agent case (a regression).
+fn agent_ops(ops: &[Op]) {
+    let fx = Fixture::tmp();
+    let mut c = Case::new(&fx);
+    c.links = false;
+    c.start_agent_case();
+    for op in ops {
+        if let Err(f) = c.step(*op) {
+            panic!("[{}] {}\n{}", f.kind, f.detail, c.replay());
+        }
+    }
+}
+
+/// Agent rewinds, split and folder, match the model (`CKPT_CORE_CASES`, `CKPT_CORE_SEED`).
+#[test]
+fn agent_rewinds_match_the_model() {
+    let fx = Fixture::tmp();
+    let cases = cases();
+    let mut runner = runner(cases);
+    let strategy = (prop::collection::vec(g_agent_op(), 5..60), any::<u8>());
+    let started = Instant::now();
+    let result = runner.run(&strategy, |(ops, end)| {
+        run_agent_case(&fx, &ops, end).map_err(|(f, replay)| {
+            TestCaseError::fail(format!("[{}] {}\n{replay}", f.kind, f.detail))
+        })
+    });
+    eprintln!(
+        "agent model: {cases} cases in {:.1} s; ran/skipped per operation: {}",
+        started.elapsed().as_secs_f64(),
+        stats_line()
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+/// The plain story: the agent rewrites, creates and deletes, another process edits, both touch
+/// one file; the agent's paths come back, the other's and the shared one stay.
+#[test]
+fn an_agent_rewind_keeps_what_another_process_changed() {
+    agent_ops(&[
+        Create("a", 1),
+        Create("b", 2),
+        Mkdir("c", 0o755),
+        NextTurn(1), // turn 2
+        As(true),
+        Write("a", 3),
+        Create("c/a", 4),
+        Unlink("b"),
+        As(false),
+        Create("c/b", 5),
+        Write("a", 6),
+        As(true),
+        RewindAgent(2, false),
+        Undo,
+        Redo,
+        RewindAgent(2, true),
+        Undo,
+        Rewind(1),
+    ]);
+}
+
+/// Found by the agent model (the default seed, before the fix),
+/// shrunk: the agent deleted `c/b`, then a partial rewind (the core's own change, kept)
+/// removed `c`; the agent rewind restored `c/b` into a directory that is gone and stopped,
+/// unfinished, on "its parent directory is missing". `c/b` is now a conflict with nowhere to
+/// come back (`above`), kept.
+#[test]
+fn regression_an_agent_rewind_keeps_a_path_whose_directory_a_kept_change_removed() {
+    agent_ops(&[
+        Mkdir("a", 0o644),
+        Symlink("a", "b"),
+        Mkdir("c", 0o644),
+        Exchange("a", "c"),
+        Unlink("b"),
+        As(true),
+        Rename("a", "b"),
+        Rename("b", "c/a"),
+        Create("c/b", 0),
+        Write("c/b", 0),
+        NextTurn(1), // turn 2
+        NextTurn(1), // turn 3
+        Unlink("c/b"),
+        Mkdir("a", 0o644),
+        RewindPaths(1, "c"),
+        RewindAgent(3, false), // c/b: its parent directory is missing (unfinished), before
+        Undo,
+        RewindAgent(3, true),
+    ]);
+}
