@@ -696,7 +696,10 @@ elif [ "$HEAD_BUILD" = 1 ]; then
   rev="$(cd "$REPO" && git rev-parse --verify "$BUILD_REV^{commit}")" || die "no commit $BUILD_REV"
   log "== cargo build --release of $BUILD_REV = ${rev:0:7} (git archive into $WORK/src-head)"
   rm -rf "$WORK/src-head" && mkdir -p "$WORK/src-head"
-  (cd "$REPO" && git archive "$rev") | tar -x -C "$WORK/src-head" || die "git archive failed"
+  # -m: the files get the time of extraction. With the commit's times (tar's default) cargo
+  # saw sources older than the build of another commit in the same target dir and kept that
+  # binary: a --rev run followed by a --head run measured the first binary twice.
+  (cd "$REPO" && git archive "$rev") | tar -x -m -C "$WORK/src-head" || die "git archive failed"
   (cd "$WORK/src-head" && CARGO_TARGET_DIR="$WORK/target-head" cargo build --release) >> "$LOG" 2>&1 ||
     die "cargo build --release of $BUILD_REV (${rev:0:7}) failed (see $LOG)"
   CKPT_SRC="$WORK/target-head/release/ckpt-mount"

@@ -40,29 +40,56 @@ pub(super) fn group_key(t: &PreImage) -> Option<GroupKey> {
 /// `targets`), with the largest link count, so they are restored as one inode with its content
 /// from the start of the turn.
 pub(super) fn share_hard_links(mut targets: Vec<(RelPath, PreImage)>) -> Vec<(RelPath, PreImage)> {
-    let mut canon: HashMap<GroupKey, PreImage> = HashMap::new();
-    let mut most: HashMap<GroupKey, u64> = HashMap::new();
-    for (_, t) in &targets {
-        if let Some(k) = group_key(t) {
-            let m = most.entry(k.clone()).or_insert(0);
-            *m = (*m).max(t.nlink());
-            canon.entry(k).or_insert_with(|| t.clone());
+    // Per inode (borrowed keys: no copy of a handle per file), the first target that names it
+    // and the largest link count recorded for it.
+    let mut groups: HashMap<BorrowedKey<'_>, (usize, u64)> = HashMap::new();
+    for (i, (_, t)) in targets.iter().enumerate() {
+        if let Some(k) = borrowed_key(t) {
+            let g = groups.entry(k).or_insert((i, 0));
+            g.1 = g.1.max(t.nlink());
         }
     }
-    for (_, t) in &mut targets {
-        let Some(k) = group_key(t) else { continue };
-        let n = most.get(&k).copied().unwrap_or(1);
-        if n <= 1 {
-            continue;
+    // Only the groups with more than one link change anything.
+    let shared: Vec<(usize, usize, u64)> = targets
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, t))| {
+            let (first, n) = *groups.get(&borrowed_key(t)?)?;
+            (n > 1).then_some((i, first, n))
+        })
+        .collect();
+    drop(groups);
+    for (i, first, n) in shared {
+        let mut t = targets[first].1.clone();
+        match &mut t {
+            PreImage::File { nlink, .. } => *nlink = n,
+            PreImage::Symlink { nlink, .. } => *nlink = Some(n),
+            _ => {}
         }
-        if let Some(c) = canon.get(&k) {
-            *t = c.clone();
-            match t {
-                PreImage::File { nlink, .. } => *nlink = n,
-                PreImage::Symlink { nlink, .. } => *nlink = Some(n),
-                _ => {}
-            }
-        }
+        targets[i].1 = t;
     }
     targets
+}
+
+/// A [`GroupKey`] that borrows its handle from the pre-image.
+#[derive(PartialEq, Eq, Hash)]
+struct BorrowedKey<'a> {
+    symlink: bool,
+    ino: u64,
+    fh: Option<&'a [u8]>,
+}
+
+fn borrowed_key(t: &PreImage) -> Option<BorrowedKey<'_>> {
+    let (symlink, ino, fh) = match t {
+        PreImage::File { ino, fh, .. } => (false, *ino, fh.as_ref()),
+        PreImage::Symlink {
+            ino: Some(ino), fh, ..
+        } => (true, *ino, fh.as_ref()),
+        _ => return None,
+    };
+    Some(BorrowedKey {
+        symlink,
+        ino,
+        fh: fh.map(|h| h.0.as_slice()),
+    })
 }
