@@ -439,7 +439,7 @@ mod tests {
         let seq = store.index().capture_seq_now(&path).expect("captured");
         store.index().actors.by_capture[&seq]
             .iter()
-            .map(|t| (t.comm.clone(), t.agent, t.what.clone()))
+            .map(|t| (t.comm.to_string(), t.agent, t.what.to_string()))
             .collect()
     }
 

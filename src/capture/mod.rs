@@ -245,14 +245,14 @@ impl Capturer {
         let actor = self.actor(who);
         {
             let mut store = self.lock_raw();
-            if store.index().captured_now.contains(path) {
+            if store.index().captured_now.contains_key(path) {
                 // The common case: attributed in memory, no journal write.
                 return Self::attribute(&mut store, path, who, actor.as_ref());
             }
         }
         let pre = read_preimage(&self.blobs, parent, name, self.max_blob)?;
         let mut store = self.lock_raw();
-        if store.index().captured_now.contains(path) {
+        if store.index().captured_now.contains_key(path) {
             return Self::attribute(&mut store, path, who, actor.as_ref());
         }
         Self::record(&mut store, path, pre, who, actor).map(drop)
@@ -272,7 +272,7 @@ impl Capturer {
         {
             let mut store = self.lock_raw();
             store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
-            if store.index().captured_now.contains(path) {
+            if store.index().captured_now.contains_key(path) {
                 return Self::attribute(&mut store, path, who, actor.as_ref());
             }
         }
@@ -282,7 +282,7 @@ impl Capturer {
         // store was unlocked may have staged this very inode; its bytes are stored before the
         // caller can write through the descriptor it is about to get.
         store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
-        if store.index().captured_now.contains(path) {
+        if store.index().captured_now.contains_key(path) {
             return Self::attribute(&mut store, path, who, actor.as_ref());
         }
         Self::record(&mut store, path, pre, who, actor).map(drop)
@@ -325,7 +325,7 @@ impl Capturer {
         who: Who,
         actor: Option<&Actor>,
     ) -> Result<(), Errno> {
-        if store.index().captured_now.contains(path) {
+        if store.index().captured_now.contains_key(path) {
             return Self::attribute(store, path, who, actor);
         }
         let pre = read_preimage(store.blobs(), parent, name, max_blob)?;
@@ -358,7 +358,7 @@ impl Capturer {
                 let Some(target) = p.rebase(path, dst_path) else {
                     continue;
                 };
-                if store.index().captured_now.contains(&target) {
+                if store.index().captured_now.contains_key(&target) {
                     Self::attribute(&mut store, &target, who, actor.as_ref())?;
                     continue;
                 }

@@ -245,7 +245,7 @@ impl Capturer {
     ) -> Result<Option<PendingStage<'_>>, Errno> {
         let actor = self.actor(who);
         let mut store = self.lock_raw();
-        if store.index().captured_now.contains(path) {
+        if store.index().captured_now.contains_key(path) {
             Self::attribute(&mut store, path, who, actor.as_ref())?;
             return Ok(None);
         }

@@ -147,7 +147,7 @@ pub(super) fn read_for_partial(
     let saved: HashSet<&RelPath> = index.unfinished_saved.iter().map(|c| &c.path).collect();
     if resumed {
         // The epoch restarted when the cut-off run began: what it captured or saved is kept.
-        let skip = |p: &RelPath| captured.contains(p) || saved.contains(p);
+        let skip = |p: &RelPath| captured.contains_key(p) || saved.contains(p);
         let captures = read_current(root, store, plan, extra, &skip, max_blob)?;
         return Ok((captures, Vec::new()));
     }
@@ -156,7 +156,7 @@ pub(super) fn read_for_partial(
         store,
         plan,
         extra,
-        &|p| captured.contains(p),
+        &|p| captured.contains_key(p),
         max_blob,
     )?;
     let saves = read_current(
@@ -164,7 +164,7 @@ pub(super) fn read_for_partial(
         store,
         plan,
         extra,
-        &|p| !captured.contains(p),
+        &|p| !captured.contains_key(p),
         u64::MAX,
     )?;
     Ok((captures, saves))

@@ -12,10 +12,11 @@
 //! untrusted input: a touch whose capture is unknown is kept but names nothing (fsck says so).
 
 use super::index::{Capture, Index};
-use crate::ids::{Seq, Turn};
+use crate::ids::Seq;
 use crate::relpath::RelPath;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// An actor: whether it is the agent (`None`: no agent was ever marked in this folder's
 /// history, so every change counts as one actor) and its command name.
@@ -116,29 +117,58 @@ pub struct Actors {
     /// Every agent mark, in journal order, with its seq and time.
     pub marks: Vec<(Seq, u64, AgentMark)>,
     /// The touches of each capture, in journal order.
-    pub by_capture: HashMap<Seq, Vec<Touch>>,
-    /// The seq of each path's capture in turn `now_turn`, as appended; checked against the
-    /// index before use (an undo brings back captures without appending them again).
-    now: HashMap<RelPath, Seq>,
-    now_turn: Turn,
+    pub by_capture: HashMap<Seq, Vec<HeldTouch>>,
+    /// One copy of each command name and kind of change, shared by every touch that names it
+    /// (a turn of 100,000 captures holds a handful of names, not 200,000 strings).
+    names: HashSet<Arc<str>>,
+}
+
+/// A touch as the index holds it: its capture is the key it is filed under, its names are
+/// shared ([`Actors`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldTouch {
+    /// The process of the first such change (0 when unknown).
+    pub pid: u32,
+    /// Its command name.
+    pub comm: Arc<str>,
+    /// Whether it descends from a marked agent; `None` when no agent was ever marked.
+    pub agent: Option<bool>,
+    /// What that first change was.
+    pub what: Arc<str>,
+}
+
+impl HeldTouch {
+    /// The `touched` record of this touch of capture `capture`.
+    pub fn record(&self, capture: Seq) -> Touch {
+        Touch {
+            capture,
+            pid: self.pid,
+            comm: self.comm.to_string(),
+            agent: self.agent,
+            what: self.what.to_string(),
+        }
+    }
 }
 
 impl Actors {
-    /// A `capture` record (not one a rewind saved for its undo) of `path` in `turn`.
-    pub fn captured(&mut self, seq: Seq, turn: Turn, path: &RelPath) {
-        if turn != self.now_turn {
-            self.now.clear();
-            self.now_turn = turn;
+    fn name(&mut self, s: &str) -> Arc<str> {
+        if let Some(n) = self.names.get(s) {
+            return n.clone();
         }
-        self.now.insert(path.clone(), seq);
+        let n: Arc<str> = Arc::from(s);
+        self.names.insert(n.clone());
+        n
     }
 
     /// A `touched` record.
     pub fn touched(&mut self, t: &Touch) {
-        self.by_capture
-            .entry(t.capture)
-            .or_default()
-            .push(t.clone());
+        let held = HeldTouch {
+            pid: t.pid,
+            comm: self.name(&t.comm),
+            agent: t.agent,
+            what: self.name(&t.what),
+        };
+        self.by_capture.entry(t.capture).or_default().push(held);
     }
 
     /// An `agent` record at `seq`, `time`.
@@ -155,7 +185,7 @@ impl Actors {
     pub fn has_touch(&self, capture: Seq, actor: &Actor) -> bool {
         self.by_capture.get(&capture).is_some_and(|ts| {
             ts.iter()
-                .any(|t| t.agent == actor.agent && t.comm == actor.comm)
+                .any(|t| t.agent == actor.agent && *t.comm == *actor.comm)
         })
     }
 }
@@ -165,14 +195,15 @@ impl Index {
     pub fn capture_seq_now(&self, path: &RelPath) -> Option<Seq> {
         let cur = self.current_turn();
         let is_now = |c: &Capture| c.turn == cur && c.path == *path;
-        if self.actors.now_turn == cur
-            && let Some(seq) = self.actors.now.get(path)
+        // The newest capture of the path, when it is of the current capture epoch.
+        if let Some(seq) = self.captured_now.get(path)
             && let Ok(i) = self.captures.binary_search_by_key(seq, |c| c.seq)
             && is_now(&self.captures[i])
         {
             return Some(*seq);
         }
-        // After an undo (rare): the captures it brought back.
+        // Captured in this turn before the epoch (rare: a partial rewind, undo or redo began
+        // one since).
         self.captures
             .iter()
             .rev()
@@ -203,10 +234,10 @@ impl Index {
             });
         }
         out.extend(touches.iter().map(|t| ActorView {
-            comm: t.comm.clone(),
+            comm: t.comm.to_string(),
             agent: t.agent,
             pid: t.pid,
-            what: t.what.clone(),
+            what: t.what.to_string(),
         }));
         out
     }
@@ -312,6 +343,7 @@ pub fn check_records(lines: &[super::journal::Line]) -> Vec<(Seq, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::Turn;
     use crate::store::Store;
     use crate::store::journal::{PreImage, Record};
     use std::os::fd::AsFd;

@@ -13,7 +13,7 @@ use super::journal::{Line, PreImage, Record};
 use crate::identity::{FileId, Renewal};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// A turn as the index knows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,8 +50,9 @@ pub struct Index {
     pub turns: Vec<TurnInfo>,
     /// Captures of those turns, in journal order.
     pub captures: Vec<Capture>,
-    /// Paths captured in the current turn.
-    pub captured_now: HashSet<RelPath>,
+    /// Paths captured in the current capture epoch, each with the seq of its newest capture
+    /// (what a later change of the path in the epoch attributes itself to).
+    pub captured_now: HashMap<RelPath, Seq>,
     /// The operation log, with what undo and redo work on (`ops.rs`).
     pub ops: super::ops::OpLog,
     /// Seq after which the captures are those of the current capture epoch: `captured_now`
@@ -113,9 +114,6 @@ impl Index {
                     pid: *pid,
                     comm: comm.clone(),
                 };
-                if undo_of.is_none() {
-                    self.actors.captured(line.seq, *turn, path);
-                }
                 self.add_capture(cap, undo_of.is_some());
             }
             Record::RewindBegin { to, from } => {
@@ -157,7 +155,7 @@ impl Index {
             self.pending.insert(cap.seq, *ino);
         }
         if cap.turn == self.current_turn() {
-            self.captured_now.insert(cap.path.clone());
+            self.captured_now.insert(cap.path.clone(), cap.seq);
         }
         self.captures.push(cap);
     }
@@ -438,8 +436,12 @@ pub(super) mod tests {
         assert_eq!(index.last_seq, Seq(6));
         assert!(index.pending.is_empty(), "the staged line resolved it");
         assert_eq!(
-            index.captured_now,
-            HashSet::from([rp("a.txt"), rp("b.txt")])
+            index
+                .captured_now
+                .keys()
+                .cloned()
+                .collect::<std::collections::HashSet<_>>(),
+            std::collections::HashSet::from([rp("a.txt"), rp("b.txt")])
         );
         assert_eq!(
             index.plan_targets(Turn(1)),
@@ -518,8 +520,12 @@ pub(super) mod tests {
                 .all(|a| !matches!(a.change, Change::Folder { .. }))
         );
         assert_eq!(
-            index.captured_now,
-            HashSet::from([rp("a.txt"), rp("b.txt")])
+            index
+                .captured_now
+                .keys()
+                .cloned()
+                .collect::<std::collections::HashSet<_>>(),
+            std::collections::HashSet::from([rp("a.txt"), rp("b.txt")])
         );
     }
 

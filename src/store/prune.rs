@@ -228,9 +228,7 @@ fn rewrite_journal(
                 .into_iter()
                 .flatten()
             {
-                let mut touch = touch.clone();
-                touch.capture = capture;
-                push(t.time, Record::Touched(touch));
+                push(t.time, Record::Touched(touch.record(capture)));
             }
         }
     }

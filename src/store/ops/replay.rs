@@ -122,7 +122,7 @@ impl Index {
             .captures
             .iter()
             .filter(|c| c.turn == cur)
-            .map(|c| c.path.clone())
+            .map(|c| (c.path.clone(), c.seq))
             .collect();
     }
 
@@ -387,7 +387,10 @@ impl Index {
     /// `captured_now`: the paths captured since the epoch began.
     pub(in crate::store) fn recompute_captured_now(&mut self) {
         let at = self.captures.partition_point(|c| c.seq <= self.epoch);
-        self.captured_now = self.captures[at..].iter().map(|c| c.path.clone()).collect();
+        self.captured_now = self.captures[at..]
+            .iter()
+            .map(|c| (c.path.clone(), c.seq))
+            .collect();
     }
 
     /// A whole rewind's retired turns and captures come back; turn `to` gets its old start.
