@@ -222,7 +222,10 @@ pub fn diff(
     let mut programs: HashMap<&RelPath, BTreeSet<String>> = HashMap::new();
     for c in index.captures.iter().filter(|c| range.contains(c.turn)) {
         if let Some(comm) = &c.comm {
-            programs.entry(&c.path).or_default().insert(comm.clone());
+            programs
+                .entry(&c.path)
+                .or_default()
+                .insert(comm.to_string());
         }
     }
     let actors = index.actors_by_path(index.captures.iter().filter(|c| range.contains(c.turn)));

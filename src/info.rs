@@ -256,7 +256,7 @@ fn count_turn(
             row.bytes += size;
         }
         if let Some(comm) = &c.comm {
-            programs.insert(comm.clone());
+            programs.insert(comm.to_string());
         }
         // The first capture of a path is its oldest in the turn (journal order).
         if !counted.insert(&c.path) {

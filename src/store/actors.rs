@@ -151,7 +151,8 @@ impl HeldTouch {
 }
 
 impl Actors {
-    fn name(&mut self, s: &str) -> Arc<str> {
+    /// The shared copy of the name `s`.
+    pub fn name(&mut self, s: &str) -> Arc<str> {
         if let Some(n) = self.names.get(s) {
             return n.clone();
         }
@@ -227,7 +228,7 @@ impl Index {
         let mut out = Vec::with_capacity(touches.len() + 1);
         if !represented {
             out.push(ActorView {
-                comm: c.comm.clone().unwrap_or_else(|| "?".into()),
+                comm: c.comm.as_deref().unwrap_or("?").to_string(),
                 agent: self.actors.any_marked().then_some(false),
                 pid: own.unwrap_or(0),
                 what: "?".into(),

@@ -39,8 +39,8 @@ pub struct Capture {
     pub pre: PreImage,
     /// Process id behind it.
     pub pid: Option<u32>,
-    /// Command name behind it.
-    pub comm: Option<String>,
+    /// Command name behind it (shared with every capture and touch that names it).
+    pub comm: Option<std::sync::Arc<str>>,
 }
 
 /// The state derived from replaying the journal.
@@ -112,7 +112,7 @@ impl Index {
                     path: path.clone(),
                     pre: pre.clone(),
                     pid: *pid,
-                    comm: comm.clone(),
+                    comm: comm.as_deref().map(|c| self.actors.name(c)),
                 };
                 self.add_capture(cap, undo_of.is_some());
             }

@@ -216,7 +216,7 @@ fn rewrite_journal(
                     pre: c.pre.clone(),
                     undo_of: None,
                     pid: c.pid,
-                    comm: c.comm.clone(),
+                    comm: c.comm.as_deref().map(str::to_string),
                 },
             );
             // Its touches follow it, renumbered to name it by its new seq.
