@@ -469,12 +469,11 @@ enum Tense {
     Nothing,
 }
 
-/// One sentence saying what the rewind of report `r` does: to where, how many paths it
-/// restores (and the bytes it writes), deletes, leaves as they are, and cannot restore.
-fn sentence(r: &Value, tense: Tense) -> String {
-    let undo = r["undo"].as_bool() == Some(true);
-    let op = r["op"].as_str().filter(|_| !undo);
-    let what = if let Some(op) = op {
+/// What the rewind of report `r` is, as the start of a sentence: the operation (`op`), the
+/// undo of the last rewind, the completion of a cut-off one, or a rewind of everything, of some
+/// paths or of the agent's changes.
+fn operation_words(r: &Value, op: Option<&str>, undo: bool) -> String {
+    if let Some(op) = op {
         op.to_string()
     } else if undo {
         "undoing the last rewind".to_string()
@@ -493,7 +492,15 @@ fn sentence(r: &Value, tense: Tense) -> String {
             format!(" {}", only.join(", "))
         };
         format!("rewinding{which} to the start of turn {}", r["to"])
-    };
+    }
+}
+
+/// One sentence saying what the rewind of report `r` does: to where, how many paths it
+/// restores (and the bytes it writes), deletes, leaves as they are, and cannot restore.
+fn sentence(r: &Value, tense: Tense) -> String {
+    let undo = r["undo"].as_bool() == Some(true);
+    let op = r["op"].as_str().filter(|_| !undo);
+    let what = operation_words(r, op, undo);
     let s = &r["summary"];
     let n = |k: &str| s[k].as_u64().unwrap_or(0);
     let (restored, deleted, unchanged, failed) =

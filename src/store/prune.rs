@@ -174,70 +174,7 @@ fn rewrite_journal(
     keep_from: Turn,
     pruned: super::ops::Pruned,
 ) -> Result<(), StoreError> {
-    let mut lines = Vec::new();
-    let mut seq = 0;
-    let mut push = |time: u64, rec: Record| {
-        seq += 1;
-        lines.push(Line {
-            v: rec.version(),
-            seq: Seq(seq),
-            time,
-            rec,
-        });
-        Seq(seq)
-    };
-    for (i, t) in store
-        .index
-        .turns
-        .iter()
-        .filter(|t| t.turn >= keep_from)
-        .enumerate()
-    {
-        push(
-            t.time,
-            Record::Turn {
-                turn: t.turn,
-                label: t.label.clone(),
-            },
-        );
-        if i == 0 {
-            // Every agent mark is kept: without them the views could not tell "no agent was
-            // marked" from "these changes are not the agent's".
-            for (_, time, m) in &store.index.actors.marks {
-                push(*time, Record::Agent(m.clone()));
-            }
-        }
-        for c in store.index.captures.iter().filter(|c| c.turn == t.turn) {
-            let capture = push(
-                t.time,
-                Record::Capture {
-                    turn: c.turn,
-                    path: c.path.clone(),
-                    pre: c.pre.clone(),
-                    undo_of: None,
-                    pid: c.pid,
-                    comm: c.comm.as_deref().map(str::to_string),
-                },
-            );
-            // Its touches follow it, renumbered to name it by its new seq.
-            for touch in store
-                .index
-                .actors
-                .by_capture
-                .get(&c.seq)
-                .into_iter()
-                .flatten()
-            {
-                push(t.time, Record::Touched(touch.record(capture)));
-            }
-        }
-    }
-    push(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        Record::Pruned(pruned),
-    );
+    let lines = kept_lines(store, keep_from, pruned);
     let mut bytes = Vec::new();
     for l in &lines {
         bytes.extend(journal::encode(l));
@@ -268,6 +205,64 @@ fn rewrite_journal(
     store.index = index;
     store.epoch = store.epoch.next();
     Ok(())
+}
+
+/// The lines of the rewritten journal, numbered from 1: each kept turn with its captures and
+/// their touches (renumbered to name their capture's new seq), every agent mark after the
+/// first kept turn, then the `pruned` record.
+fn kept_lines(store: &Store, keep_from: Turn, pruned: super::ops::Pruned) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let mut seq = 0;
+    let mut push = |time: u64, rec: Record| {
+        seq += 1;
+        lines.push(Line {
+            v: rec.version(),
+            seq: Seq(seq),
+            time,
+            rec,
+        });
+        Seq(seq)
+    };
+    let kept = store.index.turns.iter().filter(|t| t.turn >= keep_from);
+    for (i, t) in kept.enumerate() {
+        let label = t.label.clone();
+        push(
+            t.time,
+            Record::Turn {
+                turn: t.turn,
+                label,
+            },
+        );
+        if i == 0 {
+            // Every agent mark is kept: without them the views could not tell "no agent was
+            // marked" from "these changes are not the agent's".
+            for (_, time, m) in &store.index.actors.marks {
+                push(*time, Record::Agent(m.clone()));
+            }
+        }
+        for c in store.index.captures.iter().filter(|c| c.turn == t.turn) {
+            let capture = push(
+                t.time,
+                Record::Capture {
+                    turn: c.turn,
+                    path: c.path.clone(),
+                    pre: c.pre.clone(),
+                    undo_of: None,
+                    pid: c.pid,
+                    comm: c.comm.as_deref().map(str::to_string),
+                },
+            );
+            let touches = store.index.actors.by_capture.get(&c.seq);
+            for touch in touches.into_iter().flatten() {
+                push(t.time, Record::Touched(touch.record(capture)));
+            }
+        }
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    push(now, Record::Pruned(pruned));
+    lines
 }
 
 #[cfg(test)]

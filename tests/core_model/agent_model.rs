@@ -58,6 +58,84 @@ fn caller(c: &Child) -> Caller {
 /// A path's actors since a turn began, in the model.
 type ByPath = BTreeMap<String, BTreeSet<Actor>>;
 
+/// The core's split of an agent rewind, as sets of paths.
+struct SplitSets {
+    agent_only: BTreeSet<String>,
+    conflicts: BTreeSet<String>,
+    others: BTreeSet<String>,
+    /// Conflicts held back for what lies below them.
+    blocked: BTreeSet<String>,
+    /// Conflicts held back for the directory above them (path, directory).
+    homeless: BTreeMap<String, String>,
+}
+
+impl SplitSets {
+    fn of(split: &ckpt_mount::rewind::AgentSplit) -> Self {
+        let names =
+            |l: &[PathActors]| -> BTreeSet<String> { l.iter().map(|p| p.path.clone()).collect() };
+        Self {
+            agent_only: names(&split.agent_only),
+            conflicts: names(&split.conflicts),
+            others: names(&split.others),
+            blocked: split
+                .conflicts
+                .iter()
+                .filter(|c| c.below.is_some())
+                .map(|c| c.path.clone())
+                .collect(),
+            homeless: split
+                .conflicts
+                .iter()
+                .filter_map(|c| Some((c.path.clone(), c.above.clone()?)))
+                .collect(),
+        }
+    }
+
+    /// Each path listed in the wrong place, or not listed, for who changed it (`by`) since
+    /// turn `k` began.
+    fn disagreements(&self, k: u64, by: &ByPath) -> Vec<String> {
+        let listed: BTreeSet<&String> = self
+            .agent_only
+            .iter()
+            .chain(&self.conflicts)
+            .chain(&self.others)
+            .collect();
+        let mut lines: Vec<String> = listed
+            .iter()
+            .filter(|p| !by.contains_key(**p))
+            .map(|p| format!("  {p}: listed, but nothing changed it since turn {k} began"))
+            .collect();
+        for (p, a) in by {
+            let has = |x: Actor| a.contains(&x);
+            let mut wrong = |why: &str| lines.push(format!("  {p}: changed by {a:?}, {why}"));
+            if (has(Actor::Agent) || has(Actor::User)) && !listed.contains(p) {
+                wrong("not listed");
+            }
+            if self.agent_only.contains(p) && (has(Actor::User) || !has(Actor::Agent)) {
+                wrong("taken for the agent's alone");
+            }
+            if self.others.contains(p) && has(Actor::Agent) {
+                wrong("taken for the others' alone");
+            }
+            if self.conflicts.contains(p) && !has(Actor::Agent) {
+                wrong("taken for a conflict");
+            }
+            // Only the agent (and nothing the core did): restored unless held back.
+            if *a == BTreeSet::from([Actor::Agent])
+                && !self.agent_only.contains(p)
+                && !self.blocked.contains(p)
+                && !self.homeless.contains_key(p)
+            {
+                wrong("the agent's alone, not restored");
+            }
+            if has(Actor::Agent) && has(Actor::User) && !self.conflicts.contains(p) {
+                wrong("not a conflict");
+            }
+        }
+        lines
+    }
+}
+
 impl Case {
     /// Starts the two processes and marks the first as the agent; the other makes the changes
     /// until an `As(true)`.
@@ -240,95 +318,54 @@ impl Case {
         rewind_conflicts: bool,
     ) -> Result<(), Failure> {
         let by = self.actors_since(k);
-        let names =
-            |l: &[PathActors]| -> BTreeSet<String> { l.iter().map(|p| p.path.clone()).collect() };
-        let (agent_only, conflicts, others) = (
-            names(&split.agent_only),
-            names(&split.conflicts),
-            names(&split.others),
-        );
-        let blocked: BTreeSet<String> = split
-            .conflicts
-            .iter()
-            .filter(|c| c.below.is_some())
-            .map(|c| c.path.clone())
-            .collect();
-        let homeless: BTreeMap<String, String> = split
-            .conflicts
-            .iter()
-            .filter_map(|c| Some((c.path.clone(), c.above.clone()?)))
-            .collect();
-        let listed: BTreeSet<&String> =
-            agent_only.iter().chain(&conflicts).chain(&others).collect();
+        let sets = SplitSets::of(split);
+        let mut lines = sets.disagreements(k, &by);
+        lines.extend(self.held_back_disagreements(k, &by, &sets, rewind_conflicts));
+        if lines.is_empty() {
+            return Ok(());
+        }
+        fail(
+            "agent-split",
+            format!(
+                "{what}: who changed what, against the model:\n{}",
+                lines.join("\n")
+            ),
+        )
+    }
+
+    /// The paths held back for what lies below them or above them, against the model: below,
+    /// not a directory at the start of the turn with a kept path under it; above, something
+    /// at the start of the turn, under a directory changed since that is not one now.
+    fn held_back_disagreements(
+        &self,
+        k: u64,
+        by: &ByPath,
+        sets: &SplitSets,
+        rewind_conflicts: bool,
+    ) -> Vec<String> {
         let none = BTreeSet::new();
-        let actors = |p: &str| by.get(p).unwrap_or(&none);
-        let mut lines = Vec::new();
-        for p in &listed {
-            if !by.contains_key(*p) {
-                lines.push(format!(
-                    "  {p}: listed, but nothing changed it since turn {k} began"
-                ));
-            }
-        }
-        for (p, a) in &by {
-            let has = |x: Actor| a.contains(&x);
-            let attributed = has(Actor::Agent) || has(Actor::User);
-            if attributed && !listed.contains(p) {
-                lines.push(format!("  {p}: changed by {a:?}, not listed"));
-            }
-            if agent_only.contains(p) && (has(Actor::User) || !has(Actor::Agent)) {
-                lines.push(format!(
-                    "  {p}: changed by {a:?}, taken for the agent's alone"
-                ));
-            }
-            if others.contains(p) && has(Actor::Agent) {
-                lines.push(format!(
-                    "  {p}: changed by {a:?}, taken for the others' alone"
-                ));
-            }
-            if conflicts.contains(p) && !has(Actor::Agent) {
-                lines.push(format!("  {p}: changed by {a:?}, taken for a conflict"));
-            }
-            // Only the agent (and nothing the core did): restored unless something is kept
-            // below it.
-            if *a == BTreeSet::from([Actor::Agent])
-                && !agent_only.contains(p)
-                && !blocked.contains(p)
-                && !homeless.contains_key(p)
-            {
-                lines.push(format!("  {p}: the agent's alone, not restored"));
-            }
-            if has(Actor::Agent) && has(Actor::User) && !conflicts.contains(p) {
-                lines.push(format!("  {p}: changed by {a:?}, not a conflict"));
-            }
-        }
-        // A blocked path: not a directory at the start of the turn, with a kept path below.
         let kept = |q: &String| {
-            let a = actors(q);
+            let a = by.get(q).unwrap_or(&none);
             let agent_alone = a.iter().all(|x| *x == Actor::Agent) && !a.is_empty();
             !(agent_alone || (a.contains(&Actor::Agent) && rewind_conflicts))
         };
-        for p in &blocked {
-            let then_dir = matches!(
-                self.turns[&k].tree.entries.get(p).map(|s| &s.kind),
-                Some(Kind::Dir { .. })
-            );
+        let then = &self.turns[&k].tree.entries;
+        let mut lines = Vec::new();
+        for p in &sets.blocked {
+            let then_dir = matches!(then.get(p).map(|s| &s.kind), Some(Kind::Dir { .. }));
             let below = by.keys().any(|q| q != p && under(q, p) && kept(q));
             if then_dir || !below {
+                let why = if then_dir {
+                    "it was a directory"
+                } else {
+                    "nothing kept lies below"
+                };
                 lines.push(format!(
-                    "  {p}: held back for what lies below it, but {}",
-                    if then_dir {
-                        "it was a directory"
-                    } else {
-                        "nothing kept lies below"
-                    }
+                    "  {p}: held back for what lies below it, but {why}"
                 ));
             }
         }
-        // A path with nowhere to come back: it was something at the start of the turn, and the
-        // directory above it named changed since and is not a directory now.
-        let then = &self.turns[&k].tree.entries;
-        for (p, d) in &homeless {
+        for (p, d) in &sets.homeless {
             let now_dir = matches!(self.model.tree.get(d.as_str()), Some(MEntry::Dir { .. }));
             if !under(p, d) || p == d || !by.contains_key(d) || now_dir || !then.contains_key(p) {
                 lines.push(format!(
@@ -342,16 +379,7 @@ impl Case {
                 ));
             }
         }
-        if lines.is_empty() {
-            return Ok(());
-        }
-        fail(
-            "agent-split",
-            format!(
-                "{what}: who changed what, against the model:\n{}",
-                lines.join("\n")
-            ),
-        )
+        lines
     }
 
     /// The restored paths as at the start of turn `k`, every other path as it was and on its
