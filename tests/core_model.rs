@@ -2840,9 +2840,32 @@ fn expect_partial(
 
 // ---- running cases ----
 
+/// What a case runs with: hard links among the generated steps, and two processes making the
+/// changes, one of them the agent (`agent_model.rs`; else every change is pid 0's).
+#[derive(Clone, Copy)]
+struct Setup {
+    links: bool,
+    agent: bool,
+}
+
+impl Case {
+    fn with(fx: &Fixture, setup: Setup) -> Self {
+        let mut c = Case::new(fx);
+        c.links = setup.links;
+        if setup.agent {
+            c.start_agent_case();
+        }
+        c
+    }
+}
+
 /// Replays a resolved operation list on a fresh folder of `fx`.
 fn run_ops(fx: &Fixture, ops: &[Op]) -> Result<(), String> {
-    let mut c = Case::new(fx);
+    replay_ops(Case::new(fx), ops)
+}
+
+/// Replays a resolved operation list on case `c`.
+fn replay_ops(mut c: Case, ops: &[Op]) -> Result<(), String> {
     for op in ops {
         if let Err(f) = c.step(*op) {
             return Err(format!("[{}] {}\n{}", f.kind, f.detail, c.replay()));
@@ -2852,10 +2875,9 @@ fn run_ops(fx: &Fixture, ops: &[Op]) -> Result<(), String> {
 }
 
 /// Runs a generated case: each step resolved against the model just before it, then `finish`.
-fn run_generated(fx: &Fixture, links: bool, ops: &[G], end: u8) -> Result<(), (Failure, String)> {
+fn run_generated(fx: &Fixture, setup: Setup, ops: &[G], end: u8) -> Result<(), (Failure, String)> {
     STATS.with_borrow_mut(|(_, n)| *n += 1);
-    let mut c = Case::new(fx);
-    c.links = links;
+    let mut c = Case::with(fx, setup);
     for g in ops {
         match c.resolve(g) {
             Some(op) => c.step(op),
@@ -2903,21 +2925,35 @@ fn cases() -> u32 {
 
 /// The property on one fixture: every generated case passes; a failure is shrunk.
 fn property(fx: &Fixture, links: bool) {
+    let setup = Setup {
+        links,
+        agent: false,
+    };
+    run_property(fx, setup, strategy());
+}
+
+/// Runs `strategy`'s cases with `setup` on `fx`; a failure is shrunk.
+fn run_property(fx: &Fixture, setup: Setup, strategy: impl Strategy<Value = (Vec<G>, u8)>) {
     let cases = cases();
     let mut runner = runner(cases);
     let started = Instant::now();
     let ran0 = cases_run();
-    let result = runner.run(&strategy(), |(ops, end)| {
-        run_generated(fx, links, &ops, end).map_err(|(f, replay)| {
+    let result = runner.run(&strategy, |(ops, end)| {
+        run_generated(fx, setup, &ops, end).map_err(|(f, replay)| {
             TestCaseError::fail(format!("[{}] {}\n{replay}", f.kind, f.detail))
         })
     });
     let secs = started.elapsed().as_secs_f64();
     let ran = cases_run() - ran0;
     eprintln!(
-        "core model ({}, hard links {}): {ran} cases run in {secs:.1} s ({:.0} cases/s; {cases} asked, shrinking included); ran/skipped per operation: {}",
+        "core model ({}, hard links {}{}): {ran} cases run in {secs:.1} s ({:.0} cases/s; {cases} asked, shrinking included); ran/skipped per operation: {}",
         fx.name(),
-        if links { "on" } else { "off" },
+        if setup.links { "on" } else { "off" },
+        if setup.agent {
+            ", two processes, one the agent"
+        } else {
+            ""
+        },
         ran as f64 / secs,
         stats_line()
     );
@@ -2937,7 +2973,15 @@ fn survey(fx: &Fixture, links: bool) {
     for _ in 0..cases {
         let tree = strategy.new_tree(&mut runner).expect("generate a case");
         let (ops, end) = tree.current();
-        if let Err((f, replay)) = run_generated(fx, links, &ops, end) {
+        if let Err((f, replay)) = run_generated(
+            fx,
+            Setup {
+                links,
+                agent: false,
+            },
+            &ops,
+            end,
+        ) {
             let e = failed.entry(f.kind).or_insert_with(|| {
                 first.push((f.kind, tree));
                 (0, format!("{}\n{replay}", f.detail))
@@ -2960,7 +3004,15 @@ fn survey(fx: &Fixture, links: bool) {
                 break;
             }
             let (ops, end) = tree.current();
-            fails = match run_generated(fx, links, &ops, end) {
+            fails = match run_generated(
+                fx,
+                Setup {
+                    links,
+                    agent: false,
+                },
+                &ops,
+                end,
+            ) {
                 Err((f, replay)) if f.kind == kind => {
                     last = Some(format!("{}\n{replay}", f.detail));
                     true

@@ -95,14 +95,15 @@ pub fn split(
     let by_path = index.actors_by_path(index.captures.iter().filter(|c| c.turn >= to));
     let targets: HashMap<RelPath, PreImage> = index.plan_targets(to).into_iter().collect();
     let agent_alone = |actors: &[ActorView]| actors.iter().all(|a| a.agent == Some(true));
-    let restored = |actors: &[ActorView]| {
+    // What the policy restores, before anything holds a path back.
+    let wanted = |actors: &[ActorView]| {
         agent_alone(actors) || (has_agent(actors) && conflicts == Conflicts::Rewind)
     };
     // Every directory above a path that stays as it is, with one such path: restoring
     // something there that is not a directory would remove it.
     let mut above_kept: HashMap<RelPath, RelPath> = HashMap::new();
     for (path, actors) in &by_path {
-        if !restored(actors) {
+        if !wanted(actors) {
             let mut up = path.parent();
             while let Some(dir) = up {
                 up = dir.parent();
@@ -119,11 +120,11 @@ pub fn split(
     let mut restoring: std::collections::HashSet<RelPath> = std::collections::HashSet::new();
     for path in paths {
         let actors = &by_path[path];
-        let entry = |below: Option<&RelPath>| PathActors {
+        let entry = |below: Option<&RelPath>, above: Option<&RelPath>| PathActors {
             path: path.to_string(),
             actors: actors.clone(),
             below: below.map(RelPath::to_string),
-            above: None,
+            above: above.map(RelPath::to_string),
         };
         let replaces_below = !matches!(targets.get(path), Some(PreImage::Dir { .. }));
         let below = above_kept.get(path).filter(|_| replaces_below);
@@ -142,10 +143,8 @@ pub fn split(
             .find(|d| by_path.contains_key(d) && !restoring.contains(d) && !dir_now(d))
         };
         let blocked = below.is_some() || above.is_some();
-        let mut e = entry(below);
-        e.above = above.as_ref().map(RelPath::to_string);
-        let restore = !blocked && restored(actors);
-        if restore {
+        let e = entry(below, above.as_ref());
+        if !blocked && wanted(actors) {
             restoring.insert(path.clone());
         }
         match (agent_alone(actors), has_agent(actors), blocked) {
@@ -242,21 +241,6 @@ mod tests {
         }
     }
 
-    fn file(content: &str) -> PreImage {
-        PreImage::File {
-            blob: crate::ids::BlobId::of(content.as_bytes()),
-            size: content.len() as u64,
-            mode: 0o644,
-            uid: 0,
-            gid: 0,
-            ino: 1,
-            nlink: 1,
-            fh: None,
-            btime: None,
-            xattrs: None,
-        }
-    }
-
     fn names(list: &[PathActors]) -> Vec<&str> {
         list.iter().map(|p| p.path.as_str()).collect()
     }
@@ -309,9 +293,17 @@ mod tests {
     fn what_the_agent_deleted_below_a_directory_another_change_removed_is_a_conflict() {
         let mut j = Journal::new();
         j.changed("docs", dir(), &[("rm", false)]);
-        j.changed("docs/a.md", file("a"), &[("rm", true)]);
+        j.changed(
+            "docs/a.md",
+            crate::store::index::tests::file("a"),
+            &[("rm", true)],
+        );
         j.changed("src", dir(), &[("chmod", false)]);
-        j.changed("src/b.rs", file("b"), &[("sed", true)]);
+        j.changed(
+            "src/b.rs",
+            crate::store::index::tests::file("b"),
+            &[("sed", true)],
+        );
         // `docs` is gone now (the other process removed it); `src` is still a directory.
         let dir_now = |p: &RelPath| p.to_string() == "src";
         for policy in [Conflicts::Keep, Conflicts::Rewind] {

@@ -19,16 +19,10 @@ pub(super) struct GroupKey {
 /// The group a file or symlink target belongs to, when it records an identity; `None` for
 /// any other target.
 pub(super) fn group_key(t: &PreImage) -> Option<GroupKey> {
-    let id = t.file_id()?;
-    let symlink = match t {
-        PreImage::File { .. } => false,
-        PreImage::Symlink { .. } => true,
-        _ => return None,
-    };
-    Some(GroupKey {
-        symlink,
-        ino: id.ino,
-        fh: id.fh,
+    borrowed_key(t).map(|k| GroupKey {
+        symlink: k.symlink,
+        ino: k.ino,
+        fh: k.fh.map(|h| crate::store::journal::Handle(h.to_vec())),
     })
 }
 

@@ -282,7 +282,7 @@ impl Index {
 /// Replays made from records and from hand-written journal text alone: no store, no
 /// directory, no descriptor; what they assert is decided here and nowhere else.
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::journal;
     use crate::store::ops::{Change, Effect, OpWhat};
@@ -292,7 +292,12 @@ pub(super) mod tests {
     }
 
     /// A file pre-image whose blob is that of the bytes `content` (a name per version).
-    pub(in crate::store) fn file(content: &str) -> PreImage {
+    /// The paths the index holds as captured in the current epoch.
+    pub(in crate::store) fn captured_paths(index: &Index) -> std::collections::HashSet<RelPath> {
+        index.captured_now.keys().cloned().collect()
+    }
+
+    pub(crate) fn file(content: &str) -> PreImage {
         PreImage::File {
             blob: crate::ids::BlobId::of(content.as_bytes()),
             size: 1,
@@ -436,11 +441,7 @@ pub(super) mod tests {
         assert_eq!(index.last_seq, Seq(6));
         assert!(index.pending.is_empty(), "the staged line resolved it");
         assert_eq!(
-            index
-                .captured_now
-                .keys()
-                .cloned()
-                .collect::<std::collections::HashSet<_>>(),
+            captured_paths(&index),
             std::collections::HashSet::from([rp("a.txt"), rp("b.txt")])
         );
         assert_eq!(
@@ -520,11 +521,7 @@ pub(super) mod tests {
                 .all(|a| !matches!(a.change, Change::Folder { .. }))
         );
         assert_eq!(
-            index
-                .captured_now
-                .keys()
-                .cloned()
-                .collect::<std::collections::HashSet<_>>(),
+            captured_paths(&index),
             std::collections::HashSet::from([rp("a.txt"), rp("b.txt")])
         );
     }

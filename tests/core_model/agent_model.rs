@@ -139,7 +139,7 @@ impl SplitSets {
 impl Case {
     /// Starts the two processes and marks the first as the agent; the other makes the changes
     /// until an `As(true)`.
-    fn start_agent_case(&mut self) {
+    pub(super) fn start_agent_case(&mut self) {
         let procs = Procs {
             agent: sleeper(),
             other: sleeper(),
@@ -460,64 +460,24 @@ fn g_agent_op() -> impl Strategy<Value = G> {
     ]
 }
 
-/// Runs a generated agent case, then the usual end.
-fn run_agent_case(fx: &Fixture, ops: &[G], end: u8) -> Result<(), (Failure, String)> {
-    let mut c = Case::new(fx);
-    c.links = false;
-    c.start_agent_case();
-    for g in ops {
-        match c.resolve(g) {
-            Some(op) => c.step(op),
-            None => {
-                c.trace.push(format!("// {g:?}: nothing to apply it to"));
-                Ok(())
-            }
-        }
-        .map_err(|f| {
-            let r = c.replay();
-            (f, r)
-        })?;
-    }
-    c.finish(end).map_err(|f| {
-        let r = c.replay();
-        (f, r)
-    })
-}
-
 /// Replays a resolved agent case (a regression).
 fn agent_ops(ops: &[Op]) {
-    let fx = Fixture::tmp();
-    let mut c = Case::new(&fx);
-    c.links = false;
-    c.start_agent_case();
-    for op in ops {
-        if let Err(f) = c.step(*op) {
-            panic!("[{}] {}\n{}", f.kind, f.detail, c.replay());
-        }
-    }
+    let setup = Setup {
+        links: false,
+        agent: true,
+    };
+    replay_ops(Case::with(&Fixture::tmp(), setup), ops).unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Agent rewinds, split and folder, match the model (`CKPT_CORE_CASES`, `CKPT_CORE_SEED`).
 #[test]
 fn agent_rewinds_match_the_model() {
-    let fx = Fixture::tmp();
-    let cases = cases();
-    let mut runner = runner(cases);
+    let setup = Setup {
+        links: false,
+        agent: true,
+    };
     let strategy = (prop::collection::vec(g_agent_op(), 5..60), any::<u8>());
-    let started = Instant::now();
-    let result = runner.run(&strategy, |(ops, end)| {
-        run_agent_case(&fx, &ops, end).map_err(|(f, replay)| {
-            TestCaseError::fail(format!("[{}] {}\n{replay}", f.kind, f.detail))
-        })
-    });
-    eprintln!(
-        "agent model: {cases} cases in {:.1} s; ran/skipped per operation: {}",
-        started.elapsed().as_secs_f64(),
-        stats_line()
-    );
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    run_property(&Fixture::tmp(), setup, strategy);
 }
 
 /// The plain story: the agent rewrites, creates and deletes, another process edits, both touch

@@ -66,7 +66,7 @@ fn undoing_a_turn_switch_merges_its_captures_and_redo_splits_them_again() {
     );
     // A path changed after the undo is captured again (for a redo to find).
     assert_eq!(
-        index.captured_now.keys().cloned().collect::<HashSet<_>>(),
+        crate::store::index::tests::captured_paths(&index),
         HashSet::from([rp("a"), rp("b")])
     );
     push(&mut index, cap(1, "c", file("c1")));
