@@ -355,3 +355,52 @@ fn a_write_through_a_new_hard_link_is_undone_in_its_source() {
     );
     assert!(!m.path("b").exists());
 }
+
+#[test]
+fn files_rewritten_in_place_come_back_whole_whether_they_grew_or_shrank() {
+    if !require_fuse() {
+        return;
+    }
+    let long = "0123456789abcdef".repeat(1024);
+    let m = Mounted::with(|d| {
+        std::fs::write(d.join("long.txt"), &long).expect("write");
+        std::fs::write(d.join("short.txt"), "short\n").expect("write");
+        std::fs::write(d.join("a"), "linked\n").expect("write");
+        std::fs::hard_link(d.join("a"), d.join("b")).expect("link");
+        std::fs::write(d.join("suid.bin"), "#!/bin/sh\n").expect("write");
+    });
+    sh(&m, "chmod 4755 suid.bin");
+    let names = ["long.txt", "short.txt", "a", "b", "suid.bin"];
+    let before: Vec<(u64, u32, Vec<u8>)> = names
+        .iter()
+        .map(|n| {
+            let md = std::fs::symlink_metadata(m.path(n)).expect("lstat");
+            (md.ino(), md.mode(), std::fs::read(m.path(n)).expect("read"))
+        })
+        .collect();
+    m.turn(2);
+    // Shrunk, grown (past the blocks it had), appended through the other name of a link
+    // group, and a set-user-id file written and its mode changed; `sync` puts the blocks on
+    // disk, as they are by the time a user rewinds (a rewind writes over them in place and
+    // cuts each file to its length).
+    sh(
+        &m,
+        "printf abc > long.txt; head -c 200000 /dev/zero >> short.txt; \
+         echo more >> b; echo x >> suid.bin; chmod 755 suid.bin; sync",
+    );
+    m.rewind(2);
+    let after: Vec<(u64, u32, Vec<u8>)> = names
+        .iter()
+        .map(|n| {
+            let md = std::fs::symlink_metadata(m.path(n)).expect("lstat");
+            (md.ino(), md.mode(), std::fs::read(m.path(n)).expect("read"))
+        })
+        .collect();
+    for ((name, was), now) in names.iter().zip(&before).zip(&after) {
+        assert_eq!(was.2.len(), now.2.len(), "{name}: length");
+        assert!(was.2 == now.2, "{name}: bytes differ");
+        assert_eq!(was.1, now.1, "{name}: mode");
+        assert_eq!(was.0, now.0, "{name}: rewritten in place, same inode");
+    }
+    assert_eq!(std::fs::metadata(m.path("a")).expect("stat").nlink(), 2);
+}

@@ -327,14 +327,16 @@ impl InodeTable {
     }
 
     /// After a rewind changed what `name` in `parent` is: keep the name only while it still
-    /// refers to the same host inode.
-    pub fn refresh(&mut self, parent: NodeId, name: &OsStr, now: Option<HostId>) {
-        if let Some(ino) = self.child(parent, name) {
-            let same = self.nodes.get(&ino).is_some_and(|n| Some(n.host) == now);
-            if !same {
-                self.unlink(parent, name);
-            }
+    /// refers to the same host inode. Returns whether it was kept (a file rewritten in place).
+    pub fn refresh(&mut self, parent: NodeId, name: &OsStr, now: Option<HostId>) -> bool {
+        let Some(ino) = self.child(parent, name) else {
+            return false;
+        };
+        let same = self.nodes.get(&ino).is_some_and(|n| Some(n.host) == now);
+        if !same {
+            self.unlink(parent, name);
         }
+        same
     }
 }
 

@@ -101,18 +101,22 @@ impl CkptFs {
             let mut report = report;
             let mut refreshed = Vec::new();
             if !dry_run {
+                let started = std::time::Instant::now();
                 self.lock_dirs().map.clear();
                 refreshed = self.refresh_names(&report.changed);
                 // Files still open for writing belong to the current turn from now on (the
                 // operation began a capture epoch, `crate::store::ops`).
                 self.capture_held_after(&mut report);
                 self.lock_dirs().map.clear();
+                log::debug!(target: "ckpt::rewind", "inode names refreshed in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
             }
             (report, refreshed)
         };
         let (report, refreshed) = report;
         if !dry_run {
+            let started = std::time::Instant::now();
             self.invalidate(&refreshed);
+            log::debug!(target: "ckpt::rewind", "kernel caches invalidated in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
         }
         Ok(report)
     }
@@ -120,11 +124,8 @@ impl CkptFs {
     /// After a rewind changed `changed` on the host: the inode table's names follow (a name
     /// the rewind replaced no longer belongs to the node it had), before anything reads names
     /// again (the held-open captures at the end of a rewind). Returns what the kernel must be
-    /// told: each changed name's node (if the kernel knew one) and parent.
-    pub(super) fn refresh_names(
-        &self,
-        changed: &[RelPath],
-    ) -> Vec<(Option<NodeId>, NodeId, OsString)> {
+    /// told about each changed name.
+    pub(super) fn refresh_names(&self, changed: &[RelPath]) -> Vec<ChangedName> {
         let open = self.open_descriptors();
         let mut out = Vec::with_capacity(changed.len());
         for path in changed {
@@ -145,7 +146,7 @@ impl CkptFs {
                 .zip(cname.as_ref())
                 .and_then(|(d, c)| sys::lstatat(d.as_fd(), c).ok())
                 .map(|st| HostId::of(&st));
-            self.write_inodes().refresh(parent, name, now);
+            let mut kept = self.write_inodes().refresh(parent, name, now);
             // A rewind may give an open file back a name it had (a hard link relinked to the
             // inode a descriptor still holds). The kernel has not looked that name up, so
             // without this the node would not know it, and the capture of the file at the
@@ -159,9 +160,15 @@ impl CkptFs {
                     && FileId::of_fd(fd.as_fd(), host.ino).is(&named)
                 {
                     self.write_inodes().attach(parent, name, node);
+                    kept = false;
                 }
             }
-            out.push((node, parent, name.to_os_string()));
+            out.push(ChangedName {
+                node,
+                parent,
+                name: name.to_os_string(),
+                kept,
+            });
         }
         // Names below what the rewind removed or replaced are gone with it.
         self.write_inodes().prune_unreachable();
@@ -182,25 +189,42 @@ impl CkptFs {
 
     /// Tells the kernel what a rewind changed (after the gate is released: a request blocked
     /// on the gate may hold a directory lock in the kernel that these calls need).
-    pub(super) fn invalidate(&self, changed: &[(Option<NodeId>, NodeId, OsString)]) {
+    pub(super) fn invalidate(&self, changed: &[ChangedName]) {
         let Some(inv) = self.invalidator.get().cloned() else {
             return;
         };
         // Each parent's inode too: that drops the kernel's cached listing of the directory.
         // The entry invalidation alone marks the directory changed only when the kernel still
         // has a dentry for the name, which a file removed while held open leaves it without.
+        // A name that kept its inode (a file rewritten in place, a directory given back its
+        // attributes) changed neither its entry nor its directory's listing: its inode's
+        // attributes and cached pages are all the kernel must drop (half the notifications
+        // of a large rewind, docs/BENCHMARKS.md).
         let mut parents = std::collections::HashSet::new();
-        for (node, parent, name) in changed {
-            if let Some(node) = node {
-                inv.inval_inode(*node);
+        for c in changed {
+            if let Some(node) = c.node {
+                inv.inval_inode(node);
             }
-            inv.inval_entry(*parent, name);
-            parents.insert(*parent);
+            if c.kept {
+                continue;
+            }
+            inv.inval_entry(c.parent, &c.name);
+            parents.insert(c.parent);
         }
         for parent in parents {
             inv.inval_inode(parent);
         }
     }
+}
+
+/// A name a rewind changed, as the kernel must be told of it.
+pub(super) struct ChangedName {
+    /// The node the kernel knew at the name before the rewind, if any.
+    node: Option<NodeId>,
+    parent: NodeId,
+    name: OsString,
+    /// The name still refers to that node's host inode (rewritten in place).
+    kept: bool,
 }
 
 impl CkptFs {

@@ -13,7 +13,7 @@ use super::groups::{GroupKey, group_key};
 use super::links::Anchors;
 use super::plan::{Plan, Step};
 use super::report::{Failure, Report};
-use super::resolve::{cname, open_parent};
+use super::resolve::{Parents, cname, open_parent};
 use super::restore::{TEMP_PREFIX, link_step, remove_step, restore_step};
 use crate::relpath::RelPath;
 use crate::store::Store;
@@ -74,10 +74,17 @@ pub(super) fn apply(
         progress(*done, total);
     };
     // Which restorations write is decided before anything changes, as the preview decides it.
+    let decided = std::time::Instant::now();
     let writes = super::preview::writes(root, plan, anchors);
+    log::debug!(target: "ckpt::rewind", "what to write decided in {:.1} ms", decided.elapsed().as_secs_f64() * 1e3);
+    // Each step changes only what stands at its own path (and temp names beside it), and says
+    // so to `parents`.
+    let mut parents = Parents::new(root);
     for step in &plan.remove {
         tick(&mut done);
-        match remove_step(root, &step.path) {
+        let removed = remove_step(&mut parents, &step.path);
+        parents.changed(&step.path);
+        match removed {
             Ok(true) => {
                 report.deleted.push(step.path.to_string());
                 report.changed.push(step.path.clone());
@@ -98,7 +105,7 @@ pub(super) fn apply(
     for (step, write) in plan.restore.iter().zip(writes) {
         tick(&mut done);
         let result = restore_in_group(
-            root,
+            &mut parents,
             store,
             Decided { step, write },
             anchors,
@@ -106,6 +113,7 @@ pub(super) fn apply(
             &mut dir_modes,
             report,
         );
+        parents.changed(&step.path);
         match result {
             Ok(true) => {
                 report.restored.push(step.path.to_string());
@@ -137,7 +145,7 @@ struct Decided<'a> {
 /// link: the group's first path (noted in `first_of_inode`) is linked to the group's anchor
 /// when one stands elsewhere and then restored; every later path is linked to the first.
 fn restore_in_group(
-    root: BorrowedFd<'_>,
+    parents: &mut Parents<'_>,
     store: &Store,
     decided: Decided<'_>,
     anchors: &Anchors,
@@ -149,26 +157,26 @@ fn restore_in_group(
     let group = group_key(&step.target).filter(|_| step.target.nlink() > 1);
     match group {
         Some(key) => match first_of_inode.get(&key) {
-            Some(first) => link_step(root, first, &step.path),
+            Some(first) => link_step(parents, first, &step.path),
             None => {
                 first_of_inode.insert(key.clone(), step.path.clone());
                 let relinked = match anchors.found.get(&key) {
                     Some(anchor) if *anchor != step.path => {
                         report.changed.push(anchor.clone());
-                        link_step(root, anchor, &step.path).map(drop)
+                        link_step(parents, anchor, &step.path).map(drop)
                     }
                     _ => Ok(()),
                 };
-                relinked.and_then(|()| restore_counted(root, store, decided, dir_modes, report))
+                relinked.and_then(|()| restore_counted(parents, store, decided, dir_modes, report))
             }
         },
-        None => restore_counted(root, store, decided, dir_modes, report),
+        None => restore_counted(parents, store, decided, dir_modes, report),
     }
 }
 
 /// [`restore_step`], adding the bytes of a file it wrote to the report's count.
 fn restore_counted(
-    root: BorrowedFd<'_>,
+    parents: &mut Parents<'_>,
     store: &Store,
     decided: Decided<'_>,
     dir_modes: &mut Vec<(RelPath, u32)>,
@@ -176,7 +184,7 @@ fn restore_counted(
 ) -> Result<bool, String> {
     let Decided { step, write } = decided;
     let changed = restore_step(
-        root,
+        parents,
         store,
         step,
         write == Some(true),

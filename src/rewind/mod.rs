@@ -66,6 +66,40 @@ use verify::refuse_unless_verified;
 /// Called with (steps done, steps in all) as a rewind applies its plan.
 pub type Progress<'a> = &'a dyn Fn(usize, usize);
 
+/// Where a rewind's time went, stage by stage, logged once at its end (`RUST_LOG=debug`): the
+/// figures docs/BENCHMARKS.md reads a large rewind's cost from.
+struct StageTimes {
+    last: std::time::Instant,
+    stages: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl StageTimes {
+    fn start() -> Self {
+        Self {
+            last: std::time::Instant::now(),
+            stages: Vec::new(),
+        }
+    }
+
+    /// Ends the stage `name` (it began where the previous one ended).
+    fn end(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.stages.push((name, now - self.last));
+        self.last = now;
+    }
+
+    fn log(&self, steps: usize) {
+        if log::log_enabled!(target: "ckpt::rewind", log::Level::Debug) {
+            let stages: Vec<String> = self
+                .stages
+                .iter()
+                .map(|(n, d)| format!("{n} {:.1} ms", d.as_secs_f64() * 1e3))
+                .collect();
+            log::debug!(target: "ckpt::rewind", "{steps} steps: {}", stages.join(", "));
+        }
+    }
+}
+
 /// What to rewind.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Request {
@@ -93,6 +127,7 @@ pub fn rewind(
     {
         return Ok(r);
     }
+    let mut times = StageTimes::start();
     let from = store.index().current_turn();
     let Chosen {
         to,
@@ -100,6 +135,7 @@ pub fn rewind(
         resume,
     } = targets_for(store, req)?;
     let plan = plan(store.index().with_current_identities(targets));
+    times.end("plan");
     let mut report = Report {
         to,
         from,
@@ -114,6 +150,7 @@ pub fn rewind(
         return Ok(report);
     }
     refuse_unless_verified(&plan, store)?;
+    times.end("verify");
     if resume.is_some() {
         // Temp files a run of this rewind cut off by a crash left behind.
         sweep_temps(root, &plan);
@@ -124,6 +161,7 @@ pub fn rewind(
     // What the rewind overwrites is read before the journal says it began: a failure here
     // refuses the rewind with nothing changed and nothing left open.
     let saves = saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan))?;
+    times.end("read saves");
     let begin = match resume {
         Some(b) => b,
         None => store
@@ -131,7 +169,9 @@ pub fn rewind(
             .map_err(RewindError::Store)?,
     };
     record_saves(store, saves, to, begin)?;
+    times.end("journal saves");
     apply(root, store, &plan, &anchors, &mut report, progress);
+    times.end("apply");
     record_renewals(store, &mut report)?;
     let counts = Some(counts_of(&report));
     close_unless_unfinished(
@@ -140,6 +180,8 @@ pub fn rewind(
         &mut report,
         Record::RewindDone { begin, counts },
     )?;
+    times.end("close");
+    times.log(plan.remove.len() + plan.restore.len());
     Ok(report)
 }
 

@@ -22,14 +22,14 @@ use super::groups::{GroupKey, group_key};
 use super::links::Anchors;
 use super::plan::{Plan, Step};
 use super::report::{Failure, Report};
-use super::resolve::{cname, open_parent};
+use super::resolve::{Parents, cname};
 use super::restore::{Slot, parent_for_removal};
 use crate::ids::BlobId;
 use crate::relpath::RelPath;
 use crate::store::journal::PreImage;
 use crate::sys::{self, Errno};
 use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 /// Fills `report` with what running `plan` would do to the folder now; `anchors` are the
 /// hard-link groups' surviving names the run would relink to. When verification found
@@ -48,15 +48,16 @@ pub(super) fn preview(
         report.failed = unrestorable(plan, problems);
         return;
     }
+    let mut parents = Parents::new(root);
     for step in &plan.remove {
-        match stands_now(root, &step.path) {
+        match stands_now(&mut parents, &step.path) {
             Ok(true) => report.deleted.push(step.path.to_string()),
             Ok(false) => report.unchanged += 1,
             Err(reason) => fail(report, &step.path, reason),
         }
     }
     let mut walk = Restores {
-        root,
+        parents: Parents::new(root),
         anchors,
         fresh: HashSet::new(),
         groups: HashSet::new(),
@@ -83,7 +84,7 @@ pub(super) fn preview(
 /// name that then matches on its own.
 pub(super) fn writes(root: BorrowedFd<'_>, plan: &Plan, anchors: &Anchors) -> Vec<Option<bool>> {
     let mut walk = Restores {
-        root,
+        parents: Parents::new(root),
         anchors,
         fresh: HashSet::new(),
         groups: HashSet::new(),
@@ -147,11 +148,11 @@ fn unrestorable(plan: &Plan, problems: Vec<Failure>) -> Vec<Failure> {
 }
 
 /// Whether something stands at `path` now, reached as the run's removal reaches it.
-fn stands_now(root: BorrowedFd<'_>, path: &RelPath) -> Result<bool, String> {
-    let Some(parent) = parent_for_removal(root, path)? else {
+fn stands_now(parents: &mut Parents<'_>, path: &RelPath) -> Result<bool, String> {
+    let Some(parent) = parent_for_removal(parents, path)? else {
         return Ok(false);
     };
-    match sys::lstatat(parent.as_fd(), &cname(path)) {
+    match sys::lstatat(parent, &cname(path)) {
         Ok(_) => Ok(true),
         Err(Errno(libc::ENOENT)) => Ok(false),
         Err(e) => Err(format!("cannot remove: {e}")),
@@ -170,7 +171,8 @@ enum Outcome {
 
 /// The restorations of a plan, previewed in the run's order.
 struct Restores<'a> {
-    root: BorrowedFd<'a>,
+    /// Nothing changes while a preview walks, so the directory last opened stays good.
+    parents: Parents<'a>,
     anchors: &'a Anchors,
     /// Directories the run would make anew (nothing stood there, or something else did): every
     /// path below one holds nothing when its turn comes.
@@ -213,7 +215,7 @@ impl Restores<'_> {
     }
 
     /// Whether giving `path` its `target` changes it, and whether a directory stands there now.
-    fn compare(&self, path: &RelPath, target: &PreImage) -> Result<(bool, bool), String> {
+    fn compare(&mut self, path: &RelPath, target: &PreImage) -> Result<(bool, bool), String> {
         let mut above = path.parent();
         while let Some(a) = above {
             if self.fresh.contains(&a) {
@@ -221,9 +223,9 @@ impl Restores<'_> {
             }
             above = a.parent();
         }
-        let parent = open_parent(self.root, path)?;
+        let parent = self.parents.open(path)?;
         let name = cname(path);
-        let slot = Slot::at(parent.as_fd(), &name, target)?;
+        let slot = Slot::at(parent, &name, target)?;
         Ok((!slot.matches(), slot.is_dir()))
     }
 }

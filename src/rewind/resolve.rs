@@ -18,7 +18,12 @@ pub(super) fn open_parent_raw(root: BorrowedFd<'_>, path: &RelPath) -> Result<Ow
 /// [`open_parent_raw`], failing with the reason a report gives: a parent that is a symlink
 /// (or lies beyond one) is refused, never followed.
 pub(super) fn open_parent(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, String> {
-    open_parent_raw(root, path).map_err(|e| match e.0 {
+    open_parent_raw(root, path).map_err(|e| refusal(root, path, e))
+}
+
+/// Why the directory holding `path` could not be opened (`e`), as a report gives it.
+fn refusal(root: BorrowedFd<'_>, path: &RelPath, e: Errno) -> String {
+    match e.0 {
         libc::ELOOP | libc::EXDEV => "a parent directory is a symlink: refused".to_string(),
         // The parent itself is a symlink (opened as the link, which is not a directory).
         libc::ENOTDIR
@@ -33,7 +38,56 @@ pub(super) fn open_parent(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedF
         libc::ENOTDIR => "a parent is not a directory".to_string(),
         libc::ENOENT => "its parent directory is missing".to_string(),
         _ => format!("cannot open its parent: {e}"),
-    })
+    }
+}
+
+/// The directory holding each path of a walk over the plan, kept open from one path to the
+/// next: the plan's paths are sorted, so runs of them share a directory, and resolving it
+/// again for every path (an `openat2` beneath the root and a `close`, once per stage) was a
+/// tenth of a large rewind's system calls (docs/BENCHMARKS.md). A stage that changes the
+/// folder calls [`Parents::changed`] after each step, so a directory a step replaced or
+/// removed is never reached through the descriptor of what stood there before.
+pub(super) struct Parents<'r> {
+    root: BorrowedFd<'r>,
+    /// The directory last opened, and its path (`None`: the root).
+    last: Option<(Option<RelPath>, OwnedFd)>,
+}
+
+impl<'r> Parents<'r> {
+    pub(super) fn new(root: BorrowedFd<'r>) -> Self {
+        Self { root, last: None }
+    }
+
+    /// The folder's root.
+    pub(super) fn root(&self) -> BorrowedFd<'r> {
+        self.root
+    }
+
+    /// [`open_parent_raw`], reusing the directory last opened when it is `path`'s.
+    pub(super) fn raw(&mut self, path: &RelPath) -> Result<BorrowedFd<'_>, Errno> {
+        let parent = path.parent();
+        let dir = match self.last.take() {
+            Some((p, fd)) if p == parent => (p, fd),
+            _ => (parent, open_parent_raw(self.root, path)?),
+        };
+        Ok(self.last.insert(dir).1.as_fd())
+    }
+
+    /// [`open_parent`], reusing the directory last opened when it is `path`'s.
+    pub(super) fn open(&mut self, path: &RelPath) -> Result<BorrowedFd<'_>, String> {
+        let root = self.root;
+        self.raw(path).map_err(|e| refusal(root, path, e))
+    }
+
+    /// A step changed what stands at `path`: a directory kept open at or below it may be gone
+    /// or replaced, and is let go.
+    pub(super) fn changed(&mut self, path: &RelPath) {
+        if let Some((Some(dir), _)) = &self.last
+            && dir.starts_with(path)
+        {
+            self.last = None;
+        }
+    }
 }
 
 /// The last component of `path`, as the name `*at` calls take beside [`open_parent`]'s

@@ -12,7 +12,7 @@
 //! directory `resolve.rs` opens; blobs are read from the store.
 
 use super::plan::Step;
-use super::resolve::{cname, open_parent};
+use super::resolve::{Parents, cname, open_parent};
 use crate::identity::FileId;
 use crate::ids::BlobId;
 use crate::relpath::RelPath;
@@ -22,24 +22,25 @@ use crate::sys::{self, Errno};
 use crate::xattrs::{self, Via};
 use sha2::{Digest, Sha256};
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 /// Removes whatever is at `path`; `Ok(false)` when nothing was there.
-pub(super) fn remove_step(root: BorrowedFd<'_>, path: &RelPath) -> Result<bool, String> {
-    let Some(parent) = parent_for_removal(root, path)? else {
+pub(super) fn remove_step(parents: &mut Parents<'_>, path: &RelPath) -> Result<bool, String> {
+    let Some(parent) = parent_for_removal(parents, path)? else {
         return Ok(false);
     };
-    remove_tree(parent.as_fd(), &cname(path)).map_err(|e| format!("cannot remove: {e}"))
+    remove_tree(parent, &cname(path)).map_err(|e| format!("cannot remove: {e}"))
 }
 
 /// The directory holding `path`, for its removal; `None` when the path cannot stand (its
 /// parent is missing or not a directory), an error when its parent cannot be reached but
 /// something stands there (behind a symlinked parent, say).
-pub(super) fn parent_for_removal(
-    root: BorrowedFd<'_>,
+pub(super) fn parent_for_removal<'p>(
+    parents: &'p mut Parents<'_>,
     path: &RelPath,
-) -> Result<Option<OwnedFd>, String> {
-    match open_parent(root, path) {
+) -> Result<Option<BorrowedFd<'p>>, String> {
+    let root = parents.root();
+    match parents.open(path) {
         Ok(p) => Ok(Some(p)),
         // A missing parent means the path is already absent.
         Err(_)
@@ -88,10 +89,19 @@ fn temp_name() -> CString {
     CString::new(format!("{TEMP_PREFIX}{}-{n}", std::process::id())).unwrap_or_default()
 }
 
+/// Whether this process runs as root, asked once: only root may give files away, so only then
+/// are owners restored and compared.
+fn as_root() -> bool {
+    static ROOT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ROOT.get_or_init(|| sys::geteuid() == 0)
+}
+
 /// Gives the inode behind `fd` its owner (as root: only root may give files away; as a user
 /// the files stay ours, which is what they were), then its extended attributes, then its mode:
 /// a chown clears set-id bits and capabilities, and an ACL sets the group bits, so the mode
 /// goes last. `xattrs: None` (a record that did not say) leaves the attributes as they are.
+/// What already holds its recorded value is not set again: a chown or chmod is a journaled
+/// inode update on the host, two of them a file in a large rewind (docs/BENCHMARKS.md).
 fn set_attributes(
     fd: BorrowedFd<'_>,
     via: Via<'_>,
@@ -99,14 +109,25 @@ fn set_attributes(
     xattrs: Option<&[Xattr]>,
     mode: Option<u32>,
 ) -> Result<(), String> {
-    if sys::geteuid() == 0 {
+    let stat = || sys::fstat(fd).map_err(|e| format!("cannot stat: {e}"));
+    let mut st = stat()?;
+    let mut changed = false;
+    if as_root() && (st.st_uid, st.st_gid) != owner {
         sys::fchown(fd, owner.0, owner.1).map_err(|e| format!("cannot set owner: {e}"))?;
+        changed = true;
     }
     if let Some(x) = xattrs {
-        xattrs::apply(via, x).map_err(|e| format!("cannot set extended attributes: {e}"))?;
+        changed |=
+            xattrs::apply(via, x).map_err(|e| format!("cannot set extended attributes: {e}"))?;
     }
     if let Some(mode) = mode {
-        sys::fchmod_any(fd, mode).map_err(|e| format!("cannot set mode: {e}"))?;
+        if changed {
+            // The chown or an ACL may have changed the mode bits just read.
+            st = stat()?;
+        }
+        if st.st_mode & 0o7777 != mode {
+            sys::fchmod_any(fd, mode).map_err(|e| format!("cannot set mode: {e}"))?;
+        }
     }
     Ok(())
 }
@@ -134,7 +155,7 @@ fn attributes_match(
     mode: Option<u32>,
     xattrs: Option<&[Xattr]>,
 ) -> bool {
-    let owner_ok = sys::geteuid() != 0 || (st.st_uid, st.st_gid) == owner;
+    let owner_ok = !as_root() || (st.st_uid, st.st_gid) == owner;
     let mode_ok = mode.is_none_or(|m| st.st_mode & 0o7777 == m);
     let xattrs_ok = xattrs.is_none_or(|want| {
         sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
@@ -152,16 +173,16 @@ fn err(what: &str) -> impl Fn(Errno) -> String + '_ {
 /// Restores one path; `Ok(false)` when it already matched. With `write`, it is written even
 /// if it matches now (the run decided so before it began, as its preview did).
 pub(super) fn restore_step(
-    root: BorrowedFd<'_>,
+    parents: &mut Parents<'_>,
     store: &Store,
     step: &Step,
     write: bool,
     dir_modes: &mut Vec<(RelPath, u32)>,
     renewed: &mut Vec<crate::identity::Renewal>,
 ) -> Result<bool, String> {
-    let parent = open_parent(root, &step.path)?;
+    let parent = parents.open(&step.path)?;
     let name = cname(&step.path);
-    let mut at = Slot::at(parent.as_fd(), &name, &step.target)?;
+    let mut at = Slot::at(parent, &name, &step.target)?;
     at.write = write;
     match &step.target {
         PreImage::Absent => Err("internal: absent target in the restore list".into()),
@@ -420,14 +441,22 @@ impl<'a> Slot<'a> {
             |fd: BorrowedFd<'_>| set_attributes(fd, Via::Open(fd), owner, xattrs, Some(mode));
         if self.proven_same(libc::S_IFREG) {
             // In place: the inode (and every hard link to it) keeps its identity.
-            let fd = sys::openat(
-                self.dir,
-                self.name,
-                libc::O_WRONLY | libc::O_TRUNC | libc::O_NOFOLLOW,
-                0,
-            )
-            .map_err(err("cannot open for writing"))?;
-            copy_blob(store, blob, fd.as_fd()).map_err(err("cannot write"))?;
+            // Written over, then cut to length, not opened with O_TRUNC: ext4 takes a
+            // truncation to zero for a replace-by-truncate and starts writing the file back
+            // when it is closed, a block write per file in a large rewind (docs/BENCHMARKS.md).
+            let fd = sys::openat(self.dir, self.name, libc::O_WRONLY | libc::O_NOFOLLOW, 0)
+                .map_err(err("cannot open for writing"))?;
+            let st = sys::fstat(fd.as_fd()).map_err(err("cannot stat"))?;
+            if self
+                .current
+                .is_none_or(|cur| (cur.st_dev, cur.st_ino) != (st.st_dev, st.st_ino))
+            {
+                return Err("the file changed while the rewind ran: not written".into());
+            }
+            let written = copy_blob(store, blob, fd.as_fd()).map_err(err("cannot write"))?;
+            if st.st_size as u64 > written {
+                sys::ftruncate(fd.as_fd(), written).map_err(err("cannot truncate"))?;
+            }
             attrs(fd.as_fd())?;
             return Ok(true);
         }
@@ -443,7 +472,7 @@ impl<'a> Slot<'a> {
         .map_err(err("cannot create"))?;
         let written = copy_blob(store, blob, fd.as_fd())
             .map_err(err("cannot write"))
-            .and_then(|()| attrs(fd.as_fd()));
+            .and_then(|_| attrs(fd.as_fd()));
         self.install(&tmp, written, renewed)
     }
 
@@ -572,38 +601,33 @@ fn replace_with(
 /// Makes `path` a hard link of the inode at `first` (a temp link moved over whatever stands
 /// there); nothing changes when the two names are one inode already.
 pub(super) fn link_step(
-    root: BorrowedFd<'_>,
+    parents: &mut Parents<'_>,
     first: &RelPath,
     path: &RelPath,
 ) -> Result<bool, String> {
-    let fparent = open_parent(root, first)?;
-    let parent = open_parent(root, path)?;
+    let fparent = open_parent(parents.root(), first)?;
+    let parent = parents.open(path)?;
     let (fname, name) = (cname(first), cname(path));
     let fst =
         sys::lstatat(fparent.as_fd(), &fname).map_err(|e| format!("cannot stat {first}: {e}"))?;
-    let cur = sys::lstatat(parent.as_fd(), &name).ok();
+    let cur = sys::lstatat(parent, &name).ok();
     // Two names that exist at once with one number and device are one inode.
     if cur.is_some_and(|st| st.st_ino == fst.st_ino && st.st_dev == fst.st_dev) {
         return Ok(true);
     }
     let tmp = temp_name();
-    sys::linkat(fparent.as_fd(), &fname, parent.as_fd(), &tmp)
-        .map_err(|e| format!("cannot link: {e}"))?;
-    replace_with(
-        parent.as_fd(),
-        &tmp,
-        &name,
-        cur.map(|st| st.st_mode & libc::S_IFMT),
-    )
+    sys::linkat(fparent.as_fd(), &fname, parent, &tmp).map_err(|e| format!("cannot link: {e}"))?;
+    replace_with(parent, &tmp, &name, cur.map(|st| st.st_mode & libc::S_IFMT))
 }
 
-/// Writes a blob's original bytes into `dst` from offset 0 (decompressing when stored so).
-fn copy_blob(store: &Store, id: &BlobId, dst: BorrowedFd<'_>) -> Result<(), Errno> {
+/// Writes a blob's original bytes into `dst` from offset 0 (decompressing when stored so);
+/// returns how many it wrote.
+fn copy_blob(store: &Store, id: &BlobId, dst: BorrowedFd<'_>) -> Result<u64, Errno> {
     let mut off = 0u64;
     store.blobs().read_blob(id, &mut |chunk| {
         crate::sys::write_all(dst, chunk, off)?;
         off += chunk.len() as u64;
         Ok(())
     })?;
-    Ok(())
+    Ok(off)
 }

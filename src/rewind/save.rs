@@ -9,7 +9,7 @@
 
 use super::plan::Plan;
 use super::report::{Failure, RewindError};
-use super::resolve::{cname, open_parent_raw};
+use super::resolve::{Parents, cname};
 use crate::capture::{read_preimage, walk_tree};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
@@ -17,7 +17,7 @@ use crate::store::Store;
 use crate::store::journal::{PreImage, Record};
 use crate::sys::Errno;
 use std::collections::HashSet;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 /// The state now of every path `plan` touches and of everything below them, except the paths
 /// `skip` names: what a rewind saves for its undo, or a partial rewind captures for the current
@@ -42,8 +42,10 @@ fn read_current(
         .filter(|s| !matches!(s.target, PreImage::Skipped { .. }))
         .map(|s| &s.path)
         .chain(extra.iter());
+    // Nothing changes while this reads, so the directory last opened stays good.
+    let mut parents = Parents::new(root);
     for path in paths {
-        let parent = match open_parent_raw(root, path) {
+        let parent = match parents.raw(path) {
             Ok(p) => p,
             Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV)) => {
                 // Nothing stands at the path now, and the rewind may create it (below a file
@@ -65,7 +67,7 @@ fn read_current(
         let name = cname(path);
         let blobs = store.blobs();
         let mut at = None;
-        let walked = walk_tree(parent.as_fd(), &name, path, &mut |p, dir, n| {
+        let walked = walk_tree(parent, &name, path, &mut |p, dir, n| {
             if !skip(p) && !seen.contains(p) {
                 at = Some(p.clone());
                 records.push((p.clone(), read_preimage(blobs, dir, n, max_blob)?));
