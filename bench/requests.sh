@@ -5,18 +5,25 @@
 # bench/run.sh's). Needs root (tracefs).
 #
 #   bench/requests.sh [BIN] [-- MOUNT-ARGS...]
+#   PEER=bindfs bench/requests.sh [-- BINDFS-ARGS...]   (the same workloads through bindfs)
 #
 # Workloads: rm -rf of 1,000 files (each captured), creating 1,000 empty files, untar of 300,
 # and the first write of 1,000 existing small files in a turn (open r+b, write 1 byte, close:
-# bench/run.sh's firstwrite, each captured), then the same loop again (second writes).
+# bench/run.sh's firstwrite, each captured), then the same loop again (second writes); with
+# ONLY=pip (or ONLY="rm-rf pip ...") `python3 -m venv` and `pip install` of the agent fixture's
+# wheels (bench/fixtures-agent.sh; FIX as bench/run.sh), bench/run.sh's pip workload.
 set -euo pipefail
+FIX=${FIX:-/tmp/ckpt-bench-fixtures}
+PEER=${PEER:-}
 BIN=${1:-target/release/ckpt-mount}
 shift || true
 [ "${1:-}" = "--" ] && shift
 T=/sys/kernel/tracing/instances/ckpt-requests
 mkdir -p "$T"
+# Large enough that no event of a long workload (pip: ~200,000 requests) is overwritten.
+echo 65536 > "$T/buffer_size_kb"
 WORK=$(mktemp -d /tmp/ckpt-requests.XXXXXX)
-trap 'echo 0 > "$T/tracing_on"; rmdir "$T" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'echo 0 > "$T/tracing_on"; echo 0 > "$T/events/fuse/enable"; rmdir "$T" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 mkdir "$WORK/st"
 for i in $(seq 300); do echo y > "$WORK/st/g$i"; done
 tar -C "$WORK" -cf "$WORK/small.tar" st
@@ -29,6 +36,31 @@ for n in sorted(os.listdir(d)):
         f.write(b"y")
 PY
 
+# Time from each request's send to its end (the kernel's timestamps), summed per opcode: where
+# the workload waits on the server. Requests never answered (FORGET) have no end.
+cat > "$WORK/waits.py" <<'PY'
+import re, sys
+start, kind, ms, each = {}, {}, {}, {}
+pat = re.compile(r" ([0-9.]+): fuse_request_(send|end): connection \d+ req (\d+)(?: opcode \d+ \((\w+)\))?")
+for line in open(sys.argv[1]):
+    m = pat.search(line)
+    if not m:
+        continue
+    t, what, req, op = float(m.group(1)), m.group(2), m.group(3), m.group(4)
+    if what == "send":
+        start[req], kind[req] = t, op
+    elif req in start:
+        k = kind.pop(req).replace("FUSE_", "")
+        d = (t - start.pop(req)) * 1000
+        ms[k] = ms.get(k, 0.0) + d
+        each.setdefault(k, []).append(d)
+def p50(k):
+    v = sorted(each[k])
+    return v[len(v) // 2] * 1000
+print("waited %.0f ms (per opcode: total ms, median µs): " % sum(ms.values()) + "  ".join(
+    "%s %.0f (%.0f)" % (k, v, p50(k)) for k, v in sorted(ms.items(), key=lambda kv: -kv[1])))
+PY
+
 count() { # WORKLOAD: one line of counts per opcode
   local d="$WORK/m" wl=$1
   shift
@@ -37,29 +69,52 @@ count() { # WORKLOAD: one line of counts per opcode
   if [ "$wl" = firstwrite ] || [ "$wl" = secondwrite ]; then
     mkdir "$d/w"; for i in $(seq 1000); do printf '%0100d' 0 > "$d/w/f$i"; done
   fi
-  "$BIN" mount "$d" "$@" >/dev/null
+  if [ "$wl" = pip ]; then cp "$FIX/requirements.txt" "$d/"; fi
+  if [ "$PEER" = bindfs ]; then
+    mkdir -p "$d.src"; rm -rf "$d.src"; mv "$d" "$d.src"; mkdir "$d"
+    bindfs --no-allow-other "$@" "$d.src" "$d"
+  else
+    "$BIN" mount "$d" "$@" >/dev/null
+  fi
   (
     cd "$d"
-    echo 2 > .ckpt/turn
+    [ "$PEER" = bindfs ] || echo 2 > .ckpt/turn
     # secondwrite: the files are captured in this turn already (untraced), then written again.
     [ "$wl" = secondwrite ] && python3 "$WORK/writes.py" w
     # The connection id is the kernel's dev_t of the mount: MAJOR << 20 | MINOR.
     local dev maj min
     dev=$(stat -c %d .); maj=$(( (dev >> 8) & 0xfff )); min=$(( (dev & 0xff) | ((dev >> 12) & 0xfff00) ))
-    echo "connection == $(( (maj << 20) | min ))" > "$T/events/fuse/fuse_request_send/filter"
-    echo > "$T/trace"; echo 1 > "$T/events/fuse/fuse_request_send/enable"; echo 1 > "$T/tracing_on"
+    local conn=$(( (maj << 20) | min ))
+    echo "connection == $conn" > "$T/events/fuse/fuse_request_send/filter"
+    echo "connection == $conn" > "$T/events/fuse/fuse_request_end/filter"
+    echo > "$T/trace"
+    echo 1 > "$T/events/fuse/fuse_request_send/enable"; echo 1 > "$T/events/fuse/fuse_request_end/enable"
+    echo 1 > "$T/tracing_on"
     case $wl in
       rm-rf) rm -rf t ;;
       create) mkdir c; for i in $(seq 1000); do : > "c/f$i"; done ;;
       untar) tar xf "$WORK/small.tar" ;;
       firstwrite | secondwrite) python3 "$WORK/writes.py" w ;;
+      pip)
+        env -u PIP_FIND_LINKS -u PYTHONDONTWRITEBYTECODE PIP_CONFIG_FILE=/dev/null python3 -m venv .venv
+        env -u PIP_FIND_LINKS -u PYTHONDONTWRITEBYTECODE PIP_CONFIG_FILE=/dev/null \
+          .venv/bin/pip install -q --no-index --find-links "$FIX/wheels" --no-cache-dir \
+          --disable-pip-version-check -r requirements.txt
+        echo "entries in .venv: $(find .venv | wc -l)" >&2 ;;
     esac
     echo 0 > "$T/tracing_on"
   )
-  "$BIN" unmount "$d" >/dev/null
+  if [ "$PEER" = bindfs ]; then
+    fusermount3 -u "$d"; rm -rf "$d.src"
+  else
+    "$BIN" unmount "$d" >/dev/null
+  fi
   local total
   total=$(grep -c "FUSE_" "$T/trace" || true)
   printf '%-7s %6d  %s\n' "$wl" "$total" \
     "$(grep -o '(FUSE_[A-Z_]*)' "$T/trace" | sort | uniq -c | sort -rn | awk '{printf "%s %s  ", $2, $1}' | tr -d '()')"
+  # Time from each request's send to its end (the kernel's timestamps), summed per opcode: where
+  # the workload waits on the server. Requests the server never answers (FORGET) have no end.
+  printf '%-7s %s\n' "" "$(python3 "$WORK/waits.py" "$T/trace")"
 }
-for wl in rm-rf create untar firstwrite secondwrite; do count "$wl" "$@"; done
+for wl in ${ONLY:-rm-rf create untar firstwrite secondwrite}; do count "$wl" "$@"; done
