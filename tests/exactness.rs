@@ -404,3 +404,49 @@ fn files_rewritten_in_place_come_back_whole_whether_they_grew_or_shrank() {
     }
     assert_eq!(std::fs::metadata(m.path("a")).expect("stat").nlink(), 2);
 }
+
+#[test]
+fn renewals_of_a_whole_recreated_tree_reach_the_journal_and_a_later_rewind() {
+    if !require_fuse() {
+        return;
+    }
+    // More hard-linked pairs than one journal record of renewals holds (1,000): a rewind that
+    // recreates them all writes its renewals in several records, and every one must reach the
+    // index again when the store is opened anew.
+    const PAIRS: usize = 1500;
+    let mut m = Mounted::with(|d| {
+        std::fs::create_dir(d.join("t")).expect("mkdir");
+        for i in 0..PAIRS {
+            let a = d.join(format!("t/a{i}"));
+            std::fs::write(&a, format!("pair {i}\n")).expect("write");
+            std::fs::hard_link(&a, d.join(format!("t/b{i}"))).expect("link");
+        }
+    });
+    m.turn(2);
+    // Each `a` captured with the identity of its inode.
+    sh(&m, "for f in t/a*; do echo more >> \"$f\"; done");
+    m.turn(3);
+    sh(&m, "rm -rf t");
+    // Recreated: each pair is one fresh inode, which the renewals name for turn 2's records.
+    m.rewind(3);
+    m.unmount();
+    m.remount();
+    m.rewind(2);
+    for i in 0..PAIRS {
+        let (a, b) = (m.path(&format!("t/a{i}")), m.path(&format!("t/b{i}")));
+        assert_eq!(
+            std::fs::read_to_string(&a).expect("read"),
+            format!("pair {i}\n"),
+            "t/a{i}"
+        );
+        assert_eq!(ino(&a), ino(&b), "t/a{i} and t/b{i} one inode again");
+        assert_eq!(std::fs::metadata(&a).expect("stat").nlink(), 2, "t/a{i}");
+    }
+    m.unmount();
+    let journal = std::fs::read_to_string(m.dir.join(".ckpt/journal.jsonl")).expect("journal");
+    let records = journal.matches("\"op\":\"renewed\"").count();
+    assert!(
+        records >= 2,
+        "{records} renewal records for {PAIRS} recreated files"
+    );
+}

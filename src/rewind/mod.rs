@@ -462,9 +462,17 @@ fn record_renewals(store: &mut Store, report: &mut Report) -> Result<(), RewindE
     if report.renewed.is_empty() {
         return Ok(());
     }
-    let ids = std::mem::take(&mut report.renewed);
-    store
-        .append(Record::Renewed { ids })
-        .map_err(RewindError::Store)?;
+    // In records of at most `RENEWALS_PER_RECORD`, written in the journal's usual batches: a
+    // rewind that recreated a whole tree (every file of an `rm -rf`) would otherwise encode
+    // one line holding every identity, 9 MB for the Linux tree, at the rewind's peak.
+    let mut ids = std::mem::take(&mut report.renewed).into_iter();
+    let records = std::iter::from_fn(|| {
+        let chunk: Vec<_> = ids.by_ref().take(RENEWALS_PER_RECORD).collect();
+        (!chunk.is_empty()).then_some(Record::Renewed { ids: chunk })
+    });
+    store.append_all(records).map_err(RewindError::Store)?;
     Ok(())
 }
+
+/// How many renewals one journal record holds at most (about 100 KB of JSON).
+const RENEWALS_PER_RECORD: usize = 1000;
