@@ -2964,6 +2964,10 @@ fn run_property(fx: &Fixture, setup: Setup, strategy: impl Strategy<Value = (Vec
 
 /// Runs cases without shrinking and counts failures per kind.
 fn survey(fx: &Fixture, links: bool) {
+    let setup = Setup {
+        links,
+        agent: false,
+    };
     let cases = cases();
     let mut runner = runner(cases);
     let strategy = strategy();
@@ -2973,15 +2977,7 @@ fn survey(fx: &Fixture, links: bool) {
     for _ in 0..cases {
         let tree = strategy.new_tree(&mut runner).expect("generate a case");
         let (ops, end) = tree.current();
-        if let Err((f, replay)) = run_generated(
-            fx,
-            Setup {
-                links,
-                agent: false,
-            },
-            &ops,
-            end,
-        ) {
+        if let Err((f, replay)) = run_generated(fx, setup, &ops, end) {
             let e = failed.entry(f.kind).or_insert_with(|| {
                 first.push((f.kind, tree));
                 (0, format!("{}\n{replay}", f.detail))
@@ -3004,15 +3000,7 @@ fn survey(fx: &Fixture, links: bool) {
                 break;
             }
             let (ops, end) = tree.current();
-            fails = match run_generated(
-                fx,
-                Setup {
-                    links,
-                    agent: false,
-                },
-                &ops,
-                end,
-            ) {
+            fails = match run_generated(fx, setup, &ops, end) {
                 Err((f, replay)) if f.kind == kind => {
                     last = Some(format!("{}\n{replay}", f.detail));
                     true

@@ -356,6 +356,17 @@ fn a_write_through_a_new_hard_link_is_undone_in_its_source() {
     assert!(!m.path("b").exists());
 }
 
+/// Inode number, mode and bytes of each of `names`, through the mount.
+fn inode_mode_bytes(m: &Mounted, names: &[&str]) -> Vec<(u64, u32, Vec<u8>)> {
+    names
+        .iter()
+        .map(|n| {
+            let md = std::fs::symlink_metadata(m.path(n)).expect("lstat");
+            (md.ino(), md.mode(), std::fs::read(m.path(n)).expect("read"))
+        })
+        .collect()
+}
+
 #[test]
 fn files_rewritten_in_place_come_back_whole_whether_they_grew_or_shrank() {
     if !require_fuse() {
@@ -371,13 +382,7 @@ fn files_rewritten_in_place_come_back_whole_whether_they_grew_or_shrank() {
     });
     sh(&m, "chmod 4755 suid.bin");
     let names = ["long.txt", "short.txt", "a", "b", "suid.bin"];
-    let before: Vec<(u64, u32, Vec<u8>)> = names
-        .iter()
-        .map(|n| {
-            let md = std::fs::symlink_metadata(m.path(n)).expect("lstat");
-            (md.ino(), md.mode(), std::fs::read(m.path(n)).expect("read"))
-        })
-        .collect();
+    let before = inode_mode_bytes(&m, &names);
     m.turn(2);
     // Shrunk, grown (past the blocks it had), appended through the other name of a link
     // group, and a set-user-id file written and its mode changed; `sync` puts the blocks on
@@ -389,13 +394,7 @@ fn files_rewritten_in_place_come_back_whole_whether_they_grew_or_shrank() {
          echo more >> b; echo x >> suid.bin; chmod 755 suid.bin; sync",
     );
     m.rewind(2);
-    let after: Vec<(u64, u32, Vec<u8>)> = names
-        .iter()
-        .map(|n| {
-            let md = std::fs::symlink_metadata(m.path(n)).expect("lstat");
-            (md.ino(), md.mode(), std::fs::read(m.path(n)).expect("read"))
-        })
-        .collect();
+    let after = inode_mode_bytes(&m, &names);
     for ((name, was), now) in names.iter().zip(&before).zip(&after) {
         assert_eq!(was.2.len(), now.2.len(), "{name}: length");
         assert!(was.2 == now.2, "{name}: bytes differ");

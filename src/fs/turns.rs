@@ -108,7 +108,7 @@ impl CkptFs {
                 // operation began a capture epoch, `crate::store::ops`).
                 self.capture_held_after(&mut report);
                 self.lock_dirs().map.clear();
-                log::debug!(target: "ckpt::rewind", "inode names refreshed in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+                rewind::log_took("inode names refreshed", started);
             }
             (report, refreshed)
         };
@@ -116,7 +116,7 @@ impl CkptFs {
         if !dry_run {
             let started = std::time::Instant::now();
             self.invalidate(&refreshed);
-            log::debug!(target: "ckpt::rewind", "kernel caches invalidated in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+            rewind::log_took("kernel caches invalidated", started);
         }
         Ok(report)
     }

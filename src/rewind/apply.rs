@@ -76,7 +76,7 @@ pub(super) fn apply(
     // Which restorations write is decided before anything changes, as the preview decides it.
     let decided = std::time::Instant::now();
     let writes = super::preview::writes(root, plan, anchors);
-    log::debug!(target: "ckpt::rewind", "what to write decided in {:.1} ms", decided.elapsed().as_secs_f64() * 1e3);
+    super::log_took("what to write decided", decided);
     // Each step changes only what stands at its own path (and temp names beside it), and says
     // so to `parents`.
     let mut parents = Parents::new(root);

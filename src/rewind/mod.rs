@@ -93,11 +93,21 @@ impl StageTimes {
             let stages: Vec<String> = self
                 .stages
                 .iter()
-                .map(|(n, d)| format!("{n} {:.1} ms", d.as_secs_f64() * 1e3))
+                .map(|(n, d)| format!("{n} {}", millis(*d)))
                 .collect();
             log::debug!(target: "ckpt::rewind", "{steps} steps: {}", stages.join(", "));
         }
     }
+}
+
+/// Logs (at debug, with the stage times above) that `what` took the time since `since`: the
+/// parts of a rewind outside its stages (deciding what to write, the mount's refresh).
+pub(crate) fn log_took(what: &str, since: std::time::Instant) {
+    log::debug!(target: "ckpt::rewind", "{what} in {}", millis(since.elapsed()));
+}
+
+fn millis(d: std::time::Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
 /// What to rewind.
