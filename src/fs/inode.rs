@@ -6,12 +6,23 @@
 //!    node is dropped at zero. The root (node 1) is pinned.
 //! 3. A node holds no descriptor: it is reached through its parent's name, so the daemon's
 //!    descriptor count does not grow with the tree (the process may hold only 20,000).
-//! 4. Names are kept per node (`aliases`) and indexed by `(parent, name)`, updated by every
+//! 4. Names are kept per node (`aliases`) and indexed by parent, then name, updated by every
 //!    rename, unlink and rmdir the daemon performs.
+//! 5. Memory grows with the nodes the kernel holds (a `find` over 80,000 files holds them
+//!    all): a name is stored once, shared by its node's aliases and the index; a node's first
+//!    alias is inline; a lookup by name allocates nothing.
 
 use crate::ids::NodeId;
 use std::collections::HashMap;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+/// One name in a directory, shared by the node's aliases and the table's index.
+pub type Name = Arc<OsStr>;
+
+/// The names a node is known by: nearly always one (hard links and a rename's overlap add
+/// more), held inline.
+pub type Aliases = smallvec::SmallVec<[(NodeId, Name); 1]>;
 
 /// The root node id.
 pub const ROOT: NodeId = NodeId(1);
@@ -48,7 +59,7 @@ pub struct Node {
     /// Kernel lookups not yet forgotten.
     pub nlookup: u64,
     /// `(parent node, name)` pairs this node is known by.
-    pub aliases: Vec<(NodeId, OsString)>,
+    pub aliases: Aliases,
 }
 
 /// The table.
@@ -56,7 +67,8 @@ pub struct Node {
 pub struct InodeTable {
     nodes: HashMap<NodeId, Node>,
     by_host: HashMap<HostId, NodeId>,
-    by_name: HashMap<(NodeId, OsString), NodeId>,
+    /// Directory node -> name -> node.
+    by_name: HashMap<NodeId, HashMap<Name, NodeId>>,
     root_dev: u64,
     /// The last fallback node id handed out (from [`FALLBACK_BASE`] up).
     next: u64,
@@ -71,7 +83,7 @@ impl InodeTable {
             Node {
                 host: root,
                 nlookup: 1,
-                aliases: Vec::new(),
+                aliases: Aliases::new(),
             },
         );
         let mut by_host = HashMap::new();
@@ -102,12 +114,32 @@ impl InodeTable {
 
     /// The child known as `name` in `parent`, if the kernel has looked it up.
     pub fn child(&self, parent: NodeId, name: &OsStr) -> Option<NodeId> {
-        self.by_name.get(&(parent, name.to_os_string())).copied()
+        self.by_name.get(&parent)?.get(name).copied()
+    }
+
+    /// Files `name` in `parent` as naming `ino`; returns the node it named before, if another.
+    fn index_name(&mut self, parent: NodeId, name: &Name, ino: NodeId) -> Option<NodeId> {
+        self.by_name
+            .entry(parent)
+            .or_default()
+            .insert(name.clone(), ino)
+            .filter(|old| *old != ino)
+    }
+
+    /// Takes `name` in `parent` out of the index; returns the node it named.
+    fn unindex_name(&mut self, parent: NodeId, name: &OsStr) -> Option<NodeId> {
+        let names = self.by_name.get_mut(&parent)?;
+        let ino = names.remove(name)?;
+        if names.is_empty() {
+            // A directory emptied (an `rm -rf`) gives its map back.
+            self.by_name.remove(&parent);
+        }
+        Some(ino)
     }
 
     /// The names from the root down to `ino` (empty for the root), or `None` when the node has
     /// lost every name (deleted, or replaced by a rewind).
-    pub fn names_of(&self, ino: NodeId) -> Option<Vec<OsString>> {
+    pub fn names_of(&self, ino: NodeId) -> Option<Vec<Name>> {
         let mut out = Vec::new();
         let mut cur = ino;
         let mut hops = 0;
@@ -143,39 +175,22 @@ impl InodeTable {
 
     /// Records that the kernel got an entry for `name` in `parent` referring to `host`.
     pub fn remember(&mut self, parent: NodeId, name: &OsStr, host: HostId) -> NodeId {
-        let key = (parent, name.to_os_string());
         let ino = match self.by_host.get(&host) {
             Some(&ino) => ino,
-            None => {
-                // The host inode number itself, so `st_ino` and `d_ino` agree with the host;
-                // a fallback id when it cannot be used.
-                let own = host.dev == self.root_dev
-                    && host.ino >= FIRST_DYNAMIC
-                    && host.ino < FALLBACK_BASE;
-                let ino = if own && !self.nodes.contains_key(&NodeId(host.ino)) {
-                    NodeId(host.ino)
-                } else {
-                    self.next += 1;
-                    NodeId(self.next)
-                };
-                self.nodes.insert(
-                    ino,
-                    Node {
-                        host,
-                        nlookup: 0,
-                        aliases: Vec::new(),
-                    },
-                );
-                self.by_host.insert(host, ino);
-                ino
-            }
+            None => self.add_node(host),
         };
-        if let Some(&old) = self.by_name.get(&key)
-            && old != ino
+        // The name as the table already holds it, or one new copy for every place below.
+        let name: Name = match self
+            .by_name
+            .get(&parent)
+            .and_then(|m| m.get_key_value(name))
         {
-            self.drop_alias(old, parent, name);
+            Some((held, _)) => held.clone(),
+            None => Arc::from(name),
+        };
+        if let Some(old) = self.index_name(parent, &name, ino) {
+            self.drop_alias(old, parent, &name);
         }
-        self.by_name.insert(key, ino);
         // `names_of` follows the first alias. When that one hangs below a directory that lost
         // its names (removed behind the kernel's back by a rewind, and its host inode number
         // reused since by a path restored elsewhere), the name just verified takes its place.
@@ -186,10 +201,11 @@ impl InodeTable {
             .is_some_and(|(p, _)| !self.is_reachable(*p));
         if let Some(node) = self.nodes.get_mut(&ino) {
             if stale_first {
-                node.aliases.retain(|(p, n)| !(*p == parent && n == name));
-                node.aliases.insert(0, (parent, name.to_os_string()));
-            } else if !node.aliases.iter().any(|(p, n)| *p == parent && n == name) {
-                node.aliases.push((parent, name.to_os_string()));
+                node.aliases
+                    .retain(|(p, n)| !(*p == parent && **n == *name));
+                node.aliases.insert(0, (parent, name));
+            } else if !node.aliases.iter().any(|(p, n)| *p == parent && *n == name) {
+                node.aliases.push((parent, name));
             }
             if ino != ROOT {
                 node.nlookup += 1;
@@ -198,15 +214,39 @@ impl InodeTable {
         ino
     }
 
+    /// A node for `host`, which has none yet: the host inode number itself, so `st_ino` and
+    /// `d_ino` agree with the host; a fallback id when it cannot be used.
+    fn add_node(&mut self, host: HostId) -> NodeId {
+        let own =
+            host.dev == self.root_dev && host.ino >= FIRST_DYNAMIC && host.ino < FALLBACK_BASE;
+        let ino = if own && !self.nodes.contains_key(&NodeId(host.ino)) {
+            NodeId(host.ino)
+        } else {
+            self.next += 1;
+            NodeId(self.next)
+        };
+        self.nodes.insert(
+            ino,
+            Node {
+                host,
+                nlookup: 0,
+                aliases: Aliases::new(),
+            },
+        );
+        self.by_host.insert(host, ino);
+        ino
+    }
+
     fn drop_alias(&mut self, ino: NodeId, parent: NodeId, name: &OsStr) {
         if let Some(node) = self.nodes.get_mut(&ino) {
-            node.aliases.retain(|(p, n)| !(*p == parent && n == name));
+            node.aliases
+                .retain(|(p, n)| !(*p == parent && **n == *name));
         }
     }
 
     /// The name `name` in `parent` is gone (unlink, rmdir, or replaced).
     pub fn unlink(&mut self, parent: NodeId, name: &OsStr) -> Option<NodeId> {
-        let ino = self.by_name.remove(&(parent, name.to_os_string()))?;
+        let ino = self.unindex_name(parent, name)?;
         self.drop_alias(ino, parent, name);
         Some(ino)
     }
@@ -216,11 +256,7 @@ impl InodeTable {
         let replaced = self.unlink(newparent, newname);
         let _ = replaced;
         if let Some(ino) = self.unlink(parent, name) {
-            self.by_name
-                .insert((newparent, newname.to_os_string()), ino);
-            if let Some(node) = self.nodes.get_mut(&ino) {
-                node.aliases.insert(0, (newparent, newname.to_os_string()));
-            }
+            self.give_first_name(ino, newparent, newname);
         }
     }
 
@@ -230,11 +266,17 @@ impl InodeTable {
         let b = self.unlink(newparent, newname);
         for (ino, p, n) in [(a, newparent, newname), (b, parent, name)] {
             if let Some(ino) = ino {
-                self.by_name.insert((p, n.to_os_string()), ino);
-                if let Some(node) = self.nodes.get_mut(&ino) {
-                    node.aliases.insert(0, (p, n.to_os_string()));
-                }
+                self.give_first_name(ino, p, n);
             }
+        }
+    }
+
+    /// `ino` is now known first as `name` in `parent` (a free name: the caller unlinked it).
+    fn give_first_name(&mut self, ino: NodeId, parent: NodeId, name: &OsStr) {
+        let name: Name = Arc::from(name);
+        self.index_name(parent, &name, ino);
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.aliases.insert(0, (parent, name));
         }
     }
 
@@ -273,10 +315,9 @@ impl InodeTable {
             return;
         }
         if let Some(node) = self.nodes.remove(&ino) {
-            for (p, name) in node.aliases {
-                let key = (p, name);
-                if self.by_name.get(&key) == Some(&ino) {
-                    self.by_name.remove(&key);
+            for (p, name) in &node.aliases {
+                if self.child(*p, name) == Some(ino) {
+                    self.unindex_name(*p, name);
                 }
             }
             if self.by_host.get(&node.host) == Some(&ino) {
@@ -290,14 +331,16 @@ impl InodeTable {
     /// now, and left in place they would lead a node whose host inode number is reused to a
     /// wrong path.
     pub fn prune_unreachable(&mut self) {
-        let dead: Vec<(NodeId, OsString)> = self
+        let dead: Vec<NodeId> = self
             .by_name
             .keys()
-            .filter(|(p, _)| !self.is_reachable(*p))
-            .cloned()
+            .filter(|p| !self.is_reachable(**p))
+            .copied()
             .collect();
-        for (p, n) in dead {
-            self.unlink(p, &n);
+        for p in dead {
+            for (name, ino) in self.by_name.remove(&p).unwrap_or_default() {
+                self.drop_alias(ino, p, &name);
+            }
         }
     }
 
@@ -313,16 +356,15 @@ impl InodeTable {
         if !self.nodes.contains_key(&ino) || ino == ROOT {
             return;
         }
-        let key = (parent, name.to_os_string());
-        if let Some(&old) = self.by_name.get(&key) {
-            if old == ino {
-                return;
-            }
-            self.drop_alias(old, parent, name);
+        if self.child(parent, name) == Some(ino) {
+            return;
         }
-        self.by_name.insert(key, ino);
+        let name: Name = Arc::from(name);
+        if let Some(old) = self.index_name(parent, &name, ino) {
+            self.drop_alias(old, parent, &name);
+        }
         if let Some(node) = self.nodes.get_mut(&ino) {
-            node.aliases.push((parent, name.to_os_string()));
+            node.aliases.push((parent, name));
         }
     }
 
@@ -348,6 +390,16 @@ mod tests {
         HostId { dev: 1, ino }
     }
 
+    /// The path `names_of` gives, joined with `/`.
+    fn path(t: &InodeTable, ino: NodeId) -> Option<String> {
+        let names = t.names_of(ino)?;
+        let names: Vec<String> = names
+            .iter()
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        Some(names.join("/"))
+    }
+
     #[test]
     fn hard_links_share_a_node_and_names_follow_renames() {
         let mut t = InodeTable::new(h(2));
@@ -356,13 +408,10 @@ mod tests {
         let b = t.remember(ROOT, OsStr::new("b"), h(11));
         assert_eq!(a, b);
         t.rename(ROOT, OsStr::new("d"), ROOT, OsStr::new("e"));
-        assert_eq!(
-            t.names_of(a),
-            Some(vec![OsString::from("e"), OsString::from("a")])
-        );
+        assert_eq!(path(&t, a), Some("e/a".to_string()));
         assert!(t.is_reachable(a) && t.is_reachable(d) && t.is_reachable(ROOT));
         t.unlink(d, OsStr::new("a"));
-        assert_eq!(t.names_of(a), Some(vec![OsString::from("b")]));
+        assert_eq!(path(&t, a), Some("b".to_string()));
         t.unlink(ROOT, OsStr::new("e"));
         assert!(!t.is_reachable(d), "d lost its only name");
         assert!(t.is_reachable(a), "a is still reachable as b");
@@ -382,7 +431,7 @@ mod tests {
         // A new directory `top` gets `e`'s host inode number: the fresh name must win.
         let top = t.remember(ROOT, OsStr::new("top"), h(11));
         assert_eq!(top, e);
-        assert_eq!(t.names_of(top), Some(vec![OsString::from("top")]));
+        assert_eq!(path(&t, top), Some("top".to_string()));
     }
 
     #[test]
@@ -399,7 +448,7 @@ mod tests {
         // not be reached as `c/f` through the old alias.
         assert_eq!(t.remember(ROOT, OsStr::new("c"), h(20)), d);
         let c0 = t.remember(ROOT, OsStr::new("c0"), h(21));
-        assert_eq!(t.names_of(c0), Some(vec![OsString::from("c0")]));
+        assert_eq!(path(&t, c0), Some("c0".to_string()));
     }
 
     #[test]
@@ -411,7 +460,7 @@ mod tests {
         t.unlink(ROOT, OsStr::new("old"));
         let new = t.remember(ROOT, OsStr::new("new"), h(30));
         assert_ne!(new, old, "a new file must not get the old file's node");
-        assert_eq!(t.names_of(new), Some(vec![OsString::from("new")]));
+        assert_eq!(path(&t, new), Some("new".to_string()));
         t.forget(old, 1);
         assert_eq!(t.child(ROOT, OsStr::new("new")), Some(new));
         assert_eq!(t.remember(ROOT, OsStr::new("new"), h(30)), new);
@@ -438,8 +487,8 @@ mod tests {
             .expect("held")
             .aliases
             .iter()
-            .map(|(_, n)| n.clone())
-            .collect();
+            .map(|(_, n)| n.to_string_lossy().into_owned())
+            .collect::<Vec<String>>();
         names.sort();
         assert_eq!(names, ["a", "b", "c"]);
         // Attaching twice adds nothing, and no lookup was added: one forget drops the node.

@@ -22,7 +22,7 @@ pub(super) fn group_key(t: &PreImage) -> Option<GroupKey> {
     borrowed_key(t).map(|k| GroupKey {
         symlink: k.symlink,
         ino: k.ino,
-        fh: k.fh.map(|h| crate::store::journal::Handle(h.to_vec())),
+        fh: k.fh.map(crate::store::journal::Handle::from_bytes),
     })
 }
 

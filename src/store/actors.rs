@@ -117,11 +117,15 @@ pub struct Actors {
     /// Every agent mark, in journal order, with its seq and time.
     pub marks: Vec<(Seq, u64, AgentMark)>,
     /// The touches of each capture, in journal order.
-    pub by_capture: HashMap<Seq, Vec<HeldTouch>>,
+    pub by_capture: HashMap<Seq, Touches>,
     /// One copy of each command name and kind of change, shared by every touch that names it
     /// (a turn of 100,000 captures holds a handful of names, not 200,000 strings).
     names: HashSet<Arc<str>>,
 }
+
+/// The touches of one capture. Nearly every capture has exactly one (the touch written with
+/// it), held inline: a `Vec` would allocate room for four (160 bytes) per captured path.
+pub type Touches = smallvec::SmallVec<[HeldTouch; 1]>;
 
 /// A touch as the index holds it: its capture is the key it is filed under, its names are
 /// shared ([`Actors`]).
@@ -222,7 +226,7 @@ impl Index {
             .actors
             .by_capture
             .get(&c.seq)
-            .map_or(&[][..], Vec::as_slice);
+            .map_or(&[][..], |ts| ts.as_slice());
         let own = c.pid.filter(|p| *p != 0);
         let represented = own.is_some_and(|p| touches.iter().any(|t| t.pid == p));
         let mut out = Vec::with_capacity(touches.len() + 1);
