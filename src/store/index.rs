@@ -170,10 +170,7 @@ impl Index {
         if b != begin {
             return;
         }
-        let (retired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.captures)
-            .into_iter()
-            .partition(|c| c.turn >= to);
-        self.captures = kept;
+        let retired = retire_captures(&mut self.captures, to);
         let (retired_turns, kept_turns): (Vec<_>, Vec<_>) = std::mem::take(&mut self.turns)
             .into_iter()
             .partition(|t| t.turn > to);
@@ -192,7 +189,9 @@ impl Index {
         };
         self.epoch = b;
         self.captured_now.clear();
-        let saved = std::mem::take(&mut self.unfinished_saved);
+        let mut saved = std::mem::take(&mut self.unfinished_saved);
+        // Kept until an undo or a prune: no room beyond what they hold.
+        saved.shrink_to_fit();
         let effect = super::ops::Effect::Rewind {
             to,
             begin: b,
@@ -279,6 +278,24 @@ impl Index {
     }
 }
 
+/// Takes the captures of turn `to` and later out of `captures` (both keep journal order) and
+/// returns them. Neither list gets room it does not need: a rewind of a large turn retires
+/// every capture, and a copy of the whole list next to it was the largest item of a large
+/// rewind's memory peak (docs/BENCHMARKS.md).
+fn retire_captures(captures: &mut Vec<Capture>, to: Turn) -> Vec<Capture> {
+    let n = captures.iter().filter(|c| c.turn >= to).count();
+    let mut retired = if n == captures.len() {
+        std::mem::take(captures)
+    } else {
+        let mut retired = Vec::with_capacity(n);
+        retired.extend(captures.extract_if(.., |c| c.turn >= to));
+        retired
+    };
+    captures.shrink_to_fit();
+    retired.shrink_to_fit();
+    retired
+}
+
 /// Replays made from records and from hand-written journal text alone: no store, no
 /// directory, no descriptor; what they assert is decided here and nowhere else.
 #[cfg(test)]
@@ -321,6 +338,38 @@ pub(crate) mod tests {
             pid: None,
             comm: None,
         }
+    }
+
+    #[test]
+    fn retiring_captures_splits_them_by_turn_in_journal_order() {
+        let c = |seq: u64, turn: u64, path: &str| Capture {
+            seq: Seq(seq),
+            turn: Turn(turn),
+            path: rp(path),
+            pre: PreImage::Absent,
+            pid: None,
+            comm: None,
+        };
+        let paths = |v: &[Capture]| v.iter().map(|c| c.path.to_string()).collect::<Vec<_>>();
+        // Turns out of order, as an undo that brings retired captures back leaves them.
+        let mut captures = vec![
+            c(1, 1, "a"),
+            c(2, 2, "b"),
+            c(3, 1, "c"),
+            c(4, 3, "d"),
+            c(5, 2, "e"),
+        ];
+        let retired = retire_captures(&mut captures, Turn(2));
+        assert_eq!(paths(&retired), ["b", "d", "e"]);
+        assert_eq!(paths(&captures), ["a", "c"]);
+        // Every capture retired: all of them, in order, and nothing left.
+        let retired = retire_captures(&mut captures, Turn(1));
+        assert_eq!(paths(&retired), ["a", "c"]);
+        assert!(captures.is_empty());
+        // None retired.
+        let mut captures = vec![c(1, 1, "a"), c(2, 1, "b")];
+        assert!(retire_captures(&mut captures, Turn(2)).is_empty());
+        assert_eq!(paths(&captures), ["a", "b"]);
     }
 
     /// An index fed records the way a store appends them, starting like a new store (turn 1).
