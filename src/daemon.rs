@@ -176,12 +176,8 @@ fn rewind_request(
 fn report_response(result: Result<rewind::Report, rewind::RewindError>) -> Response {
     match result {
         Ok(r) => {
-            let data = serde_json::to_value(&r).unwrap_or_default();
-            if r.ok() {
-                Response::ok(data)
-            } else {
-                Response::fail("some paths could not be restored", data)
-            }
+            let error = (!r.ok()).then(|| "some paths could not be restored".to_string());
+            Response::with_text(r.ok(), error, &r)
         }
         Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
     }
@@ -232,11 +228,18 @@ pub fn run(opts: &MountOptions, foreground: bool, ready: Option<OwnedFd>) -> Res
     result
 }
 
+/// Allocations of this size or more get their own mapping ([`sys::map_large_allocations`]):
+/// above the blob store's 256 KiB read buffers, which a capture of a large file allocates
+/// and frees in turn and which the heap serves best.
+const LARGE_ALLOCATION: usize = 1 << 20;
+
 fn run_inner(
     opts: &MountOptions,
     foreground: bool,
     ready: &mut Option<std::fs::File>,
 ) -> Result<(), String> {
+    // Before the journal's replay builds the index: its lists are the allocations this is for.
+    let mapped = sys::map_large_allocations(LARGE_ALLOCATION);
     let dir = &opts.dir;
     let cpath = CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| "folder path contains NUL".to_string())?;
@@ -251,6 +254,9 @@ fn run_inner(
     match sys::raise_nofile_limit() {
         Ok(n) => log::debug!(target: "ckpt::daemon", "open-file limit {n}"),
         Err(e) => log::warn!(target: "ckpt::daemon", "cannot raise the open-file limit: {e}"),
+    }
+    if !mapped {
+        log::debug!(target: "ckpt::daemon", "the allocator keeps its own large-allocation threshold");
     }
     store.blobs().set_compress(opts.compress);
     if store.index().unfinished_rewind.is_some() {

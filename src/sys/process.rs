@@ -210,6 +210,29 @@ pub fn default_sigpipe() {
     }
 }
 
+/// Makes the C allocator give every allocation of `threshold` bytes or more its own mapping,
+/// returned to the kernel when it is freed, instead of raising that threshold as it goes
+/// (glibc's default, up to 32 MiB). The daemon's large allocations are its index's lists and
+/// maps, which grow by doubling: from the heap, every old copy left a hole other threads'
+/// arenas could not reuse, and a rewind of the Linux tree peaked at 195 MiB of RSS; with
+/// 1 MiB, 136 MiB (docs/BENCHMARKS.md). Growing a mapped list is a `mremap`, not a copy.
+/// Returns whether the allocator took the setting (only glibc's has it).
+pub fn map_large_allocations(threshold: usize) -> bool {
+    #[cfg(target_env = "gnu")]
+    {
+        let Ok(t) = libc::c_int::try_from(threshold) else {
+            return false;
+        };
+        // SAFETY: mallopt only changes the allocator's tuning; it takes two plain integers.
+        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, t) == 1 }
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        let _ = threshold;
+        false
+    }
+}
+
 /// Raises this process's soft limit on open descriptors to its hard limit and returns the new
 /// soft limit. The daemon holds a descriptor per open file and per node it resolves, and a
 /// session's default soft limit (1,024 under PAM) is far below what a rewind of a big tree
