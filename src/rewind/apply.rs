@@ -86,7 +86,7 @@ pub(super) fn apply(
         parents.changed(&step.path);
         match removed {
             Ok(true) => {
-                report.deleted.push(step.path.to_string());
+                report.deleted.push(step.path.clone());
                 report.changed.push(step.path.clone());
             }
             Ok(false) => report.unchanged += 1,
@@ -116,7 +116,7 @@ pub(super) fn apply(
         parents.changed(&step.path);
         match result {
             Ok(true) => {
-                report.restored.push(step.path.to_string());
+                report.restored.push(step.path.clone());
                 report.changed.push(step.path.clone());
             }
             Ok(false) => report.unchanged += 1,

@@ -182,16 +182,13 @@ pub fn rewind(
     times.end("journal saves");
     apply(root, store, &plan, &anchors, &mut report, progress);
     times.end("apply");
-    record_renewals(store, &mut report)?;
-    let counts = Some(counts_of(&report));
-    close_unless_unfinished(
-        store,
-        &plan,
-        &mut report,
-        Record::RewindDone { begin, counts },
-    )?;
+    let steps = plan.remove.len() + plan.restore.len();
+    finish(store, plan, &mut report, |counts| Record::RewindDone {
+        begin,
+        counts,
+    })?;
     times.end("close");
-    times.log(plan.remove.len() + plan.restore.len());
+    times.log(steps);
     Ok(report)
 }
 
@@ -243,30 +240,43 @@ fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
     }
 }
 
-/// Closes a rewind (or an operation) with `close` (`RewindDone` or `OpDone`), unless a failure
-/// in the report may pass on a second run: then it stays open and the report says it is
-/// unfinished.
-fn close_unless_unfinished(
+/// Ends a rewind (or an operation) after its apply stage: journals the files it recreated,
+/// then closes it with the record `close` makes of its counts (`RewindDone` or `OpDone`),
+/// unless a failure in the report may pass on a second run: then it stays open and the report
+/// says it is unfinished. The plan is let go of first: it holds a copy of every target's
+/// pre-image, and the index's map of renewals, the last large thing a rewind of a whole
+/// recreated tree builds, would otherwise grow beside it.
+fn finish(
     store: &mut Store,
-    plan: &Plan,
+    plan: Plan,
     report: &mut Report,
-    close: Record,
+    close: impl FnOnce(Option<crate::store::ops::OpCounts>) -> Record,
 ) -> Result<(), RewindError> {
-    // A pre-image that was never stored fails every time; anything else (a parent swapped for
-    // a symlink meanwhile, an I/O error) may succeed on a second run. Such a rewind stays open,
-    // its turns in the index, so that running it again completes it instead of leaving a mix.
+    let may_pass = failures_may_pass(&plan, report);
+    drop(plan);
+    record_renewals(store, report)?;
+    if may_pass {
+        report.unfinished = true;
+        return Ok(());
+    }
+    store
+        .append(close(Some(counts_of(report))))
+        .map_err(RewindError::Store)?;
+    Ok(())
+}
+
+/// Whether a failure in `report` may pass on a second run. A pre-image that was never stored
+/// fails every time; anything else (a parent swapped for a symlink meanwhile, an I/O error)
+/// may succeed on a second run. Such a rewind stays open, its turns in the index, so that
+/// running it again completes it instead of leaving a mix.
+fn failures_may_pass(plan: &Plan, report: &Report) -> bool {
     let permanent: HashSet<String> = plan
         .steps()
         .filter(|s| matches!(s.target, PreImage::Skipped { .. }))
         .map(|s| s.path.to_string())
         .chain(report.permanent.iter().cloned())
         .collect();
-    if report.failed.iter().any(|f| !permanent.contains(&f.path)) {
-        report.unfinished = true;
-        return Ok(());
-    }
-    store.append(close).map_err(RewindError::Store)?;
-    Ok(())
+    report.failed.iter().any(|f| !permanent.contains(&f.path))
 }
 
 /// Rewinds only `paths` (what lies below them, and the directories above them) to the start of
@@ -460,9 +470,10 @@ fn rewind_partial(
     store.append_all(records).map_err(RewindError::Store)?;
     crate::failpoint::hit("partial-after-saves");
     apply(root, store, &plan, &anchors, &mut report, progress);
-    record_renewals(store, &mut report)?;
-    let counts = Some(counts_of(&report));
-    close_unless_unfinished(store, &plan, &mut report, Record::OpDone { begin, counts })?;
+    finish(store, plan, &mut report, |counts| Record::OpDone {
+        begin,
+        counts,
+    })?;
     Ok(report)
 }
 
@@ -475,8 +486,10 @@ fn record_renewals(store: &mut Store, report: &mut Report) -> Result<(), RewindE
     // In records of at most `RENEWALS_PER_RECORD`, written in the journal's usual batches: a
     // rewind that recreated a whole tree (every file of an `rm -rf`) would otherwise encode
     // one line holding every identity, 9 MB for the Linux tree, at the rewind's peak.
-    let mut ids = std::mem::take(&mut report.renewed).into_iter();
-    let records = std::iter::from_fn(|| {
+    // The list is let go of as it is written: it would otherwise stay whole beside the
+    // index's map of them while that fills.
+    let mut ids = drain_releasing(std::mem::take(&mut report.renewed));
+    let records = std::iter::from_fn(move || {
         let chunk: Vec<_> = ids.by_ref().take(RENEWALS_PER_RECORD).collect();
         (!chunk.is_empty()).then_some(Record::Renewed { ids: chunk })
     });
@@ -484,5 +497,52 @@ fn record_renewals(store: &mut Store, report: &mut Report) -> Result<(), RewindE
     Ok(())
 }
 
+/// The items of `list` in order, its memory given back as they are taken (every
+/// [`RELEASE_EVERY`] items). A rewind hands its large lists (the saves, the renewals) to the
+/// journal, and the index builds its own copy of each as they are applied: consumed whole,
+/// a list stays allocated beside that copy until the last item is taken.
+fn drain_releasing<T>(mut list: Vec<T>) -> impl Iterator<Item = T> {
+    // Taken from the end, where taking is free and the room behind can be given back.
+    list.reverse();
+    let mut taken = 0usize;
+    std::iter::from_fn(move || {
+        let item = list.pop()?;
+        taken += 1;
+        if taken.is_multiple_of(RELEASE_EVERY) {
+            list.shrink_to_fit();
+        }
+        Some(item)
+    })
+}
+
+/// How many items [`drain_releasing`] takes between two releases of memory.
+const RELEASE_EVERY: usize = 4096;
+
 /// How many renewals one journal record holds at most (about 100 KB of JSON).
 const RENEWALS_PER_RECORD: usize = 1000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drain_releasing_yields_every_item_in_order() {
+        for n in [
+            0,
+            1,
+            RELEASE_EVERY - 1,
+            RELEASE_EVERY,
+            RELEASE_EVERY + 1,
+            10_000,
+        ] {
+            let list: Vec<usize> = (0..n).collect();
+            let out: Vec<usize> = drain_releasing(list).collect();
+            assert_eq!(out, (0..n).collect::<Vec<_>>(), "{n} items");
+        }
+        // Taken in part, what is left is the rest, in order.
+        let mut it = drain_releasing((0..10_000).collect::<Vec<usize>>());
+        let first: Vec<usize> = it.by_ref().take(5_000).collect();
+        assert_eq!(first, (0..5_000).collect::<Vec<_>>());
+        assert_eq!(it.next(), Some(5_000));
+    }
+}

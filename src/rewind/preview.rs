@@ -51,7 +51,7 @@ pub(super) fn preview(
     let mut parents = Parents::new(root);
     for step in &plan.remove {
         match stands_now(&mut parents, &step.path) {
-            Ok(true) => report.deleted.push(step.path.to_string()),
+            Ok(true) => report.deleted.push(step.path.clone()),
             Ok(false) => report.unchanged += 1,
             Err(reason) => fail(report, &step.path, reason),
         }
@@ -65,9 +65,9 @@ pub(super) fn preview(
     for step in &plan.restore {
         match walk.step(step) {
             Ok(Outcome::Unchanged) => report.unchanged += 1,
-            Ok(Outcome::Linked) => report.restored.push(step.path.to_string()),
+            Ok(Outcome::Linked) => report.restored.push(step.path.clone()),
             Ok(Outcome::Written) => {
-                report.restored.push(step.path.to_string());
+                report.restored.push(step.path.clone());
                 report.bytes += written_bytes(&step.target);
             }
             Err(reason) => fail(report, &step.path, reason),

@@ -116,8 +116,9 @@ pub(super) fn record_saves(
 ) -> Result<(), RewindError> {
     if !saves.is_empty() {
         // Handed over one by one: each save's path and pre-image move into its journal line
-        // and the index, never copied into a second list first.
-        let records = saves.into_iter().map(|(path, pre)| Record::Capture {
+        // and the index, never copied into a second list first, and the list's memory is
+        // given back as the index's list of them grows.
+        let records = super::drain_releasing(saves).map(|(path, pre)| Record::Capture {
             turn: to,
             path,
             pre,

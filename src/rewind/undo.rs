@@ -8,9 +8,8 @@
 //! (`complete_unfinished`), with the same targets: the index does not change until `op_done`.
 
 use super::{
-    Progress, Report, RewindError, apply, close_unless_unfinished, counts_of, link_anchors,
-    partial, plan, preview, record_renewals, record_saves, refuse_unless_verified, saves_for_undo,
-    sweep_temps, verify,
+    Progress, Report, RewindError, apply, finish, link_anchors, partial, plan, preview,
+    record_saves, refuse_unless_verified, saves_for_undo, sweep_temps, verify,
 };
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
@@ -219,9 +218,10 @@ fn run(
         "undo-after-saves"
     });
     apply(root, store, &plan, &anchors, &mut report, progress);
-    record_renewals(store, &mut report)?;
-    let counts = Some(counts_of(&report));
-    close_unless_unfinished(store, &plan, &mut report, Record::OpDone { begin, counts })?;
+    finish(store, plan, &mut report, |counts| Record::OpDone {
+        begin,
+        counts,
+    })?;
     report.to = store.index().current_turn();
     Ok(report)
 }
