@@ -364,7 +364,7 @@ mod tests {
                 (back.ok, back.error, back.data),
                 (ok, error, payload.clone())
             );
-            // The same line as the answer made of the value.
+            // The answer made of the value reads back the same.
             let by_value = Response {
                 ok,
                 error: (!ok).then(|| "some paths could not be restored".to_string()),

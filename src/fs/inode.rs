@@ -130,6 +130,20 @@ impl InodeTable {
             .filter(|old| *old != ino)
     }
 
+    /// `name` in `parent` as the table holds it (shared with its index and aliases) and the
+    /// node it names, or a new copy when the table has no such name: one allocation per name,
+    /// however many places hold it.
+    fn held_name(&self, parent: NodeId, name: &OsStr) -> (Name, Option<NodeId>) {
+        match self
+            .by_name
+            .get(&parent)
+            .and_then(|m| m.get_key_value(name))
+        {
+            Some((held, ino)) => (held.clone(), Some(*ino)),
+            None => (Arc::from(name), None),
+        }
+    }
+
     /// Takes `name` in `parent` out of the index; returns the node it named.
     fn unindex_name(&mut self, parent: NodeId, name: &OsStr) -> Option<NodeId> {
         let names = self.by_name.get_mut(&parent)?;
@@ -183,16 +197,11 @@ impl InodeTable {
             Some(&ino) => ino,
             None => self.add_node(host),
         };
-        // The name as the table already holds it, or one new copy for every place below.
-        let name: Name = match self
-            .by_name
-            .get(&parent)
-            .and_then(|m| m.get_key_value(name))
+        let (name, named) = self.held_name(parent, name);
+        // A name looked up again (the common case) is indexed already.
+        if named != Some(ino)
+            && let Some(old) = self.index_name(parent, &name, ino)
         {
-            Some((held, _)) => held.clone(),
-            None => Arc::from(name),
-        };
-        if let Some(old) = self.index_name(parent, &name, ino) {
             self.drop_alias(old, parent, &name);
         }
         // `names_of` follows the first alias. When that one hangs below a directory that lost
@@ -257,8 +266,7 @@ impl InodeTable {
 
     /// A rename the daemon performed: the node at the old name now has the new one.
     pub fn rename(&mut self, parent: NodeId, name: &OsStr, newparent: NodeId, newname: &OsStr) {
-        let replaced = self.unlink(newparent, newname);
-        let _ = replaced;
+        self.unlink(newparent, newname);
         if let Some(ino) = self.unlink(parent, name) {
             self.give_first_name(ino, newparent, newname);
         }
@@ -376,10 +384,10 @@ impl InodeTable {
         if !self.nodes.contains_key(&ino) || ino == ROOT {
             return;
         }
-        if self.child(parent, name) == Some(ino) {
+        let (name, named) = self.held_name(parent, name);
+        if named == Some(ino) {
             return;
         }
-        let name: Name = Arc::from(name);
         if let Some(old) = self.index_name(parent, &name, ino) {
             self.drop_alias(old, parent, &name);
         }
