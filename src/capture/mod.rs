@@ -259,11 +259,13 @@ impl Capturer {
     }
 
     /// As [`Self::ensure`], for a regular file the caller holds open for reading (`st` its
-    /// `fstat`): the pre-image is read through that descriptor, saving the lookup, open and
-    /// identity check a capture by name costs. Read outside the store lock as `ensure` does.
+    /// `fstat`, `flags` the status flags it was opened with): the pre-image is read through
+    /// that descriptor, saving the lookup, open and identity check a capture by name costs.
+    /// Read outside the store lock as `ensure` does.
     pub fn ensure_open_file(
         &self,
         fd: BorrowedFd<'_>,
+        flags: i32,
         st: &libc::stat,
         path: &RelPath,
         who: Who,
@@ -276,7 +278,9 @@ impl Capturer {
                 return Self::attribute(&mut store, path, who, actor.as_ref());
             }
         }
-        let pre = sys::without_atime(fd, || read_open_file(&self.blobs, fd, st, self.max_blob))?;
+        let pre = sys::without_atime(fd, flags, || {
+            read_open_file(&self.blobs, fd, st, self.max_blob)
+        })?;
         let mut store = self.lock_raw();
         // Settled again: the caller's handle is not registered yet, so an unlink while the
         // store was unlocked may have staged this very inode; its bytes are stored before the
@@ -448,7 +452,8 @@ mod tests {
             .open(dir.path().join("open"))
             .expect("open");
         let st = sys::fstat(open.as_fd()).expect("fstat");
-        cap.ensure_open_file(open.as_fd(), &st, &rp("open"), Who::default())
+        let flags = libc::O_RDWR;
+        cap.ensure_open_file(open.as_fd(), flags, &st, &rp("open"), Who::default())
             .expect("capture through the open descriptor");
         for (name, label) in [
             (c"by-name", "a capture by name"),

@@ -724,7 +724,7 @@ mod tests {
             assert_eq!(store.index().pending.len(), 1);
         }
         let fst = sys::fstat(racing.as_fd()).expect("fstat");
-        cap.ensure_open_file(racing.as_fd(), &fst, &rp("f"), Who::default())
+        cap.ensure_open_file(racing.as_fd(), libc::O_RDWR, &fst, &rp("f"), Who::default())
             .expect("the racing open");
         assert!(
             cap.lock_raw().index().pending.is_empty(),

@@ -55,6 +55,36 @@ pub(super) fn host_open_flags(flags: i32) -> i32 {
     flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_DIRECT)
 }
 
+/// Opens `name` in `dir` read-write, for a caller's write-opening with `clean` flags: the
+/// capture reads the file's pre-image through this descriptor before the caller gets it.
+/// Returns it with the status flags it was opened with.
+///
+/// Where no caller's read will go through it, it is opened with `O_NOATIME` from the start,
+/// so the capture's read needs no flag changed: a write-only caller cannot read (the kernel
+/// refuses reads, mappings and copies from a mount file opened without read access before
+/// they reach the daemon), and with kernel `passthrough` the kernel reads the host file
+/// through a backing file of its own, opened with the caller's flags. Otherwise the caller's
+/// reads are served through this descriptor and must update the atime, so the capture sets
+/// and clears the flag around its read ([`sys::without_atime`]); a passthrough the kernel
+/// then refuses gives the flag back ([`CkptFs::reads_served_here`]). `O_NOATIME` needs the
+/// file's owner or `CAP_FOWNER`: without them the descriptor is opened as usual.
+pub(super) fn open_to_capture(
+    dir: &OwnedFd,
+    name: &CStr,
+    clean: i32,
+    passthrough: bool,
+) -> FsResult<(OwnedFd, i32)> {
+    let flags = (clean & !libc::O_ACCMODE) | libc::O_RDWR | libc::O_NOFOLLOW;
+    if passthrough || clean & libc::O_ACCMODE == libc::O_WRONLY {
+        let quiet = flags | libc::O_NOATIME;
+        match sys::openat(dir.as_fd(), name, quiet, 0) {
+            Err(Errno(libc::EPERM)) => {}
+            r => return Ok((r?, quiet)),
+        }
+    }
+    Ok((sys::openat(dir.as_fd(), name, flags, 0)?, flags))
+}
+
 pub(super) fn h_writable(h: Option<&Handle>) -> Option<bool> {
     match h?.kind {
         HandleKind::File { writable, .. } => Some(writable),
@@ -186,14 +216,14 @@ impl CkptFs {
         caller: Caller,
     ) -> FsResult<Fh> {
         let _gate = self.shared_gate();
-        let read_write = (clean & !libc::O_ACCMODE) | libc::O_RDWR;
-        let fd = sys::openat(dir.as_fd(), name, read_write | libc::O_NOFOLLOW, 0)?;
+        let (fd, flags) = open_to_capture(dir, name, clean, self.passthrough())?;
         let (fd, regular) = match self.verify(node, fd.as_fd()) {
             Ok(st) => {
                 let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
                 if regular {
                     let who = Who::new(caller.pid, What::Write);
-                    self.capture.ensure_open_file(fd.as_fd(), &st, path, who)?;
+                    self.capture
+                        .ensure_open_file(fd.as_fd(), flags, &st, path, who)?;
                     self.capture_other_names(node, path, who)?;
                 }
                 (fd, regular)
@@ -311,6 +341,22 @@ impl CkptFs {
         Ok(register(fd.as_fd()))
     }
 
+    /// The kernel did not take `fh`'s descriptor for passthrough: the daemon serves the
+    /// caller's reads through it, and they must update the atime as reads do on the host. A
+    /// read-write open was opened with `O_NOATIME` in the expectation of passthrough
+    /// ([`open_to_capture`]); the flag is cleared here, before the open is answered.
+    pub fn reads_served_here(&self, fh: Fh) {
+        if !self.passthrough() {
+            return;
+        }
+        let Ok(h) = self.handle_fd(fh) else { return };
+        if let (Some(fd), HandleKind::File { mappable: true, .. }) = (&h.fd, &h.kind)
+            && let Err(e) = sys::keep_atime(fd.as_fd())
+        {
+            log::warn!(target: "ckpt::fs", "reads of handle {} may leave the atime: {e}", fh.0);
+        }
+    }
+
     /// `flush` (each `close`): a control file opened for writing and closed without a byte
     /// written got empty input, which is `EINVAL` like any other bad input.
     pub fn flush(&self, fh: Fh) -> FsResult<()> {
@@ -382,5 +428,63 @@ impl CkptFs {
             len.min(u64::from(u32::MAX)),
         )?;
         Ok(n as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::{Capturer, DEFAULT_MAX_BLOB};
+    use crate::store::Store;
+
+    fn status_flags(fs: &CkptFs, fh: Fh) -> i32 {
+        let h = fs.handle_fd(fh).expect("handle");
+        let fd = h.fd.as_ref().expect("descriptor");
+        sys::status_flags(fd.as_fd()).expect("F_GETFL")
+    }
+
+    /// Which descriptors a write-opening leaves `O_NOATIME` on: those no caller's read goes
+    /// through (write-only opens; read-write opens the kernel serves by passthrough), and not
+    /// a read-write open whose reads the daemon serves, nor one whose passthrough the kernel
+    /// refused.
+    #[test]
+    fn only_descriptors_no_caller_reads_through_keep_o_noatime() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f"), b"bytes").expect("write");
+        let root = std::fs::File::open(dir.path()).expect("open the folder");
+        let store = Store::open(root.as_fd(), true, false).expect("store");
+        let fs = CkptFs::new(
+            OwnedFd::from(root),
+            Capturer::new(store, DEFAULT_MAX_BLOB),
+            FsConfig::default(),
+        )
+        .expect("the core");
+        let who = Caller {
+            uid: 0,
+            gid: 0,
+            pid: 0,
+        };
+        let node = fs.lookup(ROOT, OsStr::new("f")).expect("lookup").node;
+        let quiet = |flags: i32, passthrough: bool| {
+            fs.set_passthrough(passthrough);
+            let fh = fs.open(node, flags, who).expect("open");
+            let before = status_flags(&fs, fh) & libc::O_NOATIME != 0;
+            fs.reads_served_here(fh);
+            let after = status_flags(&fs, fh) & libc::O_NOATIME != 0;
+            fs.release(fh);
+            (before, after)
+        };
+        assert_eq!(quiet(libc::O_WRONLY, false), (true, true), "write-only");
+        assert_eq!(
+            quiet(libc::O_WRONLY, true),
+            (true, true),
+            "write-only, passthrough"
+        );
+        assert_eq!(quiet(libc::O_RDWR, false), (false, false), "read-write");
+        assert_eq!(
+            quiet(libc::O_RDWR, true),
+            (true, false),
+            "read-write, passthrough expected and refused"
+        );
     }
 }

@@ -439,7 +439,10 @@ impl Filesystem for FuseAdapter {
                     let f = FopenFlags::FOPEN_NOFLUSH;
                     match self.backing_for(ino.into(), fh, |fd| reply.open_backing(fd)) {
                         Some(id) => reply.opened_passthrough(fh.into(), f, &id),
-                        None => reply.opened(fh.into(), f),
+                        None => {
+                            self.fs.reads_served_here(fh);
+                            reply.opened(fh.into(), f)
+                        }
                     }
                 }
             },

@@ -40,21 +40,38 @@ pub fn openat_noatime(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> SysResult
 
 /// Runs `read` with `O_NOATIME` set on `fd`, then clears it again: for reading a pre-image
 /// through a descriptor that was opened for the caller (whose own reads must keep updating
-/// atime), before the descriptor is handed over. Where the flag cannot be set (not the
-/// owner, no `CAP_FOWNER`), `read` runs all the same.
-pub fn without_atime<T>(fd: BorrowedFd<'_>, read: impl FnOnce() -> T) -> T {
-    // SAFETY: F_GETFL and F_SETFL take and return plain integers.
-    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-    let set = flags >= 0
-        && flags & libc::O_NOATIME == 0
-        // SAFETY: as above.
+/// atime), before the descriptor is handed over. `flags` are the status flags `fd` was opened
+/// with (the caller opened it, so no `F_GETFL` is asked); when they have `O_NOATIME` already,
+/// `read` just runs. Where the flag cannot be set (not the owner, no `CAP_FOWNER`), `read` runs
+/// all the same.
+pub fn without_atime<T>(fd: BorrowedFd<'_>, flags: i32, read: impl FnOnce() -> T) -> T {
+    let set = flags & libc::O_NOATIME == 0
+        // SAFETY: F_SETFL takes plain integers; it changes only the status flags it may
+        // (O_APPEND, O_NONBLOCK, O_NOATIME, ...), the others in `flags` are ignored.
         && unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NOATIME) } == 0;
     let out = read();
     if set {
-        // SAFETY: as above; F_SETFL only changes the status flags it was given back.
+        // SAFETY: as above; the flags it was opened with, given back.
         unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) };
     }
     out
+}
+
+/// The status flags of `fd` (`F_GETFL`).
+pub fn status_flags(fd: BorrowedFd<'_>) -> SysResult<i32> {
+    // SAFETY: F_GETFL takes no argument and returns a plain integer.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })
+}
+
+/// Clears `O_NOATIME` on `fd` when it is set, so reads through it update the atime again.
+pub fn keep_atime(fd: BorrowedFd<'_>) -> SysResult<()> {
+    let flags = status_flags(fd)?;
+    if flags & libc::O_NOATIME != 0 {
+        // SAFETY: F_SETFL takes a plain integer; only O_NOATIME changes among the flags given
+        // back.
+        check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NOATIME) })?;
+    }
+    Ok(())
 }
 
 #[repr(C)]

@@ -36,9 +36,9 @@ mod xattr;
 pub use dirent::{DirEntry, read_dir_all, read_dir_chunk};
 pub use fd::{
     access_fd, birth_time_at, fchmod_any, fchown, file_handle_at, fstat, fstatvfs, futimens_any,
-    linkat, lstatat, mkdirat, mknodat, open_beneath, open_by_handle, open_path, openat,
-    openat_noatime, proc_fd_path, readlinkat, renameat2, reopen, symlinkat, unlinkat, utimensat,
-    without_atime,
+    keep_atime, linkat, lstatat, mkdirat, mknodat, open_beneath, open_by_handle, open_path, openat,
+    openat_noatime, proc_fd_path, readlinkat, renameat2, reopen, status_flags, symlinkat, unlinkat,
+    utimensat, without_atime,
 };
 pub use io::{
     copy_file_range, fallocate, flock_try, fsync, ftruncate, lseek, pipe, pread, pwrite, read_file,
