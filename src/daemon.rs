@@ -3,7 +3,7 @@
 
 use crate::capture::Capturer;
 use crate::fs::fuse::{FuseAdapter, KernelInvalidator};
-use crate::fs::{CkptFs, FsConfig};
+use crate::fs::{CkptFs, FsConfig, Rewound};
 use crate::ipc::{self, Request, Response};
 use crate::rewind;
 use crate::store::Store;
@@ -156,7 +156,15 @@ fn rewind_request(
 ) -> Response {
     let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
     let result = if paths.is_empty() {
-        fs.rewind(rewind::Request { to, dry_run, undo }, progress)
+        return match fs.rewind(rewind::Request { to, dry_run, undo }, progress) {
+            // The answer is the text `.ckpt/rewind` keeps: written once, sent from there.
+            Ok(Rewound { report, text }) => {
+                let ok = report.ok();
+                drop(report);
+                Response::with_shared(ok, failed_paths(ok), text)
+            }
+            Err(e) => report_response(Err(e)),
+        };
     } else {
         let only: Result<Vec<crate::relpath::RelPath>, _> = paths
             .iter()
@@ -175,12 +183,14 @@ fn rewind_request(
 /// The answer to a rewind, undo or redo: its report, failed when a path could not be restored.
 fn report_response(result: Result<rewind::Report, rewind::RewindError>) -> Response {
     match result {
-        Ok(r) => {
-            let error = (!r.ok()).then(|| "some paths could not be restored".to_string());
-            Response::with_text(r.ok(), error, &r)
-        }
+        Ok(r) => Response::with_text(r.ok(), failed_paths(r.ok()), &r),
         Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
     }
+}
+
+/// The error line of a rewind's answer: none when every path was restored.
+fn failed_paths(ok: bool) -> Option<String> {
+    (!ok).then(|| "some paths could not be restored".to_string())
 }
 
 /// A request the engine answers (`status`, `log`, `diff`, `prune`, `fsck`), with the store

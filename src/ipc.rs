@@ -9,6 +9,7 @@ use std::os::fd::AsFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A request to the daemon.
@@ -137,7 +138,37 @@ pub struct Response {
     /// rewind's report of 100,000 paths as a `Value` tree was twice its text, at the rewind's
     /// memory peak.
     #[serde(skip)]
-    pub raw: Option<Box<serde_json::value::RawValue>>,
+    pub raw: Option<Arc<JsonText>>,
+}
+
+/// A value written as JSON text once, shared where it is kept and where it is sent: a full
+/// rewind's report is both `.ckpt/rewind`'s content and the CLI's answer, one text of several
+/// MB for 100,000 paths.
+#[derive(Debug)]
+pub struct JsonText(Box<serde_json::value::RawValue>);
+
+impl JsonText {
+    /// `value` as JSON text.
+    pub fn of<T: Serialize>(value: &T) -> serde_json::Result<Arc<Self>> {
+        serde_json::value::to_raw_value(value).map(|raw| Arc::new(Self(raw)))
+    }
+
+    /// `{}`: no report yet.
+    pub fn empty() -> Arc<Self> {
+        Self::of(&serde_json::Map::new()).unwrap_or_else(|_| unreachable!("an empty map encodes"))
+    }
+
+    /// The text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+/// Written as the JSON it holds, not as a string.
+impl Serialize for JsonText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
 }
 
 /// Written with `raw` as `data` when there is one: the same line either way.
@@ -148,7 +179,7 @@ impl Serialize for Response {
         st.serialize_field("ok", &self.ok)?;
         st.serialize_field("error", &self.error)?;
         match &self.raw {
-            Some(raw) => st.serialize_field("data", raw)?,
+            Some(raw) => st.serialize_field("data", &**raw)?,
             None => st.serialize_field("data", &self.data)?,
         }
         st.end()
@@ -176,17 +207,22 @@ impl Response {
     }
     /// An answer whose payload is `value` written as JSON text once ([`Self::raw`]).
     pub fn with_text<T: Serialize>(ok: bool, error: Option<String>, value: &T) -> Self {
-        match serde_json::value::to_raw_value(value) {
-            Ok(raw) => Self {
-                ok,
-                error,
-                data: serde_json::Value::Null,
-                raw: Some(raw),
-            },
+        match JsonText::of(value) {
+            Ok(text) => Self::with_shared(ok, error, text),
             Err(e) => Self::fail(
                 format!("cannot encode the answer: {e}"),
                 serde_json::Value::Null,
             ),
+        }
+    }
+
+    /// An answer whose payload is JSON text written already, and kept elsewhere too.
+    pub fn with_shared(ok: bool, error: Option<String>, text: Arc<JsonText>) -> Self {
+        Self {
+            ok,
+            error,
+            data: serde_json::Value::Null,
+            raw: Some(text),
         }
     }
 }
@@ -256,12 +292,18 @@ pub fn serve(
                         }
                     }
                 };
-                let mut out = serde_json::to_vec(&reply.response).unwrap_or_default();
-                out.push(b'\n');
-                let mut w = &conn;
-                if w.write_all(&out).is_err() {
+                // Written through a buffer, not made into one line first: a rewind's report is
+                // already text, and a second copy of it was part of the rewind's memory peak.
+                let mut line = std::io::BufWriter::with_capacity(1 << 16, &conn);
+                let sent = serde_json::to_writer(&mut line, &reply.response).is_ok()
+                    && line.write_all(b"\n").is_ok()
+                    && line.flush().is_ok();
+                drop(line);
+                if !sent {
                     return;
                 }
+                drop(reply.response);
+                let mut w = &conn;
                 if let Some(stream) = reply.stream {
                     // A failure midway leaves the client short of the promised size, which it
                     // reports; the daemon logs why.

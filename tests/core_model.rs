@@ -2410,9 +2410,19 @@ impl Case {
             dry_run: true,
             ..req
         };
-        let preview = self.fs().rewind(dry, &|_, _| {});
+        let preview = self.fs().rewind(dry, &|_, _| {}).map(|r| r.report);
         let r = match self.fs().rewind(req, &|_, _| {}) {
-            Ok(r) => r,
+            Ok(r) => {
+                // The text the CLI is answered with is the report, as `.ckpt/rewind` keeps it.
+                let text = serde_json::to_string(&r.report).expect("encode the report");
+                if r.text.get() != text {
+                    return fail(
+                        "rewind-report-text",
+                        format!("rewind to {k}: the report's text is not the report"),
+                    );
+                }
+                r.report
+            }
             Err(e) => return fail("core-error", format!("rewind to {k}: {e}")),
         };
         Self::report_ok(&format!("rewind to {k}"), &r)?;

@@ -139,12 +139,18 @@ impl CkptFs {
     pub(super) fn control_content(&self, node: NodeId) -> Vec<u8> {
         match node {
             CTL_TURN => format!("{}\n", self.capture.current_turn()).into_bytes(),
-            CTL_REWIND => self
-                .last_report
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone()
-                .into_bytes(),
+            CTL_REWIND => {
+                let text = Arc::clone(
+                    &self
+                        .last_report
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                );
+                let mut bytes = Vec::with_capacity(text.get().len() + 1);
+                bytes.extend_from_slice(text.get().as_bytes());
+                bytes.push(b'\n');
+                bytes
+            }
             CTL_GITIGNORE => b"*\n".to_vec(),
             _ => Vec::new(),
         }
@@ -171,7 +177,7 @@ impl CkptFs {
                     },
                 };
                 match self.rewind(req, &|_, _| {}) {
-                    Ok(r) if r.ok() => Ok(()),
+                    Ok(r) if r.report.ok() => Ok(()),
                     // Partly restored: the report (readable from .ckpt/rewind) says what failed.
                     Ok(_) => Err(Errno(libc::EIO)),
                     Err(e) => Err(e.to_errno()),

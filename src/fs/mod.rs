@@ -55,9 +55,11 @@ pub use attrs::{SetAttr, SetTime, XattrReply, attr_of};
 use creds::*;
 use files::*;
 use resolve::*;
+pub use turns::Rewound;
 
 use crate::capture::{Capturer, PendingStage, StageBy, TurnError, What, Who};
 use crate::ids::{Fh, NodeId, Turn};
+use crate::ipc::JsonText;
 use crate::lock_order::{Rank, Ranked};
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::rewind::{self, Report, RewindError};
@@ -168,7 +170,8 @@ pub struct CkptFs {
     gate: RwLock<()>,
     capture: Capturer,
     config: FsConfig,
-    last_report: Mutex<String>,
+    /// The last full rewind's report, as `.ckpt/rewind` shows it and as it was answered.
+    last_report: Mutex<Arc<JsonText>>,
     invalidator: OnceLock<Arc<dyn Invalidator>>,
     /// The kernel passes file I/O through to the host (set by the adapter at init).
     passthrough: AtomicBool,
@@ -202,7 +205,7 @@ impl CkptFs {
             gate: RwLock::new(()),
             capture,
             config,
-            last_report: Mutex::new("{}\n".into()),
+            last_report: Mutex::new(JsonText::empty()),
             invalidator: OnceLock::new(),
             passthrough: AtomicBool::new(false),
             mappable_open: AtomicUsize::new(0),

@@ -4,6 +4,15 @@
 use super::*;
 use crate::identity::FileId;
 
+/// A full rewind's report, and the same as the JSON text `.ckpt/rewind` now shows (the CLI's
+/// answer is that text, not a second one).
+pub struct Rewound {
+    /// The report.
+    pub report: Report,
+    /// It, as JSON.
+    pub text: Arc<JsonText>,
+}
+
 impl CkptFs {
     /// Every name of every file held open for writing, each with its parent directory; a name
     /// that cannot be reached is its error, so the capture that needs it fails loudly.
@@ -41,16 +50,21 @@ impl CkptFs {
         &self,
         req: rewind::Request,
         progress: rewind::Progress<'_>,
-    ) -> Result<Report, RewindError> {
+    ) -> Result<Rewound, RewindError> {
         let report = self.rewind_part(req.dry_run, &mut |root, store| {
             rewind::rewind(root, store, req, progress)
         })?;
-        let json = serde_json::to_string(&report).unwrap_or_default() + "\n";
+        // Nothing in a report fails to encode (plain fields, string keys); were it to, the
+        // rewind has happened all the same, and its log line says what the text lacks.
+        let text = JsonText::of(&report).unwrap_or_else(|e| {
+            log::error!(target: "ckpt::rewind", "the rewind's report could not be written as JSON: {e}");
+            JsonText::empty()
+        });
         *self
             .last_report
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = json;
-        Ok(report)
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::clone(&text);
+        Ok(Rewound { report, text })
     }
 
     /// Rewinds only some paths (see [`rewind::rewind_paths`]), holding back other mutations.
