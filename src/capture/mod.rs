@@ -355,7 +355,7 @@ impl Capturer {
             if also_at.is_some() && p != path {
                 mirrored.push(p.clone());
             }
-            Ok(())
+            Ok(None)
         })?;
         if let Some((dst_parent, dst_name, dst_path)) = also_at {
             for p in mirrored {

@@ -49,12 +49,12 @@ pub(super) fn uncaptured_links(
         };
         let _ = walk_tree(parent.as_fd(), &cname(o), o, &mut |p, dir, n| {
             if captured.contains(p) || chosen.contains(p) {
-                return Ok(());
+                return Ok(None);
             }
             let st = sys::lstatat(dir, n)?;
             let kind = st.st_mode & libc::S_IFMT;
             if st.st_nlink < 2 || (kind != libc::S_IFREG && kind != libc::S_IFLNK) {
-                return Ok(());
+                return Ok(Some(kind == libc::S_IFDIR));
             }
             let now = FileId::read_at(dir, n, 0, st.st_ino);
             if let Some((_, pre)) = known.iter().find(|(id, pre)| {
@@ -62,7 +62,7 @@ pub(super) fn uncaptured_links(
             }) {
                 out.push((p.clone(), (*pre).clone()));
             }
-            Ok(())
+            Ok(Some(false))
         });
     }
     out

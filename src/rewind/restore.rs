@@ -102,15 +102,20 @@ fn as_root() -> bool {
 /// goes last. `xattrs: None` (a record that did not say) leaves the attributes as they are.
 /// What already holds its recorded value is not set again: a chown or chmod is a journaled
 /// inode update on the host, two of them a file in a large rewind (docs/BENCHMARKS.md).
+/// `known`: the inode's `fstat`, when the caller has one that still holds (else it is asked).
 fn set_attributes(
     fd: BorrowedFd<'_>,
     via: Via<'_>,
     owner: (u32, u32),
     xattrs: Option<&[Xattr]>,
     mode: Option<u32>,
+    known: Option<&libc::stat>,
 ) -> Result<(), String> {
     let stat = || sys::fstat(fd).map_err(|e| format!("cannot stat: {e}"));
-    let mut st = stat()?;
+    let mut st = match known {
+        Some(st) => *st,
+        None => stat()?,
+    };
     let mut changed = false;
     if as_root() && (st.st_uid, st.st_gid) != owner {
         sys::fchown(fd, owner.0, owner.1).map_err(|e| format!("cannot set owner: {e}"))?;
@@ -142,7 +147,7 @@ fn set_attributes_at(
 ) -> Result<(), String> {
     let fd = sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
         .map_err(|e| format!("cannot open {what}: {e}"))?;
-    set_attributes(fd.as_fd(), Via::Path(fd.as_fd()), owner, xattrs, mode)
+    set_attributes(fd.as_fd(), Via::Path(fd.as_fd()), owner, xattrs, mode, None)
 }
 
 /// Whether what stands at `name` (its `lstat` is `st`) already has the owner, mode and extended
@@ -437,8 +442,9 @@ impl<'a> Slot<'a> {
             // The same bytes and attributes: rewriting would change nothing but its times.
             return Ok(false);
         }
-        let attrs =
-            |fd: BorrowedFd<'_>| set_attributes(fd, Via::Open(fd), owner, xattrs, Some(mode));
+        let attrs = |fd: BorrowedFd<'_>, known: Option<&libc::stat>| {
+            set_attributes(fd, Via::Open(fd), owner, xattrs, Some(mode), known)
+        };
         if self.proven_same(libc::S_IFREG) {
             // In place: the inode (and every hard link to it) keeps its identity.
             // Written over, then cut to length, not opened with O_TRUNC: ext4 takes a
@@ -457,7 +463,10 @@ impl<'a> Slot<'a> {
             if st.st_size as u64 > written {
                 sys::ftruncate(fd.as_fd(), written).map_err(err("cannot truncate"))?;
             }
-            attrs(fd.as_fd())?;
+            // The write and the cut change neither owner nor mode, except that they drop the
+            // set-id bits of a writer without CAP_FSETID: only then is the inode asked again.
+            let setid = st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0;
+            attrs(fd.as_fd(), (!setid).then_some(&st))?;
             return Ok(true);
         }
         // Anything else, a file whose identity cannot be proven included, is replaced by a
@@ -472,7 +481,7 @@ impl<'a> Slot<'a> {
         .map_err(err("cannot create"))?;
         let written = copy_blob(store, blob, fd.as_fd())
             .map_err(err("cannot write"))
-            .and_then(|_| attrs(fd.as_fd()));
+            .and_then(|_| attrs(fd.as_fd(), None));
         self.install(&tmp, written, renewed)
     }
 

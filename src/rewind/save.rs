@@ -68,12 +68,15 @@ fn read_current(
         let blobs = store.blobs();
         let mut at = None;
         let walked = walk_tree(parent, &name, path, &mut |p, dir, n| {
-            if !skip(p) && !seen.contains(p) {
-                at = Some(p.clone());
-                records.push((p.clone(), read_preimage(blobs, dir, n, max_blob)?));
-                seen.insert(p.clone());
+            if skip(p) || seen.contains(p) {
+                return Ok(None);
             }
-            Ok(())
+            at = Some(p.clone());
+            let pre = read_preimage(blobs, dir, n, max_blob)?;
+            let is_dir = matches!(pre, PreImage::Dir { .. });
+            records.push((p.clone(), pre));
+            seen.insert(p.clone());
+            Ok(Some(is_dir))
         });
         if let Err(e) = walked {
             problems.push(Failure {
