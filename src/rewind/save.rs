@@ -42,6 +42,9 @@ fn read_current(
         .filter(|s| !matches!(s.target, PreImage::Skipped { .. }))
         .map(|s| &s.path)
         .chain(extra.iter());
+    // The saves' small blobs are written in batches: the caller journals the saves only after
+    // this returns, once they are all on disk.
+    let held = store.blobs().hold_pack_appends();
     // Nothing changes while this reads, so the directory last opened stays good.
     let mut parents = Parents::new(root);
     for path in paths {
@@ -84,6 +87,12 @@ fn read_current(
                 reason: format!("cannot save what is there before changing it: {e}"),
             });
         }
+    }
+    if let Some(Err(e)) = held.map(|h| h.finish()) {
+        problems.push(Failure {
+            path: ".ckpt/blobs/packs".into(),
+            reason: format!("cannot store what the rewind saves for its undo: {e}"),
+        });
     }
     if problems.is_empty() {
         Ok(records)

@@ -344,6 +344,13 @@ impl BlobStore {
         self.publish(tmp, id, off)
     }
 
+    /// Holds this thread's small-blob appends in memory and writes them in large batches until
+    /// the guard is finished (`None`: no packs, nothing to hold). For a caller that journals
+    /// nothing naming the blobs it stores before it finishes the guard (a rewind's saves).
+    pub fn hold_pack_appends(&self) -> Option<super::pack::HeldAppends<'_>> {
+        self.packs.as_ref().map(super::pack::Packs::hold_appends)
+    }
+
     /// Stores bytes held in memory.
     pub fn put_bytes(&self, bytes: &[u8]) -> SysResult<Stored> {
         self.put_hashed(&BlobId::of(bytes), bytes)
@@ -357,6 +364,7 @@ impl BlobStore {
             && let Some(packs) = &self.packs
         {
             let _put = Ranked::take(Rank::BlobPut, || lock(&self.put_lock));
+            packs.write_held_of_others()?;
             if self.exists(&id) {
                 return Ok(Stored {
                     id,
