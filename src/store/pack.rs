@@ -3,10 +3,11 @@
 //! Creating a file per captured pre-image costs an inode allocation, and on ext4 after mass
 //! deletions that allocation dominates the capture (measured: most of the daemon's CPU in
 //! `ext4 recently_deleted`). Small blobs therefore go to `blobs/packs/pack-N.dat`, appended with
-//! one `write(2)`, and get one line in `blobs/packs/pack-N.idx`: `<sha256 hex> <offset> <length>
-//! <r|z>\n` (raw or zstd). Invariants: data is written before its index line, and the journal
-//! record that names the blob after both, so a torn tail of either file names nothing; index
-//! lines that are torn or point past the end of their data file are ignored when loading.
+//! one `write(2)` (or, for a caller that holds its appends, many in one: [`Packs::hold_appends`]),
+//! and get one line in `blobs/packs/pack-N.idx`: `<sha256 hex> <offset> <length> <r|z>\n` (raw
+//! or zstd). Invariants: data is written before its index line, and the journal record that
+//! names the blob after both, so a torn tail of either file names nothing; index lines that are
+//! torn or point past the end of their data file are ignored when loading.
 
 use crate::ids::BlobId;
 use crate::sys::{self, Errno, SysResult};
