@@ -344,7 +344,7 @@ impl CkptFs {
     /// The kernel did not take `fh`'s descriptor for passthrough: the daemon serves the
     /// caller's reads through it, and they must update the atime as reads do on the host. A
     /// read-write open was opened with `O_NOATIME` in the expectation of passthrough
-    /// ([`open_to_capture`]); the flag is cleared here, before the open is answered.
+    /// (`open_to_capture`); the flag is cleared here, before the open is answered.
     pub fn reads_served_here(&self, fh: Fh) {
         if !self.passthrough() {
             return;

@@ -229,7 +229,7 @@ impl Packs {
     }
 
     /// Holds this thread's appends in memory until the guard is finished or dropped (see
-    /// [`Held`]). When another thread holds them already, nothing is held for this one.
+    /// `Held`). When another thread holds them already, nothing is held for this one.
     pub fn hold_appends(&self) -> HeldAppends<'_> {
         let mut guard = lock(&self.writer);
         let active = match guard.as_mut() {
