@@ -155,29 +155,29 @@ fn rewind_request(
     progress: crate::rewind::Progress<'_>,
 ) -> Response {
     let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
-    let result = if paths.is_empty() {
+    if paths.is_empty() {
         return match fs.rewind(rewind::Request { to, dry_run, undo }, progress) {
             // The answer is the text `.ckpt/rewind` keeps: written once, sent from there.
-            Ok(Rewound { report, text }) => {
+            Ok(Rewound {
+                report,
+                text: Some(text),
+            }) => {
                 let ok = report.ok();
                 drop(report);
                 Response::with_shared(ok, failed_paths(ok), text)
             }
+            Ok(Rewound { report, text: None }) => report_response(Ok(report)),
             Err(e) => report_response(Err(e)),
         };
-    } else {
-        let only: Result<Vec<crate::relpath::RelPath>, _> = paths
-            .iter()
-            .map(|p| crate::relpath::RelPath::new(p.as_bytes()))
-            .collect();
-        match only {
-            Ok(only) => fs.rewind_paths(to, &only, dry_run, progress),
-            Err(e) => {
-                return Response::fail(format!("bad path: {e}"), serde_json::Value::Null);
-            }
-        }
-    };
-    report_response(result)
+    }
+    let only: Result<Vec<crate::relpath::RelPath>, _> = paths
+        .iter()
+        .map(|p| crate::relpath::RelPath::new(p.as_bytes()))
+        .collect();
+    match only {
+        Ok(only) => report_response(fs.rewind_paths(to, &only, dry_run, progress)),
+        Err(e) => Response::fail(format!("bad path: {e}"), serde_json::Value::Null),
+    }
 }
 
 /// The answer to a rewind, undo or redo: its report, failed when a path could not be restored.

@@ -153,11 +153,6 @@ impl JsonText {
         serde_json::value::to_raw_value(value).map(|raw| Arc::new(Self(raw)))
     }
 
-    /// `{}`: no report yet.
-    pub fn empty() -> Arc<Self> {
-        Self::of(&serde_json::Map::new()).unwrap_or_else(|_| unreachable!("an empty map encodes"))
-    }
-
     /// The text.
     pub fn get(&self) -> &str {
         self.0.get()

@@ -140,16 +140,13 @@ impl CkptFs {
         match node {
             CTL_TURN => format!("{}\n", self.capture.current_turn()).into_bytes(),
             CTL_REWIND => {
-                let text = Arc::clone(
-                    &self
-                        .last_report
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                );
-                let mut bytes = Vec::with_capacity(text.get().len() + 1);
-                bytes.extend_from_slice(text.get().as_bytes());
-                bytes.push(b'\n');
-                bytes
+                let text = self
+                    .last_report
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                let json = text.as_ref().map_or("{}", |t| t.get());
+                format!("{json}\n").into_bytes()
             }
             CTL_GITIGNORE => b"*\n".to_vec(),
             _ => Vec::new(),

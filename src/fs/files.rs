@@ -76,11 +76,7 @@ pub(super) fn open_to_capture(
 ) -> FsResult<(OwnedFd, i32)> {
     let flags = (clean & !libc::O_ACCMODE) | libc::O_RDWR | libc::O_NOFOLLOW;
     if passthrough || clean & libc::O_ACCMODE == libc::O_WRONLY {
-        let quiet = flags | libc::O_NOATIME;
-        match sys::openat(dir.as_fd(), name, quiet, 0) {
-            Err(Errno(libc::EPERM)) => {}
-            r => return Ok((r?, quiet)),
-        }
+        return sys::openat_noatime_as(dir.as_fd(), name, flags);
     }
     Ok((sys::openat(dir.as_fd(), name, flags, 0)?, flags))
 }

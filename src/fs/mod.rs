@@ -171,7 +171,7 @@ pub struct CkptFs {
     capture: Capturer,
     config: FsConfig,
     /// The last full rewind's report, as `.ckpt/rewind` shows it and as it was answered.
-    last_report: Mutex<Arc<JsonText>>,
+    last_report: Mutex<Option<Arc<JsonText>>>,
     invalidator: OnceLock<Arc<dyn Invalidator>>,
     /// The kernel passes file I/O through to the host (set by the adapter at init).
     passthrough: AtomicBool,
@@ -205,7 +205,7 @@ impl CkptFs {
             gate: RwLock::new(()),
             capture,
             config,
-            last_report: Mutex::new(JsonText::empty()),
+            last_report: Mutex::new(None),
             invalidator: OnceLock::new(),
             passthrough: AtomicBool::new(false),
             mappable_open: AtomicUsize::new(0),

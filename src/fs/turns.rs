@@ -9,8 +9,8 @@ use crate::identity::FileId;
 pub struct Rewound {
     /// The report.
     pub report: Report,
-    /// It, as JSON.
-    pub text: Arc<JsonText>,
+    /// It, as JSON (`None`: it could not be encoded).
+    pub text: Option<Arc<JsonText>>,
 }
 
 impl CkptFs {
@@ -55,15 +55,15 @@ impl CkptFs {
             rewind::rewind(root, store, req, progress)
         })?;
         // Nothing in a report fails to encode (plain fields, string keys); were it to, the
-        // rewind has happened all the same, and its log line says what the text lacks.
-        let text = JsonText::of(&report).unwrap_or_else(|e| {
-            log::error!(target: "ckpt::rewind", "the rewind's report could not be written as JSON: {e}");
-            JsonText::empty()
-        });
+        // rewind has happened all the same: `.ckpt/rewind` shows no report, and the CLI's
+        // answer says it could not be encoded.
+        let text = JsonText::of(&report)
+            .map_err(|e| log::error!(target: "ckpt::rewind", "the rewind's report could not be written as JSON: {e}"))
+            .ok();
         *self
             .last_report
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::clone(&text);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = text.clone();
         Ok(Rewound { report, text })
     }
 

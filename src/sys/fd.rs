@@ -32,9 +32,19 @@ pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> SysRes
 /// the mount would otherwise change its atime). `O_NOATIME` needs the file's owner or
 /// `CAP_FOWNER`; without them this is a plain `openat`.
 pub fn openat_noatime(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> SysResult<OwnedFd> {
-    match openat(dir, name, flags | libc::O_NOATIME, 0) {
-        Err(Errno(libc::EPERM)) => openat(dir, name, flags, 0),
-        r => r,
+    openat_noatime_as(dir, name, flags).map(|(fd, _)| fd)
+}
+
+/// [`openat_noatime`], with the flags the descriptor got (with or without `O_NOATIME`).
+pub fn openat_noatime_as(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: i32,
+) -> SysResult<(OwnedFd, i32)> {
+    let quiet = flags | libc::O_NOATIME;
+    match openat(dir, name, quiet, 0) {
+        Err(Errno(libc::EPERM)) => Ok((openat(dir, name, flags, 0)?, flags)),
+        r => Ok((r?, quiet)),
     }
 }
 

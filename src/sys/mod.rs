@@ -37,8 +37,8 @@ pub use dirent::{DirEntry, read_dir_all, read_dir_chunk};
 pub use fd::{
     access_fd, birth_time_at, fchmod_any, fchown, file_handle_at, fstat, fstatvfs, futimens_any,
     keep_atime, linkat, lstatat, mkdirat, mknodat, open_beneath, open_by_handle, open_path, openat,
-    openat_noatime, proc_fd_path, readlinkat, renameat2, reopen, status_flags, symlinkat, unlinkat,
-    utimensat, without_atime,
+    openat_noatime, openat_noatime_as, proc_fd_path, readlinkat, renameat2, reopen, status_flags,
+    symlinkat, unlinkat, utimensat, without_atime,
 };
 pub use io::{
     copy_file_range, fallocate, flock_try, fsync, ftruncate, lseek, pipe, pread, pwrite, read_file,
