@@ -774,6 +774,27 @@ fn regression_link_anchor_is_not_a_path_the_plan_replaces() {
     );
 }
 
+/// A name whose host inode number comes back as another type: `b`, a file made in turn 3
+/// over a removed directory, is turned back into a directory by the rewind to 3, and ext4 gave
+/// the new directory the number the file had just freed. The inode table took the number for
+/// the same inode, so the kernel's entry was kept on the file's node, and the next `lstat`
+/// of `b` met directory attributes on a cached file inode: `EIO` (shrunk from
+/// `rewind_matches_the_snapshot_of_every_turn`, 2026-12-03).
+#[test]
+fn regression_an_inode_number_that_comes_back_as_a_directory_is_another_node() {
+    run_case(
+        &[
+            Write("a", 0),
+            MkdirAll("b"),
+            NextTurn(2), // turn 3
+            RemoveDirAll("b"),
+            Write("b", 241),
+            NextTurn(2), // turn 5
+        ],
+        154, // rewind to 3, then to 1
+    );
+}
+
 #[test]
 fn regression_a_rewind_refreshes_a_listing_cached_after_an_open_file_was_removed() {
     // Removing a file that is held open leaves no dentry to invalidate, so the kernel kept

@@ -36,13 +36,22 @@ const FALLBACK_BASE: u64 = 1 << 62;
 /// [`InodeTable::shrink_if_sparse`]).
 const SPARSE_FLOOR: usize = 4096;
 
-/// A host inode's identity.
+/// A host inode's identity, as far as the kernel's view of a node goes: device, number and
+/// file type. The host recycles inode numbers, and a number that comes back as another type
+/// (a file removed, a directory made where it stood, as a rewind does) is another inode to
+/// the kernel: one node for both, and the kernel's cached inode of the first type would meet
+/// attributes of the second, which it refuses with `EIO` for good. A number that comes back
+/// with the same type may stay on its node: the kernel asks for everything again after the
+/// invalidation every such change sends, and the capture's own "same file" is decided by
+/// [`crate::identity::FileId`], never by this.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HostId {
     /// Device.
     pub dev: u64,
     /// Inode number.
     pub ino: u64,
+    /// File type (`st_mode & S_IFMT`).
+    pub kind: u32,
 }
 
 impl HostId {
@@ -51,6 +60,7 @@ impl HostId {
         Self {
             dev: st.st_dev,
             ino: st.st_ino,
+            kind: st.st_mode & libc::S_IFMT,
         }
     }
 }
@@ -415,7 +425,11 @@ mod tests {
     use super::*;
 
     fn h(ino: u64) -> HostId {
-        HostId { dev: 1, ino }
+        HostId {
+            dev: 1,
+            ino,
+            kind: libc::S_IFREG,
+        }
     }
 
     /// The path `names_of` gives, joined with `/`.
