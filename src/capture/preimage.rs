@@ -141,8 +141,9 @@ fn xattrs_by_name(parent: BorrowedFd<'_>, name: &CStr) -> SysResult<Vec<Xattr>> 
     xattrs::read_all(Via::Path(fd.as_fd()))
 }
 
-/// What [`walk_tree`] calls for each path: returns whether it saw a directory there, when it
-/// looked.
+/// What [`walk_tree`] calls for each path: returns whether to walk below it, when it knows
+/// (`Some(true)`: a directory it saw; `Some(false)`: not a directory, or one whose tree it
+/// visited already), `None` for the walk to look.
 pub type TreeVisitor<'a> =
     dyn FnMut(&RelPath, BorrowedFd<'_>, &CStr) -> SysResult<Option<bool>> + 'a;
 

@@ -2,6 +2,9 @@
 //! Removals first, deepest first; then restorations, shallowest first, each hard-link group
 //! restored as one inode (its first name restored, relinked to a surviving name where the
 //! inode still stands, its other names linked to it); then directory modes, deepest first.
+//! A long run of restorations that cannot affect one another (regular files of one inode
+//! each, at one depth: `independent_files`) is carried out in parts on several threads, with
+//! the result and the report of carrying it out in order.
 //! This file is the order and the bookkeeping; what a step does to its one path, through
 //! descriptors, is in `restore.rs`.
 //!
@@ -64,14 +67,9 @@ pub(super) fn apply(
     report: &mut Report,
     progress: Progress<'_>,
 ) {
-    let total = plan.remove.len() + plan.restore.len();
-    let mut done = 0;
-    let tick = |done: &mut usize| {
-        if *done > 0 {
-            crate::failpoint::hit("rewind-step");
-        }
-        *done += 1;
-        progress(*done, total);
+    let steps = Steps {
+        done: 0.into(),
+        total: plan.remove.len() + plan.restore.len(),
     };
     // Which restorations write is decided before anything changes, as the preview decides it.
     let decided = std::time::Instant::now();
@@ -81,7 +79,7 @@ pub(super) fn apply(
     // so to `parents`.
     let mut parents = Parents::new(root);
     for step in &plan.remove {
-        tick(&mut done);
+        progress(steps.tick(), steps.total);
         let removed = remove_step(&mut parents, &step.path);
         parents.changed(&step.path);
         match removed {
@@ -96,42 +94,199 @@ pub(super) fn apply(
             }),
         }
     }
-    // Hard-link groups: the first path of a captured inode is restored, the others linked to it.
-    // Where the inode still stands, proven the same (under a name in the plan or not), the
-    // first path is linked to it and rewritten in place, so names the plan does not touch share
-    // it again (the anchors were found before anything changed).
-    let mut first_of_inode: HashMap<GroupKey, RelPath> = HashMap::new();
-    let mut dir_modes: Vec<(RelPath, u32)> = Vec::new();
-    for (step, write) in plan.restore.iter().zip(writes) {
-        tick(&mut done);
-        let result = restore_in_group(
-            &mut parents,
-            store,
-            Decided { step, write },
-            anchors,
-            &mut first_of_inode,
-            &mut dir_modes,
-            report,
-        );
-        parents.changed(&step.path);
-        match result {
-            Ok(true) => {
-                report.restored.push(step.path.clone());
-                report.changed.push(step.path.clone());
-            }
-            Ok(false) => report.unchanged += 1,
-            Err(reason) => report.failed.push(Failure {
-                path: step.path.to_string(),
-                reason,
-            }),
-        }
-    }
+    let decided: Vec<Decided<'_>> = plan
+        .restore
+        .iter()
+        .zip(writes)
+        .map(|(step, write)| Decided { step, write })
+        .collect();
+    let restores = Restores {
+        root,
+        store,
+        anchors,
+        steps: &steps,
+        progress,
+    };
+    let dir_modes = restores.all(&decided, parents, report);
     anchors.report_unrestored(report);
     set_dir_modes(root, dir_modes, report);
     // Only now is it known which recorded inodes lost their last name: one the plan restored
     // as a fresh file while the inode still had a name elsewhere (a name a later step
     // replaced) is gone by the end all the same, and records of its other names must follow.
     report.renewed.retain(|r| r.was.is_gone(root));
+}
+
+/// Steps done, for the failpoint and the progress a rewind reports, shared by the threads that
+/// apply in parts.
+struct Steps {
+    done: std::sync::atomic::AtomicUsize,
+    total: usize,
+}
+
+impl Steps {
+    /// One more step begins: the crash point between two steps, then how many have begun.
+    fn tick(&self) -> usize {
+        let before = self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if before > 0 {
+            crate::failpoint::hit("rewind-step");
+        }
+        before + 1
+    }
+}
+
+/// The restorations of a plan, in order (see the order above).
+struct Restores<'a> {
+    root: BorrowedFd<'a>,
+    store: &'a Store,
+    anchors: &'a Anchors,
+    steps: &'a Steps,
+    progress: Progress<'a>,
+}
+
+impl<'a> Restores<'a> {
+    /// Restores every step of `decided`, each long run of independent files in parts; returns
+    /// the directories' modes, to be set last.
+    fn all(
+        &self,
+        decided: &[Decided<'_>],
+        mut parents: Parents<'a>,
+        report: &mut Report,
+    ) -> Vec<(RelPath, u32)> {
+        // Hard-link groups: the first path of a captured inode is restored, the others linked
+        // to it. Where the inode still stands, proven the same (under a name in the plan or
+        // not), the first path is linked to it and rewritten in place, so names the plan does
+        // not touch share it again (the anchors were found before anything changed).
+        let mut first_of_inode: HashMap<GroupKey, RelPath> = HashMap::new();
+        let mut dir_modes: Vec<(RelPath, u32)> = Vec::new();
+        let mut next = 0;
+        while next < decided.len() {
+            let run = &decided[next..next + independent_files(&decided[next..])];
+            let parts = super::parts::parts_for(run.len());
+            if parts > 1 {
+                let results = self.files_in_parts(run, parts, report);
+                for (d, result) in run.iter().zip(results) {
+                    record(report, d.step, result);
+                }
+                // A file restored over a directory removed it: nothing kept open may lead there.
+                parents = Parents::new(self.root);
+                next += run.len();
+                continue;
+            }
+            // Too few to split: one by one, as any other restoration.
+            for &d in &decided[next..next + run.len().max(1)] {
+                (self.progress)(self.steps.tick(), self.steps.total);
+                let result = restore_in_group(
+                    &mut parents,
+                    self.store,
+                    d,
+                    self.anchors,
+                    &mut first_of_inode,
+                    &mut dir_modes,
+                    report,
+                );
+                parents.changed(&d.step.path);
+                record(report, d.step, result);
+            }
+            next += run.len().max(1);
+        }
+        dir_modes
+    }
+
+    /// Restores the independent files `run` (see [`independent_files`]) in `parts` parts, each
+    /// part through its own parents; the results in `run`'s order. The calling thread's part
+    /// reports the progress of all of them; the files recreated are added to `report.renewed`
+    /// in `run`'s order, and the bytes written to `report.bytes`.
+    fn files_in_parts(
+        &self,
+        run: &[Decided<'_>],
+        parts: usize,
+        report: &mut Report,
+    ) -> Vec<Result<bool, String>> {
+        let (root, store, steps) = (self.root, self.store, self.steps);
+        let part = |part: &[Decided<'_>], progress: Option<Progress<'_>>| {
+            let mut parents = Parents::new(root);
+            let mut renewed = Vec::new();
+            let mut results = Vec::with_capacity(part.len());
+            for d in part {
+                let done = steps.tick();
+                if let Some(progress) = progress {
+                    progress(done, steps.total);
+                }
+                let write = d.write == Some(true);
+                let mut no_dirs = Vec::new();
+                let result = restore_step(
+                    &mut parents,
+                    store,
+                    d.step,
+                    write,
+                    &mut no_dirs,
+                    &mut renewed,
+                );
+                parents.changed(&d.step.path);
+                results.push(result);
+            }
+            (results, renewed)
+        };
+        let progress = self.progress;
+        let done_parts = super::parts::in_parts_first_here(
+            run,
+            parts,
+            |first| part(first, Some(progress)),
+            &|other| part(other, None),
+        );
+        log::info!(target: "ckpt::rewind", "restored {} files in {} parts, one thread each", run.len(), done_parts.len());
+        let mut results = Vec::with_capacity(run.len());
+        for (part_results, renewed) in done_parts {
+            results.extend(part_results);
+            report.renewed.extend(renewed);
+        }
+        for (d, result) in run.iter().zip(&results) {
+            if matches!(result, Ok(true)) {
+                report.bytes += written_bytes(&d.step.target);
+            }
+        }
+        results
+    }
+}
+
+/// Notes in `report` what restoring `step` did.
+fn record(report: &mut Report, step: &Step, result: Result<bool, String>) {
+    match result {
+        Ok(true) => {
+            report.restored.push(step.path.clone());
+            report.changed.push(step.path.clone());
+        }
+        Ok(false) => report.unchanged += 1,
+        Err(reason) => report.failed.push(Failure {
+            path: step.path.to_string(),
+            reason,
+        }),
+    }
+}
+
+/// How many of the first `decided` restorations can be carried out in any order, on several
+/// threads, with the result (and report) of carrying them out in order: regular files of one
+/// inode each (no hard-link group, so no link between them and no anchor), at one depth (none
+/// lies below another: a file restored over a directory removes nothing another of them
+/// needs), and no two recording the same inode (only a damaged journal says so; in order, the
+/// later would win). Each then touches only its own path, temp names beside it, and the inode
+/// it records, which no other of them writes; whether one is left as it is was decided before
+/// anything changed, and nothing in the run can change that answer (links only go away).
+fn independent_files(decided: &[Decided<'_>]) -> usize {
+    let Some(first) = decided.first() else {
+        return 0;
+    };
+    let depth = first.step.path.depth();
+    let mut inodes = std::collections::HashSet::new();
+    decided
+        .iter()
+        .take_while(|d| {
+            let target = &d.step.target;
+            matches!(target, PreImage::File { nlink, .. } if *nlink <= 1)
+                && d.step.path.depth() == depth
+                && target.file_id().is_none_or(|id| inodes.insert(id))
+        })
+        .count()
 }
 
 /// A restoration and whether the run must write it (see [`super::preview::writes`]).

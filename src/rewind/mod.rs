@@ -26,7 +26,9 @@
 //!    stays open. The journal records that close it (the files it recreated, then
 //!    `RewindDone` unless a failure may pass on a second run) are written by this file.
 //!
-//! `resolve.rs` opens the directory holding a path, for every stage. This file holds the entry
+//! `resolve.rs` opens the directory holding a path, for every stage; `parts.rs` splits a
+//! large rewind's saves, its verification and the runs of independent files it restores over
+//! the machine's cores. This file holds the entry
 //! points, their inputs and the journal records that frame a rewind, and re-exports the public
 //! types of the stages, so every path `crate::rewind::X` stays as it was.
 
@@ -34,6 +36,7 @@ mod agent;
 mod apply;
 mod groups;
 mod links;
+mod parts;
 mod plan;
 mod preview;
 mod report;

@@ -23,31 +23,112 @@ use std::os::fd::BorrowedFd;
 /// `skip` names: what a rewind saves for its undo, or a partial rewind captures for the current
 /// turn, before it changes anything. A path whose parent is not there, not a directory or a
 /// symlink has nothing at it in the folder (a rewind never writes through such a parent): it
-/// is saved as absent; any other failure refuses the rewind before anything changes.
+/// is saved as absent; any other failure refuses the rewind before anything changes. A large
+/// plan is read in parts on several threads ([`super::parts`]), with the same result.
 fn read_current(
     root: BorrowedFd<'_>,
     store: &Store,
     plan: &Plan,
     extra: &[RelPath],
-    skip: &dyn Fn(&RelPath) -> bool,
+    skip: &Skip<'_>,
     max_blob: u64,
 ) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
-    let mut records = Vec::new();
-    let mut seen: HashSet<RelPath> = HashSet::new();
-    let mut problems = Vec::new();
     // Skipped targets are never restored, so never changed by this rewind: nothing to save (a
     // file over --max-blob would otherwise be stored whole here).
-    let paths = plan
+    let paths: Vec<&RelPath> = plan
         .steps()
         .filter(|s| !matches!(s.target, PreImage::Skipped { .. }))
         .map(|s| &s.path)
-        .chain(extra.iter());
-    // The saves' small blobs are written in batches: the caller journals the saves only after
-    // this returns, once they are all on disk.
+        .chain(extra.iter())
+        .collect();
+    let parts = super::parts::parts_for(paths.len());
+    read_paths(root, store, &paths, skip, max_blob, parts)
+}
+
+/// Which paths a save leaves out.
+type Skip<'s> = dyn Fn(&RelPath) -> bool + Sync + 's;
+
+/// [`read_current`] of `paths`, in `parts` parts. Each part walks its paths as one reading of
+/// the whole list would, but without knowing what the parts before it read: a walk of a
+/// directory in one part may cover paths of the next. Joined in order, each part's records of
+/// paths an earlier part read are dropped, which leaves exactly what one reading records, in
+/// its order: a reading skips a path it read already (and what lies below it, read with it).
+fn read_paths(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    paths: &[&RelPath],
+    skip: &Skip<'_>,
+    max_blob: u64,
+    parts: usize,
+) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
+    // The saves' small blobs are written in batches, by every part into one: the caller
+    // journals the saves only after this returns, once they are all on disk.
     let held = store.blobs().hold_pack_appends();
+    let read = super::parts::in_parts(paths, parts, |part| {
+        let joined = held.as_ref().map(|h| h.join());
+        let mut read = read_part(root, store, part, skip, max_blob);
+        if let Some(Err(e)) = joined.map(|j| j.finish()) {
+            read.problems.push(unstored(e));
+        }
+        read
+    });
+    let mut read = read.into_iter();
+    let mut all = read.next().unwrap_or_default();
+    for part in read {
+        let seen = &all.seen;
+        all.records
+            .extend(part.records.into_iter().filter(|(p, _)| !seen.contains(p)));
+        all.seen.extend(part.seen);
+        all.problems.extend(part.problems);
+    }
+    if let Some(Err(e)) = held.map(|h| h.finish()) {
+        all.problems.push(unstored(e));
+    }
+    if all.problems.is_empty() {
+        Ok(all.records)
+    } else {
+        // Parts that walked the same directory report its failure once each.
+        let mut reported = HashSet::new();
+        all.problems.retain(|f| reported.insert(f.path.clone()));
+        Err(RewindError::Refused(all.problems))
+    }
+}
+
+/// What a part of [`read_paths`] read.
+#[derive(Default)]
+struct ReadPart {
+    records: Vec<(RelPath, PreImage)>,
+    /// The paths of `records`.
+    seen: HashSet<RelPath>,
+    problems: Vec<Failure>,
+}
+
+/// The failure of storing a rewind's saves.
+fn unstored(e: Errno) -> Failure {
+    Failure {
+        path: ".ckpt/blobs/packs".into(),
+        reason: format!("cannot store what the rewind saves for its undo: {e}"),
+    }
+}
+
+/// One part of [`read_paths`]: each path and what lies below it, in order, skipping what
+/// `skip` names and what the part read already.
+fn read_part(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    paths: &[&RelPath],
+    skip: &Skip<'_>,
+    max_blob: u64,
+) -> ReadPart {
+    let mut read = ReadPart::default();
+    let ReadPart {
+        records,
+        seen,
+        problems,
+    } = &mut read;
     // Nothing changes while this reads, so the directory last opened stays good.
     let mut parents = Parents::new(root);
-    for path in paths {
+    for &path in paths {
         let parent = match parents.raw(path) {
             Ok(p) => p,
             Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV)) => {
@@ -71,7 +152,12 @@ fn read_current(
         let blobs = store.blobs();
         let mut at = None;
         let walked = walk_tree(parent, &name, path, &mut |p, dir, n| {
-            if skip(p) || seen.contains(p) {
+            if seen.contains(p) {
+                // Read already, with everything below it: not walked again (a plan names every
+                // path of a tree an agent created, and each of its directories would be).
+                return Ok(Some(false));
+            }
+            if skip(p) {
                 return Ok(None);
             }
             at = Some(p.clone());
@@ -88,17 +174,7 @@ fn read_current(
             });
         }
     }
-    if let Some(Err(e)) = held.map(|h| h.finish()) {
-        problems.push(Failure {
-            path: ".ckpt/blobs/packs".into(),
-            reason: format!("cannot store what the rewind saves for its undo: {e}"),
-        });
-    }
-    if problems.is_empty() {
-        Ok(records)
-    } else {
-        Err(RewindError::Refused(problems))
-    }
+    read
 }
 
 /// What a rewind to `to` must save before it changes anything, whatever its size (an undo must
@@ -183,4 +259,120 @@ pub(super) fn read_for_partial(
         u64::MAX,
     )?;
     Ok((captures, saves))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    fn rel(p: &str) -> RelPath {
+        RelPath::new(p.as_bytes()).expect("relpath")
+    }
+
+    /// A tree where walks of directories cross the parts' borders: `deep/` with nested
+    /// directories, its paths named one by one too (as a plan of a tree an agent created names
+    /// them), files, a symlink, a FIFO, and paths that are absent or lie below a file or a
+    /// symlinked directory.
+    fn tree(root: &std::path::Path) -> Vec<RelPath> {
+        let mut named = vec![rel("deep")];
+        for d in 0..6 {
+            let dir = format!("deep/d{d}");
+            std::fs::create_dir_all(root.join(&dir).join("inner")).expect("mkdir");
+            named.push(rel(&dir));
+            for f in 0..20 {
+                let file = format!("{dir}/f{f}");
+                std::fs::write(root.join(&file), format!("bytes of {file}")).expect("write");
+                named.push(rel(&file));
+            }
+            std::fs::write(root.join(&dir).join("inner/x"), "inner").expect("write");
+        }
+        std::fs::write(root.join("top"), "top file").expect("write");
+        std::os::unix::fs::symlink("deep", root.join("link")).expect("symlink");
+        let dir = std::fs::File::open(root).expect("open");
+        crate::sys::mknodat(dir.as_fd(), c"fifo", libc::S_IFIFO | 0o600, 0).expect("mkfifo");
+        for p in [
+            "top",
+            "link",
+            "fifo",
+            "missing",
+            "top/below-a-file",
+            "link/d0",
+            "deep/d3/inner/x",
+        ] {
+            named.push(rel(p));
+        }
+        // A directory named after its children, a walk of a part covering a later part's paths.
+        named.push(rel("deep/d5"));
+        named
+    }
+
+    #[test]
+    fn reading_in_parts_records_what_one_reading_records_in_its_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let named = tree(dir.path());
+        let root = std::fs::File::open(dir.path()).expect("open");
+        let store = Store::open(root.as_fd(), true, false).expect("store");
+        let paths: Vec<&RelPath> = named.iter().collect();
+        let skip_none = |_: &RelPath| false;
+        let skip_inner = |p: &RelPath| p.as_bytes().ends_with(b"/inner");
+        let skips: [&Skip<'_>; 2] = [&skip_none, &skip_inner];
+        for skip in skips {
+            let one = read_paths(root.as_fd(), &store, &paths, skip, u64::MAX, 1).expect("one");
+            let got: HashSet<&RelPath> = one.iter().map(|(p, _)| p).collect();
+            assert_eq!(got.len(), one.len(), "each path recorded once");
+            for want in ["deep/d0/inner/x", "missing", "top/below-a-file", "link/d0"] {
+                assert!(got.contains(&rel(want)), "{want} recorded");
+            }
+            for (p, pre) in &one {
+                match p.to_string().as_str() {
+                    "missing" | "top/below-a-file" | "link/d0" => {
+                        assert_eq!(*pre, PreImage::Absent, "{p}")
+                    }
+                    "fifo" => assert!(matches!(pre, PreImage::Fifo { .. })),
+                    "link" => assert!(matches!(pre, PreImage::Symlink { .. })),
+                    s if s.ends_with("/inner") => assert!(!skip(p), "{p} skipped"),
+                    _ => {}
+                }
+            }
+            for parts in 2..=5 {
+                let split =
+                    read_paths(root.as_fd(), &store, &paths, skip, u64::MAX, parts).expect("parts");
+                assert_eq!(split, one, "{parts} parts");
+            }
+        }
+        // Every blob a reading stored is on disk and whole once it returned.
+        drop(store);
+        let reopened = Store::open(root.as_fd(), false, false).expect("reopen");
+        let one =
+            read_paths(root.as_fd(), &reopened, &paths, &|_| false, u64::MAX, 3).expect("read");
+        for (p, pre) in &one {
+            if let PreImage::File { blob, .. } = pre {
+                assert_eq!(reopened.blobs().verify(blob), Ok(true), "{p}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_in_any_part_refuses_and_is_reported_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let named = tree(dir.path());
+        let root = std::fs::File::open(dir.path()).expect("open");
+        let store = Store::open(root.as_fd(), true, false).expect("store");
+        // A name no path may have on this filesystem: each part that walks there fails.
+        let long = format!("deep/d4/{}", "n".repeat(300));
+        let mut paths: Vec<&RelPath> = named.iter().collect();
+        let bad = RelPath::new(long.as_bytes()).expect("a valid relative path");
+        paths.insert(3, &bad);
+        paths.push(&bad);
+        for parts in 1..=4 {
+            match read_paths(root.as_fd(), &store, &paths, &|_| false, u64::MAX, parts) {
+                Err(RewindError::Refused(problems)) => {
+                    let at: Vec<&str> = problems.iter().map(|f| f.path.as_str()).collect();
+                    assert_eq!(at, [long.as_str()], "{parts} parts: {problems:?}");
+                }
+                other => panic!("{parts} parts: not refused: {:?}", other.map(|r| r.len())),
+            }
+        }
+    }
 }

@@ -44,17 +44,25 @@ struct Writer {
     size: u64,
     /// Bytes of the index file, known so a failed append is cut back without asking.
     idx_size: u64,
-    /// The thread whose appends are held ([`Packs::hold_appends`]); anyone else's are written
-    /// at once, after what is held.
-    holder: Option<std::thread::ThreadId>,
+    /// The threads whose appends are held ([`Packs::hold_appends`], and the threads that
+    /// [`HeldAppends::join`]ed that hold); anyone else's are written at once, after what is held.
+    holders: Vec<std::thread::ThreadId>,
     pending: Pending,
 }
 
-/// Appends not written yet: one blob between its `put` and its write, or, for the holder, a
+impl Writer {
+    /// Whether the calling thread's appends are held.
+    fn holds_for_this_thread(&self) -> bool {
+        self.holders.contains(&std::thread::current().id())
+    }
+}
+
+/// Appends not written yet: one blob between its `put` and its write, or, for the holders, a
 /// batch. A rewind saving 100,000 files, two small `write(2)`s each (data, index line), made
 /// them 8 % of its system calls. Another thread's append writes the batch first, so nothing it
-/// journals after its own append can name a blob that is not on disk; the holder journals
-/// nothing naming these blobs before [`HeldAppends::finish`] has written them.
+/// journals after its own append can name a blob that is not on disk; the holders journal
+/// nothing naming these blobs before [`HeldAppends::finish`] has written them (a hold shared
+/// by worker threads is journaled by the thread that began it, after every worker finished).
 #[derive(Default)]
 struct Pending {
     /// The last `data.len()` bytes of [`Writer::size`].
@@ -63,8 +71,8 @@ struct Pending {
     lines: Vec<u8>,
     /// Their blobs, taken out of the index again if writing them fails.
     ids: Vec<BlobId>,
-    /// Why held blobs were lost (a failed write, maybe on another thread's append): the holder's
-    /// [`HeldAppends::finish`] fails with it, so it journals nothing that names them.
+    /// Why held blobs were lost (a failed write, maybe on another thread's append): every
+    /// holder's [`HeldAppends::finish`] fails with it, so none journals what names them.
     lost: Option<Errno>,
 }
 
@@ -75,10 +83,25 @@ pub struct HeldAppends<'a> {
     active: bool,
 }
 
-impl HeldAppends<'_> {
+impl<'a> HeldAppends<'a> {
+    /// Holds the calling thread's appends too, in the same batch, until the guard this returns
+    /// is finished: for the worker threads of the thread that began the hold, which journals
+    /// what they store only after each of them finished. Nothing is held when this guard holds
+    /// nothing.
+    pub fn join(&self) -> HeldAppends<'a> {
+        let active = self.active && self.packs.join_holding();
+        HeldAppends {
+            packs: self.packs,
+            active,
+        }
+    }
+
     /// Writes what is held and stops holding.
     pub fn finish(mut self) -> SysResult<()> {
-        self.active = false;
+        if !std::mem::take(&mut self.active) {
+            // It held nothing: another hold, on this thread or not, is not its to stop.
+            return Ok(());
+        }
         self.packs.stop_holding()
     }
 }
@@ -231,7 +254,7 @@ impl Packs {
             idx,
             size,
             idx_size,
-            holder: None,
+            holders: Vec::new(),
             pending: Pending::default(),
         })
     }
@@ -241,8 +264,8 @@ impl Packs {
     pub fn hold_appends(&self) -> HeldAppends<'_> {
         let mut guard = lock(&self.writer);
         let active = match guard.as_mut() {
-            Some(w) if w.holder.is_none() => {
-                w.holder = Some(std::thread::current().id());
+            Some(w) if w.holders.is_empty() => {
+                w.holders.push(std::thread::current().id());
                 w.pending.lost = None;
                 true
             }
@@ -260,23 +283,41 @@ impl Packs {
     pub fn write_held_of_others(&self) -> SysResult<()> {
         let mut guard = lock(&self.writer);
         match guard.as_mut() {
-            Some(w) if w.holder.is_some_and(|t| t != std::thread::current().id()) => {
-                self.write_pending(w)
-            }
+            Some(w) if !w.holders.is_empty() && !w.holds_for_this_thread() => self.write_pending(w),
             _ => Ok(()),
         }
     }
 
-    /// Writes the held appends and stops holding.
+    /// Adds this thread to a hold that is on; `false` when none is (the packs were closed).
+    fn join_holding(&self) -> bool {
+        let mut guard = lock(&self.writer);
+        match guard.as_mut() {
+            Some(w) if !w.holders.is_empty() => {
+                w.holders.push(std::thread::current().id());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Writes the held appends and stops holding for this thread. A loss is reported to every
+    /// holder until the last one stops.
     fn stop_holding(&self) -> SysResult<()> {
         let mut guard = lock(&self.writer);
         let Some(w) = guard.as_mut() else {
             return Ok(());
         };
         let written = self.write_pending(w);
-        w.holder = None;
-        // A batch's room is given back with the hold.
-        let lost = std::mem::take(&mut w.pending).lost;
+        let me = std::thread::current().id();
+        if let Some(at) = w.holders.iter().position(|t| *t == me) {
+            w.holders.swap_remove(at);
+        }
+        let lost = if w.holders.is_empty() {
+            // A batch's room is given back with the hold.
+            std::mem::take(&mut w.pending).lost
+        } else {
+            w.pending.lost
+        };
         written.and(lost.map_or(Ok(()), Err))
     }
 
@@ -288,7 +329,7 @@ impl Packs {
             idx,
             size,
             idx_size,
-            holder,
+            holders,
             pending,
             ..
         } = w;
@@ -313,7 +354,7 @@ impl Packs {
         match written {
             Ok(()) => *idx_size += pending.lines.len() as u64,
             Err(e) => {
-                if holder.is_some() {
+                if !holders.is_empty() {
                     pending.lost.get_or_insert(e);
                 }
                 let _ = sys::ftruncate(data.as_fd(), start);
@@ -360,7 +401,7 @@ impl Packs {
         let Some(w) = guard.as_mut() else {
             return Err(Errno(libc::EROFS));
         };
-        let holding = w.holder == Some(std::thread::current().id());
+        let holding = w.holds_for_this_thread();
         if !holding {
             // Another thread's held appends go first (see `Pending`).
             self.write_pending(w)?;
@@ -368,7 +409,7 @@ impl Packs {
         if w.size >= self.limit {
             self.write_pending(w)?;
             let mut next = self.open_writer(w.pack + 1)?;
-            next.holder = w.holder;
+            next.holders = std::mem::take(&mut w.holders);
             next.pending = std::mem::take(&mut w.pending);
             *w = next;
         }
@@ -461,7 +502,7 @@ impl Packs {
             let mut fresh = self.open_writer(next)?;
             if let Some(w) = guard.as_mut() {
                 self.write_pending(w)?;
-                fresh.holder = w.holder;
+                fresh.holders = std::mem::take(&mut w.holders);
                 fresh.pending = std::mem::take(&mut w.pending);
             }
             *guard = Some(fresh);
@@ -601,6 +642,61 @@ mod tests {
             assert_eq!(on_disk(&d).len(), 7);
         }
         assert_eq!(on_disk(&d).len(), 8);
+    }
+
+    #[test]
+    fn threads_that_join_a_hold_add_to_its_batch_until_the_last_finishes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = std::fs::File::open(dir.path()).expect("open");
+        let ids: Vec<BlobId> = (0..5)
+            .map(|i| format!("{i:064x}").parse().expect("blob id"))
+            .collect();
+        let p = Packs::open(d.as_fd(), true, false).expect("packs");
+        let held = p.hold_appends();
+        p.put(&ids[0], b"the holder's", false).expect("put");
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let joined = held.join();
+                p.put(&ids[1], b"a worker's", false).expect("put");
+                // A worker's append does not write the batch, nor does its check before it
+                // takes a blob as stored: the batch is one.
+                p.write_held_of_others().expect("write");
+                assert_eq!(on_disk(&d).len(), 0, "held for the whole group");
+                assert_eq!(
+                    p.read(p.get(&ids[0]).expect("held")).expect("read"),
+                    b"the holder's"
+                );
+                joined.finish().expect("finish");
+                // A worker's finish writes what it stored (and what is held with it).
+                assert_eq!(on_disk(&d).len(), 2);
+            });
+        });
+        p.put(&ids[2], b"held on", false).expect("put");
+        assert_eq!(
+            on_disk(&d).len(),
+            2,
+            "the hold goes on for its first thread"
+        );
+        // A thread outside the group has the batch written before it relies on the index.
+        std::thread::scope(|s| {
+            s.spawn(|| p.write_held_of_others().expect("write"));
+        });
+        assert_eq!(on_disk(&d).len(), 3);
+        // A guard that holds nothing lends nothing: joining it holds nothing.
+        let inactive = p.hold_appends();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let joined = inactive.join();
+                p.put(&ids[3], b"not held", false).expect("put");
+                assert_eq!(on_disk(&d).len(), 4, "written at once");
+                joined.finish().expect("finish");
+            });
+        });
+        inactive.finish().expect("finish");
+        p.put(&ids[4], b"held last", false).expect("put");
+        assert_eq!(on_disk(&d).len(), 4);
+        held.finish().expect("finish");
+        assert_eq!(on_disk(&d).len(), 5);
     }
 
     #[test]
