@@ -72,12 +72,16 @@ fn read_paths(
         }
         read
     });
-    let mut read = read.into_iter();
-    let mut all = read.next().unwrap_or_default();
+    // One list of the right size, each part's given back as it is moved over: never two
+    // copies of the saves at once, nor a list grown to twice what it holds.
+    let mut all = ReadPart {
+        records: Vec::with_capacity(read.iter().map(|p| p.records.len()).sum()),
+        ..ReadPart::default()
+    };
     for part in read {
         let seen = &all.seen;
-        all.records
-            .extend(part.records.into_iter().filter(|(p, _)| !seen.contains(p)));
+        let fresh = super::drain_releasing(part.records).filter(|(p, _)| !seen.contains(p));
+        all.records.extend(fresh);
         all.seen.extend(part.seen);
         all.problems.extend(part.problems);
     }
