@@ -8,8 +8,9 @@
 //!
 //! I/O: none of its own.
 
-/// Items below which a list is handled on the calling thread alone: starting a thread costs
-/// more than a few hundred paths do.
+/// Items each part gets at least: a list of fewer than twice this is handled on the calling
+/// thread alone (a thread, its parents and its share of the held batch cost more than a few
+/// hundred paths do).
 const ITEMS_PER_PART: usize = 2048;
 
 /// Parts at most, whatever the machine has: past a few, the host filesystem's locks and the
