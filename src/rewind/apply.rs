@@ -82,17 +82,7 @@ pub(super) fn apply(
         progress(steps.tick(), steps.total);
         let removed = remove_step(&mut parents, &step.path);
         parents.changed(&step.path);
-        match removed {
-            Ok(true) => {
-                report.deleted.push(step.path.clone());
-                report.changed.push(step.path.clone());
-            }
-            Ok(false) => report.unchanged += 1,
-            Err(reason) => report.failed.push(Failure {
-                path: step.path.to_string(),
-                reason,
-            }),
-        }
+        record(report, step, removed, |r| &mut r.deleted);
     }
     let decided: Vec<Decided<'_>> = plan
         .restore
@@ -100,14 +90,14 @@ pub(super) fn apply(
         .zip(writes)
         .map(|(step, write)| Decided { step, write })
         .collect();
-    let restores = Restores {
+    let restorer = Restorer {
         root,
         store,
         anchors,
         steps: &steps,
         progress,
     };
-    let dir_modes = restores.all(&decided, parents, report);
+    let dir_modes = restorer.all(&decided, parents, report);
     anchors.report_unrestored(report);
     set_dir_modes(root, dir_modes, report);
     // Only now is it known which recorded inodes lost their last name: one the plan restored
@@ -135,7 +125,7 @@ impl Steps {
 }
 
 /// The restorations of a plan, in order (see the order above).
-struct Restores<'a> {
+struct Restorer<'a> {
     root: BorrowedFd<'a>,
     store: &'a Store,
     anchors: &'a Anchors,
@@ -143,7 +133,7 @@ struct Restores<'a> {
     progress: Progress<'a>,
 }
 
-impl<'a> Restores<'a> {
+impl<'a> Restorer<'a> {
     /// Restores every step of `decided`, each long run of independent files in parts; returns
     /// the directories' modes, to be set last.
     fn all(
@@ -165,7 +155,7 @@ impl<'a> Restores<'a> {
             if parts > 1 {
                 let results = self.files_in_parts(run, parts, report);
                 for (d, result) in run.iter().zip(results) {
-                    record(report, d.step, result);
+                    record(report, d.step, result, |r| &mut r.restored);
                 }
                 // A file restored over a directory removed it: nothing kept open may lead there.
                 parents = Parents::new(self.root);
@@ -185,7 +175,7 @@ impl<'a> Restores<'a> {
                     report,
                 );
                 parents.changed(&d.step.path);
-                record(report, d.step, result);
+                record(report, d.step, result, |r| &mut r.restored);
             }
             next += run.len().max(1);
         }
@@ -249,11 +239,17 @@ impl<'a> Restores<'a> {
     }
 }
 
-/// Notes in `report` what restoring `step` did.
-fn record(report: &mut Report, step: &Step, result: Result<bool, String>) {
+/// Notes in `report` what a step did: a change goes to the list `done` picks (deleted or
+/// restored) and to the changed paths.
+fn record(
+    report: &mut Report,
+    step: &Step,
+    result: Result<bool, String>,
+    done: fn(&mut Report) -> &mut Vec<RelPath>,
+) {
     match result {
         Ok(true) => {
-            report.restored.push(step.path.clone());
+            done(report).push(step.path.clone());
             report.changed.push(step.path.clone());
         }
         Ok(false) => report.unchanged += 1,

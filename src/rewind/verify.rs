@@ -4,13 +4,13 @@
 //!
 //! I/O: it reads (and hashes) the store's blobs; it never touches the folder.
 
-use super::plan::Plan;
+use super::plan::{Plan, Step};
 use super::report::{Failure, RewindError};
 use crate::ids::BlobId;
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::PreImage;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Checks a plan before anything changes: paths re-validated, every blob present and whole.
 /// Each blob is read once, for the first step that restores it; a large plan's blobs are read
@@ -21,56 +21,54 @@ pub fn verify(plan: &Plan, store: &Store) -> Vec<Failure> {
 
 /// [`verify`], its blobs read in `parts(blobs)` parts.
 fn verify_in_parts(plan: &Plan, store: &Store, parts: fn(usize) -> usize) -> Vec<Failure> {
-    let mut problems = Vec::new();
-    let mut checked: HashSet<&BlobId> = HashSet::new();
-    // Per blob to read, the path of the first step that restores it, and where its problem
-    // goes among the invalid paths found meanwhile.
-    let mut blobs: Vec<(&BlobId, &RelPath, usize)> = Vec::new();
-    for step in plan.steps() {
-        if RelPath::new(step.path.as_bytes()).is_err() {
-            problems.push(Failure {
-                path: step.path.to_string(),
-                reason: "invalid path in journal".into(),
-            });
-            continue;
-        }
+    let valid = |step: &&Step| RelPath::new(step.path.as_bytes()).is_ok();
+    let mut blobs: Vec<&BlobId> = Vec::new();
+    let mut listed: HashSet<&BlobId> = HashSet::new();
+    for step in plan.steps().filter(valid) {
         if let PreImage::File { blob, .. } = &step.target
-            && checked.insert(blob)
+            && listed.insert(blob)
         {
-            blobs.push((blob, &step.path, problems.len()));
+            blobs.push(blob);
         }
     }
-    drop(checked);
-    let found = super::parts::in_parts(&blobs, parts(blobs.len()), |part| {
-        part.iter()
-            .filter_map(|&(blob, path, at)| Some((at, blob_problem(store, blob, path)?)))
-            .collect::<Vec<_>>()
-    });
-    // Merged by position: a blob's problem comes after the invalid paths of the steps before
-    // its first step.
-    let mut merged = Vec::with_capacity(problems.len());
-    let mut invalid = problems.into_iter().enumerate().peekable();
-    for (at, failure) in found.into_iter().flatten() {
-        while let Some((_, f)) = invalid.next_if(|(i, _)| *i < at) {
-            merged.push(f);
-        }
-        merged.push(failure);
+    let bad: HashMap<&BlobId, String> =
+        super::parts::in_parts(&blobs, parts(blobs.len()), |part| {
+            part.iter()
+                .filter_map(|&blob| Some((blob, blob_problem(store, blob)?)))
+                .collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+    // In the plan's order, each bad blob named at the first step that restores it.
+    let mut problems = Vec::new();
+    let mut reported: HashSet<&BlobId> = HashSet::new();
+    for step in plan.steps() {
+        let reason = if !valid(&step) {
+            "invalid path in journal".to_string()
+        } else if let PreImage::File { blob, .. } = &step.target
+            && let Some(reason) = bad.get(blob)
+            && reported.insert(blob)
+        {
+            reason.clone()
+        } else {
+            continue;
+        };
+        problems.push(Failure {
+            path: step.path.to_string(),
+            reason,
+        });
     }
-    merged.extend(invalid.map(|(_, f)| f));
-    merged
+    problems
 }
 
-/// Why `blob`, restored first at `path`, cannot be restored, if it cannot.
-fn blob_problem(store: &Store, blob: &BlobId, path: &RelPath) -> Option<Failure> {
-    let reason = match store.blobs().verify(blob) {
-        Ok(true) => return None,
-        Ok(false) => format!("blob {} does not match its hash", blob.short()),
-        Err(e) => format!("blob {} unreadable: {e}", blob.short()),
-    };
-    Some(Failure {
-        path: path.to_string(),
-        reason,
-    })
+/// Why `blob` cannot be restored, if it cannot.
+fn blob_problem(store: &Store, blob: &BlobId) -> Option<String> {
+    match store.blobs().verify(blob) {
+        Ok(true) => None,
+        Ok(false) => Some(format!("blob {} does not match its hash", blob.short())),
+        Err(e) => Some(format!("blob {} unreadable: {e}", blob.short())),
+    }
 }
 
 /// [`verify`] as the entry points use it: any problem refuses the rewind before it changes
@@ -86,23 +84,8 @@ pub(super) fn refuse_unless_verified(plan: &Plan, store: &Store) -> Result<(), R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::journal::Xattrs;
+    use crate::store::index::tests::file_with_blob as file;
     use std::os::fd::AsFd;
-
-    fn file(blob: BlobId) -> PreImage {
-        PreImage::File {
-            blob,
-            size: 1,
-            mode: 0o644,
-            uid: 0,
-            gid: 0,
-            ino: 1,
-            nlink: 1,
-            fh: None,
-            btime: None,
-            xattrs: Xattrs::default(),
-        }
-    }
 
     #[test]
     fn blobs_verified_in_parts_give_the_problems_one_reading_gives_in_plan_order() {

@@ -315,8 +315,13 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn file(content: &str) -> PreImage {
+        file_with_blob(crate::ids::BlobId::of(content.as_bytes()))
+    }
+
+    /// A file pre-image whose blob is `blob` (one that may not be stored).
+    pub(crate) fn file_with_blob(blob: crate::ids::BlobId) -> PreImage {
         PreImage::File {
-            blob: crate::ids::BlobId::of(content.as_bytes()),
+            blob,
             size: 1,
             mode: 0o644,
             uid: 0,
