@@ -6,6 +6,8 @@
 #
 #   bench/requests.sh [BIN] [-- MOUNT-ARGS...]
 #   PEER=bindfs bench/requests.sh [-- BINDFS-ARGS...]   (the same workloads through bindfs)
+#   PEER=passthrough_hp PTHP=BIN bench/requests.sh [-- ARGS...]   (through libfuse's
+#     passthrough_hp, e.g. the one bench/run.sh built: /tmp/ckpt-bench-work/bin/passthrough_hp)
 #
 # Workloads: rm -rf of 1,000 files (each captured), creating 1,000 empty files, untar of 300,
 # and the first write of 1,000 existing small files in a turn (open r+b, write 1 byte, close:
@@ -70,15 +72,19 @@ count() { # WORKLOAD: one line of counts per opcode
     mkdir "$d/w"; for i in $(seq 1000); do printf '%0100d' 0 > "$d/w/f$i"; done
   fi
   if [ "$wl" = pip ]; then cp "$FIX/requirements.txt" "$d/"; fi
-  if [ "$PEER" = bindfs ]; then
+  if [ "$PEER" = bindfs ] || [ "$PEER" = passthrough_hp ]; then
     mkdir -p "$d.src"; rm -rf "$d.src"; mv "$d" "$d.src"; mkdir "$d"
-    bindfs --no-allow-other "$@" "$d.src" "$d"
+    if [ "$PEER" = bindfs ]; then bindfs --no-allow-other "$@" "$d.src" "$d"
+    else
+      "${PTHP:?PTHP=passthrough_hp binary}" --foreground "$@" "$d.src" "$d" &
+      for _ in $(seq 100); do mountpoint -q "$d" && break; sleep 0.05; done
+    fi
   else
     "$BIN" mount "$d" "$@" >/dev/null
   fi
   (
     cd "$d"
-    [ "$PEER" = bindfs ] || echo 2 > .ckpt/turn
+    [ -n "$PEER" ] || echo 2 > .ckpt/turn
     # secondwrite: the files are captured in this turn already (untraced), then written again.
     [ "$wl" = secondwrite ] && python3 "$WORK/writes.py" w
     # The connection id is the kernel's dev_t of the mount: MAJOR << 20 | MINOR.
@@ -104,8 +110,8 @@ count() { # WORKLOAD: one line of counts per opcode
     esac
     echo 0 > "$T/tracing_on"
   )
-  if [ "$PEER" = bindfs ]; then
-    fusermount3 -u "$d"; rm -rf "$d.src"
+  if [ -n "$PEER" ]; then
+    fusermount3 -u "$d"; wait; rm -rf "$d.src"
   else
     "$BIN" unmount "$d" >/dev/null
   fi

@@ -49,6 +49,10 @@
 #                                  "--num-threads 2" (default: none, so libfuse's defaults)
 #   CKPT_MOUNT_OPTS="..."          extra `ckpt-mount mount` options, e.g. "--no-passthrough" or
 #                                  "--threads 8 --ttl 1" (to measure a lever against the defaults)
+#   KPERM=1                        also run ckpt-kperm: root's ckpt-mount with --kernel-permissions
+#                                  (the kernel's permission checks, as before the host-checks lever),
+#                                  next to the defaults, on every workload run as root that the peers
+#                                  run too: the lever measured side by side, interleaved
 #   BENCH_FS=loop                  where the workloads run: `loop` (default) makes a fresh ext4
 #                                  image with a journal ($WORK/fs.img, BENCH_FS_SIZE=24G, sparse)
 #                                  and mounts it on $WORK/fs; `host` uses $WORK on whatever
@@ -59,7 +63,8 @@
 #                                  the subset: 0.7 s, 3.2 s, 5.5 s in three runs in a row)
 #
 # Variants: native (the plain folder), bindfs, bindfs-tuned, passthrough-hp, ckpt (ckpt-mount
-# mounted by root, with kernel passthrough), ckpt-user (ckpt-mount mounted by BENCH_USER through
+# mounted by root, with kernel passthrough), ckpt-kperm (the same with --kernel-permissions; only
+# with KPERM=1), ckpt-user (ckpt-mount mounted by BENCH_USER through
 # fusermount3: no kernel passthrough, every read and write served by the daemon; the workload
 # runs as that user too). Workloads marked "user" in --list run as BENCH_USER on every variant:
 # the peers are then mounted by that user as well (passthrough_hp with --nopassthrough, which a
@@ -179,6 +184,16 @@ wl rewind-10000-same "ckpt ckpt-user"                          0    0    1
 wl rewind-100k       "ckpt ckpt-user"                          1    0    0
 wl rewind-100k-same  "ckpt ckpt-user"                          1    0    0
 wl rewind-linux      "ckpt ckpt-user"                          1    0    0
+# KPERM=1: the permission lever's "before" next to each root workload the peers run as well
+# (a workload run as the user meets root's ckpt-mount through --allow-other, which keeps the
+# kernel's checks anyway)
+if [ "${KPERM:-0}" = 1 ]; then
+  for w in "${WORKLOADS[@]}"; do
+    case " ${WL_VARIANTS[$w]} " in *" passthrough-hp ckpt "*) ;; *) continue ;; esac
+    [ "${WL_USER[$w]}" = 1 ] && continue
+    WL_VARIANTS[$w]="${WL_VARIANTS[$w]/passthrough-hp ckpt/passthrough-hp ckpt ckpt-kperm}"
+  done
+fi
 
 if [ "$LIST" = 1 ]; then
   for w in "${WORKLOADS[@]}"; do printf '%-18s variants: %s%s%s\n' "$w" "${WL_VARIANTS[$w]}" \
@@ -303,6 +318,7 @@ mount_variant() {
   # floor-ttl0: no attribute caching, so every fstat is a GETATTR
   local ckpt_opts=() pthp_opts=()
   [ "$W" = floor-ttl0 ] && ckpt_opts=(--ttl 0) pthp_opts=(--nocache)
+  [ "$V" = ckpt-kperm ] && ckpt_opts+=(--kernel-permissions)
   # a user's passthrough_hp cannot have kernel passthrough (CAP_SYS_ADMIN); root's ckpt-mount
   # serves a workload run as the user through allow_other
   [ -n "$RUNAS" ] && pthp_opts+=(--nopassthrough)
@@ -317,7 +333,7 @@ mount_variant() {
       # shellcheck disable=SC2086 # PTHP_OPTS is a list of options
       fuse_mount "$PTHP_OUT" "$PTHP_BIN" --foreground "${pthp_opts[@]}" ${PTHP_OPTS:-}
       ;;
-    ckpt|ckpt-user)
+    ckpt|ckpt-kperm|ckpt-user)
       local runner=() opts="${ckpt_opts[*]} ${CKPT_MOUNT_OPTS:-}"
       [ "$V" = ckpt-user ] && runner=(as_user_daemon)
       # shellcheck disable=SC2086 # CKPT_MOUNT_OPTS is a list of options
@@ -346,7 +362,7 @@ unmount_variant() {
         { echo "-- passthrough_hp output, $W rep $REP:"; cat "$PTHP_OUT"; } >> "$LOG"
       fi
       ;;
-    ckpt:*|ckpt-user:*)
+    ckpt:*|ckpt-kperm:*|ckpt-user:*)
       local dir="${MOUNTED#*:}" ok=0 runner=()
       [ "${MOUNTED%%:*}" = ckpt-user ] && runner=(as_user)
       for _ in $(seq 50); do
@@ -716,7 +732,7 @@ CKPT_BIN="$WORK/bin/ckpt-mount"
 cp "$CKPT_SRC" "$CKPT_BIN.tmp" && mv "$CKPT_BIN.tmp" "$CKPT_BIN"
 
 # is the tuned bindfs accepted here?
-VARIANTS_OK="native bindfs bindfs-tuned passthrough-hp ckpt ckpt-user git-stash shadow-git"
+VARIANTS_OK="native bindfs bindfs-tuned passthrough-hp ckpt ckpt-kperm ckpt-user git-stash shadow-git"
 drop_variant() { local v=" $VARIANTS_OK "; v="${v/ "$1" / }"; v="${v# }"; VARIANTS_OK="${v% }"; }
 
 # the steps a user runs call these functions of this script, and read these variables

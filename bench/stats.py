@@ -17,7 +17,8 @@ from collections import OrderedDict, defaultdict
 
 FS_VARIANTS = ["native", "bindfs", "bindfs-tuned", "passthrough-hp", "ckpt", "ckpt-user"]
 VNAME = {"native": "plain dir", "bindfs": "bindfs", "bindfs-tuned": "bindfs tuned",
-         "passthrough-hp": "passthrough_hp", "ckpt": "ckpt-mount", "ckpt-user": "ckpt-mount (user)"}
+         "passthrough-hp": "passthrough_hp", "ckpt": "ckpt-mount", "ckpt-user": "ckpt-mount (user)",
+         "ckpt-kperm": "ckpt-mount --kernel-permissions"}
 # the other FUSE passthroughs ckpt-mount is compared with, and their short names in ratio columns
 PEERS = ["bindfs", "bindfs-tuned", "passthrough-hp"]
 PEER_SHORT = {"bindfs": "bindfs", "bindfs-tuned": "tuned", "passthrough-hp": "pt_hp"}
@@ -136,7 +137,7 @@ def main():
         return statistics.median(xs) if xs else None
 
     def n_of(label, metric):
-        return max((len(vals.get((label, v, metric), [])) for v in FS_VARIANTS + ["git-stash", "shadow-git"]), default=0)
+        return max((len(vals.get((label, v, metric), [])) for v in FS_VARIANTS + ["ckpt-kperm", "git-stash", "shadow-git"]), default=0)
 
     meta = OrderedDict()
     if a.meta:
@@ -300,6 +301,31 @@ def main():
                     "Every variant runs the workload as the user: the peers are mounted by that user "
                     "(passthrough_hp with --nopassthrough), \"ckpt-mount\" is root's mount with "
                     "--allow-other (kernel passthrough), \"ckpt-mount (user)\" the user's own mount.")
+
+    # -- the permission lever (KPERM=1): host checks (the default) against the kernel's
+    kp = [r for r in MAIN + AGENT if r[1] == "sec" and med(r[0], "ckpt-kperm", "sec") is not None]
+    if kp:
+        p("## Permission checks: the host's (default) against the kernel's (`--kernel-permissions`)")
+        p("")
+        p("ckpt-mount is the default single-user mount, whose permission checks the host "
+          "filesystem makes (no `default_permissions`, so no `GETATTR` of the parent after each "
+          "create, unlink and rename); ckpt-kperm is the same mount with `--kernel-permissions`, "
+          "as before that lever. Both ran interleaved with the peers in every repetition.")
+        p("")
+        p("| workload | n | plain dir | best peer | ckpt-mount | ckpt-kperm | ckpt/kperm "
+          "| ckpt/plain | kperm/plain | ckpt/best peer | kperm/best peer | daemon CPU s ckpt / kperm |")
+        p("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for label, metric, name in kp:
+            m = {v: med(label, v, metric) for v in FS_VARIANTS + ["ckpt-kperm"]}
+            ok = [v for v in PEERS if m.get(v) is not None and m[v] > 0 and not errors.get((label, v))]
+            best = min(ok, key=lambda x: m[x]) if ok else None
+            bcell = f"{fmt_s(m[best])} ({PEER_SHORT[best]})" if best else "–"
+            cpu = f"{f2(med(label, 'ckpt', 'cpu'))} / {f2(med(label, 'ckpt-kperm', 'cpu'))}"
+            p(f"| {name} | {n_of(label, metric)} | {fmt_s(m['native'])} | {bcell} | {fmt_s(m['ckpt'])} | "
+              f"{fmt_s(m['ckpt-kperm'])} | {ratio_to(label, m, 'ckpt', 'ckpt-kperm')} | "
+              f"{ratio_to(label, m, 'ckpt', 'native')} | {ratio_to(label, m, 'ckpt-kperm', 'native')} | "
+              f"{best_peer(label, m)} | {best_peer(label, m, 'ckpt-kperm')} | {cpu} |")
+        p("")
 
     # -- the FUSE round-trip floor
     fl = [v for v in FS_VARIANTS if med("floor", v, "getxattr_us") is not None
@@ -473,7 +499,7 @@ def main():
     p("| step | variant | runs |")
     p("|---|---|---|")
     for l in labels:
-        for v in FS_VARIANTS + ["git-stash", "shadow-git"]:
+        for v in FS_VARIANTS + ["ckpt-kperm", "git-stash", "shadow-git"]:
             xs = vals.get((l, v, "sec"))
             if xs:
                 p(f"| {l} | {VNAME.get(v, v)} | " + " ".join(fmt_s(x) for x in xs) + " |")
