@@ -37,6 +37,15 @@ impl CkptFs {
         held
     }
 
+    /// Runs `f` with every capture held back: the gate taken exclusively, as for a turn
+    /// switch or a rewind. For a prune, which removes every blob no record names: a request's
+    /// capture stores its pre-image's bytes before it takes the store's lock to record them,
+    /// so a prune between the two would remove the bytes of a capture about to be recorded.
+    pub fn with_captures_held<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _gate = self.exclusive_gate();
+        f()
+    }
+
     /// Begins turn `n`; returns whether the turn changed.
     pub fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
         let _gate = self.exclusive_gate();
