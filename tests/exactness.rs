@@ -469,7 +469,7 @@ fn a_prune_while_files_are_first_written_keeps_every_pre_image() {
         }
     });
     m.turn(2);
-    let writer = Command::new("python3")
+    let mut writer = Command::new("python3")
         .arg("-c")
         .arg(
             "import os, sys\n\
@@ -480,7 +480,6 @@ fn a_prune_while_files_are_first_written_keeps_every_pre_image() {
         .arg(m.path("w"))
         .spawn()
         .expect("python3");
-    let mut writer = writer;
     let mut prunes = 0;
     while writer.try_wait().expect("wait").is_none() {
         let out = m.cli(&["prune", "--keep-turns", "2"]);
