@@ -2430,9 +2430,27 @@ impl Case {
         let after = observe(&self.core.root);
         let t = &self.turns[&k];
         if let Some(d) = tree_diff(&t.tree, &after.tree, self.xattrs) {
+            // Every path's inode then and now: a rare failure (a hard-link group lost once in
+            // CI, never again in thousands of runs) then says whether an identity was missed
+            // or taken for another's.
+            let paths: BTreeSet<&String> = t.inos.keys().chain(after.inos.keys()).collect();
+            let inodes: Vec<String> = paths
+                .into_iter()
+                .map(|p| {
+                    format!(
+                        "  {p}: {:?} then, {:?} now",
+                        t.inos.get(p),
+                        after.inos.get(p)
+                    )
+                })
+                .collect();
             return fail(
                 "rewind-content",
-                format!("rewind to {k}: the folder is not as at the start of turn {k}:\n{d}"),
+                format!(
+                    "rewind to {k}: the folder is not as at the start of turn {k}:\n{d}\n\
+                     inodes:\n{}",
+                    inodes.join("\n")
+                ),
             );
         }
         let moved: Vec<String> = t
