@@ -8,7 +8,7 @@ mod common;
 use common::{Mounted, Node, assert_same_tree, bin, require_fuse, tree};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// A folder mounted by a daemon that dies at `point`.
 struct Crashable {
@@ -64,6 +64,27 @@ impl Crashable {
             "the daemon never reached failpoint {point}"
         );
         let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+
+    /// Runs `cut`, the command the daemon dies under at `point` (it must fail: "the {what}
+    /// was cut off"), waits for the death, checks the store and mounts again: the remount
+    /// completes what was cut off, leaving no temporary file in the folder.
+    fn cut_off(
+        &self,
+        m: Mounted,
+        point: &str,
+        what: &str,
+        cut: impl FnOnce(&Mounted) -> Output,
+    ) -> Mounted {
+        let pid = self.daemon_pid();
+        let o = cut(&m);
+        assert!(!o.status.success(), "the {what} was cut off");
+        self.wait_dead(pid, point);
+        drop(m); // its guard finds the mount gone
+        self.fsck_clean(point);
+        let m = Mounted::adopt(&self.dir);
+        no_temp_files(&self.dir);
+        m
     }
 
     fn fsck_clean(&self, point: &str) {
@@ -181,15 +202,8 @@ fn crash_in_rewind(point: &str) {
     m.turn(2);
     let at2 = tree(&c.dir, false);
     m.sh("rm f0 f1; echo changed > f2; echo more >> f3; mkdir new; echo n > new/x; rm -r sub");
-    let pid = c.daemon_pid();
-    let o = m.cli(&["rewind", "2"]);
-    assert!(!o.status.success(), "the rewind was cut off");
-    c.wait_dead(pid, point);
-    drop(m); // its guard finds the mount gone
-    c.fsck_clean(point);
-    let mut m = Mounted::adopt(&c.dir);
+    let mut m = c.cut_off(m, point, "rewind", |m| m.cli(&["rewind", "2"]));
     // The remount completed the rewind that was cut off.
-    no_temp_files(&c.dir);
     assert_same_tree(&at2, &tree(&c.dir, false));
     let turn = std::fs::read_to_string(c.dir.join(".ckpt/turn")).expect("turn");
     assert_eq!(turn.trim(), "2");
@@ -239,14 +253,7 @@ fn killed_half_way_through_files_restored_in_parts() {
     let at2 = tree(&c.dir, false);
     m.sh("for f in a/* b/*; do echo rewritten > $f; done");
     let before = tree(&c.dir, false);
-    let pid = c.daemon_pid();
-    let o = m.cli(&["rewind", "2"]);
-    assert!(!o.status.success(), "the rewind was cut off");
-    c.wait_dead(pid, point);
-    drop(m);
-    c.fsck_clean(point);
-    let mut m = Mounted::adopt(&c.dir);
-    no_temp_files(&c.dir);
+    let mut m = c.cut_off(m, point, "rewind", |m| m.cli(&["rewind", "2"]));
     assert_same_tree(&at2, &tree(&c.dir, false));
     let o = m.cli(&["rewind", "--undo"]);
     assert!(o.status.success(), "{}", common::output_text(&o));
@@ -289,15 +296,8 @@ fn killed_in_an_undo_after_its_saves() {
     assert_same_tree(&at2, &tree(&c.dir, false));
     m.sh("echo after the rewind > f1");
     let before_undo = tree(&c.dir, false);
-    let pid = c.daemon_pid();
-    let o = m.cli(&["undo"]);
-    assert!(!o.status.success(), "the undo was cut off");
-    c.wait_dead(pid, point);
-    drop(m);
-    c.fsck_clean(point);
-    let mut m = Mounted::adopt(&c.dir);
+    let mut m = c.cut_off(m, point, "undo", |m| m.cli(&["undo"]));
     // The remount completed the undo.
-    no_temp_files(&c.dir);
     assert_same_tree(&before_rewind, &tree(&c.dir, false));
     let o = m.cli(&["redo"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -321,14 +321,7 @@ fn killed_in_a_redo_after_its_saves() {
     let o = m.cli(&["undo"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_same_tree(&before_rewind, &tree(&c.dir, false));
-    let pid = c.daemon_pid();
-    let o = m.cli(&["redo"]);
-    assert!(!o.status.success(), "the redo was cut off");
-    c.wait_dead(pid, point);
-    drop(m);
-    c.fsck_clean(point);
-    let mut m = Mounted::adopt(&c.dir);
-    no_temp_files(&c.dir);
+    let mut m = c.cut_off(m, point, "redo", |m| m.cli(&["redo"]));
     assert_same_tree(&before_undo, &tree(&c.dir, false));
     let o = m.cli(&["undo"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -350,19 +343,14 @@ fn killed_in_a_partial_rewind_after_its_saves() {
     let point = "partial-after-saves";
     let (c, m) = Crashable::new(point, four_files);
     let (at2, before) = changed_turn_two(&c, &m);
-    let pid = c.daemon_pid();
-    let o = Command::new(bin())
-        .args(["rewind", "2", "-y", "--dir"])
-        .arg(&c.dir)
-        .args(["--", "sub", "f2"])
-        .output()
-        .expect("rewind");
-    assert!(!o.status.success(), "the partial rewind was cut off");
-    c.wait_dead(pid, point);
-    drop(m);
-    c.fsck_clean(point);
-    let mut m = Mounted::adopt(&c.dir);
-    no_temp_files(&c.dir);
+    let mut m = c.cut_off(m, point, "partial rewind", |_| {
+        Command::new(bin())
+            .args(["rewind", "2", "-y", "--dir"])
+            .arg(&c.dir)
+            .args(["--", "sub", "f2"])
+            .output()
+            .expect("rewind")
+    });
     let now = tree(&c.dir, false);
     for p in ["sub", "sub/inner", "f2"] {
         assert_eq!(now.get(p), at2.get(p), "{p} rewound by the completed run");

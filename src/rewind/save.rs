@@ -41,64 +41,139 @@ fn read_current(
         .map(|s| &s.path)
         .chain(extra.iter())
         .collect();
-    let parts = super::parts::parts_for(paths.len());
-    read_paths(root, store, &paths, skip, max_blob, parts)
+    let reading = Reading {
+        root,
+        store,
+        skip,
+        max_blob,
+    };
+    reading.read(&paths, super::parts::parts_for(paths.len()))
 }
 
 /// Which paths a save leaves out.
 type Skip<'s> = dyn Fn(&RelPath) -> bool + Sync + 's;
 
-/// [`read_current`] of `paths`, in `parts` parts. Each part walks its paths as one reading of
-/// the whole list would, but without knowing what the parts before it read: a walk of a
-/// directory in one part may cover paths of the next. Joined in order, each part's records of
-/// paths an earlier part read are dropped, which leaves exactly what one reading records, in
-/// its order: a reading skips a path it read already (and what lies below it, read with it).
-fn read_paths(
-    root: BorrowedFd<'_>,
-    store: &Store,
-    paths: &[&RelPath],
-    skip: &Skip<'_>,
+/// A reading of the folder's state now: below `root`, its blobs stored in `store` (files over
+/// `max_blob` skipped), leaving out what `skip` names.
+struct Reading<'a> {
+    root: BorrowedFd<'a>,
+    store: &'a Store,
+    skip: &'a Skip<'a>,
     max_blob: u64,
-    parts: usize,
-) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
-    // The saves' small blobs are written in batches, by every part into one: the caller
-    // journals the saves only after this returns, once they are all on disk.
-    let held = store.blobs().hold_pack_appends();
-    let read = super::parts::in_parts(paths, parts, |part| {
-        let joined = held.as_ref().map(|h| h.join());
-        let mut read = read_part(root, store, part, skip, max_blob);
-        if let Some(Err(e)) = joined.map(|j| j.finish()) {
-            read.problems.push(unstored(e));
+}
+
+impl Reading<'_> {
+    /// [`read_current`] of `paths`, in `parts` parts. Each part walks its paths as one reading
+    /// of the whole list would, but without knowing what the parts before it read: a walk of a
+    /// directory in one part may cover paths of the next. Joined in order, each part's records
+    /// of paths an earlier part read are dropped, which leaves exactly what one reading
+    /// records, in its order: a reading skips a path it read already (and what lies below it,
+    /// read with it).
+    fn read(
+        &self,
+        paths: &[&RelPath],
+        parts: usize,
+    ) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
+        // The saves' small blobs are written in batches, by every part into one: the caller
+        // journals the saves only after this returns, once they are all on disk.
+        let held = self.store.blobs().hold_pack_appends();
+        let read = super::parts::in_parts(paths, parts, |part| {
+            let joined = held.as_ref().map(|h| h.join());
+            let mut read = self.part(part);
+            if let Some(Err(e)) = joined.map(|j| j.finish()) {
+                read.problems.push(unstored(e));
+            }
+            read
+        });
+        // One list of the right size, each part's given back as it is moved over: never two
+        // copies of the saves at once, nor a list grown to twice what it holds.
+        let mut all = ReadPart {
+            records: Vec::with_capacity(read.iter().map(|p| p.records.len()).sum()),
+            ..ReadPart::default()
+        };
+        for part in read {
+            let seen = &all.seen;
+            let fresh = super::drain_releasing(part.records).filter(|(p, _)| !seen.contains(p));
+            all.records.extend(fresh);
+            all.seen.extend(part.seen);
+            all.problems.extend(part.problems);
+        }
+        if let Some(Err(e)) = held.map(|h| h.finish()) {
+            all.problems.push(unstored(e));
+        }
+        if all.problems.is_empty() {
+            Ok(all.records)
+        } else {
+            // Parts that walked the same directory report its failure once each.
+            let mut reported = HashSet::new();
+            all.problems.retain(|f| reported.insert(f.path.clone()));
+            Err(RewindError::Refused(all.problems))
+        }
+    }
+
+    /// One part of [`Reading::read`]: each path and what lies below it, in order, skipping what
+    /// `skip` names and what the part read already.
+    fn part(&self, paths: &[&RelPath]) -> ReadPart {
+        let (skip, max_blob) = (self.skip, self.max_blob);
+        let mut read = ReadPart::default();
+        let ReadPart {
+            records,
+            seen,
+            problems,
+        } = &mut read;
+        // Nothing changes while this reads, so the directory last opened stays good.
+        let mut parents = Parents::new(self.root);
+        for &path in paths {
+            let parent = match parents.raw(path) {
+                Ok(p) => p,
+                Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV)) => {
+                    // Nothing stands at the path now, and the rewind may create it (below a file
+                    // it turns back into a directory, say): "absent" is its state now, saved so
+                    // that rewinding the current turn (or the undo) removes it again.
+                    if !skip(path) && seen.insert(path.clone()) {
+                        records.push((path.clone(), PreImage::Absent));
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    problems.push(Failure {
+                        path: path.to_string(),
+                        reason: format!("cannot open its parent to save what is there: {e}"),
+                    });
+                    continue;
+                }
+            };
+            let name = cname(path);
+            let blobs = self.store.blobs();
+            let mut at = None;
+            let walked = walk_tree(parent, &name, path, &mut |p, dir, n| {
+                if seen.contains(p) {
+                    // Read already, with everything below it: not walked again (a plan names every
+                    // path of a tree an agent created, and each of its directories would be).
+                    return Ok(Some(false));
+                }
+                if skip(p) {
+                    return Ok(None);
+                }
+                at = Some(p.clone());
+                let pre = read_preimage(blobs, dir, n, max_blob)?;
+                let is_dir = matches!(pre, PreImage::Dir { .. });
+                records.push((p.clone(), pre));
+                seen.insert(p.clone());
+                Ok(Some(is_dir))
+            });
+            if let Err(e) = walked {
+                problems.push(Failure {
+                    path: at.unwrap_or_else(|| path.clone()).to_string(),
+                    reason: format!("cannot save what is there before changing it: {e}"),
+                });
+            }
         }
         read
-    });
-    // One list of the right size, each part's given back as it is moved over: never two
-    // copies of the saves at once, nor a list grown to twice what it holds.
-    let mut all = ReadPart {
-        records: Vec::with_capacity(read.iter().map(|p| p.records.len()).sum()),
-        ..ReadPart::default()
-    };
-    for part in read {
-        let seen = &all.seen;
-        let fresh = super::drain_releasing(part.records).filter(|(p, _)| !seen.contains(p));
-        all.records.extend(fresh);
-        all.seen.extend(part.seen);
-        all.problems.extend(part.problems);
-    }
-    if let Some(Err(e)) = held.map(|h| h.finish()) {
-        all.problems.push(unstored(e));
-    }
-    if all.problems.is_empty() {
-        Ok(all.records)
-    } else {
-        // Parts that walked the same directory report its failure once each.
-        let mut reported = HashSet::new();
-        all.problems.retain(|f| reported.insert(f.path.clone()));
-        Err(RewindError::Refused(all.problems))
     }
 }
 
-/// What a part of [`read_paths`] read.
+/// What a part of [`Reading::read`] read.
 #[derive(Default)]
 struct ReadPart {
     records: Vec<(RelPath, PreImage)>,
@@ -113,72 +188,6 @@ fn unstored(e: Errno) -> Failure {
         path: ".ckpt/blobs/packs".into(),
         reason: format!("cannot store what the rewind saves for its undo: {e}"),
     }
-}
-
-/// One part of [`read_paths`]: each path and what lies below it, in order, skipping what
-/// `skip` names and what the part read already.
-fn read_part(
-    root: BorrowedFd<'_>,
-    store: &Store,
-    paths: &[&RelPath],
-    skip: &Skip<'_>,
-    max_blob: u64,
-) -> ReadPart {
-    let mut read = ReadPart::default();
-    let ReadPart {
-        records,
-        seen,
-        problems,
-    } = &mut read;
-    // Nothing changes while this reads, so the directory last opened stays good.
-    let mut parents = Parents::new(root);
-    for &path in paths {
-        let parent = match parents.raw(path) {
-            Ok(p) => p,
-            Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV)) => {
-                // Nothing stands at the path now, and the rewind may create it (below a file
-                // it turns back into a directory, say): "absent" is its state now, saved so
-                // that rewinding the current turn (or the undo) removes it again.
-                if !skip(path) && seen.insert(path.clone()) {
-                    records.push((path.clone(), PreImage::Absent));
-                }
-                continue;
-            }
-            Err(e) => {
-                problems.push(Failure {
-                    path: path.to_string(),
-                    reason: format!("cannot open its parent to save what is there: {e}"),
-                });
-                continue;
-            }
-        };
-        let name = cname(path);
-        let blobs = store.blobs();
-        let mut at = None;
-        let walked = walk_tree(parent, &name, path, &mut |p, dir, n| {
-            if seen.contains(p) {
-                // Read already, with everything below it: not walked again (a plan names every
-                // path of a tree an agent created, and each of its directories would be).
-                return Ok(Some(false));
-            }
-            if skip(p) {
-                return Ok(None);
-            }
-            at = Some(p.clone());
-            let pre = read_preimage(blobs, dir, n, max_blob)?;
-            let is_dir = matches!(pre, PreImage::Dir { .. });
-            records.push((p.clone(), pre));
-            seen.insert(p.clone());
-            Ok(Some(is_dir))
-        });
-        if let Err(e) = walked {
-            problems.push(Failure {
-                path: at.unwrap_or_else(|| path.clone()).to_string(),
-                reason: format!("cannot save what is there before changing it: {e}"),
-            });
-        }
-    }
-    read
 }
 
 /// What a rewind to `to` must save before it changes anything, whatever its size (an undo must
@@ -274,6 +283,16 @@ mod tests {
         RelPath::new(p.as_bytes()).expect("relpath")
     }
 
+    /// A reading of everything but what `skip` names, whatever its size.
+    fn reading<'a>(root: BorrowedFd<'a>, store: &'a Store, skip: &'a Skip<'a>) -> Reading<'a> {
+        Reading {
+            root,
+            store,
+            skip,
+            max_blob: u64::MAX,
+        }
+    }
+
     /// A tree where walks of directories cross the parts' borders: `deep/` with nested
     /// directories, its paths named one by one too (as a plan of a tree an agent created names
     /// them), files, a symlink, a FIFO, and paths that are absent or lie below a file or a
@@ -322,7 +341,9 @@ mod tests {
         let skip_inner = |p: &RelPath| p.as_bytes().ends_with(b"/inner");
         let skips: [&Skip<'_>; 2] = [&skip_none, &skip_inner];
         for skip in skips {
-            let one = read_paths(root.as_fd(), &store, &paths, skip, u64::MAX, 1).expect("one");
+            let one = reading(root.as_fd(), &store, skip)
+                .read(&paths, 1)
+                .expect("one");
             let got: HashSet<&RelPath> = one.iter().map(|(p, _)| p).collect();
             assert_eq!(got.len(), one.len(), "each path recorded once");
             for want in ["deep/d0/inner/x", "missing", "top/below-a-file", "link/d0"] {
@@ -340,16 +361,18 @@ mod tests {
                 }
             }
             for parts in 2..=5 {
-                let split =
-                    read_paths(root.as_fd(), &store, &paths, skip, u64::MAX, parts).expect("parts");
+                let split = reading(root.as_fd(), &store, skip)
+                    .read(&paths, parts)
+                    .expect("parts");
                 assert_eq!(split, one, "{parts} parts");
             }
         }
         // Every blob a reading stored is on disk and whole once it returned.
         drop(store);
         let reopened = Store::open(root.as_fd(), false, false).expect("reopen");
-        let one =
-            read_paths(root.as_fd(), &reopened, &paths, &|_| false, u64::MAX, 3).expect("read");
+        let one = reading(root.as_fd(), &reopened, &|_| false)
+            .read(&paths, 3)
+            .expect("read");
         for (p, pre) in &one {
             if let PreImage::File { blob, .. } = pre {
                 assert_eq!(reopened.blobs().verify(blob), Ok(true), "{p}");
@@ -370,7 +393,7 @@ mod tests {
         paths.insert(3, &bad);
         paths.push(&bad);
         for parts in 1..=4 {
-            match read_paths(root.as_fd(), &store, &paths, &|_| false, u64::MAX, parts) {
+            match reading(root.as_fd(), &store, &|_| false).read(&paths, parts) {
                 Err(RewindError::Refused(problems)) => {
                     let at: Vec<&str> = problems.iter().map(|f| f.path.as_str()).collect();
                     assert_eq!(at, [long.as_str()], "{parts} parts: {problems:?}");

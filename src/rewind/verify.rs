@@ -20,7 +20,7 @@ pub fn verify(plan: &Plan, store: &Store) -> Vec<Failure> {
 }
 
 /// [`verify`], its blobs read in `parts(blobs)` parts.
-fn verify_in_parts(plan: &Plan, store: &Store, parts: fn(usize) -> usize) -> Vec<Failure> {
+fn verify_in_parts(plan: &Plan, store: &Store, parts: impl Fn(usize) -> usize) -> Vec<Failure> {
     let valid = |step: &&Step| RelPath::new(step.path.as_bytes()).is_ok();
     let mut blobs: Vec<&BlobId> = Vec::new();
     let mut listed: HashSet<&BlobId> = HashSet::new();
@@ -117,16 +117,7 @@ mod tests {
             assert!(f.reason.contains(&id.short()), "{f:?}");
         }
         for parts in [2, 3, 4, 8] {
-            let split = verify_in_parts(
-                &plan,
-                &store,
-                match parts {
-                    2 => |_| 2,
-                    3 => |_| 3,
-                    4 => |_| 4,
-                    _ => |_| 8,
-                },
-            );
+            let split = verify_in_parts(&plan, &store, |_| parts);
             assert_eq!(format!("{split:?}"), format!("{one:?}"), "{parts} parts");
         }
     }

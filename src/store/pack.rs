@@ -578,6 +578,13 @@ mod tests {
         assert_eq!(p.entries(), vec![(b, 5)]);
     }
 
+    /// `n` distinct blob ids (not the hashes of anything).
+    fn ids(n: usize) -> Vec<BlobId> {
+        (0..n)
+            .map(|i| format!("{i:064x}").parse().expect("blob id"))
+            .collect()
+    }
+
     /// The blobs a fresh open of the packs finds.
     fn on_disk(d: &std::fs::File) -> Vec<(BlobId, u64)> {
         let mut e = Packs::open(d.as_fd(), false, false)
@@ -591,9 +598,7 @@ mod tests {
     fn held_appends_are_readable_at_once_and_on_disk_when_finished_or_dropped() {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = std::fs::File::open(dir.path()).expect("open");
-        let ids: Vec<BlobId> = (0..6)
-            .map(|i| format!("{i:064x}").parse().expect("blob id"))
-            .collect();
+        let ids = ids(6);
         let mut p = Packs::open(d.as_fd(), true, false).expect("packs");
         p.limit = 50; // rolls over to a new pack while holding
         let held = p.hold_appends();
@@ -648,9 +653,7 @@ mod tests {
     fn threads_that_join_a_hold_add_to_its_batch_until_the_last_finishes() {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = std::fs::File::open(dir.path()).expect("open");
-        let ids: Vec<BlobId> = (0..5)
-            .map(|i| format!("{i:064x}").parse().expect("blob id"))
-            .collect();
+        let ids = ids(5);
         let p = Packs::open(d.as_fd(), true, false).expect("packs");
         let held = p.hold_appends();
         p.put(&ids[0], b"the holder's", false).expect("put");
@@ -703,9 +706,7 @@ mod tests {
     fn a_compaction_that_rolls_over_to_several_new_packs_keeps_every_live_blob() {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = std::fs::File::open(dir.path()).expect("open");
-        let ids: Vec<BlobId> = (0..12)
-            .map(|i| format!("{i:064x}").parse().expect("blob id"))
-            .collect();
+        let ids = ids(12);
         let mut p = Packs::open(d.as_fd(), true, false).expect("packs");
         p.limit = 40; // a new pack every few blobs
         for (i, id) in ids.iter().enumerate() {
