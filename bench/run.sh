@@ -53,6 +53,10 @@
 #                                  (the kernel's permission checks, as before the host-checks lever),
 #                                  next to the defaults, on every workload run as root that the peers
 #                                  run too: the lever measured side by side, interleaved
+#   BASE_BIN=FILE                  also run ckpt-user-base: the user's own mount made by another
+#                                  ckpt-mount binary (e.g. the commit before a lever), next to
+#                                  ckpt-user on every workload that has it, interleaved: a lever of
+#                                  the daemon-served mount measured side by side with what it replaces
 #   BENCH_FS=loop                  where the workloads run: `loop` (default) makes a fresh ext4
 #                                  image with a journal ($WORK/fs.img, BENCH_FS_SIZE=24G, sparse)
 #                                  and mounts it on $WORK/fs; `host` uses $WORK on whatever
@@ -195,6 +199,14 @@ if [ "${KPERM:-0}" = 1 ]; then
   done
 fi
 
+# BASE_BIN: the user's mount made by another binary, next to the user's mount made by this one
+if [ -n "${BASE_BIN:-}" ]; then
+  for w in "${WORKLOADS[@]}"; do
+    case " ${WL_VARIANTS[$w]} " in *" ckpt-user "*) ;; *) continue ;; esac
+    WL_VARIANTS[$w]="${WL_VARIANTS[$w]/ckpt-user/ckpt-user ckpt-user-base}"
+  done
+fi
+
 if [ "$LIST" = 1 ]; then
   for w in "${WORKLOADS[@]}"; do printf '%-18s variants: %s%s%s\n' "$w" "${WL_VARIANTS[$w]}" \
     "$( [ "${WL_LONG[$w]}" = 1 ] && echo '  (long)')" "$( [ "${WL_USER[$w]}" = 1 ] && echo '  (runs as the user)')"; done
@@ -333,14 +345,17 @@ mount_variant() {
       # shellcheck disable=SC2086 # PTHP_OPTS is a list of options
       fuse_mount "$PTHP_OUT" "$PTHP_BIN" --foreground "${pthp_opts[@]}" ${PTHP_OPTS:-}
       ;;
-    ckpt|ckpt-kperm|ckpt-user)
-      local runner=() opts="${ckpt_opts[*]} ${CKPT_MOUNT_OPTS:-}"
-      [ "$V" = ckpt-user ] && runner=(as_user_daemon)
+    ckpt|ckpt-kperm|ckpt-user|ckpt-user-base)
+      local runner=() opts="${ckpt_opts[*]} ${CKPT_MOUNT_OPTS:-}" bin="$CKPT_BIN"
+      case "$V" in ckpt-user*) runner=(as_user_daemon) ;; esac
+      [ "$V" = ckpt-user-base ] && bin="$CKPT_BASE_BIN"
+      # the variant's own CLI for the steps that call it (rewind_cli)
+      CKPT_VBIN="$bin"
       # shellcheck disable=SC2086 # CKPT_MOUNT_OPTS is a list of options
-      "${runner[@]}" "$CKPT_BIN" mount "${ckpt_opts[@]}" ${CKPT_MOUNT_OPTS:-} "$S" >> "$LOG" 2>&1 ||
-        { problem mount "ckpt-mount mount ${opts# } $S failed$([ "$V" = ckpt-user ] && echo " (as $BENCH_USER)")"; return 1; }
+      "${runner[@]}" "$bin" mount "${ckpt_opts[@]}" ${CKPT_MOUNT_OPTS:-} "$S" >> "$LOG" 2>&1 ||
+        { problem mount "ckpt-mount mount ${opts# } $S failed$([ -n "${runner[*]}" ] && echo " (as $BENCH_USER)")"; return 1; }
       MOUNTED="$V:$S"
-      DPID="$("$CKPT_BIN" status --dir "$S" --json 2>>"$LOG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>>"$LOG")"
+      DPID="$("$bin" status --dir "$S" --json 2>>"$LOG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>>"$LOG")"
       [ -n "$DPID" ] || problem mount "no daemon pid from ckpt-mount status --json"
       in_target "$S" sh -c 'echo 2 > .ckpt/turn' >> "$LOG" 2>&1 || problem mount "echo 2 > .ckpt/turn failed"
       ;;
@@ -362,12 +377,13 @@ unmount_variant() {
         { echo "-- passthrough_hp output, $W rep $REP:"; cat "$PTHP_OUT"; } >> "$LOG"
       fi
       ;;
-    ckpt:*|ckpt-kperm:*|ckpt-user:*)
-      local dir="${MOUNTED#*:}" ok=0 runner=()
-      [ "${MOUNTED%%:*}" = ckpt-user ] && runner=(as_user)
+    ckpt:*|ckpt-kperm:*|ckpt-user:*|ckpt-user-base:*)
+      local dir="${MOUNTED#*:}" ok=0 runner=() bin="$CKPT_BIN"
+      case "${MOUNTED%%:*}" in ckpt-user*) runner=(as_user) ;; esac
+      [ "${MOUNTED%%:*}" = ckpt-user-base ] && bin="$CKPT_BASE_BIN"
       for _ in $(seq 50); do
         is_mounted "$dir" || { ok=1; break; }
-        "${runner[@]}" "$CKPT_BIN" unmount "$dir" >> "$LOG" 2>&1 && { ok=1; break; }
+        "${runner[@]}" "$bin" unmount "$dir" >> "$LOG" 2>&1 && { ok=1; break; }
         sleep 0.2
       done
       if [ "$ok" = 0 ]; then
@@ -587,10 +603,10 @@ turn_setup() { # TREE: npm | linux
 turn_run() { # TREE FILES...
   local tree="$1"; shift
   # the previous turn's work (untimed), so the checkpoint has something to record
-  case "$V" in git-stash|shadow-git|ckpt|ckpt-user) inside prev-turn edit4 2 "$@" ;; esac
+  case "$V" in git-stash|shadow-git|ckpt|ckpt-user|ckpt-user-base) inside prev-turn edit4 2 "$@" ;; esac
   case "$V" in
     native) timeit "turn-$tree" sh -c ': && for f; do printf "// turn 3 edit\n" >> "$f" || exit 1; done' sh "$@" ;;
-    ckpt|ckpt-user)
+    ckpt|ckpt-user|ckpt-user-base)
       timeit "turn-$tree" sh -c 'echo 3 > .ckpt/turn && for f; do printf "// turn 3 edit\n" >> "$f" || exit 1; done' sh "$@"
       timeit "turnswitch-$tree" sh -c 'echo 4 > .ckpt/turn'
       ;;
@@ -612,7 +628,7 @@ w_turn-linux_run() { turn_run "$LINUX_TREE" "${LINUX_EDITS[@]}"; }
 # of the CLI (/usr/bin/time) and of the daemon during the rewind alone (its VmHWM is reset just
 # before, through /proc/PID/clear_refs, so the capture of the turn before does not count; what
 # it held then, its VmRSS, is recorded as rss_before_kb)
-rewind_cli() { /usr/bin/time -f '%M' -o "$RUN/cli-rss.txt" "$CKPT_BIN" rewind 2 --dir "$S"; }
+rewind_cli() { /usr/bin/time -f '%M' -o "$RUN/cli-rss.txt" "${CKPT_VBIN:-$CKPT_BIN}" rewind 2 --dir "$S"; }
 rewind_timed() { # LABEL
   if [ -n "$DPID" ]; then
     record "$1" "$V" "$REP" rss_before_kb "$(awk '/^VmRSS:/ {print $2}' "/proc/$DPID/status" 2>/dev/null)"
@@ -730,13 +746,19 @@ fi
 [ -x "$CKPT_SRC" ] || die "no ckpt-mount binary at $CKPT_SRC"
 CKPT_BIN="$WORK/bin/ckpt-mount"
 cp "$CKPT_SRC" "$CKPT_BIN.tmp" && mv "$CKPT_BIN.tmp" "$CKPT_BIN"
+CKPT_BASE_BIN="$WORK/bin/ckpt-mount-base"
+if [ -n "${BASE_BIN:-}" ]; then
+  [ -x "$BASE_BIN" ] || die "BASE_BIN=$BASE_BIN is not an executable"
+  cp "$BASE_BIN" "$CKPT_BASE_BIN.tmp" && mv "$CKPT_BASE_BIN.tmp" "$CKPT_BASE_BIN"
+  log "== ckpt-user-base: $BASE_BIN ($("$CKPT_BASE_BIN" --version 2>&1))"
+fi
 
 # is the tuned bindfs accepted here?
-VARIANTS_OK="native bindfs bindfs-tuned passthrough-hp ckpt ckpt-kperm ckpt-user git-stash shadow-git"
+VARIANTS_OK="native bindfs bindfs-tuned passthrough-hp ckpt ckpt-kperm ckpt-user ckpt-user-base git-stash shadow-git"
 drop_variant() { local v=" $VARIANTS_OK "; v="${v/ "$1" / }"; v="${v# }"; VARIANTS_OK="${v% }"; }
 
 # the steps a user runs call these functions of this script, and read these variables
-export FIX BENCH PY SF RUN S KSRC CKPT_BIN
+export FIX BENCH PY SF RUN S KSRC CKPT_BIN CKPT_VBIN
 export -f walk sed1000 tsc_build edit4 npm_ci cargo_build pip_env pip_venv pip_install grep_tree rg_tree rewind_cli
 
 # can BENCH_USER mount ckpt-mount (through fusermount3), and does its daemon serve file I/O
@@ -755,7 +777,7 @@ else
   fi
   rm -rf "$WORK/probe"
 fi
-case "$CKPT_USER_DESC" in "not run"*) log "ckpt-user $CKPT_USER_DESC: no ckpt-user variant"; drop_variant ckpt-user ;; esac
+case "$CKPT_USER_DESC" in "not run"*) log "ckpt-user $CKPT_USER_DESC: no ckpt-user variant"; drop_variant ckpt-user; drop_variant ckpt-user-base ;; esac
 rm -rf "$WORK/probe" && mkdir -p "$WORK/probe/s" "$WORK/probe/m"
 if "$BINDFS" --no-allow-other -o "$BINDFS_TUNED_OPTS" "$WORK/probe/s" "$WORK/probe/m" >> "$LOG" 2>&1; then
   fusermount -u "$WORK/probe/m"
@@ -838,6 +860,7 @@ S="" T="" V="" REP="" W="" DPID=""
   echo "long_reps=$LONG_REPS"
   echo "git=$GITDESC"
   echo "binary=$CKPT_SRC sha256 $(sha256sum "$CKPT_BIN" | cut -c1-16)"
+  [ -n "${BASE_BIN:-}" ] && echo "base_binary=$BASE_BIN sha256 $(sha256sum "$CKPT_BASE_BIN" | cut -c1-16)"
   echo "kernel=$(uname -r)"
   echo "cpus=$(nproc)"
   echo "mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
@@ -873,7 +896,7 @@ for W in "${WORKLOADS[@]}"; do
       if [ "$RESUME" = 1 ] && grep -qP "^\Q$W\E\t\Q$V\E\t$REP\tdone\t" "$RAW"; then continue; fi
       : > "$CASE_RAW"; : > "$CASE_PROBLEMS"
       rm -rf "$RUN"; mkdir -p "$RUN/src"; S="$RUN/src"; T="$S"; DPID=""
-      RUNAS=""; { [ "$V" = ckpt-user ] || [ "${WL_USER[$W]}" = 1 ]; } && RUNAS="$BENCH_USER"
+      RUNAS=""; { [ "$V" = ckpt-user ] || [ "$V" = ckpt-user-base ] || [ "${WL_USER[$W]}" = 1 ]; } && RUNAS="$BENCH_USER"
       echo "-- $W $V rep $REP" >> "$LOG"
       "w_${W}_setup" >> "$LOG" 2>&1 || problem "$W" "setup failed"
       # a case run as the user gets everything it works on

@@ -18,7 +18,8 @@ from collections import OrderedDict, defaultdict
 FS_VARIANTS = ["native", "bindfs", "bindfs-tuned", "passthrough-hp", "ckpt", "ckpt-user"]
 VNAME = {"native": "plain dir", "bindfs": "bindfs", "bindfs-tuned": "bindfs tuned",
          "passthrough-hp": "passthrough_hp", "ckpt": "ckpt-mount", "ckpt-user": "ckpt-mount (user)",
-         "ckpt-kperm": "ckpt-mount --kernel-permissions"}
+         "ckpt-kperm": "ckpt-mount --kernel-permissions",
+         "ckpt-user-base": "ckpt-mount (user), base binary"}
 # the other FUSE passthroughs ckpt-mount is compared with, and their short names in ratio columns
 PEERS = ["bindfs", "bindfs-tuned", "passthrough-hp"]
 PEER_SHORT = {"bindfs": "bindfs", "bindfs-tuned": "tuned", "passthrough-hp": "pt_hp"}
@@ -137,7 +138,7 @@ def main():
         return statistics.median(xs) if xs else None
 
     def n_of(label, metric):
-        return max((len(vals.get((label, v, metric), [])) for v in FS_VARIANTS + ["ckpt-kperm", "git-stash", "shadow-git"]), default=0)
+        return max((len(vals.get((label, v, metric), [])) for v in FS_VARIANTS + ["ckpt-kperm", "ckpt-user-base", "git-stash", "shadow-git"]), default=0)
 
     meta = OrderedDict()
     if a.meta:
@@ -327,6 +328,28 @@ def main():
               f"{best_peer(label, m)} | {best_peer(label, m, 'ckpt-kperm')} | {cpu} |")
         p("")
 
+    # -- BASE_BIN: the user's mount of this binary against the same mount of the base binary
+    ub = [r for r in MAIN + AGENT + USER
+          if r[1] == "sec" and med(r[0], "ckpt-user-base", "sec") is not None]
+    if ub:
+        p("## The user's mount: this binary against the base binary (`BASE_BIN`)")
+        p("")
+        p(f"ckpt-user is the user's own mount made by this binary, ckpt-user-base the same mount "
+          f"made by {meta.get('base_binary', 'the base binary')}; both ran "
+          "interleaved with the other variants in every repetition.")
+        p("")
+        p("| workload | n | plain dir | ckpt-user | ckpt-user-base | user/base | user/plain "
+          "| base/plain | daemon CPU s user / base |")
+        p("|---|---|---|---|---|---|---|---|---|")
+        for label, metric, name in ub:
+            m = {v: med(label, v, metric) for v in ["native", "ckpt-user", "ckpt-user-base"]}
+            cpu = f"{f2(med(label, 'ckpt-user', 'cpu'))} / {f2(med(label, 'ckpt-user-base', 'cpu'))}"
+            p(f"| {name} | {n_of(label, metric)} | {fmt_s(m['native'])} | {fmt_s(m['ckpt-user'])} | "
+              f"{fmt_s(m['ckpt-user-base'])} | {ratio_to(label, m, 'ckpt-user', 'ckpt-user-base')} | "
+              f"{ratio_to(label, m, 'ckpt-user', 'native')} | "
+              f"{ratio_to(label, m, 'ckpt-user-base', 'native')} | {cpu} |")
+        p("")
+
     # -- the FUSE round-trip floor
     fl = [v for v in FS_VARIANTS if med("floor", v, "getxattr_us") is not None
           or med("floor-ttl0", v, "getxattr_us") is not None]
@@ -499,7 +522,7 @@ def main():
     p("| step | variant | runs |")
     p("|---|---|---|")
     for l in labels:
-        for v in FS_VARIANTS + ["ckpt-kperm", "git-stash", "shadow-git"]:
+        for v in FS_VARIANTS + ["ckpt-kperm", "ckpt-user-base", "git-stash", "shadow-git"]:
             xs = vals.get((l, v, "sec"))
             if xs:
                 p(f"| {l} | {VNAME.get(v, v)} | " + " ".join(fmt_s(x) for x in xs) + " |")
