@@ -142,6 +142,22 @@ impl FileId {
         }
     }
 
+    /// A 64-bit digest of a proven identity (number and handle, or number and birth time),
+    /// `None` where nothing beyond the number was read. For what must only tell whether a
+    /// node still denotes the file it did, cheaply per node: two files told apart by their
+    /// handles share a digest with a chance of 2^-64.
+    pub fn fingerprint(&self) -> Option<std::num::NonZeroU64> {
+        use std::hash::{Hash, Hasher};
+        if self.fh.is_none() && self.btime.is_none() {
+            return None;
+        }
+        // SipHash with fixed keys: the same identity gives the same digest for the daemon's
+        // whole life, which is all a digest held in memory needs.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.hash(&mut h);
+        std::num::NonZeroU64::new(h.finish()).or(std::num::NonZeroU64::new(1))
+    }
+
     /// The identity of the inode behind `fd` (any descriptor, `O_PATH` included).
     pub fn of_fd(fd: BorrowedFd<'_>, ino: u64) -> FileId {
         Self::read_at(fd, c"", libc::AT_EMPTY_PATH, ino)
@@ -197,6 +213,24 @@ mod tests {
         assert_eq!(
             id(7, None, Some(5)).same_as(&id(7, None, Some(6))),
             Same::No
+        );
+    }
+
+    #[test]
+    fn fingerprints_tell_proven_identities_apart_and_unproven_ones_have_none() {
+        let a = id(7, Some(b"gen1"), None);
+        assert_eq!(a.fingerprint(), a.clone().fingerprint(), "stable");
+        assert_ne!(a.fingerprint(), id(7, Some(b"gen2"), None).fingerprint());
+        assert_ne!(a.fingerprint(), id(8, Some(b"gen1"), None).fingerprint());
+        assert_ne!(
+            id(7, None, Some(5)).fingerprint(),
+            id(7, None, Some(6)).fingerprint()
+        );
+        assert!(a.fingerprint().is_some());
+        assert_eq!(
+            id(7, None, None).fingerprint(),
+            None,
+            "a number proves nothing"
         );
     }
 

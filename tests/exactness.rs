@@ -505,3 +505,80 @@ fn a_prune_while_files_are_first_written_keeps_every_pre_image() {
         assert_eq!(got, body(i), "w/f{i:04} after the rewind");
     }
 }
+
+/// Bytes of `rel` the kernel holds in its page cache, as `fincore` (mincore through a mapping
+/// of a fresh open) counts them: so this open itself kept the pages, or it would find none.
+fn resident(m: &Mounted, rel: &str) -> u64 {
+    let out = m.sh(&format!("fincore --bytes --noheadings --output RES {rel}"));
+    out.trim().parse().expect("fincore's byte count")
+}
+
+/// Where the daemon serves every read (no kernel passthrough, as on a user's mount), an open
+/// keeps the pages the kernel holds of a file it is proven to be (a file read again costs no
+/// read request), and a rewind that rewrites files in place (a plain file, a hard-link group
+/// known to the kernel by one name) leaves no page of the turn's bytes behind: not for a new
+/// open, nor for a descriptor held open across the rewind.
+#[test]
+fn pages_kept_between_opens_never_outlive_a_rewind_that_changed_the_file() {
+    use std::io::{BufRead, Write};
+    use std::process::Stdio;
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with_args(
+        |d| {
+            std::fs::write(d.join("f"), "turn-one bytes A\n").expect("write");
+            std::fs::write(d.join("g"), "linked bytes one\n").expect("write");
+            std::fs::hard_link(d.join("g"), d.join("h")).expect("link");
+        },
+        &["--no-passthrough"],
+    );
+    m.turn(2);
+    m.sh("cat f h > /dev/null");
+    assert!(resident(&m, "f") > 0, "a second open dropped f's pages");
+    // The same size, so that no size change makes the kernel drop the pages by itself.
+    m.sh("printf 'turn-two bytes B\\n' > f; printf 'linked bytes two\\n' > g; cat f h > /dev/null");
+    assert_eq!(m.sh("cat f h"), "turn-two bytes B\nlinked bytes two\n");
+    let (f_ino, g_ino) = (ino(&m.path("f")), ino(&m.path("g")));
+    // A reader holding f open across the rewind: it reads once before, once after.
+    let mut reader = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import os, sys\n\
+             fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+             print(os.pread(fd, 64, 0).decode(), end='', flush=True)\n\
+             sys.stdin.readline()\n\
+             print(os.pread(fd, 64, 0).decode(), end='', flush=True)\n",
+        )
+        .arg(m.path("f"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut out = std::io::BufReader::new(reader.stdout.take().expect("stdout"));
+    let mut before = String::new();
+    out.read_line(&mut before).expect("first read");
+    assert_eq!(before, "turn-two bytes B\n");
+    m.rewind(2);
+    assert_eq!(
+        (ino(&m.path("f")), ino(&m.path("g"))),
+        (f_ino, g_ino),
+        "the rewind rewrote f and the group in place (the case under test)"
+    );
+    let mut stdin = reader.stdin.take().expect("stdin");
+    stdin.write_all(b"\n").expect("signal");
+    drop(stdin);
+    let mut after = String::new();
+    out.read_line(&mut after).expect("second read");
+    assert!(reader.wait().expect("wait").success());
+    assert_eq!(
+        after, "turn-one bytes A\n",
+        "the held descriptor read the turn's bytes"
+    );
+    assert_eq!(m.sh("cat f"), "turn-one bytes A\n");
+    assert_eq!(m.sh("cat h g"), "linked bytes one\nlinked bytes one\n");
+    // And the pages are kept again from the file as it is now.
+    m.sh("cat f > /dev/null");
+    assert!(resident(&m, "f") > 0, "pages of the restored f not kept");
+    assert_eq!(m.sh("cat f"), "turn-one bytes A\n");
+}

@@ -353,6 +353,31 @@ impl CkptFs {
         }
     }
 
+    /// Whether the open `fh` of `node`, whose reads the daemon serves, lets the kernel keep
+    /// the pages it holds for the node (`FOPEN_KEEP_CACHE`) instead of dropping them: a file
+    /// read again (a compiler's inputs at each build, `grep` run twice) is then read from
+    /// memory, not through the daemon. Only where the kernel passes no file through: a
+    /// passthrough open reads and writes the host file beside the node's pages, which would
+    /// then fall out of step. The pages are the file's when this node's last open was of the
+    /// same file and no rewind changed it since ([`InodeTable::pages_still_valid`]);
+    /// anything unproven drops them, as every open did before.
+    pub fn keeps_kernel_pages(&self, node: NodeId, fh: Fh) -> bool {
+        if self.passthrough() {
+            return false;
+        }
+        let Ok(h) = self.handle_fd(fh) else {
+            return false;
+        };
+        let (Some(fd), HandleKind::File { regular: true, .. }) = (&h.fd, &h.kind) else {
+            return false;
+        };
+        let Some(ino) = self.read_inodes().get(node).map(|n| n.host.ino) else {
+            return false;
+        };
+        let now = crate::identity::FileId::of_fd(fd.as_fd(), ino).fingerprint();
+        self.read_inodes().pages_still_valid(node, now)
+    }
+
     /// `flush` (each `close`): a control file opened for writing and closed without a byte
     /// written got empty input, which is `EINVAL` like any other bad input.
     pub fn flush(&self, fh: Fh) -> FsResult<()> {

@@ -74,6 +74,16 @@ impl FuseAdapter {
         cache.by_handle.insert(fh, id.clone());
         Some(id)
     }
+
+    /// The open flags of a file whose reads the daemon serves: no `FLUSH`, and the kernel's
+    /// pages kept where they are proven the file's ([`CkptFs::keeps_kernel_pages`]).
+    fn read_flags(&self, node: NodeId, fh: Fh) -> FopenFlags {
+        if self.fs.keeps_kernel_pages(node, fh) {
+            FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::FOPEN_NOFLUSH
+        }
+    }
 }
 
 /// Backing ids in use: strong per open handle, weak per node. Nothing keeps a backing id past
@@ -246,6 +256,17 @@ impl Filesystem for FuseAdapter {
             self.passthrough.store(true, Ordering::Relaxed);
             self.fs.set_passthrough(true);
             log::info!(target: "ckpt::fuse", "kernel passthrough for file I/O is on");
+        }
+        // Where the daemon serves every read, opens keep the kernel's pages of a file they are
+        // proven to hold (`read_flags`), and FUSE_AUTO_INVAL_DATA makes the kernel drop them
+        // when a refresh of the attributes shows another mtime: a file changed behind the
+        // mount's back (by a process whose working directory is the folder under it) is read
+        // again within the attribute TTL, as its attributes are. Not with passthrough: there
+        // it would refresh attributes at each read the daemon serves (the TTL is 0 while a
+        // file may be mapped) for pages no open keeps.
+        if !self.passthrough.load(Ordering::Relaxed) {
+            let _ =
+                config.add_capabilities(InitFlags::FUSE_AUTO_INVAL_DATA & config.capabilities());
         }
         Ok(())
     }
@@ -441,7 +462,7 @@ impl Filesystem for FuseAdapter {
                         Some(id) => reply.opened_passthrough(fh.into(), f, &id),
                         None => {
                             self.fs.reads_served_here(fh);
-                            reply.opened(fh.into(), f)
+                            reply.opened(fh.into(), self.read_flags(ino.into(), fh))
                         }
                     }
                 }
@@ -713,13 +734,10 @@ impl Filesystem for FuseAdapter {
                     FopenFlags::FOPEN_NOFLUSH,
                     &id,
                 ),
-                None => reply.created(
-                    &e.ttl,
-                    &fix(e),
-                    Generation(0),
-                    fh.into(),
-                    FopenFlags::FOPEN_NOFLUSH,
-                ),
+                None => {
+                    let f = self.read_flags(e.node, fh);
+                    reply.created(&e.ttl, &fix(e), Generation(0), fh.into(), f)
+                }
             },
             Err(e) => reply.error(errno("create", parent, e)),
         }

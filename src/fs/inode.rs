@@ -15,7 +15,9 @@
 use crate::ids::NodeId;
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::num::NonZeroU64;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One name in a directory, shared by the node's aliases and the table's index.
 pub type Name = Arc<OsStr>;
@@ -66,7 +68,7 @@ impl HostId {
 }
 
 /// One node.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Node {
     /// The host inode.
     pub host: HostId,
@@ -74,6 +76,11 @@ pub struct Node {
     pub nlookup: u64,
     /// `(parent node, name)` pairs this node is known by.
     pub aliases: Aliases,
+    /// The file whose bytes the kernel may hold in this node's page cache, as
+    /// [`crate::identity::FileId::fingerprint`] gives it: recorded at each open the daemon
+    /// serves reads for, cleared when a rewind changes the file behind the kernel's back; 0
+    /// for none. Atomic, so that an open needs only the table's read lock.
+    pages_of: AtomicU64,
 }
 
 /// The table.
@@ -98,6 +105,7 @@ impl InodeTable {
                 host: root,
                 nlookup: 1,
                 aliases: Aliases::new(),
+                pages_of: AtomicU64::new(0),
             },
         );
         let mut by_host = HashMap::new();
@@ -254,6 +262,7 @@ impl InodeTable {
                 host,
                 nlookup: 0,
                 aliases: Aliases::new(),
+                pages_of: AtomicU64::new(0),
             },
         );
         self.by_host.insert(host, ino);
@@ -406,6 +415,35 @@ impl InodeTable {
         }
     }
 
+    /// At an open whose reads the daemon serves: whether the pages the kernel holds for
+    /// `ino` are still the bytes of `now` (the file opened), so the open may keep them
+    /// (`FOPEN_KEEP_CACHE`). They are when the last such open recorded the same file and no
+    /// rewind changed it since: every other change of its bytes passes through the kernel,
+    /// which keeps its own pages in step. Records `now` for the next open; an unproven file
+    /// (`None`) is never trusted.
+    ///
+    /// Why the identity and not only the node: the host recycles inode numbers, a number
+    /// that comes back as a file stays on its node, and the kernel may still hold that node's
+    /// inode with the pages of the file that had the number before.
+    pub fn pages_still_valid(&self, ino: NodeId, now: Option<NonZeroU64>) -> bool {
+        let Some(node) = self.nodes.get(&ino) else {
+            return false;
+        };
+        let now = now.map_or(0, NonZeroU64::get);
+        // Relaxed: the value is its own message; the invalidations that go with a rewind's
+        // clearing are ordered by the rewind's own sequence, not by this word.
+        let before = node.pages_of.swap(now, Ordering::Relaxed);
+        now != 0 && before == now
+    }
+
+    /// A rewind changed `ino`'s file where the kernel did not see it: the next open drops
+    /// whatever pages the kernel holds for it.
+    pub fn distrust_pages(&self, ino: NodeId) {
+        if let Some(node) = self.nodes.get(&ino) {
+            node.pages_of.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// After a rewind changed what `name` in `parent` is: keep the name only while it still
     /// refers to the same host inode. Returns whether it was kept (a file rewritten in place).
     pub fn refresh(&mut self, parent: NodeId, name: &OsStr, now: Option<HostId>) -> bool {
@@ -460,6 +498,36 @@ mod tests {
         t.forget(a, 2);
         assert!(t.get(a).is_none());
         assert_eq!(t.child(ROOT, OsStr::new("b")), None);
+    }
+
+    #[test]
+    fn kernel_pages_are_kept_only_for_the_file_that_filled_them() {
+        let fp = |n: u64| NonZeroU64::new(n);
+        let mut t = InodeTable::new(h(2));
+        let f = t.remember(ROOT, OsStr::new("f"), h(20));
+        assert!(
+            !t.pages_still_valid(f, fp(1)),
+            "a fresh node holds no pages"
+        );
+        t.distrust_pages(f);
+        assert!(!t.pages_still_valid(f, fp(1)), "first open: nothing known");
+        assert!(t.pages_still_valid(f, fp(1)), "same file again");
+        t.distrust_pages(f);
+        assert!(!t.pages_still_valid(f, fp(1)), "a rewind changed it");
+        assert!(
+            t.pages_still_valid(f, fp(1)),
+            "pages dropped and refilled since"
+        );
+        // The number came back as another file (a rewind removed f, the host gave 20 to the
+        // next file): the same node, another identity.
+        t.unlink(ROOT, OsStr::new("f"));
+        let g = t.remember(ROOT, OsStr::new("g"), h(20));
+        assert_eq!(g, f, "a recycled number of the same type stays on its node");
+        assert!(!t.pages_still_valid(g, fp(2)), "another file's pages");
+        assert!(t.pages_still_valid(g, fp(2)));
+        assert!(!t.pages_still_valid(g, None), "unproven: never trusted");
+        assert!(!t.pages_still_valid(g, None));
+        assert!(!t.pages_still_valid(NodeId(999), fp(3)), "no such node");
     }
 
     #[test]

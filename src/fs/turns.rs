@@ -169,6 +169,11 @@ impl CkptFs {
                 .zip(cname.as_ref())
                 .and_then(|(d, c)| sys::lstatat(d.as_fd(), c).ok())
                 .map(|st| HostId::of(&st));
+            // The node mapped to the inode now at the name, when the kernel knows that inode
+            // by another name only: a surviving link the rewind rewrote in place.
+            let holder = now
+                .and_then(|host| self.read_inodes().node_of(host))
+                .filter(|h| Some(*h) != node);
             let mut kept = self.write_inodes().refresh(parent, name, now);
             // A rewind may give an open file back a name it had (a hard link relinked to the
             // inode a descriptor still holds). The kernel has not looked that name up, so
@@ -188,6 +193,7 @@ impl CkptFs {
             }
             out.push(ChangedName {
                 node,
+                holder,
                 parent,
                 name: name.to_os_string(),
                 kept,
@@ -223,9 +229,14 @@ impl CkptFs {
         // attributes) changed neither its entry nor its directory's listing: its inode's
         // attributes and cached pages are all the kernel must drop (half the notifications
         // of a large rewind, docs/BENCHMARKS.md).
+        //
+        // Every node whose file may have changed also forgets whose bytes its pages are, so
+        // that no later open keeps them (`CkptFs::keeps_kernel_pages`), whatever the kernel
+        // read through a descriptor still open between the change and this call.
         let mut parents = std::collections::HashSet::new();
         for c in changed {
-            if let Some(node) = c.node {
+            for node in [c.node, c.holder].into_iter().flatten() {
+                self.read_inodes().distrust_pages(node);
                 inv.inval_inode(node);
             }
             if c.kept {
@@ -244,6 +255,9 @@ impl CkptFs {
 pub(super) struct ChangedName {
     /// The node the kernel knew at the name before the rewind, if any.
     node: Option<NodeId>,
+    /// Another node of the host inode at the name after the rewind (the kernel knows it by
+    /// another name): its attributes and pages changed too when it was rewritten in place.
+    holder: Option<NodeId>,
     parent: NodeId,
     name: OsString,
     /// The name still refers to that node's host inode (rewritten in place).
