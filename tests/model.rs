@@ -686,20 +686,22 @@ fn config() -> ProptestConfig {
     }
 }
 
-/// How often each kind of operation succeeded / failed over the whole run (coverage report).
-static STATS: std::sync::Mutex<BTreeMap<String, (u32, u32)>> =
-    std::sync::Mutex::new(BTreeMap::new());
+thread_local! {
+    /// How often each kind of operation succeeded / failed in this test (coverage report):
+    /// per thread, because each property test runs on its own and reports its own.
+    static STATS: std::cell::RefCell<BTreeMap<String, (u32, u32)>> =
+        const { std::cell::RefCell::new(BTreeMap::new()) };
+}
 
 fn count(kind: &str, ok: bool) {
-    let mut s = STATS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let e = s.entry(kind.to_string()).or_default();
-    if ok {
-        e.0 += 1;
-    } else {
-        e.1 += 1;
-    }
+    STATS.with_borrow_mut(|s| {
+        let e = s.entry(kind.to_string()).or_default();
+        if ok {
+            e.0 += 1;
+        } else {
+            e.1 += 1;
+        }
+    });
 }
 
 fn kind(op: &Op) -> String {
@@ -733,7 +735,7 @@ fn check_property(args: &[&str], cases: u32) {
         run_generated(&ops, end, args);
         Ok(())
     });
-    let stats = STATS.lock().map(|s| s.clone()).unwrap_or_default();
+    let stats = STATS.with_borrow(|s| s.clone());
     let line: Vec<String> = stats
         .iter()
         .map(|(k, (ok, err))| format!("{k} {ok}/{err}"))
