@@ -13,7 +13,9 @@
 # and the first write of 1,000 existing small files in a turn (open r+b, write 1 byte, close:
 # bench/run.sh's firstwrite, each captured), then the same loop again (second writes); with
 # ONLY=pip (or ONLY="rm-rf pip ...") `python3 -m venv` and `pip install` of the agent fixture's
-# wheels (bench/fixtures-agent.sh; FIX as bench/run.sh), bench/run.sh's pip workload.
+# wheels (bench/fixtures-agent.sh; FIX as bench/run.sh), bench/run.sh's pip workload; with
+# ONLY=npm, `npm ci --offline` of the fixture's lock file from a copy of its warm cache,
+# bench/run.sh's npm-ci workload.
 set -euo pipefail
 FIX=${FIX:-/tmp/ckpt-bench-fixtures}
 PEER=${PEER:-}
@@ -72,6 +74,10 @@ count() { # WORKLOAD: one line of counts per opcode
     mkdir "$d/w"; for i in $(seq 1000); do printf '%0100d' 0 > "$d/w/f$i"; done
   fi
   if [ "$wl" = pip ]; then cp "$FIX/requirements.txt" "$d/"; fi
+  if [ "$wl" = npm ]; then
+    cp "$FIX/npmtree/package.json" "$FIX/npmtree/package-lock.json" "$d/"
+    rm -rf "$WORK/npm-cache"; cp -a "$FIX/npm-cache" "$WORK/npm-cache"
+  fi
   if [ "$PEER" = bindfs ] || [ "$PEER" = passthrough_hp ]; then
     mkdir -p "$d.src"; rm -rf "$d.src"; mv "$d" "$d.src"; mkdir "$d"
     if [ "$PEER" = bindfs ]; then bindfs --no-allow-other "$@" "$d.src" "$d"
@@ -107,6 +113,10 @@ count() { # WORKLOAD: one line of counts per opcode
           .venv/bin/pip install -q --no-index --find-links "$FIX/wheels" --no-cache-dir \
           --disable-pip-version-check -r requirements.txt
         echo "entries in .venv: $(find .venv | wc -l)" >&2 ;;
+      npm)
+        NPM_CONFIG_USERCONFIG=/dev/null npm ci --offline --cache "$WORK/npm-cache" --no-audit \
+          --no-fund --ignore-scripts --no-update-notifier --loglevel=warn
+        echo "files in node_modules: $(find node_modules -type f | wc -l)" >&2 ;;
     esac
     echo 0 > "$T/tracing_on"
   )
