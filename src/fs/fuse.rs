@@ -6,9 +6,12 @@
 //! passthrough's backing ids (one per inode, as the kernel requires), the negotiation at
 //! `init`, and the log level of each errno. Every request method is a few lines.
 
+mod backing;
+
 use super::{Caller, CkptFs, Entry, Invalidator, OpenedAs, SetAttr, SetTime, XattrReply};
 use crate::ids::{Fh, NodeId};
 use crate::sys::Errno as SysErrno;
+use backing::BackingIds;
 use fuser::BackingId;
 use fuser::{
     CopyFileRangeFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
@@ -16,11 +19,10 @@ use fuser::{
     ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl,
     ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
 /// The `fuser::Filesystem` over a shared core.
@@ -30,7 +32,7 @@ pub struct FuseAdapter {
     /// Ask for kernel passthrough of file I/O (reads, writes, mmap bypass the daemon).
     pub want_passthrough: bool,
     passthrough: AtomicBool,
-    backing: Mutex<BackingCache>,
+    backing: BackingIds,
 }
 
 impl FuseAdapter {
@@ -40,14 +42,8 @@ impl FuseAdapter {
             fs,
             want_passthrough,
             passthrough: AtomicBool::new(false),
-            backing: Mutex::default(),
+            backing: BackingIds::default(),
         }
-    }
-
-    fn lock_backing(&self) -> std::sync::MutexGuard<'_, BackingCache> {
-        self.backing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The backing id to pass `fh` through with: shared by every open of one node (the kernel
@@ -61,18 +57,11 @@ impl FuseAdapter {
         if !self.passthrough.load(Ordering::Relaxed) {
             return None;
         }
-        let mut cache = self.lock_backing();
-        let id = match cache.by_node.get(&node).and_then(Weak::upgrade) {
-            Some(id) => id,
-            None => {
-                let id = self.fs.with_backing_fd(fh, register).ok()?;
-                let id = Arc::new(id.map_err(|e| log::debug!(target: "ckpt::fuse", "no passthrough for node {node}: {e}")).ok()?);
-                cache.by_node.insert(node, Arc::downgrade(&id));
-                id
-            }
-        };
-        cache.by_handle.insert(fh, id.clone());
-        Some(id)
+        self.backing.for_handle(node, fh, || {
+            let id = self.fs.with_backing_fd(fh, register).ok()?;
+            id.map_err(|e| log::debug!(target: "ckpt::fuse", "no passthrough for node {node}: {e}"))
+                .ok()
+        })
     }
 
     /// The open flags of a file whose reads the daemon serves: no `FLUSH`, and the kernel's
@@ -82,24 +71,6 @@ impl FuseAdapter {
             FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_KEEP_CACHE
         } else {
             FopenFlags::FOPEN_NOFLUSH
-        }
-    }
-}
-
-/// Backing ids in use: strong per open handle, weak per node. Nothing keeps a backing id past
-/// the last release of its node: a registered backing file pins its inode, so a kept one would
-/// hold a deleted file's space until unmount (measured: `rm` of 8 MB freed nothing).
-#[derive(Default)]
-struct BackingCache {
-    by_handle: HashMap<Fh, Arc<BackingId>>,
-    by_node: HashMap<NodeId, Weak<BackingId>>,
-}
-
-impl BackingCache {
-    fn release(&mut self, fh: Fh) {
-        self.by_handle.remove(&fh);
-        if self.by_node.len() > 4096 {
-            self.by_node.retain(|_, w| w.strong_count() > 0);
         }
     }
 }
@@ -546,7 +517,7 @@ impl Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.lock_backing().release(fh.into());
+        self.backing.release(fh.into());
         self.fs.release(fh.into());
         reply.ok();
     }

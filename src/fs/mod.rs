@@ -18,6 +18,7 @@
 //! | `turns.rs` | turn switches and rewinds: gate, held-open captures, cache invalidation |
 //! | `inode.rs`, `handles.rs` | the node table (node id ↔ host identity, names) and handle table |
 //! | `fuse.rs` | the fuser adapter: converts each request, calls the core, replies |
+//! | `fuse/backing.rs` | passthrough's backing ids, one per node while an open holds it |
 //!
 //! Every mutating operation reads the same way: take `gate` shared, capture what it will
 //! change (`capture_node` / `Capturer::ensure`), reach the inode through `resolve.rs`, make
