@@ -15,7 +15,9 @@
 # ONLY=pip (or ONLY="rm-rf pip ...") `python3 -m venv` and `pip install` of the agent fixture's
 # wheels (bench/fixtures-agent.sh; FIX as bench/run.sh), bench/run.sh's pip workload; with
 # ONLY=npm, `npm ci --offline` of the fixture's lock file from a copy of its warm cache,
-# bench/run.sh's npm-ci workload.
+# bench/run.sh's npm-ci workload; with ONLY=cargo, the incremental `cargo build` of the agent
+# fixture's crate after touching src/lib.rs (its first build made in the mount untraced),
+# bench/run.sh's cargo-incr step.
 set -euo pipefail
 FIX=${FIX:-/tmp/ckpt-bench-fixtures}
 PEER=${PEER:-}
@@ -65,6 +67,12 @@ print("waited %.0f ms (per opcode: total ms, median µs): " % sum(ms.values()) +
     "%s %.0f (%.0f)" % (k, v, p50(k)) for k, v in sorted(ms.items(), key=lambda kv: -kv[1])))
 PY
 
+# bench/workloads-agent.sh's build: the fixture's toolchain, offline, a cargo home of its own.
+cargo_build() {
+  env -u RUSTC_WRAPPER -u CARGO_TARGET_DIR -u CARGO_BUILD_TARGET_DIR -u RUSTFLAGS \
+    PATH="$FIX/rust/bin:$PATH" CARGO_HOME="$WORK/cargo-home" cargo build --offline --locked -q
+}
+
 count() { # WORKLOAD: one line of counts per opcode
   local d="$WORK/m" wl=$1
   shift
@@ -74,6 +82,7 @@ count() { # WORKLOAD: one line of counts per opcode
     mkdir "$d/w"; for i in $(seq 1000); do printf '%0100d' 0 > "$d/w/f$i"; done
   fi
   if [ "$wl" = pip ]; then cp "$FIX/requirements.txt" "$d/"; fi
+  if [ "$wl" = cargo ]; then cp -a "$FIX/crate/hexyl" "$d/hexyl"; fi
   if [ "$wl" = npm ]; then
     cp "$FIX/npmtree/package.json" "$FIX/npmtree/package-lock.json" "$d/"
     rm -rf "$WORK/npm-cache"; cp -a "$FIX/npm-cache" "$WORK/npm-cache"
@@ -93,6 +102,8 @@ count() { # WORKLOAD: one line of counts per opcode
     [ -n "$PEER" ] || echo 2 > .ckpt/turn
     # secondwrite: the files are captured in this turn already (untraced), then written again.
     [ "$wl" = secondwrite ] && python3 "$WORK/writes.py" w
+    # cargo: the first build (untraced), then the touch the incremental build answers.
+    if [ "$wl" = cargo ]; then (cd hexyl && cargo_build) && touch hexyl/src/lib.rs; fi
     # The connection id is the kernel's dev_t of the mount: MAJOR << 20 | MINOR.
     local dev maj min
     dev=$(stat -c %d .); maj=$(( (dev >> 8) & 0xfff )); min=$(( (dev & 0xff) | ((dev >> 12) & 0xfff00) ))
@@ -113,6 +124,7 @@ count() { # WORKLOAD: one line of counts per opcode
           .venv/bin/pip install -q --no-index --find-links "$FIX/wheels" --no-cache-dir \
           --disable-pip-version-check -r requirements.txt
         echo "entries in .venv: $(find .venv | wc -l)" >&2 ;;
+      cargo) (cd hexyl && cargo_build) ;;
       npm)
         NPM_CONFIG_USERCONFIG=/dev/null npm ci --offline --cache "$WORK/npm-cache" --no-audit \
           --no-fund --ignore-scripts --no-update-notifier --loglevel=warn
