@@ -513,6 +513,52 @@ fn resident(m: &Mounted, rel: &str) -> u64 {
     out.trim().parse().expect("fincore's byte count")
 }
 
+/// A hard link rewritten in place by a rewind through a name whose directory the kernel does
+/// not know (so the inode table cannot reach that name): the pages the kernel keeps for the
+/// link it still knows, under another directory, must go all the same. Found in review: the
+/// refresh skipped such a name before it looked for the node holding its inode.
+#[test]
+fn pages_of_a_link_are_dropped_when_its_rewound_name_lies_where_the_kernel_forgot() {
+    if !require_fuse() {
+        return;
+    }
+    let mut m = Mounted::with_args(
+        |d| {
+            std::fs::create_dir(d.join("x")).expect("mkdir");
+            std::fs::create_dir(d.join("z")).expect("mkdir");
+            std::fs::write(d.join("x/a"), "linked bytes one\n").expect("write");
+            std::fs::hard_link(d.join("x/a"), d.join("z/c")).expect("link");
+        },
+        &["--no-passthrough"],
+    );
+    m.turn(2);
+    // The same size, so that no size change makes the kernel drop the pages by itself.
+    m.sh("printf 'linked bytes two\\n' > x/a");
+    let a_ino = ino(&m.path("x/a"));
+    // A new daemon (the folder mounted again, as after a reboot) whose kernel is told of z/c
+    // and never of x: x/a is a name its inode table cannot reach. (Not `drop_caches`, which
+    // would also drop the pages other tests running beside this one look at.)
+    m.unmount();
+    m.remount_with(&["--no-passthrough"]);
+    m.sh("cat z/c > /dev/null; cat z/c > /dev/null");
+    assert!(resident(&m, "z/c") > 0, "a second open dropped z/c's pages");
+    assert_eq!(m.sh("cat z/c"), "linked bytes two\n");
+    m.rewind(2);
+    // Read first: a lookup of x/a would hand the kernel the inode's new attributes, and their
+    // new mtime would make it drop the pages by itself.
+    assert_eq!(
+        m.sh("cat z/c"),
+        "linked bytes one\n",
+        "an open of the link kept pages of bytes the rewind took back"
+    );
+    assert_eq!(
+        ino(&m.path("x/a")),
+        a_ino,
+        "the rewind rewrote the group in place (the case under test)"
+    );
+    assert_eq!(m.sh("cat x/a"), "linked bytes one\n");
+}
+
 /// Where the daemon serves every read (no kernel passthrough, as on a user's mount), an open
 /// keeps the pages the kernel holds of a file it is proven to be (a file read again costs no
 /// read request), and a rewind that rewrites files in place (a plain file, a hard-link group

@@ -126,7 +126,7 @@ impl CkptFs {
             if !dry_run {
                 let started = std::time::Instant::now();
                 self.lock_dirs().map.clear();
-                refreshed = self.refresh_names(&report.changed);
+                refreshed = self.refresh_names(&report.touched());
                 // Files still open for writing belong to the current turn from now on (the
                 // operation began a capture epoch, `crate::store::ops`).
                 self.capture_held_after(&mut report);
@@ -151,6 +151,9 @@ impl CkptFs {
     pub(super) fn refresh_names(&self, changed: &[RelPath]) -> Vec<ChangedName> {
         let open = self.open_descriptors();
         let mut out = Vec::with_capacity(changed.len());
+        // The last directory opened for a name the table cannot reach: the changed paths of a
+        // tree the kernel never saw (a large rewind after `rm -rf`) come directory by directory.
+        let mut unreached = LastDir::default();
         for path in changed {
             let parts: Vec<&[u8]> = path.as_bytes().split(|b| *b == b'/').collect();
             let mut parent = Some(ROOT);
@@ -159,7 +162,22 @@ impl CkptFs {
                 parent = parent.and_then(|p| t.child(p, OsStr::from_bytes(part)));
             }
             drop(t);
-            let Some(parent) = parent else { continue };
+            let Some(parent) = parent else {
+                // The kernel holds no node of the name's directory, so no entry of it; but it
+                // may know the inode now at the name by another name (a hard link elsewhere,
+                // rewritten in place), whose attributes and pages changed with it.
+                let holder = self
+                    .host_at(path, &mut unreached)
+                    .and_then(|host| self.read_inodes().node_of(host));
+                if holder.is_some() {
+                    out.push(ChangedName {
+                        node: None,
+                        holder,
+                        entry: None,
+                    });
+                }
+                continue;
+            };
             let name = path.file_name();
             let node = self.read_inodes().child(parent, name);
             let dir = self.dir_fd(parent).ok();
@@ -194,14 +212,36 @@ impl CkptFs {
             out.push(ChangedName {
                 node,
                 holder,
-                parent,
-                name: name.to_os_string(),
-                kept,
+                entry: (!kept).then(|| (parent, name.to_os_string())),
             });
         }
         // Names below what the rewind removed or replaced are gone with it.
         self.write_inodes().prune_unreachable();
         out
+    }
+
+    /// The host inode at `path` now, when it is a hard link (a name the inode table cannot
+    /// reach: only an inode with another name can have a node), reached from the folder's
+    /// root through `last`, the directory the previous such path was in.
+    fn host_at(&self, path: &RelPath, last: &mut LastDir) -> Option<HostId> {
+        let name = cname(path.file_name()).ok()?;
+        let st = match path.parent() {
+            Some(dir) => {
+                if last.path.as_ref() != Some(&dir) {
+                    last.fd = sys::open_beneath(
+                        self.root.as_fd(),
+                        &dir.to_cstring(),
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                        0,
+                    )
+                    .ok();
+                    last.path = Some(dir);
+                }
+                sys::lstatat(last.fd.as_ref()?.as_fd(), &name).ok()?
+            }
+            None => sys::lstatat(self.root.as_fd(), &name).ok()?,
+        };
+        (st.st_nlink > 1 && st.st_mode & libc::S_IFMT != libc::S_IFDIR).then(|| HostId::of(&st))
     }
 
     /// One descriptor per node held open through a handle, to prove which inode a name
@@ -239,16 +279,22 @@ impl CkptFs {
                 self.read_inodes().distrust_pages(node);
                 inv.inval_inode(node);
             }
-            if c.kept {
-                continue;
+            if let Some((parent, name)) = &c.entry {
+                inv.inval_entry(*parent, name);
+                parents.insert(*parent);
             }
-            inv.inval_entry(c.parent, &c.name);
-            parents.insert(c.parent);
         }
         for parent in parents {
             inv.inval_inode(parent);
         }
     }
+}
+
+/// A directory opened by [`CkptFs::host_at`], kept for the next name in it.
+#[derive(Default)]
+struct LastDir {
+    path: Option<RelPath>,
+    fd: Option<OwnedFd>,
 }
 
 /// A name a rewind changed, as the kernel must be told of it.
@@ -258,10 +304,10 @@ pub(super) struct ChangedName {
     /// Another node of the host inode at the name after the rewind (the kernel knows it by
     /// another name): its attributes and pages changed too when it was rewritten in place.
     holder: Option<NodeId>,
-    parent: NodeId,
-    name: OsString,
-    /// The name still refers to that node's host inode (rewritten in place).
-    kept: bool,
+    /// The directory's node and the name, when the kernel's entry changed: `None` when the
+    /// name still refers to its node's host inode (rewritten in place) or the kernel knows no
+    /// node of its directory.
+    entry: Option<(NodeId, OsString)>,
 }
 
 impl CkptFs {

@@ -79,6 +79,26 @@ impl Report {
         self.restored.is_empty() && self.deleted.is_empty()
     }
 
+    /// The paths whose state on the host the rewind may have changed: those it changed, then
+    /// those it failed on and did not list as changed, since a step can fail after writing
+    /// (a file restored in place that ran out of space half-way, then its mode not set). What
+    /// the kernel cached of every one of them is to be dropped.
+    pub fn touched(&self) -> Vec<RelPath> {
+        let mut seen: HashSet<&RelPath> = self.changed.iter().collect();
+        let failed: Vec<RelPath> = self
+            .failed
+            .iter()
+            .filter_map(|f| RelPath::new(f.path.as_bytes()).ok())
+            .collect();
+        let mut out = self.changed.clone();
+        for p in &failed {
+            if seen.insert(p) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
     /// The counts of the lists, with the paths left unchanged and the bytes written.
     pub fn summary(&self) -> Summary {
         Summary {
@@ -215,5 +235,33 @@ impl std::fmt::Display for RewindError {
             }
             Self::Store(e) => write!(f, "{e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> RelPath {
+        RelPath::new(s.as_bytes()).expect("a valid path")
+    }
+
+    fn failure(path: &str) -> Failure {
+        Failure {
+            path: path.into(),
+            reason: "no space left".into(),
+        }
+    }
+
+    #[test]
+    fn a_path_that_failed_is_touched_as_much_as_one_that_changed() {
+        let report = Report {
+            changed: vec![p("a"), p("d/b")],
+            failed: vec![failure("d/b"), failure("c"), failure("c"), failure("")],
+            ..Report::default()
+        };
+        // Changed first, in order; each failed path once; nothing that is no path.
+        assert_eq!(report.touched(), vec![p("a"), p("d/b"), p("c")]);
+        assert!(Report::default().touched().is_empty());
     }
 }
