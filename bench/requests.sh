@@ -67,11 +67,11 @@ print("waited %.0f ms (per opcode: total ms, median µs): " % sum(ms.values()) +
     "%s %.0f (%.0f)" % (k, v, p50(k)) for k, v in sorted(ms.items(), key=lambda kv: -kv[1])))
 PY
 
-# bench/workloads-agent.sh's build: the fixture's toolchain, offline, a cargo home of its own.
-cargo_build() {
-  env -u RUSTC_WRAPPER -u CARGO_TARGET_DIR -u CARGO_BUILD_TARGET_DIR -u RUSTFLAGS \
-    PATH="$FIX/rust/bin:$PATH" CARGO_HOME="$WORK/cargo-home" cargo build --offline --locked -q
-}
+# bench/run.sh's cargo build (`cargo_build`, `CRATE_DIR`), from the file that defines it: the
+# fixture's toolchain, offline, a cargo home of its own under $RUN.
+RUN="$WORK"
+# shellcheck source=bench/workloads-agent.sh
+. "$(dirname "$0")/workloads-agent.sh"
 
 count() { # WORKLOAD: one line of counts per opcode
   local d="$WORK/m" wl=$1
@@ -82,7 +82,7 @@ count() { # WORKLOAD: one line of counts per opcode
     mkdir "$d/w"; for i in $(seq 1000); do printf '%0100d' 0 > "$d/w/f$i"; done
   fi
   if [ "$wl" = pip ]; then cp "$FIX/requirements.txt" "$d/"; fi
-  if [ "$wl" = cargo ]; then cp -a "$FIX/crate/hexyl" "$d/hexyl"; fi
+  if [ "$wl" = cargo ]; then cp -a "$FIX/crate/$CRATE_DIR" "$d/$CRATE_DIR"; fi
   if [ "$wl" = npm ]; then
     cp "$FIX/npmtree/package.json" "$FIX/npmtree/package-lock.json" "$d/"
     rm -rf "$WORK/npm-cache"; cp -a "$FIX/npm-cache" "$WORK/npm-cache"
@@ -103,7 +103,7 @@ count() { # WORKLOAD: one line of counts per opcode
     # secondwrite: the files are captured in this turn already (untraced), then written again.
     [ "$wl" = secondwrite ] && python3 "$WORK/writes.py" w
     # cargo: the first build (untraced), then the touch the incremental build answers.
-    if [ "$wl" = cargo ]; then (cd hexyl && cargo_build) && touch hexyl/src/lib.rs; fi
+    if [ "$wl" = cargo ]; then (cd "$CRATE_DIR" && cargo_build) && touch "$CRATE_DIR/src/lib.rs"; fi
     # The connection id is the kernel's dev_t of the mount: MAJOR << 20 | MINOR.
     local dev maj min
     dev=$(stat -c %d .); maj=$(( (dev >> 8) & 0xfff )); min=$(( (dev & 0xff) | ((dev >> 12) & 0xfff00) ))
@@ -124,7 +124,7 @@ count() { # WORKLOAD: one line of counts per opcode
           .venv/bin/pip install -q --no-index --find-links "$FIX/wheels" --no-cache-dir \
           --disable-pip-version-check -r requirements.txt
         echo "entries in .venv: $(find .venv | wc -l)" >&2 ;;
-      cargo) (cd hexyl && cargo_build) ;;
+      cargo) (cd "$CRATE_DIR" && cargo_build) ;;
       npm)
         NPM_CONFIG_USERCONFIG=/dev/null npm ci --offline --cache "$WORK/npm-cache" --no-audit \
           --no-fund --ignore-scripts --no-update-notifier --loglevel=warn

@@ -1,4 +1,5 @@
-# The workloads of issue 16, sourced by bench/run.sh (not run on its own): rewinds at scale, the
+# The workloads of issue 16, sourced by bench/run.sh (and by bench/requests.sh, for its cargo
+# build; not run on its own): rewinds at scale, the
 # agent workloads, the FUSE round-trip floor and the latency tails. Same conventions as the
 # workloads in run.sh: w_NAME_setup (untimed, on the plain folder $S before mounting), w_NAME_run
 # (in the mounted target $T, timed with `timeit`), w_NAME_after (untimed, after unmount); the

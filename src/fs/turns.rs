@@ -126,7 +126,8 @@ impl CkptFs {
             if !dry_run {
                 let started = std::time::Instant::now();
                 self.lock_dirs().map.clear();
-                refreshed = self.refresh_names(&report.touched());
+                let failed = report.failed_not_changed();
+                refreshed = self.refresh_names(report.changed.iter().chain(&failed));
                 // Files still open for writing belong to the current turn from now on (the
                 // operation began a capture epoch, `crate::store::ops`).
                 self.capture_held_after(&mut report);
@@ -148,9 +149,12 @@ impl CkptFs {
     /// the rewind replaced no longer belongs to the node it had), before anything reads names
     /// again (the held-open captures at the end of a rewind). Returns what the kernel must be
     /// told about each changed name.
-    pub(super) fn refresh_names(&self, changed: &[RelPath]) -> Vec<ChangedName> {
+    pub(super) fn refresh_names<'a>(
+        &self,
+        changed: impl Iterator<Item = &'a RelPath>,
+    ) -> Vec<ChangedName> {
         let open = self.open_descriptors();
-        let mut out = Vec::with_capacity(changed.len());
+        let mut out = Vec::with_capacity(changed.size_hint().0);
         // The last directory opened for a name the table cannot reach: the changed paths of a
         // tree the kernel never saw (a large rewind after `rm -rf`) come directory by directory.
         let mut unreached = LastDir::default();
@@ -224,23 +228,13 @@ impl CkptFs {
     /// reach: only an inode with another name can have a node), reached from the folder's
     /// root through `last`, the directory the previous such path was in.
     fn host_at(&self, path: &RelPath, last: &mut LastDir) -> Option<HostId> {
-        let name = cname(path.file_name()).ok()?;
-        let st = match path.parent() {
-            Some(dir) => {
-                if last.path.as_ref() != Some(&dir) {
-                    last.fd = sys::open_beneath(
-                        self.root.as_fd(),
-                        &dir.to_cstring(),
-                        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-                        0,
-                    )
-                    .ok();
-                    last.path = Some(dir);
-                }
-                sys::lstatat(last.fd.as_ref()?.as_fd(), &name).ok()?
-            }
-            None => sys::lstatat(self.root.as_fd(), &name).ok()?,
-        };
+        let parent = path.parent();
+        if last.fd.is_none() || last.parent != parent {
+            let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+            last.fd = path.open_parent(self.root.as_fd(), flags).ok();
+            last.parent = parent;
+        }
+        let st = sys::lstatat(last.fd.as_ref()?.as_fd(), &path.file_name_cstring()).ok()?;
         (st.st_nlink > 1 && st.st_mode & libc::S_IFMT != libc::S_IFDIR).then(|| HostId::of(&st))
     }
 
@@ -293,7 +287,8 @@ impl CkptFs {
 /// A directory opened by [`CkptFs::host_at`], kept for the next name in it.
 #[derive(Default)]
 struct LastDir {
-    path: Option<RelPath>,
+    /// Its path (`None`: the folder's root).
+    parent: Option<RelPath>,
     fd: Option<OwnedFd>,
 }
 

@@ -79,24 +79,24 @@ impl Report {
         self.restored.is_empty() && self.deleted.is_empty()
     }
 
-    /// The paths whose state on the host the rewind may have changed: those it changed, then
-    /// those it failed on and did not list as changed, since a step can fail after writing
-    /// (a file restored in place that ran out of space half-way, then its mode not set). What
-    /// the kernel cached of every one of them is to be dropped.
-    pub fn touched(&self) -> Vec<RelPath> {
-        let mut seen: HashSet<&RelPath> = self.changed.iter().collect();
-        let failed: Vec<RelPath> = self
+    /// The paths the rewind failed on and does not list in `changed`, each once: their state
+    /// on the host may have changed all the same, since a step can fail after writing (a file
+    /// restored in place that ran out of space half-way, then its mode not set), so what the
+    /// kernel cached of them is dropped too. Nothing is built for a rewind without failures.
+    pub fn failed_not_changed(&self) -> Vec<RelPath> {
+        let mut failed: Vec<RelPath> = self
             .failed
             .iter()
             .filter_map(|f| RelPath::new(f.path.as_bytes()).ok())
             .collect();
-        let mut out = self.changed.clone();
-        for p in &failed {
-            if seen.insert(p) {
-                out.push(p.clone());
-            }
+        if failed.is_empty() {
+            return failed;
         }
-        out
+        failed.sort();
+        failed.dedup();
+        let changed: HashSet<&RelPath> = self.changed.iter().collect();
+        failed.retain(|p| !changed.contains(p));
+        failed
     }
 
     /// The counts of the lists, with the paths left unchanged and the bytes written.
@@ -261,7 +261,9 @@ mod tests {
             ..Report::default()
         };
         // Changed first, in order; each failed path once; nothing that is no path.
-        assert_eq!(report.touched(), vec![p("a"), p("d/b"), p("c")]);
-        assert!(Report::default().touched().is_empty());
+        let failed = report.failed_not_changed();
+        let touched: Vec<&RelPath> = report.changed.iter().chain(&failed).collect();
+        assert_eq!(touched, vec![&p("a"), &p("d/b"), &p("c")]);
+        assert!(Report::default().failed_not_changed().is_empty());
     }
 }
