@@ -72,6 +72,17 @@ pub struct Renewal {
     pub now: FileId,
 }
 
+/// Whether an inode still has a name, as far as its handle can tell ([`FileId::standing`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// Proven to have no name left.
+    Gone,
+    /// Proven to have a name somewhere on the filesystem.
+    Named,
+    /// The handle cannot tell: no handle recorded, or opening by handle is not permitted.
+    Unknown,
+}
+
 /// The answer to "is this the same file?".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Same {
@@ -123,22 +134,27 @@ impl FileId {
         }
     }
 
-    /// Whether the inode this identity names is proven to have no name left on the
-    /// filesystem of `mount_fd` (freed, or only held open): its handle no longer opens, or opens
-    /// an inode with no links. Unproven (no handle, or not root, which `open_by_handle_at`
-    /// needs) is `false`.
-    pub fn is_gone(&self, mount_fd: BorrowedFd<'_>) -> bool {
+    /// Whether the inode this identity names still has a name on the filesystem of
+    /// `mount_fd`, as its handle tells: [`Standing::Gone`] when the handle no longer opens
+    /// (`ESTALE`) or opens an inode with no links (freed, or only held open). Without a
+    /// handle, or where `open_by_handle_at` is refused (it needs `CAP_DAC_READ_SEARCH`, which
+    /// a normal user's daemon lacks), [`Standing::Unknown`]: the caller looks for a name.
+    pub fn standing(&self, mount_fd: BorrowedFd<'_>) -> Standing {
         let Some(fh) = &self.fh else {
-            return false;
+            return Standing::Unknown;
         };
         // `open_by_handle_at` refuses an `O_PATH` descriptor as its mount descriptor.
         let Ok(mount) = sys::reopen(mount_fd, libc::O_RDONLY | libc::O_DIRECTORY) else {
-            return false;
+            return Standing::Unknown;
         };
         match sys::open_by_handle(std::os::fd::AsFd::as_fd(&mount), &fh.0, libc::O_PATH) {
-            Err(sys::Errno(libc::ESTALE)) => true,
-            Err(_) => false,
-            Ok(fd) => sys::fstat(std::os::fd::AsFd::as_fd(&fd)).is_ok_and(|st| st.st_nlink == 0),
+            Err(sys::Errno(libc::ESTALE)) => Standing::Gone,
+            Err(_) => Standing::Unknown,
+            Ok(fd) => match sys::fstat(std::os::fd::AsFd::as_fd(&fd)) {
+                Ok(st) if st.st_nlink == 0 => Standing::Gone,
+                Ok(_) => Standing::Named,
+                Err(_) => Standing::Unknown,
+            },
         }
     }
 
@@ -246,13 +262,13 @@ mod tests {
         std::fs::hard_link(dir.path().join("f"), dir.path().join("g")).expect("link");
         let id = FileId::of_name(root.as_fd(), c"f").expect("identity");
         if sys::geteuid() != 0 {
-            assert!(!id.is_gone(root.as_fd()), "unproven without root");
+            assert_eq!(id.standing(root.as_fd()), Standing::Unknown, "no root");
             return;
         }
         std::fs::remove_file(dir.path().join("f")).expect("rm");
-        assert!(!id.is_gone(root.as_fd()), "still linked as g");
+        assert_eq!(id.standing(root.as_fd()), Standing::Named, "still g");
         std::fs::remove_file(dir.path().join("g")).expect("rm");
-        assert!(id.is_gone(root.as_fd()), "no name left");
+        assert_eq!(id.standing(root.as_fd()), Standing::Gone, "no name left");
     }
 
     #[test]

@@ -103,7 +103,7 @@ pub(super) fn apply(
     // Only now is it known which recorded inodes lost their last name: one the plan restored
     // as a fresh file while the inode still had a name elsewhere (a name a later step
     // replaced) is gone by the end all the same, and records of its other names must follow.
-    report.renewed.retain(|r| r.was.is_gone(root));
+    super::renewals::keep_proven_gone(root, &mut report.renewed);
 }
 
 /// Steps done, for the failpoint and the progress a rewind reports, shared by the threads that
