@@ -450,6 +450,33 @@ fn renewals_of_a_whole_recreated_tree_reach_the_journal_and_a_later_rewind() {
     );
 }
 
+/// A rewind that leaves a file as it is because it holds its target's bytes, although a rewound
+/// turn replaced its inode (`git checkout -- .`, an editor's save by rename), must say that the
+/// file there now stands for the recorded inode: an older turn's record of another name of that
+/// inode's hard-link group finds it through that. Without it, the later rewind found no name
+/// holding the inode and restored the other name alone, silently splitting the group.
+#[test]
+fn a_link_replaced_by_its_own_bytes_is_found_by_a_later_rewind() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::write(d.join("f"), "data\n").expect("write");
+        std::fs::hard_link(d.join("f"), d.join("g")).expect("link");
+    });
+    m.turn(2);
+    sh(&m, "rm f");
+    m.turn(3);
+    sh(&m, "cp g g.tmp && mv g.tmp g");
+    // Leaves g as it is (the same bytes), another inode than turn 3's record of it.
+    m.rewind(3);
+    m.rewind(2);
+    let (f, g) = (m.path("f"), m.path("g"));
+    assert_eq!(std::fs::read_to_string(&f).expect("read"), "data\n");
+    assert_eq!(ino(&f), ino(&g), "f and g one inode again");
+    assert_eq!(std::fs::metadata(&f).expect("stat").nlink(), 2);
+}
+
 /// A prune while a process writes: a capture stores its pre-image's bytes before it takes the
 /// store's lock to record them, and a prune removes every blob no record names. A prune that
 /// ran between the two removed the bytes of a capture about to be recorded, and the rewind

@@ -370,6 +370,21 @@ impl<'a> Slot<'a> {
         BlobId::finish(hasher) == *blob
     }
 
+    /// A path left as it is because it matches its target, but holding an inode proven
+    /// other than the recorded one: a candidate renewal, exactly as if the rewind had written
+    /// a fresh file there (kept at the end of the run only if the recorded inode has no name
+    /// left, see [`note_renewal`]). Without it, records of older turns that name the recorded
+    /// inode (another name of its hard-link group) could no longer find it at this path.
+    fn note_renewal_if_other(&self, renewed: &mut Vec<crate::identity::Renewal>) {
+        let (Some(was), Some(st)) = (self.target.file_id(), self.current) else {
+            return;
+        };
+        let now = FileId::read_at(self.dir, self.name, 0, st.st_ino);
+        if was.same_as(&now) == crate::identity::Same::No {
+            renewed.push(crate::identity::Renewal { was, now });
+        }
+    }
+
     /// Whether the inode at the path is proven to be the one the record names.
     fn proven_same(&self, kind: u32) -> bool {
         let recorded = self.target.file_id();
@@ -440,6 +455,10 @@ impl<'a> Slot<'a> {
     ) -> Result<bool, String> {
         if self.matches() {
             // The same bytes and attributes: rewriting would change nothing but its times.
+            // But the inode may not be the recorded one (a rewound turn replaced the file by
+            // one with the same bytes, as `git checkout` or an editor's save by rename does):
+            // then it stands for the recorded inode from now on, as a fresh file would.
+            self.note_renewal_if_other(renewed);
             return Ok(false);
         }
         let attrs = |fd: BorrowedFd<'_>, known: Option<&libc::stat>| {
@@ -496,6 +515,7 @@ impl<'a> Slot<'a> {
         renewed: &mut Vec<crate::identity::Renewal>,
     ) -> Result<bool, String> {
         if self.matches() {
+            self.note_renewal_if_other(renewed);
             return Ok(false);
         }
         if self.links_to(link) && self.proven_same(libc::S_IFLNK) {
