@@ -39,6 +39,7 @@ mod links;
 mod parts;
 mod plan;
 mod preview;
+mod renewals;
 mod report;
 mod resolve;
 mod restore;
@@ -316,11 +317,17 @@ fn partial(
     resume: Option<Seq>,
 ) -> Result<Report, RewindError> {
     let all = all_targets(store, to)?;
+    // What lies at or below a path asked for is restored; an ancestor only where no directory
+    // stands now (then as it was at the start of the turn): one that exists keeps its mode,
+    // owner, xattrs and times, as nobody asked to rewind it.
     let targets: Vec<(RelPath, PreImage)> = all
         .iter()
         .filter(|(p, pre)| {
             paths.iter().any(|o| {
-                p.starts_with(o) || (o.starts_with(p) && matches!(pre, PreImage::Dir { .. }))
+                p.starts_with(o)
+                    || (o.starts_with(p)
+                        && matches!(pre, PreImage::Dir { .. })
+                        && !is_dir_now(root, p))
             })
         })
         .cloned()
@@ -359,12 +366,7 @@ pub fn rewind_agent(
         return Ok(r);
     }
     let all = all_targets(store, to)?;
-    let dir_now = |d: &RelPath| {
-        resolve::open_parent_raw(root, d)
-            .ok()
-            .and_then(|fd| crate::sys::lstatat(fd.as_fd(), &resolve::cname(d)).ok())
-            .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-    };
+    let dir_now = |d: &RelPath| is_dir_now(root, d);
     let split = agent::split(store.index(), to, conflicts, &dir_now)?;
     let paths = split.chosen();
     let wanted: HashSet<&RelPath> = paths.iter().collect();
@@ -387,6 +389,14 @@ pub fn rewind_agent(
         max_blob,
     };
     rewind_partial(root, store, chosen, report, progress, None)
+}
+
+/// Whether a directory stands at `d` now (reached without following a symlink).
+fn is_dir_now(root: BorrowedFd<'_>, d: &RelPath) -> bool {
+    resolve::open_parent_raw(root, d)
+        .ok()
+        .and_then(|fd| crate::sys::lstatat(fd.as_fd(), &resolve::cname(d)).ok())
+        .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
 }
 
 /// Every target of a rewind to `to`, with hard-link groups formed over all of them before a
