@@ -131,8 +131,10 @@ pub fn canonical(dir: &Path) -> std::io::Result<PathBuf> {
 
 /// The state of the folder at `dir` (canonical, see [`canonical`]). A daemon that answers on
 /// its control socket is alive; one that does not may be gone, which the mount itself
-/// confirms: opening its root fails with `ENOTCONN` once the kernel has lost the daemon
-/// (`stat` alone can still answer from the kernel's attribute cache).
+/// confirms: `statfs` of its root fails with `ENOTCONN` once the kernel has lost the daemon.
+/// `statfs` because the kernel always asks the daemon for it: `stat` can answer from the
+/// attribute cache, and `open` of a directory once listed is served by the kernel alone (the
+/// mount answers `OPENDIR` with `ENOSYS`), so both succeeded on a dead mount after an `ls`.
 pub fn state(dir: &Path) -> MountState {
     if !is_ckpt_mount(dir) {
         return MountState::NotMounted;
@@ -140,8 +142,13 @@ pub fn state(dir: &Path) -> MountState {
     if crate::ipc::listening(dir) {
         return MountState::Live;
     }
-    match std::fs::File::open(dir) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => MountState::Dead,
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return MountState::Live;
+    };
+    let answer = crate::sys::open_path(&c, libc::O_PATH | libc::O_DIRECTORY)
+        .and_then(|fd| crate::sys::fstatvfs(std::os::fd::AsFd::as_fd(&fd)));
+    match answer {
+        Err(crate::sys::Errno(libc::ENOTCONN)) => MountState::Dead,
         _ => MountState::Live,
     }
 }

@@ -1,8 +1,11 @@
 //! Crashes at named points, not at random moments: the daemon is built with the feature
 //! `failpoints` and started with `CKPT_FAILPOINT=NAME[:N]`, so it kills itself (`SIGKILL`)
-//! exactly there (see `src/failpoint.rs`). After each crash: `fsck` is clean, a remount
-//! completes what was cut off (a rewind) and a rewind to the start of the turn is exact, with
-//! nothing left behind in the folder or the store.
+//! exactly there (see `src/failpoint.rs`). Before each crash the folder is listed and a shell
+//! sits in it, as where users are (a listed directory is opened by the kernel alone, and a
+//! shell keeps the dead mount busy). After each crash: `status` says the mount is dead and names
+//! the one command that recovers, `fsck` is clean, that command (`mount DIR`) detaches the dead
+//! mount and completes what was cut off (a rewind), and a rewind to the start of the turn is
+//! exact, with nothing left behind in the folder or the store.
 
 mod common;
 use common::{Mounted, Node, assert_same_tree, bin, require_fuse, tree};
@@ -10,10 +13,18 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A folder mounted by a daemon that dies at `point`.
+/// A folder mounted by a daemon that dies at `point`, with a shell sitting in it.
 struct Crashable {
     _tmp: tempfile::TempDir,
     dir: PathBuf,
+    resident: std::process::Child,
+}
+
+impl Drop for Crashable {
+    fn drop(&mut self) {
+        let _ = self.resident.kill();
+        let _ = self.resident.wait();
+    }
 }
 
 impl Crashable {
@@ -37,7 +48,32 @@ impl Crashable {
             String::from_utf8_lossy(&o.stderr)
         );
         let m = Mounted::attach(&dir);
-        (Self { _tmp: tmp, dir }, m)
+        // A shell whose working directory is the mounted folder, as a user's terminal is.
+        let resident = Command::new("sh")
+            .args(["-c", "exec sleep 3600"])
+            .current_dir(&dir)
+            .spawn()
+            .expect("a shell in the folder");
+        (
+            Self {
+                _tmp: tmp,
+                dir,
+                resident,
+            },
+            m,
+        )
+    }
+
+    /// Lists the whole folder through the mount (after which the kernel opens its directories
+    /// without asking the daemon) and gives the daemon's pid, before a crash.
+    fn arm(&self) -> i32 {
+        let o = Command::new("ls")
+            .arg("-laR")
+            .arg(&self.dir)
+            .output()
+            .expect("ls");
+        assert!(o.status.success(), "ls -laR: {}", common::output_text(&o));
+        self.daemon_pid()
     }
 
     fn daemon_pid(&self) -> i32 {
@@ -63,7 +99,33 @@ impl Crashable {
             !proc_dir.exists(),
             "the daemon never reached failpoint {point}"
         );
-        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        // The mount is dead, its folder listed and a shell still in it: `status` says so and
+        // names the command that recovers.
+        let o = Command::new(bin())
+            .args(["status", "--dir"])
+            .arg(&self.dir)
+            .output()
+            .expect("status");
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "status of a dead mount: {said}");
+        let recover = format!("recover with: ckpt-mount mount {}", self.dir.display());
+        assert!(
+            said.contains("dead mount") && said.contains(&recover),
+            "after {point}, status says: {said}"
+        );
+    }
+
+    /// `mount DIR` on the dead mount: it detaches it and mounts again, saying so.
+    fn recover(&self) -> Mounted {
+        let o = Command::new(bin())
+            .arg("mount")
+            .arg(&self.dir)
+            .output()
+            .expect("mount");
+        let said = common::output_text(&o);
+        assert!(o.status.success(), "mount over the dead mount: {said}");
+        assert!(said.contains("was a dead mount"), "mount says: {said}");
+        Mounted::attach(&self.dir)
     }
 
     /// Runs `cut`, the command the daemon dies under at `point` (it must fail: "the {what}
@@ -76,13 +138,13 @@ impl Crashable {
         what: &str,
         cut: impl FnOnce(&Mounted) -> Output,
     ) -> Mounted {
-        let pid = self.daemon_pid();
+        let pid = self.arm();
         let o = cut(&m);
         assert!(!o.status.success(), "the {what} was cut off");
         self.wait_dead(pid, point);
-        drop(m); // its guard finds the mount gone
+        std::mem::forget(m); // the dead mount is the recovery's to detach
+        let m = self.recover();
         self.fsck_clean(point);
-        let m = Mounted::adopt(&self.dir);
         no_temp_files(&self.dir);
         m
     }
@@ -136,12 +198,12 @@ fn crash_in_capture(point: &str, setup: impl FnOnce(&Path), act: &str) {
     let (c, m) = Crashable::new(point, setup);
     m.turn(2);
     let at2: BTreeMap<String, Node> = tree(&c.dir, false);
-    let pid = c.daemon_pid();
+    let pid = c.arm();
     let _ = m.sh_output(act); // fails: the daemon dies under it
     c.wait_dead(pid, point);
-    drop(m); // its guard finds the mount gone
+    std::mem::forget(m); // the dead mount is the recovery's to detach
+    let mut m = c.recover();
     c.fsck_clean(point);
-    let mut m = Mounted::adopt(&c.dir);
     m.rewind(2);
     assert_same_tree(&at2, &tree(&c.dir, false));
     m.unmount();
@@ -361,4 +423,53 @@ fn killed_in_a_partial_rewind_after_its_saves() {
     assert_same_tree(&before, &tree(&c.dir, false));
     m.unmount();
     c.fsck_clean(point);
+}
+
+/// The same crash on a normal user's own mount (`fusermount3`, the daemon serving I/O): the
+/// folder listed and a shell in it, the daemon killed in the middle of a rewind; `status` says
+/// the mount is dead and names the command, which detaches it through `fusermount3` and
+/// completes the rewind exactly.
+#[test]
+fn a_normal_users_daemon_killed_in_a_rewind_after_a_listing_is_recovered_by_mount() {
+    use common::user::{UserArea, tier_runs};
+    if !require_fuse() {
+        return;
+    }
+    let Some((uid, gid)) = tier_runs() else {
+        return;
+    };
+    let area = UserArea::new(uid, gid);
+    area.sh(
+        "cd site && for i in 0 1 2 3 4 5; do echo \"file $i at turn 2\" > f$i; done \
+         && mkdir sub && echo inner > sub/inner",
+    );
+    // Read before the mount and after the unmount: without allow_other, root cannot read the
+    // user's mount.
+    let at2 = tree(&area.site, false);
+    area.sh("CKPT_FAILPOINT=rewind-step:3 $ck mount site >/dev/null && echo 2 > site/.ckpt/turn");
+    area.sh("cd site && rm f0 f1 && echo changed > f2 && mkdir new && echo n > new/x && rm -r sub");
+    let pid = area.sh("$ck status --json --dir site | sed -n 's/.*\"pid\": *\\([0-9]*\\).*/\\1/p'");
+    // Listed, and a shell left in the folder.
+    area.sh("ls -laR site >/dev/null && (cd site && exec sleep 611) </dev/null >/dev/null 2>&1 &");
+    let cut = area.sh_as(common::user::USER, "$ck rewind 2 -y --dir site");
+    assert!(!cut.status.success(), "the rewind was cut off");
+    let proc_dir = PathBuf::from(format!("/proc/{}", pid.trim()));
+    for _ in 0..2000 {
+        if !proc_dir.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(!proc_dir.exists(), "the daemon never reached its failpoint");
+    let o = area.sh_as(common::user::USER, "$ck status --dir site");
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("dead mount") && said.contains("recover with: ckpt-mount mount"),
+        "status of the user's dead mount: {said}"
+    );
+    let out = area.sh("$ck mount site 2>&1");
+    assert!(out.contains("was a dead mount"), "{out}");
+    area.sh("$ck unmount site; pkill -u \"$(id -u)\" -x -f 'sleep 611' || true");
+    assert_same_tree(&at2, &tree(&area.site, false));
 }
