@@ -2,6 +2,8 @@
 //! unmounted by a drop guard even when the test panics, plus tree snapshots to compare.
 #![allow(dead_code)]
 
+pub mod user;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
