@@ -77,6 +77,7 @@ pub(super) fn apply(
     super::log_took("what to write decided", decided);
     // Each step changes only what stands at its own path (and temp names beside it), and says
     // so to `parents`.
+    let unlocked = super::unlock::Unlocked::open_up(root, plan);
     let mut parents = Parents::new(root);
     for step in &plan.remove {
         progress(steps.tick(), steps.total);
@@ -99,6 +100,7 @@ pub(super) fn apply(
     };
     let dir_modes = restorer.all(&decided, parents, report);
     anchors.report_unrestored(report);
+    unlocked.close();
     set_dir_modes(root, dir_modes, report);
     // Only now is it known which recorded inodes lost their last name: one the plan restored
     // as a fresh file while the inode still had a name elsewhere (a name a later step

@@ -45,6 +45,7 @@ mod resolve;
 mod restore;
 mod save;
 mod undo;
+mod unlock;
 mod verify;
 
 pub use agent::{AgentSplit, Conflicts, PathActors};

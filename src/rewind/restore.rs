@@ -22,7 +22,7 @@ use crate::sys::{self, Errno};
 use crate::xattrs::{self, Via};
 use sha2::{Digest, Sha256};
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Removes whatever is at `path`; `Ok(false)` when nothing was there.
 pub(super) fn remove_step(parents: &mut Parents<'_>, path: &RelPath) -> Result<bool, String> {
@@ -61,6 +61,17 @@ pub fn remove_tree(dir: BorrowedFd<'_>, name: &CStr) -> Result<bool, Errno> {
         Err(e) => return Err(e),
     };
     if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        if !as_root() && st.st_mode & 0o700 != 0o700 && st.st_uid == sys::geteuid() {
+            // A user's daemon lists and empties only a directory its owner may: one a turn
+            // made read-only is opened up first (it goes, so its mode does not matter).
+            let p = sys::openat(
+                dir,
+                name,
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            )?;
+            sys::fchmod_any(p.as_fd(), (st.st_mode & 0o7777) | 0o700)?;
+        }
         let d = sys::openat(
             dir,
             name,
@@ -76,6 +87,29 @@ pub fn remove_tree(dir: BorrowedFd<'_>, name: &CStr) -> Result<bool, Errno> {
         sys::unlinkat(dir, name, 0)?;
     }
     Ok(true)
+}
+
+/// Opens the regular file `name` in `dir` for writing in place. A user's daemon may not open
+/// a file its owner made read-only (a group of hard links whose mode is 0500, say), which
+/// root's may: the owner gives itself write permission first, and the restore sets the
+/// file's recorded mode right after writing (its mode is given back if the open still fails).
+fn open_in_place(dir: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
+    let flags = libc::O_WRONLY | libc::O_NOFOLLOW;
+    match sys::openat(dir, name, flags, 0) {
+        Err(Errno(libc::EACCES)) if !as_root() => {
+            let p = sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+            let st = sys::fstat(p.as_fd())?;
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_uid != sys::geteuid() {
+                return Err(Errno(libc::EACCES));
+            }
+            let mode = st.st_mode & 0o7777;
+            sys::fchmod_any(p.as_fd(), mode | libc::S_IWUSR)?;
+            sys::openat(dir, name, flags, 0).inspect_err(|_| {
+                let _ = sys::fchmod_any(p.as_fd(), mode);
+            })
+        }
+        r => r,
+    }
 }
 
 /// Names of a rewind's temp files, in the directory of the path they replace.
@@ -469,8 +503,7 @@ impl<'a> Slot<'a> {
             // Written over, then cut to length, not opened with O_TRUNC: ext4 takes a
             // truncation to zero for a replace-by-truncate and starts writing the file back
             // when it is closed, a block write per file in a large rewind (docs/BENCHMARKS.md).
-            let fd = sys::openat(self.dir, self.name, libc::O_WRONLY | libc::O_NOFOLLOW, 0)
-                .map_err(err("cannot open for writing"))?;
+            let fd = open_in_place(self.dir, self.name).map_err(err("cannot open for writing"))?;
             let st = sys::fstat(fd.as_fd()).map_err(err("cannot stat"))?;
             if self
                 .current
