@@ -48,6 +48,8 @@
 //! On a failure the message ends with the resolved operation list, ready to paste into a
 //! `regression_*` test.
 
+mod common;
+
 use ckpt_mount::capture::{Capturer, DEFAULT_MAX_BLOB};
 use ckpt_mount::fs::inode::ROOT;
 use ckpt_mount::fs::{Caller, CkptFs, FsConfig, SetAttr};
@@ -83,6 +85,8 @@ const SETID_RESTORED: bool = true;
 /// Modes for chmod and mkdir; the last two only with set-id modes on (the caller is root, so
 /// nothing in the core drops them).
 const MODES: [u32; 8] = [0o644, 0o600, 0o755, 0o700, 0o500, 0o444, 0o4755, 0o2750];
+/// Modes for a run as a normal user (see [`modes`]).
+const USER_MODES: [u32; 4] = [0o755, 0o700, 0o775, 0o750];
 /// Symlink targets; never followed by the test (dangling ones included).
 const TARGETS: [&str; 6] = ["a", "b", "c/a", "../a", ".", "x"];
 /// User xattr names.
@@ -98,12 +102,33 @@ const WHO: Caller = Caller {
     pid: 0,
 };
 
+/// The caller of every request: root ([`WHO`]), or the user a user's run is.
+fn caller() -> Caller {
+    if common::user::in_user_run() {
+        // `/proc/self` belongs to the process's effective uid and gid.
+        let me = std::fs::metadata("/proc/self").expect("/proc/self");
+        Caller {
+            uid: me.uid(),
+            gid: me.gid(),
+            pid: 0,
+        }
+    } else {
+        WHO
+    }
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|s| s.trim().parse().ok())
 }
 
 /// The modes generated cases use.
 fn modes() -> &'static [u32] {
+    if common::user::in_user_run() {
+        // A normal user is refused what root is not: every mode keeps the owner's rwx, so
+        // files stay writable and directories searchable, as the model (which has no
+        // permissions) expects.
+        return &USER_MODES;
+    }
     if SETID_RESTORED && std::env::var("CKPT_CORE_SETID").as_deref() != Ok("0") {
         &MODES
     } else {
@@ -1511,7 +1536,7 @@ impl Case {
             step: 0,
             touched: HashMap::new(),
             trace: Vec::new(),
-            who: WHO,
+            who: caller(),
             actor: Actor::User,
             history: Vec::new(),
             procs: None,
@@ -3070,6 +3095,18 @@ fn rewinds_match_the_model_on_a_small_ext4_image() {
 #[test]
 fn rewinds_match_the_model_with_hard_links_on_tmp() {
     property(&Fixture::tmp(), true);
+}
+
+/// The property with hard links, run by a normal user (this test binary again, as `ckpt-ci`):
+/// the core then cannot open files by handle (`CAP_DAC_READ_SEARCH`), which is where hard-link
+/// groups were once split on a user's mount.
+#[test]
+fn rewinds_match_the_model_with_hard_links_as_a_normal_user() {
+    if common::user::in_user_run() {
+        property(&Fixture::tmp(), true);
+    } else {
+        common::user::rerun_as_user("rewinds_match_the_model_with_hard_links_as_a_normal_user");
+    }
 }
 
 #[test]

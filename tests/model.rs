@@ -173,6 +173,17 @@ const NAMES: [&str; 3] = ["a", "b", "c"];
 /// Modes for chmod; as root the read-only directory modes block nothing, but they must still
 /// come back exactly.
 const MODES: [u32; 6] = [0o600, 0o644, 0o755, 0o700, 0o500, 0o444];
+/// The modes of a run as a normal user: a directory it cannot search cannot be snapshotted
+/// by it either, so every mode keeps the owner's `x` (0o500 and 0o555 still take away `w`).
+const USER_MODES: [u32; 5] = [0o755, 0o700, 0o775, 0o500, 0o555];
+
+fn modes() -> Vec<u32> {
+    if common::user::in_user_run() {
+        USER_MODES.to_vec()
+    } else {
+        MODES.to_vec()
+    }
+}
 /// Symlink targets: relative and without `..`, so that following one never leaves the folder.
 const TARGETS: [&str; 7] = ["a", "b", "c/a", "a/b/c", "x", ".", "b/a"];
 
@@ -247,7 +258,7 @@ fn op() -> impl Strategy<Value = Op<Pth>> {
         6 => (path(), any::<u8>()).prop_map(|(p, s)| Write(p, s)),
         2 => (file(), any::<u8>()).prop_map(|(p, s)| Append(p, s)),
         2 => (file(), 0u8..12).prop_map(|(p, n)| Truncate(p, n)),
-        3 => (existing(), prop::sample::select(MODES.to_vec())).prop_map(|(p, m)| Chmod(p, m)),
+        3 => (existing(), prop::sample::select(modes())).prop_map(|(p, m)| Chmod(p, m)),
         3 => path().prop_map(Mkdir),
         2 => path().prop_map(MkdirAll),
         2 => file().prop_map(RemoveFile),
@@ -349,11 +360,35 @@ fn apply(root: &Path, op: &Op) -> Result<(), i32> {
     }
 }
 
+/// Gives the owner rwx on the directory `p`.
+fn open_up_dir(p: &Path) {
+    let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
+}
+
+/// Gives the owner rwx on the directory `p` and every directory below it: what a normal user
+/// needs to remove a tree with read-only directories in it (root needs nothing).
+fn open_up(p: &Path) {
+    let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
+    for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            open_up(&e.path());
+        }
+    }
+}
+
 /// Makes the plain directory `root` hold exactly `t` (the model's own rewind).
 fn materialize(root: &Path, t: &Tree) {
+    // The folder's own mode is no path of the tree (a rewind leaves it as it is): kept, and
+    // opened up meanwhile for a normal user, who may have made it read-only.
+    let root_mode = std::fs::metadata(root)
+        .expect("stat plain")
+        .permissions()
+        .mode();
+    open_up_dir(root);
     for e in std::fs::read_dir(root).expect("read_dir plain") {
         let p = e.expect("entry").path();
         if std::fs::symlink_metadata(&p).expect("lstat").is_dir() {
+            open_up(&p);
             std::fs::remove_dir_all(&p).expect("clear plain dir");
         } else {
             std::fs::remove_file(&p).expect("clear plain file");
@@ -393,6 +428,7 @@ fn materialize(root: &Path, t: &Tree) {
     for (p, mode) in dirs.iter().rev() {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(*mode)).expect("chmod dir");
     }
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(root_mode)).expect("chmod root");
 }
 
 /// One case: the real mount, the plain model directory, and the snapshots per turn.
@@ -723,6 +759,18 @@ fn rewind_matches_the_snapshot_of_every_turn_when_the_daemon_serves_reads() {
     check_property(&["--no-passthrough"], config().cases.div_ceil(2));
 }
 
+/// The same property on a normal user's own mount (`fusermount3`, the daemon serving I/O,
+/// no `CAP_DAC_READ_SEARCH`): this test binary runs again as the user `ckpt-ci`. Half the
+/// cases, as for the daemon-served mount above.
+#[test]
+fn rewind_matches_the_snapshot_of_every_turn_on_a_users_mount() {
+    if common::user::in_user_run() {
+        check_property(&[], config().cases.div_ceil(2));
+    } else if require_fuse() {
+        common::user::rerun_as_user("rewind_matches_the_snapshot_of_every_turn_on_a_users_mount");
+    }
+}
+
 fn check_property(args: &[&str], cases: u32) {
     if !require_fuse() {
         return;
@@ -825,4 +873,57 @@ fn regression_a_rewind_refreshes_a_listing_cached_after_an_open_file_was_removed
         ],
         7,
     );
+}
+
+/// Found by the property on a normal user's own mount, shrunk: a turn made the folder itself
+/// read-only (`chmod 500` through a symlink to `.`) and wrote in it; the user's daemon could
+/// not remove what the turn made there (`EACCES`: root's may), and the rewind stayed
+/// unfinished. A rewind now opens up such directories for its steps and gives their modes back.
+#[test]
+fn regression_a_users_rewind_works_in_a_directory_a_turn_made_read_only() {
+    if common::user::in_user_run() {
+        run_case(
+            &[
+                Write("b", 0),
+                Symlink(".", "a"),
+                Exchange("b", "a"),
+                NextTurn(1), // turn 2
+                MkdirAll("d/e"),
+                Write("d/e/f", 1),
+                Chmod("d/e", 0o500),
+                Chmod("b", 0o500),
+                Write("a", 0),
+            ],
+            1,
+        );
+    } else if require_fuse() {
+        common::user::rerun_as_user(
+            "regression_a_users_rewind_works_in_a_directory_a_turn_made_read_only",
+        );
+    }
+}
+
+/// Found by the property on a normal user's own mount, shrunk: a hard-link group of mode 0500
+/// is rewritten in place by a rewind (only that makes its names one inode again); the user's
+/// daemon could not open it for writing (root's may). The owner now gives itself write
+/// permission first, and the recorded mode is set right after.
+#[test]
+fn regression_a_users_rewind_rewrites_a_read_only_hard_link_group() {
+    if common::user::in_user_run() {
+        run_case(
+            &[
+                Write("a", 0),
+                HardLink("a", "b"),
+                Chmod("a", 0o500),
+                NextTurn(1), // turn 2
+                Open("a"),
+                RewindTo(127),
+            ],
+            0,
+        );
+    } else if require_fuse() {
+        common::user::rerun_as_user(
+            "regression_a_users_rewind_rewrites_a_read_only_hard_link_group",
+        );
+    }
 }

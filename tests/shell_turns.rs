@@ -1495,6 +1495,24 @@ fn random_shell_turns_rewind_exactly() {
     if !require_fuse() {
         return;
     }
+    random_shell_turns(1..=env_u64("CKPT_SHELL_CASES").unwrap_or(100));
+}
+
+/// The same cases on a normal user's own mount (`fusermount3`, the daemon serving I/O): this
+/// test binary runs again as the user `ckpt-ci`, on seeds of its own (`CKPT_SHELL_USER_CASES`,
+/// default 40, from seed 1001), so the two mounts see different cases. `chown` to other owners
+/// fails there, as it does for any user.
+#[test]
+fn random_shell_turns_rewind_exactly_on_a_users_mount() {
+    if common::user::in_user_run() {
+        random_shell_turns(1001..=1000 + env_u64("CKPT_SHELL_USER_CASES").unwrap_or(40));
+    } else if require_fuse() {
+        common::user::rerun_as_user("random_shell_turns_rewind_exactly_on_a_users_mount");
+    }
+}
+
+/// Runs the seeds `all` (or only `CKPT_SHELL_SEED`), every case even after others fail.
+fn random_shell_turns(all: std::ops::RangeInclusive<u64>) {
     require_tools();
     let mut run = Run {
         repo: Template::new("SETUP_REPO", SETUP_REPO),
@@ -1505,7 +1523,7 @@ fn random_shell_turns_rewind_exactly() {
     };
     let seeds: Vec<u64> = match env_u64("CKPT_SHELL_SEED") {
         Some(s) => vec![s],
-        None => (1..=env_u64("CKPT_SHELL_CASES").unwrap_or(100)).collect(),
+        None => all.collect(),
     };
     let started = Instant::now();
     let mut failed: Vec<(u64, BTreeSet<&'static str>)> = Vec::new();

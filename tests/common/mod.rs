@@ -9,9 +9,14 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The binary under test.
+/// The binary under test: the build's, or a copy a normal user can run (`CKPT_TEST_BIN`, set
+/// by `user::rerun_as_user`).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_ckpt-mount")
+    static BIN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        std::env::var("CKPT_TEST_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ckpt-mount").to_string())
+    });
+    BIN.as_str()
 }
 
 /// Whether FUSE tests can run; under `CI=true` a missing `/dev/fuse` is a failure.

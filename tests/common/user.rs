@@ -98,3 +98,58 @@ impl Drop for UserArea {
         let _ = Command::new("umount").arg("-l").arg(&self.site).output();
     }
 }
+
+/// Whether this process is the user's run of a test, started by [`rerun_as_user`].
+pub fn in_user_run() -> bool {
+    std::env::var("CKPT_USER_RUN").as_deref() == Ok("1")
+}
+
+/// Runs the test `name` of this very test binary again, as the user on the user's own mount:
+/// the binary and ckpt-mount are copied where the user can run them, the `CKPT_*` settings
+/// (seeds, case counts) and `CI` pass on, and the run must pass its one test. The test itself
+/// calls this when [`in_user_run`] is false and runs its property when it is true, so one
+/// property is checked on both mounts.
+pub fn rerun_as_user(name: &str) {
+    let Some((uid, gid)) = tier_runs() else {
+        return;
+    };
+    let area = UserArea::new(uid, gid);
+    let exe = std::env::current_exe().expect("the test binary");
+    let copy = area.root.path().join("test-binary");
+    std::fs::copy(&exe, &copy).expect("copy the test binary");
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut cmd = Command::new("runuser");
+    cmd.args(["-u", USER, "--", "env"])
+        .arg(format!("HOME={}", area.site.display()))
+        .arg("CKPT_USER_RUN=1")
+        .arg(format!("CKPT_TEST_BIN={}", area.bin.display()));
+    for (k, v) in std::env::vars() {
+        if k.starts_with("CKPT_") || ["CI", "PATH", "RUST_BACKTRACE"].contains(&k.as_str()) {
+            cmd.arg(format!("{k}={v}"));
+        }
+    }
+    let o = cmd
+        .arg(&copy)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .current_dir(area.root.path())
+        .output()
+        .expect("runuser");
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(
+        o.status.success() && out.contains("1 passed"),
+        "{name} as {USER}, on the user's own mount:\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    // What the user's run said of itself (counts, seeds, times) shows in this run too.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "{name} as {USER}: {}",
+        err.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("passed")
+    );
+}
