@@ -46,8 +46,9 @@ impl ToErrno for RewindError {
 impl ToErrno for TurnError {
     fn to_errno(&self) -> Errno {
         match self {
-            // `echo 3 > .ckpt/turn` while turn 5 runs: the number is not valid input.
-            Self::NotAfter { .. } => Errno(libc::EINVAL),
+            // `echo 3 > .ckpt/turn` while turn 5 runs, or a number past the bound: the number
+            // is not valid input.
+            Self::NotAfter { .. } | Self::OutOfRange => Errno(libc::EINVAL),
             // A file held open for writing could not be captured: the reason it could not be
             // read (EACCES, EIO, ENOSPC …) is the most useful answer.
             Self::HeldOpen(e) => *e,
@@ -86,6 +87,7 @@ mod tests {
             TurnError::NotAfter { current: 5 }.to_errno(),
             Errno(libc::EINVAL)
         );
+        assert_eq!(TurnError::OutOfRange.to_errno(), Errno(libc::EINVAL));
         assert_eq!(
             TurnError::HeldOpen(Errno(libc::EACCES)).to_errno(),
             Errno(libc::EACCES)
