@@ -19,7 +19,7 @@ impl ToErrno for StoreError {
             // request was valid, the daemon could not record it.
             Self::Version(_) | Self::Journal(_) => libc::EIO,
             // Another process holds the store: retrying later can work.
-            Self::Locked => libc::EBUSY,
+            Self::Locked { .. } => libc::EBUSY,
             Self::Missing => libc::ENOENT,
         })
     }
@@ -69,7 +69,10 @@ mod tests {
             errno: Errno(libc::ENOSPC),
         };
         assert_eq!(io.to_errno(), Errno(libc::ENOSPC));
-        assert_eq!(StoreError::Locked.to_errno(), Errno(libc::EBUSY));
+        assert_eq!(
+            StoreError::Locked { holder: None }.to_errno(),
+            Errno(libc::EBUSY)
+        );
         assert_eq!(StoreError::Missing.to_errno(), Errno(libc::ENOENT));
         assert_eq!(
             RewindError::NoSuchTurn {
@@ -80,7 +83,7 @@ mod tests {
             Errno(libc::EINVAL)
         );
         assert_eq!(
-            RewindError::Store(StoreError::Locked).to_errno(),
+            RewindError::Store(StoreError::Locked { holder: None }).to_errno(),
             Errno(libc::EBUSY)
         );
         assert_eq!(
