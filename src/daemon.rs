@@ -258,6 +258,13 @@ fn run_inner(
     foreground: bool,
     ready: &mut Option<std::fs::File>,
 ) -> Result<(), String> {
+    // Before the folder is opened: from then on the daemon holds descriptors of the whole tree
+    // and of the store, and a user's daemon runs with that user's ids, so any other process of
+    // the user (one the mount exists to watch, an agent's tool) could open them through
+    // `/proc/PID/fd` and change files without a capture, or read the daemon's memory. A
+    // non-dumpable process's `/proc` entries are root's; its own `/proc/self/fd`, which the
+    // xattr and reopen calls use, stays open to it.
+    sys::make_undumpable().map_err(|e| format!("cannot make the daemon non-dumpable: {e}"))?;
     // Before the journal's replay builds the index: its lists are the allocations this is for.
     let mapped = sys::map_large_allocations(LARGE_ALLOCATION);
     let dir = &opts.dir;

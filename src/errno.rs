@@ -19,7 +19,7 @@ impl ToErrno for StoreError {
             // request was valid, the daemon could not record it.
             Self::Version(_) | Self::Journal(_) => libc::EIO,
             // Another process holds the store: retrying later can work.
-            Self::Locked => libc::EBUSY,
+            Self::Locked { .. } => libc::EBUSY,
             Self::Missing => libc::ENOENT,
         })
     }
@@ -46,8 +46,9 @@ impl ToErrno for RewindError {
 impl ToErrno for TurnError {
     fn to_errno(&self) -> Errno {
         match self {
-            // `echo 3 > .ckpt/turn` while turn 5 runs: the number is not valid input.
-            Self::NotAfter { .. } => Errno(libc::EINVAL),
+            // `echo 3 > .ckpt/turn` while turn 5 runs, or a number past the bound: the number
+            // is not valid input.
+            Self::NotAfter { .. } | Self::OutOfRange => Errno(libc::EINVAL),
             // A file held open for writing could not be captured: the reason it could not be
             // read (EACCES, EIO, ENOSPC …) is the most useful answer.
             Self::HeldOpen(e) => *e,
@@ -68,7 +69,10 @@ mod tests {
             errno: Errno(libc::ENOSPC),
         };
         assert_eq!(io.to_errno(), Errno(libc::ENOSPC));
-        assert_eq!(StoreError::Locked.to_errno(), Errno(libc::EBUSY));
+        assert_eq!(
+            StoreError::Locked { holder: None }.to_errno(),
+            Errno(libc::EBUSY)
+        );
         assert_eq!(StoreError::Missing.to_errno(), Errno(libc::ENOENT));
         assert_eq!(
             RewindError::NoSuchTurn {
@@ -79,13 +83,14 @@ mod tests {
             Errno(libc::EINVAL)
         );
         assert_eq!(
-            RewindError::Store(StoreError::Locked).to_errno(),
+            RewindError::Store(StoreError::Locked { holder: None }).to_errno(),
             Errno(libc::EBUSY)
         );
         assert_eq!(
             TurnError::NotAfter { current: 5 }.to_errno(),
             Errno(libc::EINVAL)
         );
+        assert_eq!(TurnError::OutOfRange.to_errno(), Errno(libc::EINVAL));
         assert_eq!(
             TurnError::HeldOpen(Errno(libc::EACCES)).to_errno(),
             Errno(libc::EACCES)

@@ -173,6 +173,10 @@ fn every_subcommand_refuses_bad_input_in_one_line_and_changes_nothing() {
             &["turn", "0", "--dir", "{M}"],
             Usage("a turn is a whole number"),
         ),
+        (
+            &["turn", "9007199254740991", "--dir", "{M}"],
+            Usage("a turn is a whole number from 1 to 4294967295"),
+        ),
         (&["prune", "--dir", "{M}"], Usage("--keep-turns")),
         // mount
         (&["mount", "{N}"], Fail("cannot open")),

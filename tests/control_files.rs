@@ -320,3 +320,77 @@ fn rewinding_twice_and_to_a_retired_turn() {
     assert_eq!(m.sh("cat f"), "one\n");
     assert_eq!(current_turn(&m), "2\n");
 }
+
+/// A new turn is at most 4294967295 (2^32 - 1, docs/SEMANTICS.md): a number past it is
+/// `EINVAL` on `.ckpt/turn` and a usage error of `ckpt-mount turn`, and changes nothing, so a
+/// later turn still begins; the bound itself is accepted, and then the hooks say the numbers
+/// are used up instead of failing some other way.
+#[test]
+fn a_turn_past_the_documented_bound_is_refused_and_later_turns_still_begin() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::new();
+    m.turn(3);
+    let past: Vec<&[u8]> = vec![
+        b"4294967296\n",
+        b"9007199254740991\n",
+        b"9007199254740991 label\n",
+        b"18446744073709551615\n",
+    ];
+    assert_eq!(
+        write_turn_errnos(&m, &past),
+        vec![libc::EINVAL; past.len()],
+        "every number past the bound is EINVAL"
+    );
+    assert_eq!(current_turn(&m), "3\n");
+    for n in ["4294967296", "9007199254740991"] {
+        let o = m.cli(&["turn", n]);
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "turn {n}: {said}");
+        assert_eq!(
+            said,
+            "ckpt-mount: a turn is a whole number from 1 to 4294967295\n"
+        );
+    }
+    assert_eq!(current_turn(&m), "3\n");
+    m.turn(4);
+    assert_eq!(current_turn(&m), "4\n");
+    assert_eq!(write_turn_errnos(&m, &[b"4294967295 last\n"]), vec![0]);
+    assert_eq!(current_turn(&m), "4294967295\n");
+    let o = m.cli(&["turn", "4294967295"]);
+    assert!(o.status.success(), "the current number again is a no-op");
+    // What an agent's hook runs at each prompt: the next turn, which does not exist.
+    let payload = format!(
+        r#"{{"hook_event_name":"UserPromptSubmit","cwd":"{}","prompt":"one more"}}"#,
+        m.dir.display()
+    );
+    let o = std::process::Command::new(common::bin())
+        .args(["hook", "claude-code"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .expect("stdin")
+                .write_all(payload.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("run the hook");
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        shown.contains("the turn numbers are used up")
+            && shown.contains("a turn is at most 4294967295"),
+        "{shown}"
+    );
+    assert_eq!(current_turn(&m), "4294967295\n");
+    let turns: Vec<u64> = log_json(&m)
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["turn"].as_u64().expect("turn"))
+        .collect();
+    assert_eq!(turns, vec![1, 3, 4, 4294967295]);
+}

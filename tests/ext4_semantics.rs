@@ -352,6 +352,69 @@ fn a_mode_changed_by_setfacl_shows_at_once() {
     assert_eq!(m.sh(ACL_MODE_SCRIPT), expect);
 }
 
+/// Access ACLs set by a caller outside the file's group, and by one in it (uid 100 owns each
+/// entry; `setpriv` drops the caller's other groups): `posix_acl_update_mode` clears
+/// `S_ISGID` unless the caller is in the group or has `CAP_FSETID`, even when the ACL only
+/// restates the mode. Another user reaches only an `--allow-other` mount.
+const ACL_SETGID_OTHER_USER: &str = "
+    touch f k; mkdir d
+    chown 100:100 f d; chown 100:101 k; chmod 2755 f d k
+    for e in f d k; do
+        setpriv --reuid 100 --regid 101 --clear-groups setfacl -m u::rwx,g::rwx,o::rwx $e
+    done
+    touch x; chown 100:100 x; chmod 2750 x
+    setpriv --reuid 100 --regid 101 --clear-groups setfacl -m u:nobody:r x
+    stat -c '%n %A' f d k x
+    getfacl -cp x
+";
+
+/// The same as root (the only caller a mount without `--allow-other` lets in), without
+/// `CAP_FSETID` (dropped from the bounding set, so `setfacl` runs without it) or with it.
+const ACL_SETGID_ROOT: &str = "
+    touch g h i; mkdir e
+    chown 100:100 g h e; chown 100:0 i; chmod 2755 g h e i
+    setpriv --clear-groups --bounding-set -fsetid setfacl -m u::rwx,g::rwx,o::rwx g
+    setpriv --clear-groups --bounding-set -fsetid setfacl -m u::rwx,g::r-x,o::rwx,u:nobody:r e
+    setpriv --clear-groups setfacl -m u::rwx,g::rwx,o::rwx h
+    setpriv --clear-groups --bounding-set -fsetid setfacl -m u::rwx,g::rwx,o::rwx i
+    stat -c '%n %A' g e h i
+    getfacl -cp e
+";
+
+#[test]
+fn setfacl_by_a_caller_outside_the_group_clears_setgid_as_on_ext4() {
+    if !require_fuse() || !have("setfacl") || !have("setpriv") {
+        return;
+    }
+    let plain = plain_dir();
+    // Uid 100 must reach the entries: the scratch directories are private by default.
+    std::fs::set_permissions(plain.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let other = sh_in(plain.path(), ACL_SETGID_OTHER_USER);
+    let root = sh_in(plain.path(), ACL_SETGID_ROOT);
+    assert!(
+        other.starts_with("f -rwxrwxrwx\nd drwxrwxrwx\nk -rwxrwsrwx\nx -rwxr-x---\n"),
+        "what ext4 gives: {other}"
+    );
+    assert!(
+        root.starts_with("g -rwxrwxrwx\ne drwxr-xrwx\nh -rwxrwsrwx\ni -rwxrwsrwx\n"),
+        "what ext4 gives: {root}"
+    );
+    for io in [&[][..], &["--no-passthrough"][..]] {
+        let m = Mounted::with_args(|_| {}, io);
+        assert_eq!(m.sh(ACL_SETGID_ROOT), root, "mount {io:?}");
+        let args = [io, &["--allow-other"][..]].concat();
+        let m = Mounted::with_args(
+            |d| {
+                let parent = d.parent().expect("the scratch directory");
+                std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755))
+                    .expect("chmod");
+            },
+            &args,
+        );
+        assert_eq!(m.sh(ACL_SETGID_OTHER_USER), other, "mount {args:?}");
+    }
+}
+
 #[test]
 fn the_ctime_after_an_xattr_change_is_the_hosts() {
     if !require_fuse() || !have("setfattr") {

@@ -154,3 +154,57 @@ fn a_user_without_access_to_dev_fuse_is_told_what_helps() {
     assert!(said.contains("chmod 0666 /dev/fuse"), "{said}");
     assert!(!mounted(&nobody));
 }
+
+/// The daemon holds descriptors of the whole folder and of its store, with the user's ids. It
+/// is not dumpable, so the user's other processes (an agent's tools) cannot open them through
+/// `/proc/PID/fd` and change files behind the capture, nor read its memory or environment;
+/// the daemon's own use of `/proc/self/fd` (xattrs of directories, reopening a file to
+/// truncate it, a rewind's reads) still works.
+#[test]
+fn the_users_other_processes_cannot_reach_the_daemons_descriptors_or_memory() {
+    let Some((uid, gid)) = tier_runs() else {
+        return;
+    };
+    let area = UserArea::new(uid, gid);
+    area.sh("printf 'one\\n' > site/a.txt && mkdir site/d && $ck mount site");
+    let pid = area.sh("$ck status --json --dir site | sed -n 's/.*\"pid\": *\\([0-9]*\\).*/\\1/p'");
+    let pid = pid.trim();
+    assert!(!pid.is_empty(), "the daemon's pid from status");
+    // A descriptor number the daemon holds, as root sees it: one of a directory of the folder.
+    let held = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("root lists the daemon's descriptors")
+        .flatten()
+        .find(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .expect("the daemon holds a directory descriptor");
+    for probe in [
+        format!("ls /proc/{pid}/fd"),
+        format!("ls /proc/{pid}/fd/{held}/"),
+        format!("cat /proc/{pid}/fd/{held}/a.txt"),
+        format!("cat /proc/{pid}/environ"),
+        format!("dd if=/proc/{pid}/mem bs=1 count=1"),
+    ] {
+        let o = area.sh_as(USER, &probe);
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && said.contains("Permission denied"),
+            "{probe}: {:?}, stdout {}, stderr {said}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    // The mount works on: writes, an xattr of a directory and a truncation (both through the
+    // daemon's own `/proc/self/fd`), a rewind.
+    area.sh(
+        "cd site && echo 2 > .ckpt/turn && echo two > a.txt && setfattr -n user.k -v 1 d \
+         && getfattr -n user.k --only-values d && truncate -s 1 a.txt && echo new > d/n",
+    );
+    assert_eq!(area.sh("getfattr -n user.k --only-values site/d"), "1");
+    area.sh("$ck rewind 2 --dir site");
+    assert_eq!(area.sh("cd site && cat a.txt && ls d"), "one\n");
+    assert!(
+        area.sh("getfattr -d site/d").is_empty(),
+        "the xattr is rewound"
+    );
+    area.sh("$ck unmount site");
+}

@@ -26,6 +26,8 @@ pub type OpenForWrite<'a> = dyn Fn(&mut dyn FnMut(HeldName<'_>)) + 'a;
 /// Why a turn could not begin.
 #[derive(Debug)]
 pub enum TurnError {
+    /// The number is 0 or greater than [`MAX_TURN`].
+    OutOfRange,
     /// The number is not greater than the current turn.
     NotAfter {
         /// The current turn.
@@ -40,6 +42,7 @@ pub enum TurnError {
 impl std::fmt::Display for TurnError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Self::OutOfRange => write!(f, "a turn is a whole number from 1 to {MAX_TURN}"),
             Self::NotAfter { current } => write!(
                 f,
                 "a new turn must be greater than the current turn {current}"
@@ -53,8 +56,13 @@ impl std::fmt::Display for TurnError {
     }
 }
 
-/// Largest turn number accepted (keeps every number exact in JSON readers).
-pub const MAX_TURN: u64 = (1 << 53) - 1;
+/// Largest number a turn may begin with: 2^32 - 1 (4,294,967,295). A new turn must be greater
+/// than the current one, so one number near the old bound (2^53 - 1, the largest JSON readers
+/// keep exact) left no later turn to begin; this bound leaves room forever for turns counted
+/// one by one (a turn a second for 136 years) and for turns numbered by Unix time (until 2106),
+/// stays exact in every JSON reader, and is what the control file, `ckpt-mount turn`, the hooks
+/// and the daemon all refuse above.
+pub const MAX_TURN: u64 = u32::MAX as u64;
 
 impl Capturer {
     /// Captures, for the current turn, the files held open for writing (after a rewind).
@@ -91,6 +99,11 @@ impl Capturer {
         let current = store.index().current_turn().0;
         if n == current && label.is_none() {
             return Ok(false);
+        }
+        // The control file and the CLI refuse these first; a request over the socket (another
+        // client, an older CLI) is held to the same bound here.
+        if !(1..=MAX_TURN).contains(&n) {
+            return Err(TurnError::OutOfRange);
         }
         if n <= current {
             return Err(TurnError::NotAfter { current });

@@ -388,7 +388,7 @@ const CONCEPTS: &[Section] = &[
                 "an agent's own hook runs one of the above at each prompt, labelled with the prompt (see the README's integrations).",
             ),
             Block::Para(
-                "N must be greater than the current turn (numbers may be skipped); asking for the current number again changes nothing. After `ckpt-mount rewind N`, turn N is current again with nothing captured in it yet, and the turns after it leave the history; `ckpt-mount rewind --undo` brings back the state from just before the last rewind.",
+                "N must be greater than the current turn (numbers may be skipped) and at most 4294967295 (2^32-1, which leaves room for a turn a second for 136 years); asking for the current number again changes nothing. After `ckpt-mount rewind N`, turn N is current again with nothing captured in it yet, and the turns after it leave the history; `ckpt-mount rewind --undo` brings back the state from just before the last rewind.",
             ),
         ],
     },
@@ -400,7 +400,7 @@ const CONCEPTS: &[Section] = &[
             ),
             Block::Item(
                 "`.ckpt/turn`",
-                "Read: the current turn and a newline. Write `N` or `N label` to begin turn N (with an optional label). N must be greater than the current turn, and writing the current number is a no-op; anything else fails with EINVAL (Invalid argument) and changes nothing.",
+                "Read: the current turn and a newline. Write `N` or `N label` to begin turn N (with an optional label). N must be greater than the current turn and at most 4294967295, and writing the current number is a no-op; anything else fails with EINVAL (Invalid argument) and changes nothing.",
             ),
             Block::Item(
                 "`.ckpt/rewind`",

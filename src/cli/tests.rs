@@ -179,10 +179,17 @@ fn turn_refuses_bad_arguments() {
         (&["turn", "--dir"], Clap),
         (&["turn", "4", "-m"], Clap),
         (&["turn", "--offline", "--dir", "{D}"], Clap),
-        (&["turn", "0", "--dir", "{D}"], Usage("from 1 to 2^53-1")),
         (
-            &["turn", "9007199254740992", "--dir", "{D}"],
-            Usage("from 1 to 2^53-1"),
+            &["turn", "0", "--dir", "{D}"],
+            Usage("from 1 to 4294967295"),
+        ),
+        (
+            &["turn", "4294967296", "--dir", "{D}"],
+            Usage("from 1 to 4294967295"),
+        ),
+        (
+            &["turn", "9007199254740991", "--offline", "--dir", "{D}"],
+            Usage("from 1 to 4294967295"),
         ),
         (
             &["turn", "-m", "label", "--dir", "{D}"],

@@ -1,6 +1,7 @@
 //! `turn`: print the current turn, or begin a new one.
 
 use super::{CliError, CliResult, Target};
+use crate::capture::TurnError;
 use crate::ipc::Request;
 use crate::store::journal::Record;
 use clap::Args;
@@ -9,7 +10,8 @@ use std::path::{Path, PathBuf};
 /// `ckpt-mount turn`.
 #[derive(Debug, Args)]
 pub struct TurnArgs {
-    /// The turn to begin (greater than the current one); omit to print the current turn
+    /// The turn to begin (greater than the current one, at most 4294967295); omit to print the
+    /// current turn
     pub turn: Option<u64>,
     /// A label for the new turn
     #[arg(short = 'm', long = "message")]
@@ -32,7 +34,7 @@ impl TurnArgs {
             .turn
             .is_some_and(|n| n == 0 || n > crate::capture::MAX_TURN)
         {
-            return Err(CliError::usage("a turn is a whole number from 1 to 2^53-1"));
+            return Err(CliError::usage(TurnError::OutOfRange.to_string()));
         }
         if let Some(r) = &self.relabel {
             self.relabel_target(r)?;
@@ -149,7 +151,12 @@ pub fn begin_next(path: &Path, label: Option<String>) -> Result<Option<u64>, Cli
             let next = current
                 .checked_add(1)
                 .filter(|n| *n <= crate::capture::MAX_TURN)
-                .ok_or_else(|| CliError::fail("the turn numbers are used up"))?;
+                .ok_or_else(|| {
+                    CliError::fail(format!(
+                        "the turn numbers are used up: the current turn is {current}, and a turn is at most {}",
+                        crate::capture::MAX_TURN
+                    ))
+                })?;
             through_daemon(&folder, Some(next), label).map(Some)
         }
     }

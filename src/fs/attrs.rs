@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The extended attribute that holds a POSIX access ACL.
+const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
+
 pub(super) fn now_ts() -> SystemTime {
     SystemTime::now()
 }
@@ -317,8 +320,30 @@ impl CkptFs {
     ) -> FsResult<()> {
         let _gate = self.shared_gate();
         self.capture_node(node, Who::new(caller.pid, What::Attr))?;
-        self.attr_fd(node)?.setxattr(&cname(name)?, value, flags)?;
+        let attr_fd = self.attr_fd(node)?;
+        attr_fd.setxattr(&cname(name)?, value, flags)?;
+        // An empty value removes the ACL, which changes no mode (the host's `set_acl` with no
+        // ACL); a value sets one, and with it the mode, by the caller's rule.
+        let result = if name.as_bytes() == ACL_ACCESS && !value.is_empty() {
+            self.clear_setgid_for_acl(&attr_fd, caller)
+        } else {
+            Ok(())
+        };
         self.attributes_changed(node);
+        result
+    }
+
+    /// After an access ACL was set: clears `S_ISGID` where the caller's own set would have
+    /// ([`acl_clears_setgid`]). The host applied the rule to the daemon's credentials, so the
+    /// bit is still there exactly when the daemon may keep it and the caller may not. `chmod`
+    /// with the permission bits the ACL just gave leaves the ACL as it is (its mask or group
+    /// entry is those bits).
+    fn clear_setgid_for_acl(&self, attr_fd: &AttrFd, caller: Caller) -> FsResult<()> {
+        let fd = attr_fd.fd()?;
+        let st = sys::fstat(fd)?;
+        if acl_clears_setgid(&st, caller) {
+            sys::fchmod_any(fd, st.st_mode & 0o7777 & !libc::S_ISGID)?;
+        }
         Ok(())
     }
 

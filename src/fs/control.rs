@@ -55,7 +55,7 @@ pub fn parse_turn(input: &[u8]) -> Option<TurnInput> {
         Some(i) => (&text[..i], text[i..].trim()),
         None => (text, ""),
     };
-    let turn = parse_number(num)?;
+    let turn = parse_number(num, MAX_TURN)?;
     let label = (!rest.is_empty()).then(|| rest.to_string());
     if label
         .as_deref()
@@ -81,7 +81,7 @@ pub fn parse_rewind(input: &[u8]) -> Option<RewindInput> {
     if text == "undo" {
         return Some(RewindInput::Undo);
     }
-    parse_number(text).map(|n| RewindInput::To(Turn(n)))
+    parse_number(text, MAX_REWIND_TO).map(|n| RewindInput::To(Turn(n)))
 }
 
 fn strip(input: &[u8]) -> Option<&str> {
@@ -96,13 +96,18 @@ fn strip(input: &[u8]) -> Option<&str> {
     Some(text)
 }
 
-/// Only plain decimal digits, 1..=MAX_TURN: no sign, exponent, or leading `+`.
-fn parse_number(s: &str) -> Option<u64> {
+/// The largest turn `.ckpt/rewind` names: any a store can hold, those begun before new turns
+/// were bounded by [`MAX_TURN`] included (up to 2^53 - 1, the bound then). A turn that does
+/// not exist is refused by the rewind itself.
+const MAX_REWIND_TO: u64 = (1 << 53) - 1;
+
+/// Only plain decimal digits, 1..=max: no sign, exponent, or leading `+`.
+fn parse_number(s: &str, max: u64) -> Option<u64> {
     if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let n: u64 = s.parse().ok()?;
-    (1..=MAX_TURN).contains(&n).then_some(n)
+    (1..=max).contains(&n).then_some(n)
 }
 
 #[cfg(test)]
@@ -122,6 +127,9 @@ mod tests {
             b" 3",
             b"3\n\n",
             b"99999999999999999999",
+            b"4294967296",
+            b"9007199254740991",
+            b"9007199254740991 label",
             b"2 lab\x07el",
             b"\xff",
         ] {
@@ -136,6 +144,13 @@ mod tests {
             parse_turn(b"2\n"),
             Some(TurnInput {
                 turn: 2,
+                label: None
+            })
+        );
+        assert_eq!(
+            parse_turn(b"4294967295\n"),
+            Some(TurnInput {
+                turn: MAX_TURN,
                 label: None
             })
         );

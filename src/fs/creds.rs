@@ -66,6 +66,21 @@ pub(super) fn setid_to_drop(st: &libc::stat, caller: Caller) -> u32 {
     drop
 }
 
+/// Whether a local filesystem clears `S_ISGID` when `caller` sets the access ACL of the inode
+/// whose attributes (after the set) are `st`: the kernel's `posix_acl_update_mode`, which
+/// ext4, xfs and btrfs call when a `system.posix_acl_access` value is set, clears it from any
+/// kind of inode unless the caller is in the inode's group or holds `CAP_FSETID`, even when
+/// the ACL leaves the permission bits as they were (xfstests generic/375). The daemon sets the
+/// ACL with its own credentials, which the host checks instead of the caller's (root's always
+/// keep the bit), and without `FUSE_POSIX_ACL` the kernel leaves the rule to the daemon.
+pub(super) fn acl_clears_setgid(st: &libc::stat, caller: Caller) -> bool {
+    if st.st_mode & libc::S_ISGID == 0 {
+        return false;
+    }
+    let creds = CallerCreds::of(caller);
+    !creds.fsetid && !creds.groups.contains(&st.st_gid)
+}
+
 thread_local! {
     /// Whether this thread has a umask of its own (`unshare(CLONE_FS)`); `None` until asked.
     static OWN_UMASK: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };

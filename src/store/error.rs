@@ -22,8 +22,11 @@ pub enum StoreError {
     Version(String),
     /// The journal is damaged.
     Journal(ParseError),
-    /// Another process holds the store's lock.
-    Locked,
+    /// Another process held the store's lock for all of [`super::LOCK_WAIT`].
+    Locked {
+        /// Who holds it, when `/proc/locks` names it.
+        holder: Option<super::LockHolder>,
+    },
     /// No store exists in this folder.
     Missing,
 }
@@ -39,7 +42,18 @@ impl fmt::Display for StoreError {
                 STORE_VERSION.trim()
             ),
             Self::Journal(e) => write!(f, "{e}"),
-            Self::Locked => write!(f, "the store is in use by another ckpt-mount process"),
+            Self::Locked {
+                holder: Some(holder),
+            } => write!(
+                f,
+                "the store is in use by another ckpt-mount process: {holder} still holds its lock after {} s",
+                super::LOCK_WAIT.as_secs()
+            ),
+            Self::Locked { holder: None } => write!(
+                f,
+                "the store is in use by another ckpt-mount process (its lock is still held after {} s; /proc/locks names no holder in this pid namespace)",
+                super::LOCK_WAIT.as_secs()
+            ),
             Self::Missing => write!(f, "no ckpt-mount store in this folder"),
         }
     }

@@ -9,6 +9,7 @@
 //! - [`index`]: what the journal means, replayed from its lines with no I/O;
 //! - [`journal`]: the records and their encoding; [`blob`] and [`pack`]: the stored bytes;
 //! - `staged.rs`: storing staged pre-images and recording what they became;
+//! - `lock.rs`: the one-writer lock, waited for while a daemon exits, its holder named;
 //! - `error.rs`: [`StoreError`]; `files.rs`: the small files read and written on open;
 //! - [`fsck`] checks a store, [`prune`] forgets old turns.
 
@@ -19,6 +20,7 @@ mod files;
 pub mod fsck;
 pub mod index;
 pub mod journal;
+mod lock;
 pub mod ops;
 pub mod pack;
 pub mod prune;
@@ -26,6 +28,7 @@ mod staged;
 
 pub use error::StoreError;
 pub use index::{Capture, Index, TurnInfo};
+pub use lock::{LOCK_WAIT, LockHolder};
 pub use staged::StoredStage;
 
 use crate::ids::{Epoch, Seq, Turn};
@@ -107,23 +110,6 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Opens (creating) the `lock` file of the store directory `d` and takes its exclusive
-/// `flock`, without waiting: [`StoreError::Locked`] when another process holds it.
-fn take_lock(d: BorrowedFd<'_>) -> Result<OwnedFd, StoreError> {
-    let lock = sys::openat(
-        d,
-        c"lock",
-        libc::O_CREAT | libc::O_RDWR | libc::O_NOFOLLOW,
-        0o600,
-    )
-    .map_err(io("open lock"))?;
-    match sys::flock_try(lock.as_fd(), true) {
-        Ok(()) => Ok(lock),
-        Err(Errno(libc::EWOULDBLOCK)) => Err(StoreError::Locked),
-        Err(e) => Err(io("lock the store")(e)),
-    }
-}
-
 /// Checks the `VERSION` of the store directory `d`: this build's passes, version 1 is
 /// migrated, any other is refused. With `create`, a store without one is new: its `VERSION`
 /// and `.gitignore` are written.
@@ -189,7 +175,7 @@ impl Store {
     pub fn open(root: BorrowedFd<'_>, create: bool, durable: bool) -> Result<Self, StoreError> {
         let dir = open_store_dir(root, create)?;
         let d = dir.as_fd();
-        let lock = take_lock(d)?;
+        let lock = lock::take(d)?;
         check_version(d, create)?;
         make_control_guards(d)?;
         let (journal, index) = open_journal(d)?;

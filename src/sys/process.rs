@@ -1,7 +1,7 @@
 //! The process and its threads rather than a file: umask (per thread after
 //! [`unshare_fs`]), starting the daemon in its own session with its readiness pipe, liveness,
-//! the effective uid, a socket peer's credentials, descriptors passed to a helper or received
-//! from one (`fusermount3`), thread priority, and unmounting.
+//! dumpability, the effective uid, a socket peer's credentials, descriptors passed to a helper
+//! or received from one (`fusermount3`), thread priority, and unmounting.
 //!
 //! Kept apart from the file calls because none of these takes a descriptor of the host tree.
 
@@ -29,6 +29,16 @@ pub fn set_umask(mask: u32) -> u32 {
 pub fn unshare_fs() -> SysResult<()> {
     // SAFETY: plain syscall on an integer flag; it only copies this thread's fs_struct.
     check(unsafe { libc::unshare(libc::CLONE_FS) }).map(drop)
+}
+
+/// Makes this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): no core dump, and its
+/// `/proc/PID` entries belong to root, so other processes of the same user can no longer open
+/// its descriptors through `/proc/PID/fd`, nor read its memory or environment; ptrace needs
+/// `CAP_SYS_PTRACE`. The process itself keeps `/proc/self/fd` (the kernel always lets a thread
+/// group reach its own entries). Cleared again by an `execve`, as the kernel does.
+pub fn make_undumpable() -> SysResult<()> {
+    // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers and touches no memory of ours.
+    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }).map(drop)
 }
 
 /// Effective uid of this process.
