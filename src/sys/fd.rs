@@ -99,6 +99,10 @@ const RESOLVE_BENEATH: u64 = 0x08;
 /// (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`). A final symlink is opened itself
 /// when `flags` has `O_NOFOLLOW | O_PATH`.
 pub fn open_beneath(dir: BorrowedFd<'_>, path: &CStr, flags: i32, mode: u32) -> SysResult<OwnedFd> {
+    let bytes = path.to_bytes();
+    if bytes.len() >= BENEATH_CHUNK {
+        return open_beneath_chained(dir, bytes, flags, mode);
+    }
     let how = OpenHow {
         flags: (flags | libc::O_CLOEXEC) as u64,
         mode: if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
@@ -127,6 +131,42 @@ pub fn open_beneath(dir: BorrowedFd<'_>, path: &CStr, flags: i32, mode: u32) -> 
     }
     // SAFETY: the kernel just returned this descriptor and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// The longest path [`open_beneath`] hands the kernel at once: below `PATH_MAX` (4,096 bytes
+/// with its NUL), which the kernel refuses with `ENAMETOOLONG`.
+const BENEATH_CHUNK: usize = 4000;
+
+/// [`open_beneath`] of a path too long for one call: a chain of descriptors, each directory
+/// opened beneath the one before it by a piece of the path shorter than [`BENEATH_CHUNK`]
+/// (split between components), with the same rules (no symlink, no `..`), so that a tree
+/// deeper than `PATH_MAX` is reached as any other (a rename can move a tree made on the host
+/// under a longer name).
+fn open_beneath_chained(
+    dir: BorrowedFd<'_>,
+    bytes: &[u8],
+    flags: i32,
+    mode: u32,
+) -> SysResult<OwnedFd> {
+    let dir_flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+    let mut cur: Option<OwnedFd> = None;
+    let mut rest = bytes;
+    while rest.len() >= BENEATH_CHUNK {
+        // The last separator that leaves a piece short enough; a single component longer
+        // than that is no valid name (NAME_MAX is 255).
+        let cut = rest[..BENEATH_CHUNK]
+            .iter()
+            .rposition(|b| *b == b'/')
+            .filter(|i| *i > 0)
+            .ok_or(Errno(libc::ENAMETOOLONG))?;
+        let piece = CString::new(&rest[..cut]).map_err(|_| Errno(libc::EINVAL))?;
+        let base = cur.as_ref().map_or(dir, |f| f_borrow(f));
+        cur = Some(open_beneath(base, &piece, dir_flags, 0)?);
+        rest = &rest[cut + 1..];
+    }
+    let last = CString::new(rest).map_err(|_| Errno(libc::EINVAL))?;
+    let base = cur.as_ref().map_or(dir, |f| f_borrow(f));
+    open_beneath(base, &last, flags, mode)
 }
 
 /// Fallback for kernels without `openat2`: one `O_NOFOLLOW` component at a time.
