@@ -141,3 +141,13 @@ fn orig_head_is_never_written_into_by_number_on_both_mounts() {
 fn a_link_replaced_by_its_own_bytes_is_found_by_a_later_rewind_on_both_mounts() {
     both("hardlink_same_bytes.sh");
 }
+
+#[test]
+fn a_failed_rename_of_a_hard_linked_tree_rewrites_nothing_on_both_mounts() {
+    both("hardlink_failed_rename.sh");
+}
+
+#[test]
+fn a_tree_deeper_than_path_max_is_rewound_and_undone_on_both_mounts() {
+    both("deep_tree.sh");
+}

@@ -309,18 +309,25 @@ fn restore_in_group(
     let step = decided.step;
     let group = group_key(&step.target).filter(|_| step.target.nlink() > 1);
     match group {
+        // A later name is linked to the first, and counted restored whether or not it was
+        // linked already, as the preview counts it.
         Some(key) => match first_of_inode.get(&key) {
-            Some(first) => link_step(parents, first, &step.path),
+            Some(first) => link_step(parents, first, &step.path).map(|_| true),
             None => {
                 first_of_inode.insert(key.clone(), step.path.clone());
                 let relinked = match anchors.found.get(&key) {
                     Some(anchor) if *anchor != step.path => {
                         report.changed.push(anchor.clone());
-                        link_step(parents, anchor, &step.path).map(drop)
+                        link_step(parents, anchor, &step.path)
                     }
-                    _ => Ok(()),
+                    _ => Ok(false),
                 };
-                relinked.and_then(|()| restore_counted(parents, store, decided, dir_modes, report))
+                // Relinked to the anchor, the path changed even when its content then
+                // matches (the anchor holds the group's inode as it was).
+                relinked.and_then(|linked| {
+                    restore_counted(parents, store, decided, dir_modes, report)
+                        .map(|written| written || linked)
+                })
             }
         },
         None => restore_counted(parents, store, decided, dir_modes, report),

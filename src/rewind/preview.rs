@@ -29,7 +29,7 @@ use crate::relpath::RelPath;
 use crate::store::journal::PreImage;
 use crate::sys::{self, Errno};
 use std::collections::{HashMap, HashSet};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 /// Fills `report` with what running `plan` would do to the folder now; `anchors` are the
 /// hard-link groups' surviving names the run would relink to. When verification found
@@ -195,15 +195,20 @@ impl Restores<'_> {
         }
         let group = group_key(&step.target).filter(|_| step.target.nlink() > 1);
         let mut probe = &step.path;
+        let mut relinked = false;
         if let Some(key) = group {
             if !self.groups.insert(key.clone()) {
                 return Ok(Outcome::Linked);
             }
-            if let Some(anchor) = self.anchors.found.get(&key) {
+            if let Some(anchor) = self.anchors.found.get(&key)
+                && *anchor != step.path
+            {
                 probe = anchor;
+                relinked = !self.one_inode(anchor, &step.path);
             }
         }
         let (changes, dir_stands) = self.compare(probe, &step.target)?;
+        let changes = changes || relinked;
         if matches!(step.target, PreImage::Dir { .. }) && !dir_stands {
             self.fresh.insert(step.path.clone());
         }
@@ -212,6 +217,18 @@ impl Restores<'_> {
         } else {
             Outcome::Unchanged
         })
+    }
+
+    /// Whether `a` and `b` are one inode now (as `link_step` finds a link already made).
+    fn one_inode(&self, a: &RelPath, b: &RelPath) -> bool {
+        let root = self.parents.root();
+        let stat = |p: &RelPath| {
+            super::resolve::open_parent_raw(root, p)
+                .ok()
+                .and_then(|d| sys::lstatat(d.as_fd(), &cname(p)).ok())
+                .map(|st| (st.st_dev, st.st_ino))
+        };
+        stat(a).is_some_and(|x| Some(x) == stat(b))
     }
 
     /// Whether giving `path` its `target` changes it, and whether a directory stands there now.

@@ -13,7 +13,7 @@
 
 use super::plan::Step;
 use super::resolve::{Parents, cname, open_parent};
-use crate::identity::FileId;
+use crate::identity::{FileId, Same};
 use crate::ids::BlobId;
 use crate::relpath::RelPath;
 use crate::store::Store;
@@ -305,10 +305,11 @@ impl<'a> Slot<'a> {
     /// Whether what stands at the path already is its target, so that restoring it changes
     /// nothing and it is left as it is: the same kind, owner, mode and extended attributes,
     /// and the same symlink target or the same bytes. One rule for the run and its dry run, so
-    /// a preview lists exactly what the run then changes. A file of a hard-link group never
-    /// matches: only restoring the group makes its names one inode again. Nor does a file that
-    /// was alone and now shares its inode with another name (a rewind linked it there): only
-    /// a fresh file parts them again.
+    /// a preview lists exactly what the run then changes. A file of a hard-link group matches
+    /// only where it holds the very inode recorded (proven by its identity): anywhere else only
+    /// restoring the group makes its names one inode again. Nor does a file that was alone and
+    /// now shares its inode with another name (a rewind linked it there): only a fresh file
+    /// parts them again.
     pub(super) fn matches(&self) -> bool {
         if self.write {
             return false;
@@ -352,9 +353,22 @@ impl<'a> Slot<'a> {
                 xattrs,
                 ..
             } => {
-                *nlink <= 1
-                    && self.cur_kind == Some(libc::S_IFREG)
+                // A file alone, on the recorded inode or one not proven another: a rewound turn
+                // that replaced the file by one with the same bytes (`git checkout`, a save by
+                // rename) left an inode that older records of the recorded one's other names
+                // cannot find, so that path is written afresh and the new file stands for the
+                // recorded inode (a renewal), as for any recreated file; the inode that was
+                // there may be known to other records, and only a fresh one is known to none.
+                let alone = *nlink <= 1
                     && self.current.is_some_and(|st| st.st_nlink == 1)
+                    && !self.proven_other();
+                // A name of a hard-link group that holds the very inode recorded: the group's
+                // other names are linked to it by their own steps, so with the same bytes and
+                // attributes it is left as it is (a capture that changed nothing, such as a
+                // failed rename of a tree holding it, rewrites no file).
+                let in_group = *nlink > 1 && self.proven_same(libc::S_IFREG);
+                (alone || in_group)
+                    && self.cur_kind == Some(libc::S_IFREG)
                     && self.current.is_some_and(|st| st.st_size as u64 == *size)
                     && self.attributes_match((*uid, *gid), Some(*mode), xattrs.as_deref())
                     && self.holds_bytes(blob)
@@ -404,19 +418,13 @@ impl<'a> Slot<'a> {
         BlobId::finish(hasher) == *blob
     }
 
-    /// A path left as it is because it matches its target, but holding an inode proven
-    /// other than the recorded one: a candidate renewal, exactly as if the rewind had written
-    /// a fresh file there (kept at the end of the run only if the recorded inode has no name
-    /// left, see [`note_renewal`]). Without it, records of older turns that name the recorded
-    /// inode (another name of its hard-link group) could no longer find it at this path.
-    fn note_renewal_if_other(&self, renewed: &mut Vec<crate::identity::Renewal>) {
+    /// Whether the inode at the path is proven another than the one the record names (a
+    /// record without an identity, from store version 1, proves nothing either way).
+    fn proven_other(&self) -> bool {
         let (Some(was), Some(st)) = (self.target.file_id(), self.current) else {
-            return;
+            return false;
         };
-        let now = FileId::read_at(self.dir, self.name, 0, st.st_ino);
-        if was.same_as(&now) == crate::identity::Same::No {
-            renewed.push(crate::identity::Renewal { was, now });
-        }
+        was.same_as(&FileId::read_at(self.dir, self.name, 0, st.st_ino)) == Same::No
     }
 
     /// Whether the inode at the path is proven to be the one the record names.
@@ -489,10 +497,6 @@ impl<'a> Slot<'a> {
     ) -> Result<bool, String> {
         if self.matches() {
             // The same bytes and attributes: rewriting would change nothing but its times.
-            // But the inode may not be the recorded one (a rewound turn replaced the file by
-            // one with the same bytes, as `git checkout` or an editor's save by rename does):
-            // then it stands for the recorded inode from now on, as a fresh file would.
-            self.note_renewal_if_other(renewed);
             return Ok(false);
         }
         let attrs = |fd: BorrowedFd<'_>, known: Option<&libc::stat>| {
@@ -548,7 +552,6 @@ impl<'a> Slot<'a> {
         renewed: &mut Vec<crate::identity::Renewal>,
     ) -> Result<bool, String> {
         if self.matches() {
-            self.note_renewal_if_other(renewed);
             return Ok(false);
         }
         if self.links_to(link) && self.proven_same(libc::S_IFLNK) {
@@ -675,7 +678,7 @@ pub(super) fn link_step(
     let cur = sys::lstatat(parent, &name).ok();
     // Two names that exist at once with one number and device are one inode.
     if cur.is_some_and(|st| st.st_ino == fst.st_ino && st.st_dev == fst.st_dev) {
-        return Ok(true);
+        return Ok(false);
     }
     let tmp = temp_name();
     sys::linkat(fparent.as_fd(), &fname, parent, &tmp).map_err(|e| format!("cannot link: {e}"))?;
