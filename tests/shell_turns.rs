@@ -31,6 +31,8 @@
 //! attributes yet; with the default, every case whose rewind restores a file that had one fails).
 
 mod common;
+#[path = "shell_turns/undo_partial.rs"]
+mod undo_partial;
 use common::{Mounted, Node, require_fuse, tree};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -88,6 +90,13 @@ enum Step {
     Turn(u64),
     /// Rewind to the start of turn N, then check everything.
     Rewind(u64),
+    /// Rewind only this path (and what lies below it) to the start of turn N, then check that
+    /// nothing else changed.
+    RewindPath(u64, String),
+    /// `undo` of the last rewind: the folder exactly as just before it.
+    Undo,
+    /// `redo` of it: the folder exactly as just after it.
+    Redo,
     /// Open this path with `O_APPEND | O_CREAT` in the test process and keep it open.
     Hold(String),
     /// Append a line through held writer i (its position among the writers still open, in
@@ -104,7 +113,11 @@ enum Step {
     /// free for the next file made: rewinds restore from blobs, not from the staged inodes.
     Settle,
 }
-use Step::{Release, Rewind, Settle, Turn, Write};
+use Step::{Redo, Release, Rewind, Settle, Turn, Undo, Write};
+
+fn rewind_path(k: u64, p: &str) -> Step {
+    Step::RewindPath(k, p.to_string())
+}
 
 fn read(p: &str) -> Step {
     Step::Read(p.to_string())
@@ -128,6 +141,9 @@ impl std::fmt::Debug for Step {
             Step::Sh(s) => write!(f, "sh({s:?})"),
             Turn(n) => write!(f, "Turn({n})"),
             Rewind(n) => write!(f, "Rewind({n})"),
+            Step::RewindPath(n, p) => write!(f, "rewind_path({n}, {p:?})"),
+            Undo => write!(f, "Undo"),
+            Redo => write!(f, "Redo"),
             Step::Hold(p) => write!(f, "hold({p:?})"),
             Write(i, s) => write!(f, "write({i}, {s:?})"),
             Release(i) => write!(f, "Release({i})"),
@@ -358,6 +374,9 @@ struct Case {
     xattrs: bool,
     /// Per command kind: (exit 0, other).
     stats: BTreeMap<String, (u32, u32)>,
+    /// The folder just before and just after the last rewind (whole or partial): what its
+    /// undo and redo must give back.
+    last_op: Option<(Snap, Snap)>,
 }
 
 /// Runs `script` in `dir` on the host (before a mount), with the environment that
@@ -498,6 +517,7 @@ impl Case {
             trace: vec!["// turn 1 (the mount)".to_string()],
             xattrs,
             stats: BTreeMap::new(),
+            last_op: None,
         }
     }
 
@@ -603,6 +623,18 @@ impl Case {
             Rewind(k) => {
                 self.trace.push(format!("{step:?},"));
                 return self.rewind(*k);
+            }
+            Step::RewindPath(k, p) => {
+                self.trace.push(format!("{step:?},"));
+                return self.rewind_path(*k, p);
+            }
+            Undo => {
+                self.trace.push(format!("{step:?},"));
+                return self.undo_redo(undo_partial::Direction::Undo);
+            }
+            Redo => {
+                self.trace.push(format!("{step:?},"));
+                return self.undo_redo(undo_partial::Direction::Redo);
             }
             Step::Read(p) => match std::fs::File::open(self.m.path(p)) {
                 Ok(f) => {
@@ -749,6 +781,7 @@ impl Case {
             ));
         }
 
+        self.last_op = Some((pre.clone(), got.clone()));
         self.turns.retain(|t, _| *t <= k);
         let (held_inos, held_paths) = (self.held_inos(), self.held_paths(&got));
         self.turns.insert(
@@ -874,6 +907,8 @@ struct Listing {
     symlinks: Vec<String>,
     /// Paths with `user.*` xattrs, and their names.
     xattrs: Vec<(String, String)>,
+    /// Regular files with more than one name.
+    linked: Vec<String>,
     git: bool,
 }
 
@@ -911,6 +946,9 @@ fn listing(root: &Path) -> Listing {
                 stack.push(p.clone());
                 l.dirs.push(p);
             } else if md.is_file() {
+                if md.nlink() > 1 {
+                    l.linked.push(p.clone());
+                }
                 l.files.push(p);
             }
         }
@@ -959,6 +997,8 @@ enum K {
     GitResetSoft,
     GitResetHard,
     GitGc,
+    CpAl,
+    GitCheckoutLinked,
     Hold,
     HeldWrite,
     Release,
@@ -966,7 +1006,7 @@ enum K {
     Settle,
 }
 
-const WEIGHTS: [(K, u32); 35] = [
+const WEIGHTS: [(K, u32); 37] = [
     (K::WriteNew, 7),
     (K::Overwrite, 3),
     (K::Append, 6),
@@ -997,6 +1037,8 @@ const WEIGHTS: [(K, u32); 35] = [
     (K::GitResetSoft, 2),
     (K::GitResetHard, 1),
     (K::GitGc, 1),
+    (K::CpAl, 2),
+    (K::GitCheckoutLinked, 2),
     (K::Hold, 2),
     (K::HeldWrite, 5),
     (K::Release, 1),
@@ -1096,6 +1138,8 @@ impl Gen {
             | K::GitResetHard
             | K::GitGc => l.git,
             K::GitCheckoutFile => l.git && files,
+            K::CpAl => !l.dirs.is_empty(),
+            K::GitCheckoutLinked => l.git && !l.linked.is_empty(),
             K::Hold => self.held < 2,
             K::HeldWrite | K::Release => self.held > 0,
             K::WriteNew | K::Symlink | K::MkdirP | K::Ignored | K::Tar | K::Settle => true,
@@ -1343,6 +1387,21 @@ impl Gen {
             K::GitResetSoft => "git reset -q --soft HEAD~1".to_string(),
             K::GitResetHard => "git reset -q --hard".to_string(),
             K::GitGc => "git gc -q".to_string(),
+            K::CpAl => {
+                // A hard-link tree, as `cp -al` (or a package manager's store) makes one.
+                let d = self.rng.pick(&l.dirs).clone();
+                self.n += 1;
+                let to = format!("{}-links{}", d.replace('/', "-"), self.n);
+                self.remember(&to);
+                format!("cp -al {d} {to}")
+            }
+            K::GitCheckoutLinked => {
+                // git restores one name of a hard-link group (a new file): the group splits.
+                let f = self.rng.pick(&l.linked).clone();
+                self.remember(&f);
+                let t = self.text();
+                format!("printf '%s\\n' '{t}' >> {f} && git checkout -q -- {f}")
+            }
             K::Hold => {
                 let p = if !l.files.is_empty() && self.rng.chance(2, 3) {
                     self.file(l)
@@ -1423,28 +1482,30 @@ fn run_seed(seed: u64, run: &mut Run) -> Option<Failure> {
         }
         let live: Vec<u64> = c.turns.keys().copied().collect();
         let k = *g.rng.pick(&live);
-        if g.rng.chance(1, 2)
-            && let Err(f) = c.run(&Settle, Some(seed))
-        {
-            result = Some(f);
-            break;
+        // Every rewind, whole or partial, is followed by its undo and its redo.
+        let mut steps: Vec<Step> = Vec::new();
+        if g.rng.chance(1, 2) {
+            let kp = *g.rng.pick(&live);
+            if let Some(p) = partial_target(&mut g, &c, kp) {
+                steps.extend([rewind_path(kp, &p), Undo, Redo]);
+            }
         }
-        if let Err(f) = c.run(&Rewind(k), Some(seed)) {
-            result = Some(f);
-            break;
+        if g.rng.chance(1, 2) {
+            steps.push(Settle);
         }
+        steps.extend([Rewind(k), Undo, Redo]);
         let earlier: Vec<u64> = live.iter().copied().filter(|t| *t < k).collect();
         if !earlier.is_empty() && g.rng.chance(1, 2) {
             let k2 = *g.rng.pick(&earlier);
-            if g.rng.chance(1, 2)
-                && let Err(f) = c.run(&Settle, Some(seed))
-            {
-                result = Some(f);
-                break;
+            if g.rng.chance(1, 2) {
+                steps.push(Settle);
             }
-            if let Err(f) = c.run(&Rewind(k2), Some(seed)) {
+            steps.extend([Rewind(k2), Undo, Redo]);
+        }
+        for step in &steps {
+            if let Err(f) = c.run(step, Some(seed)) {
                 result = Some(f);
-                break;
+                break 'case;
             }
         }
     }
@@ -1459,6 +1520,20 @@ fn run_seed(seed: u64, run: &mut Run) -> Option<Failure> {
     m.unmount();
     run.cleanup.push(std::thread::spawn(move || drop(m)));
     result
+}
+
+/// A path for a partial rewind to the start of turn `k`: one that was there then or is there
+/// now (outside `.git`), drawn from both, sorted so that a seed always draws the same.
+fn partial_target(g: &mut Gen, c: &Case, k: u64) -> Option<String> {
+    let l = listing(&c.m.dir);
+    let then = c.turns.get(&k)?.start.entries.keys().cloned();
+    let all: BTreeSet<String> = then
+        .chain(l.files)
+        .chain(l.dirs)
+        .filter(|p| p != ".git" && !p.starts_with(".git/"))
+        .collect();
+    let all: Vec<String> = all.into_iter().collect();
+    (!all.is_empty()).then(|| g.rng.pick(&all).clone())
 }
 
 fn env_u64(name: &str) -> Option<u64> {
