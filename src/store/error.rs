@@ -26,6 +26,8 @@ pub enum StoreError {
     Locked,
     /// No store exists in this folder.
     Missing,
+    /// What `.ckpt/` holds is not laid out as a store this build opens as it is.
+    Layout(super::layout::LayoutError),
 }
 
 impl fmt::Display for StoreError {
@@ -41,6 +43,7 @@ impl fmt::Display for StoreError {
             Self::Journal(e) => write!(f, "{e}"),
             Self::Locked => write!(f, "the store is in use by another ckpt-mount process"),
             Self::Missing => write!(f, "no ckpt-mount store in this folder"),
+            Self::Layout(e) => write!(f, "{e}"),
         }
     }
 }
