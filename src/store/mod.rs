@@ -108,7 +108,8 @@ fn take_lock(d: BorrowedFd<'_>) -> Result<OwnedFd, StoreError> {
 
 /// Checks the `VERSION` of the store directory `d`: this build's passes, version 1 is
 /// migrated, any other is refused. With `create`, a store without one is new (`layout::check`
-/// refused it if it held anything): its `VERSION` and `.gitignore` are written.
+/// refused it if it held anything): its `VERSION` and `.gitignore` are written, `VERSION`
+/// synced and renamed into place, so a crash never leaves an empty one beside a journal.
 fn check_version(d: BorrowedFd<'_>, create: bool) -> Result<(), StoreError> {
     match read_small(d, c"VERSION") {
         Ok(v) if v == STORE_VERSION.as_bytes() => {}
@@ -123,7 +124,7 @@ fn check_version(d: BorrowedFd<'_>, create: bool) -> Result<(), StoreError> {
             ));
         }
         Err(Errno(libc::ENOENT)) if create => {
-            write_new(d, c"VERSION", STORE_VERSION.as_bytes()).map_err(io("write VERSION"))?;
+            replace_small(d, c"VERSION", STORE_VERSION.as_bytes()).map_err(io("write VERSION"))?;
             write_new(d, c".gitignore", b"*\n").map_err(io("write .gitignore"))?;
         }
         Err(Errno(libc::ENOENT)) => return Err(StoreError::Missing),
