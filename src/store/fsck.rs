@@ -67,7 +67,7 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
     let mut report = FsckReport::default();
     let mut add = |f: Finding| report.findings.push(f);
     match super::layout::check(store_dir) {
-        // Nothing recorded yet (a first mount that stopped early, say): nothing to check.
+        // Nothing recorded yet (a store just set aside by a start-over, say): nothing to check.
         Ok(super::layout::Contents::New) => return report,
         Ok(super::layout::Contents::History) => {}
         Err(e) => {
@@ -284,7 +284,8 @@ fn check_referenced_blobs(
 /// wrote into the real store while nothing was captured.
 fn stray_entries(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) {
     use std::os::fd::AsFd;
-    const KNOWN: [&str; 8] = [
+    const KNOWN: [&str; 9] = [
+        super::start_over::ATTIC,
         "VERSION",
         "journal.jsonl",
         "blobs",

@@ -12,6 +12,7 @@
 //! - `error.rs`: [`StoreError`]; `files.rs`: the small files read and written on open;
 //! - [`layout`]: what `.ckpt/` holds, checked before anything opens or writes it (a symlink,
 //!   blobs without a journal, no `VERSION` beside a history: refused, never reset);
+//!   [`start_over`]: the explicit way past a lost journal or `VERSION`;
 //! - [`fsck`] checks a store, [`prune`] forgets old turns.
 
 pub mod actors;
@@ -26,6 +27,7 @@ pub mod ops;
 pub mod pack;
 pub mod prune;
 mod staged;
+pub mod start_over;
 
 pub use error::StoreError;
 pub use index::{Capture, Index, TurnInfo};
