@@ -17,7 +17,7 @@ impl ToErrno for StoreError {
             Self::Io { errno, .. } => errno.0,
             // A damaged or foreign store is an I/O problem from the caller's point of view: the
             // request was valid, the daemon could not record it.
-            Self::Version(_) | Self::Journal(_) => libc::EIO,
+            Self::Version(_) | Self::Journal(_) | Self::Layout(_) => libc::EIO,
             // Another process holds the store: retrying later can work.
             Self::Locked { .. } => libc::EBUSY,
             Self::Missing => libc::ENOENT,
@@ -74,6 +74,11 @@ mod tests {
             Errno(libc::EBUSY)
         );
         assert_eq!(StoreError::Missing.to_errno(), Errno(libc::ENOENT));
+        let no_journal = crate::store::layout::LayoutError::NoJournal {
+            journal: crate::store::layout::NoRecords::Missing,
+            held: crate::store::layout::Held::default(),
+        };
+        assert_eq!(StoreError::Layout(no_journal).to_errno(), Errno(libc::EIO));
         assert_eq!(
             RewindError::NoSuchTurn {
                 turn: Turn(9),

@@ -76,7 +76,7 @@ pub fn is_ckpt_mount(dir: &Path) -> bool {
 }
 
 /// The ckpt-mount folder containing `start`: the deepest ckpt-mount mount point above it, or
-/// else the nearest directory above it with a store.
+/// else the nearest directory above it with a store (see `has_store`).
 pub fn find_folder(start: &Path) -> Option<PathBuf> {
     let start = start.canonicalize().ok()?;
     let mut best: Option<PathBuf> = None;
@@ -93,12 +93,27 @@ pub fn find_folder(start: &Path) -> Option<PathBuf> {
     }
     let mut cur = Some(start.as_path());
     while let Some(d) = cur {
-        if d.join(".ckpt/VERSION").is_file() {
+        if has_store(d) {
             return Some(d.to_path_buf());
         }
         cur = d.parent();
     }
     None
+}
+
+/// Whether `dir` holds a store, even a damaged one: its `.ckpt` is a symlink (which opening the
+/// store refuses, naming it), or a directory holding one of the store's own files. A store
+/// that lost its `VERSION` is still found here, so that a command run in it refuses it in one
+/// line instead of acting on a folder further up. Nothing is followed.
+fn has_store(dir: &Path) -> bool {
+    let store = dir.join(crate::relpath::STORE_DIR);
+    match std::fs::symlink_metadata(&store) {
+        Ok(m) if m.file_type().is_symlink() => true,
+        Ok(m) if m.is_dir() => ["VERSION", "journal.jsonl", "blobs"]
+            .iter()
+            .any(|n| std::fs::symlink_metadata(store.join(n)).is_ok()),
+        _ => false,
+    }
 }
 
 /// Whether ckpt-mount serves a folder, and whether its daemon still answers.

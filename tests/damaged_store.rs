@@ -1,7 +1,11 @@
 //! A damaged store, on an unmounted folder with history: each kind of damage is named by
 //! `fsck`, and `rewind` either works (a torn last line), refuses before changing anything (a
 //! missing or damaged blob, an invalid journal path, an unknown format), or restores what it
-//! safely can and stays unfinished (a parent swapped for a symlink) until run again.
+//! safely can and stays unfinished (a parent swapped for a symlink) until run again. A store
+//! that lost its journal or `VERSION` but kept its blobs, or a symlinked `.ckpt`, journal or
+//! `VERSION`, is refused by every command, `mount` included, and changes in nothing, until
+//! `fsck --start-over` sets the old files aside; a new store, or one with nothing captured,
+//! still opens.
 
 mod common;
 use common::{Mounted, Node, assert_same_tree, bin, require_fuse, store_bytes, tree};
@@ -510,4 +514,300 @@ fn a_store_of_an_unknown_format_version_is_refused_by_every_command() {
     h.m.remount();
     h.m.rewind(2);
     assert_same_tree(&h.at2, &tree(&dir, false));
+}
+
+/// Every command that opens the store, run on an unmounted folder (`mount` apart).
+const STORE_COMMANDS: &[&[&str]] = &[
+    &["status"],
+    &["status", "--json"],
+    &["status", "--log"],
+    &["fsck"],
+    &["fsck", "--json"],
+    &["rewind", "1"],
+    &["rewind", "2"],
+    &["rewind", "2", "--dry-run"],
+    &["rewind", "--undo"],
+    &["undo"],
+    &["redo"],
+    &["op", "log"],
+    &["log"],
+    &["diff"],
+    &["diff", "2", "--stat"],
+    &["show", "2"],
+    &["cat", "2", "--", "a"],
+    &["turn"],
+    &["turn", "4", "--offline"],
+    &["prune", "--keep-turns", "1"],
+    &["run", "--", "touch", "ran"],
+];
+
+/// Runs `mount DIR` (the real one, in the background) and asserts it is refused with `words`,
+/// and that nothing was mounted.
+fn assert_mount_refused(dir: &Path, words: &[&str]) {
+    let o = Command::new(bin())
+        .arg("mount")
+        .arg(dir)
+        .output()
+        .expect("run mount");
+    assert_refused(&o, words);
+    assert!(
+        !ckpt_mount::mounts::is_ckpt_mount(dir),
+        "the refused mount of {} must not be mounted",
+        dir.display()
+    );
+}
+
+/// Every command that opens the store refuses it, with `words` in its one line and nothing on
+/// stdout, and neither the folder nor the store (nor anything a symlink in it points to)
+/// changes: compared byte for byte.
+fn assert_refused_by_every_command(dir: &Path, words: &[&str], also: Option<&Path>) {
+    let before = tree(dir, false);
+    let store = store_bytes(dir);
+    let outside = also.map(|p| tree(p, true));
+    for args in STORE_COMMANDS {
+        // `--dir` goes after the subcommand's own words (`op log`), before a `--`.
+        let sub = if args[0] == "op" { 2 } else { 1 };
+        let o = Command::new(bin())
+            .args(&args[..sub])
+            .arg("--dir")
+            .arg(dir)
+            .args(&args[sub..])
+            .output()
+            .expect("run ckpt-mount");
+        assert_refused(&o, words);
+        assert!(
+            o.stdout.is_empty(),
+            "{args:?} printed to stdout: {}",
+            text(&o)
+        );
+    }
+    assert_mount_refused(dir, words);
+    assert!(!dir.join("ran").exists(), "run must not run the command");
+    assert_same_tree(&before, &tree(dir, false));
+    assert_eq!(store, store_bytes(dir), "a refusal changed the store");
+    if let (Some(p), Some(t)) = (also, outside) {
+        assert_same_tree(&t, &tree(p, true));
+    }
+}
+
+/// Replaces the store of `dir` with the copy `saved` (`cp -a`, so modes and times are kept).
+fn restore_store(dir: &Path, saved: &Path) {
+    let store = dir.join(".ckpt");
+    if std::fs::symlink_metadata(&store).is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::remove_file(&store).expect("remove the .ckpt symlink");
+    } else if store.exists() {
+        std::fs::remove_dir_all(&store).expect("remove the store");
+    }
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(saved)
+        .arg(&store)
+        .status()
+        .expect("run cp")
+        .success();
+    assert!(ok, "cp -a of the saved store failed");
+}
+
+/// A copy of the store of `dir` beside the folder (not in it: trees compare the folder).
+fn save_store(dir: &Path) -> PathBuf {
+    let saved = dir.parent().expect("parent").join("store.saved");
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(dir.join(".ckpt"))
+        .arg(&saved)
+        .status()
+        .expect("run cp")
+        .success();
+    assert!(ok, "cp -a of the store failed");
+    saved
+}
+
+/// What a store lost while its blobs stayed.
+#[derive(Debug, Clone, Copy)]
+enum Lost {
+    JournalRemoved,
+    JournalEmptied,
+    /// Cut to a first line without its end (a torn first append).
+    JournalTorn,
+    VersionRemoved,
+}
+
+#[test]
+fn blobs_without_a_journal_or_a_version_are_refused_never_reset() {
+    if !require_fuse() {
+        return;
+    }
+    let mut h = history();
+    let dir = h.m.dir.clone();
+    let saved = save_store(&dir);
+    let journal = journal_path(&dir);
+    for damage in [
+        Lost::JournalRemoved,
+        Lost::JournalEmptied,
+        Lost::JournalTorn,
+        Lost::VersionRemoved,
+    ] {
+        restore_store(&dir, &saved);
+        let words: &[&str] = match damage {
+            Lost::JournalRemoved => {
+                std::fs::remove_file(&journal).expect("rm journal");
+                &["blobs (", "but no journal", "fsck --start-over"]
+            }
+            Lost::JournalEmptied => {
+                std::fs::write(&journal, b"").expect("empty journal");
+                &["blobs (", "but an empty journal", "fsck --start-over"]
+            }
+            Lost::JournalTorn => {
+                std::fs::write(&journal, br#"{"v":1,"seq":1,"ti"#).expect("tear");
+                &["blobs (", "without one whole record", "fsck --start-over"]
+            }
+            Lost::VersionRemoved => {
+                std::fs::remove_file(dir.join(".ckpt/VERSION")).expect("rm VERSION");
+                &[
+                    "a journal (",
+                    "blobs (",
+                    "but no VERSION",
+                    "fsck --start-over",
+                ]
+            }
+        };
+        eprintln!("case: {damage:?}");
+        assert_refused_by_every_command(&dir, words, None);
+    }
+    restore_store(&dir, &saved);
+    h.m.remount();
+    h.m.rewind(2);
+    assert_same_tree(&h.at2, &tree(&dir, false));
+}
+
+#[test]
+fn a_symlinked_store_journal_or_version_is_refused_never_followed() {
+    if !require_fuse() {
+        return;
+    }
+    let mut h = history();
+    let dir = h.m.dir.clone();
+    let saved = save_store(&dir);
+    let elsewhere = canary();
+    let real = elsewhere.path().join("real-store");
+    // The store moved out of the folder, a symlink left in its place.
+    restore_store(&dir, &saved);
+    std::fs::rename(dir.join(".ckpt"), &real).expect("move the store out");
+    std::os::unix::fs::symlink(&real, dir.join(".ckpt")).expect("symlink .ckpt");
+    let target = real.display().to_string();
+    assert_refused_by_every_command(
+        &dir,
+        &[".ckpt is a symlink", &target, "never follows"],
+        Some(elsewhere.path()),
+    );
+    std::fs::remove_file(dir.join(".ckpt")).expect("remove the symlink");
+    std::fs::remove_dir_all(&real).expect("remove the moved store");
+    for name in ["journal.jsonl", "VERSION"] {
+        restore_store(&dir, &saved);
+        let moved = elsewhere.path().join(name);
+        std::fs::rename(dir.join(".ckpt").join(name), &moved).expect("move the file out");
+        std::os::unix::fs::symlink(&moved, dir.join(".ckpt").join(name)).expect("symlink");
+        let shown = format!(".ckpt/{name} is a symlink");
+        let target = moved.display().to_string();
+        assert_refused_by_every_command(&dir, &[&shown, &target], Some(elsewhere.path()));
+        std::fs::remove_file(&moved).expect("remove the moved file");
+    }
+    restore_store(&dir, &saved);
+    h.m.remount();
+    h.m.rewind(2);
+    assert_same_tree(&h.at2, &tree(&dir, false));
+}
+
+#[test]
+fn start_over_sets_the_old_blobs_aside_and_a_new_history_begins() {
+    if !require_fuse() {
+        return;
+    }
+    let mut h = history();
+    let dir = h.m.dir.clone();
+    // On a store that opens as it is, and on a mounted folder: refused, nothing moved.
+    let store = store_bytes(&dir);
+    let o = cli(&dir, &["fsck", "--start-over"]);
+    assert_refused(&o, &["nothing to start over"]);
+    assert_eq!(store, store_bytes(&dir));
+    h.m.remount();
+    let o = cli(&dir, &["fsck", "--start-over"]);
+    assert_refused(&o, &["is mounted", "unmount it first"]);
+    h.m.unmount();
+
+    let blobs_before: BTreeMap<String, Vec<u8>> = store_bytes(&dir)
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("blobs/") || k.starts_with("staged/"))
+        .collect();
+    assert!(blobs_before.keys().any(|k| k.contains("packs/pack-")));
+    std::fs::remove_file(journal_path(&dir)).expect("rm journal");
+    let at_damage = tree(&dir, false);
+    let o = cli(&dir, &["fsck", "--start-over"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let attic = out
+        .split_whitespace()
+        .find(|w| w.contains("/.ckpt/attic/"))
+        .unwrap_or_else(|| panic!("the line names where the old store went: {out}"))
+        .trim_end_matches(':');
+    assert!(out.contains("deleting nothing"), "{out}");
+    let attic = Path::new(attic);
+    assert!(attic.starts_with(dir.join(".ckpt/attic")), "{out}");
+    let kept: BTreeMap<String, Vec<u8>> = store_bytes(&dir)
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let rel = attic.strip_prefix(dir.join(".ckpt")).ok()?;
+            let k = k.strip_prefix(&format!("{}/", rel.display()))?.to_string();
+            (k.starts_with("blobs/") || k.starts_with("staged/")).then_some((k, v))
+        })
+        .collect();
+    assert_eq!(kept, blobs_before, "every blob kept, byte for byte");
+    assert_same_tree(&at_damage, &tree(&dir, false));
+
+    // The new history: fsck is clean, a mount begins turn 1 and captures again.
+    let o = cli(&dir, &["fsck"]);
+    assert!(o.status.success(), "{}", text(&o));
+    h.m.remount();
+    assert_eq!(
+        String::from_utf8_lossy(&h.m.cli(&["turn"]).stdout).trim(),
+        "1"
+    );
+    h.m.turn(2);
+    h.m.sh("echo new > a");
+    h.m.rewind(2);
+    assert_same_tree(&at_damage, &tree(&dir, false));
+    h.m.unmount();
+    let o = cli(&dir, &["fsck"]);
+    assert!(o.status.success(), "the attic is not stray: {}", text(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("stray"));
+}
+
+#[test]
+fn a_fresh_store_with_no_captures_and_an_empty_store_directory_still_open() {
+    if !require_fuse() {
+        return;
+    }
+    // A store the mount made, nothing captured yet: every command works on it.
+    let mut m = Mounted::new();
+    m.unmount();
+    let dir = m.dir.clone();
+    for args in [&["status"][..], &["fsck"], &["log"], &["rewind", "1"]] {
+        let o = cli(&dir, args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+    }
+    m.remount();
+    m.unmount();
+    // Its journal gone, but no blob either: nothing is lost, so it opens as new.
+    std::fs::remove_file(journal_path(&dir)).expect("rm journal");
+    let o = cli(&dir, &["status"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // A first mount that stopped after making `.ckpt` and its lock: mounted as new.
+    std::fs::remove_dir_all(dir.join(".ckpt")).expect("rm store");
+    std::fs::create_dir(dir.join(".ckpt")).expect("mkdir store");
+    std::fs::write(dir.join(".ckpt/lock"), b"").expect("lock");
+    m.remount();
+    m.turn(2);
+    m.sh("echo x > f");
+    m.rewind(2);
+    assert!(!dir.join("f").exists());
 }

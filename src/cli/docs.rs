@@ -441,6 +441,13 @@ const CONCEPTS: &[Section] = &[
                 "`VERSION`, `lock`, `turn/`, `rewind/`, `.gitignore`",
                 "the format version, the one-writer lock, the two guards described under CONTROL FILES, and a `*` for git.",
             ),
+            Block::Item(
+                "`attic/`",
+                "old stores set aside by `ckpt-mount fsck --start-over`, one folder each, named by the time (UTC); never read or pruned.",
+            ),
+            Block::Para(
+                "A store is never silently reset: when `.ckpt` or a file in it is a symlink (never followed), when blobs remain without their journal, or when `VERSION` is missing beside a history, every command, `mount` and `fsck` included, refuses the folder in one line that says what is there, and changes nothing. `ckpt-mount fsck --start-over` then moves the old store's files into `.ckpt/attic/`, deleting nothing, and begins a new history.",
+            ),
             Block::Para(
                 "The store grows with every turn: `ckpt-mount status` shows its size (and warns past 1 GiB or 10 % of the free space), `ckpt-mount prune --keep-turns N` or `--max-size SIZE` forgets the oldest turns and the blobs only they used, and `ckpt-mount fsck` re-hashes every blob, checks every record and names orphans and stray files. The format is described in docs/FORMAT.md in the source tree.",
             ),

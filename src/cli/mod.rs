@@ -377,15 +377,20 @@ pub fn call(
     })
 }
 
+/// Opens an unmounted folder as an `O_PATH` descriptor, from which its store is reached.
+pub fn open_folder(folder: &std::path::Path) -> Result<std::os::fd::OwnedFd, CliError> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(folder.as_os_str().as_bytes())
+        .map_err(|_| CliError::fail("path contains NUL"))?;
+    crate::sys::open_path(&c, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| CliError::fail(format!("cannot open {}: {e}", folder.display())))
+}
+
 /// Opens the store of an unmounted folder (root descriptor and store).
 pub fn open_offline(
     folder: &std::path::Path,
 ) -> Result<(std::os::fd::OwnedFd, crate::store::Store), CliError> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(folder.as_os_str().as_bytes())
-        .map_err(|_| CliError::fail("path contains NUL"))?;
-    let root = crate::sys::open_path(&c, libc::O_PATH | libc::O_DIRECTORY)
-        .map_err(|e| CliError::fail(format!("cannot open {}: {e}", folder.display())))?;
+    let root = open_folder(folder)?;
     let store = crate::store::Store::open(std::os::fd::AsFd::as_fd(&root), false, false)
         .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
     Ok((root, store))

@@ -29,6 +29,8 @@ pub enum StoreError {
     },
     /// No store exists in this folder.
     Missing,
+    /// What `.ckpt/` holds is not laid out as a store this build opens as it is.
+    Layout(super::layout::LayoutError),
 }
 
 impl fmt::Display for StoreError {
@@ -55,6 +57,7 @@ impl fmt::Display for StoreError {
                 super::LOCK_WAIT.as_secs()
             ),
             Self::Missing => write!(f, "no ckpt-mount store in this folder"),
+            Self::Layout(e) => write!(f, "{e}"),
         }
     }
 }

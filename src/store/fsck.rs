@@ -59,10 +59,22 @@ impl FsckReport {
     }
 }
 
-/// Checks the store behind `store_dir` (the `.ckpt` directory of a folder).
+/// Checks the store behind `store_dir` (the `.ckpt` directory of a folder). A store that no
+/// command opens as it is (`super::layout`: a symlink, blobs without a journal, no `VERSION`)
+/// is one `layout` finding and nothing more: the CLI refuses it in one line, as every other
+/// command does.
 pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
     let mut report = FsckReport::default();
     let mut add = |f: Finding| report.findings.push(f);
+    match super::layout::check(store_dir) {
+        // Nothing recorded yet (a store just set aside by a start-over, say): nothing to check.
+        Ok(super::layout::Contents::New) => return report,
+        Ok(super::layout::Contents::History) => {}
+        Err(e) => {
+            add(finding(Severity::Error, "layout", e.to_string()));
+            return report;
+        }
+    }
     if !check_version(store_dir, &mut add) {
         return report;
     }
@@ -78,6 +90,11 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
             Vec::new()
         }
     };
+    let torn_only = !bytes.is_empty() && journal::parse(&bytes).is_ok_and(|p| p.lines.is_empty());
+    if torn_only && let Err(e) = super::layout::check_torn_only(store_dir) {
+        add(finding(Severity::Error, "layout", e.to_string()));
+        return report;
+    }
     let lines = check_lines(&bytes, &mut add);
     for (seq, why) in super::actors::check_records(&lines) {
         add(finding(
@@ -267,7 +284,8 @@ fn check_referenced_blobs(
 /// wrote into the real store while nothing was captured.
 fn stray_entries(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) {
     use std::os::fd::AsFd;
-    const KNOWN: [&str; 8] = [
+    const KNOWN: [&str; 9] = [
+        super::start_over::ATTIC,
         "VERSION",
         "journal.jsonl",
         "blobs",

@@ -11,6 +11,9 @@
 //! - `staged.rs`: storing staged pre-images and recording what they became;
 //! - `lock.rs`: the one-writer lock, waited for while a daemon exits, its holder named;
 //! - `error.rs`: [`StoreError`]; `files.rs`: the small files read and written on open;
+//! - [`layout`]: what `.ckpt/` holds, checked before anything opens or writes it (a symlink,
+//!   blobs without a journal, no `VERSION` beside a history: refused, never reset);
+//!   [`start_over`]: the explicit way past a lost journal or `VERSION`;
 //! - [`fsck`] checks a store, [`prune`] forgets old turns.
 
 pub mod actors;
@@ -20,19 +23,21 @@ mod files;
 pub mod fsck;
 pub mod index;
 pub mod journal;
+pub mod layout;
 mod lock;
 pub mod ops;
 pub mod pack;
 pub mod prune;
 mod staged;
+pub mod start_over;
 
 pub use error::StoreError;
 pub use index::{Capture, Index, TurnInfo};
+pub use layout::open_store_dir;
 pub use lock::{LOCK_WAIT, LockHolder};
 pub use staged::StoredStage;
 
 use crate::ids::{Epoch, Seq, Turn};
-use crate::relpath::STORE_DIR;
 use crate::sys::{self, Errno};
 use blob::BlobStore;
 use error::io;
@@ -83,27 +88,6 @@ pub struct Store {
     epoch: Epoch,
 }
 
-/// Opens the store directory of a folder, creating it when `create` is set.
-pub fn open_store_dir(root: BorrowedFd<'_>, create: bool) -> Result<OwnedFd, StoreError> {
-    let name = CString::new(STORE_DIR).unwrap_or_default();
-    if create {
-        match sys::mkdirat(root, &name, 0o700) {
-            Ok(()) | Err(Errno(libc::EEXIST)) => {}
-            Err(e) => return Err(io("create .ckpt")(e)),
-        }
-    }
-    match sys::openat(
-        root,
-        &name,
-        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-        0,
-    ) {
-        Ok(fd) => Ok(fd),
-        Err(Errno(libc::ENOENT)) => Err(StoreError::Missing),
-        Err(e) => Err(io("open .ckpt")(e)),
-    }
-}
-
 fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -111,8 +95,9 @@ fn now() -> u64 {
 }
 
 /// Checks the `VERSION` of the store directory `d`: this build's passes, version 1 is
-/// migrated, any other is refused. With `create`, a store without one is new: its `VERSION`
-/// and `.gitignore` are written.
+/// migrated, any other is refused. With `create`, a store without one is new (`layout::check`
+/// refused it if it held anything): its `VERSION` and `.gitignore` are written, `VERSION`
+/// synced and renamed into place, so a crash never leaves an empty one beside a journal.
 fn check_version(d: BorrowedFd<'_>, create: bool) -> Result<(), StoreError> {
     match read_small(d, c"VERSION") {
         Ok(v) if v == STORE_VERSION.as_bytes() => {}
@@ -127,7 +112,7 @@ fn check_version(d: BorrowedFd<'_>, create: bool) -> Result<(), StoreError> {
             ));
         }
         Err(Errno(libc::ENOENT)) if create => {
-            write_new(d, c"VERSION", STORE_VERSION.as_bytes()).map_err(io("write VERSION"))?;
+            replace_small(d, c"VERSION", STORE_VERSION.as_bytes()).map_err(io("write VERSION"))?;
             write_new(d, c".gitignore", b"*\n").map_err(io("write .gitignore"))?;
         }
         Err(Errno(libc::ENOENT)) => return Err(StoreError::Missing),
@@ -161,6 +146,10 @@ fn open_journal(d: BorrowedFd<'_>) -> Result<(OwnedFd, Index), StoreError> {
     .map_err(io("open journal"))?;
     let bytes = sys::read_to_end(journal.as_fd()).map_err(io("read journal"))?;
     let parsed = journal::parse(&bytes).map_err(StoreError::Journal)?;
+    if parsed.lines.is_empty() && !bytes.is_empty() {
+        // Cutting the torn line would leave an empty journal: not over blobs it cannot name.
+        layout::check_torn_only(d)?;
+    }
     if parsed.valid_len < bytes.len() {
         log::warn!(target: "ckpt::store", "journal has a torn last line of {} bytes; cutting it off", bytes.len() - parsed.valid_len);
         sys::ftruncate(journal.as_fd(), parsed.valid_len as u64)
@@ -171,10 +160,13 @@ fn open_journal(d: BorrowedFd<'_>) -> Result<(OwnedFd, Index), StoreError> {
 
 impl Store {
     /// Opens the store of the folder behind `root`, taking its lock. With `create`, makes a new
-    /// store (and begins turn 1) when none exists.
+    /// store (and begins turn 1) when none exists. A store whose files are not laid out as one
+    /// (a symlink, blobs without a journal, no `VERSION`: [`layout`]) is refused before
+    /// anything in it is written, the lock file included.
     pub fn open(root: BorrowedFd<'_>, create: bool, durable: bool) -> Result<Self, StoreError> {
         let dir = open_store_dir(root, create)?;
         let d = dir.as_fd();
+        layout::check(d)?;
         let lock = lock::take(d)?;
         check_version(d, create)?;
         make_control_guards(d)?;
