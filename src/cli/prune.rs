@@ -2,6 +2,7 @@
 
 use super::{CliError, CliResult, Target};
 use crate::ipc::Request;
+use crate::store::prune::UndoHistory;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -51,6 +52,9 @@ pub fn run(a: PruneArgs) -> CliResult {
                 &Request::Prune {
                     keep_turns: a.keep_turns,
                     max_size: a.max_size,
+                    undo: UndoHistory::Drop,
+                    dry_run: false,
+                    expect: None,
                 },
             )?;
             if !resp.ok {
@@ -62,6 +66,9 @@ pub fn run(a: PruneArgs) -> CliResult {
             let req = Request::Prune {
                 keep_turns: a.keep_turns,
                 max_size: a.max_size,
+                undo: UndoHistory::Drop,
+                dry_run: false,
+                expect: None,
             };
             super::query_offline(&folder, &req)?
                 .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?
