@@ -5,7 +5,7 @@
 
 mod common;
 use common::output_text as text;
-use common::{Mounted, assert_same_tree, on_a_terminal, require_fuse, store_bytes, tree};
+use common::{Mounted, Tmpfs, assert_same_tree, on_a_terminal, require_fuse, store_bytes, tree};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -272,4 +272,42 @@ fn on_a_terminal_a_prune_that_forgets_shows_what_and_asks() {
         .filter_map(|row| row["turn"].as_u64())
         .collect();
     assert!(!turns.contains(&1), "{r:#}");
+}
+
+/// `status` warns past 10 % of the free space and says so, and what it points at runs.
+#[test]
+fn status_says_what_its_size_warning_means_and_points_at_a_dry_run() {
+    if !require_fuse() {
+        return;
+    }
+    let mut fs_guard = None;
+    let m = Mounted::with(|d| {
+        fs_guard = Some(Tmpfs::mount(d, "size=4m"));
+        let noise: Vec<u8> = (0..600_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        std::fs::write(d.join("big"), noise).expect("write big");
+    });
+    assert!(fs_guard.is_some());
+    m.turn(2);
+    m.sh("echo small > big");
+    // Turn 2's pre-image of `big` is what forgetting turn 2 would free.
+    m.turn(3);
+    let status = ok(&m.cli(&["status"]));
+    let warning = status
+        .lines()
+        .find(|l| l.starts_with("warning:  the store holds "))
+        .unwrap_or_else(|| panic!("no size warning: {status}"));
+    assert!(
+        warning.contains(", more than 10 % of the ")
+            && warning.ends_with(
+                " free on its disk; see what a prune would free: ckpt-mount prune --dry-run"
+            ),
+        "{warning}"
+    );
+    let dry = ok(&m.cli(&["prune", "--dry-run"]));
+    assert!(
+        dry.contains("ckpt-mount prune --keep-turns 1 would free "),
+        "{dry}"
+    );
 }
