@@ -196,15 +196,16 @@ fn failed_paths(ok: bool) -> Option<String> {
 /// A request the engine answers (`status`, `log`, `diff`, `prune`, `fsck`), with the store
 /// locked; `status` also says how many nodes the kernel holds, counted before the store is
 /// locked because the node table comes first in the lock order (`crate::lock_order`). A prune
-/// also holds every capture back ([`CkptFs::with_captures_held`]): it removes the blobs no
-/// record names, and a capture stores its bytes before it records them.
+/// (not its dry run, which removes nothing) also holds every capture back
+/// ([`CkptFs::with_captures_held`]): it removes the blobs no record names, and a capture stores
+/// its bytes before it records them.
 fn store_query(fs: &CkptFs, folder: &str, io: &IoMode, req: &Request) -> Response {
     let nodes = matches!(req, Request::Status).then(|| fs.node_count());
     let query = || {
         let mut store = fs.capturer().lock();
         crate::engine::query(fs.root(), &mut store, folder, Some(std::process::id()), req)
     };
-    let answer = if matches!(req, Request::Prune { .. }) {
+    let answer = if matches!(req, Request::Prune { dry_run: false, .. }) {
         fs.with_captures_held(query)
     } else {
         query()

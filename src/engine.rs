@@ -38,14 +38,22 @@ pub fn query(
         Request::Prune {
             keep_turns,
             max_size,
+            undo,
+            dry_run,
+            expect,
         } => {
             let policy = crate::store::prune::Policy {
                 keep_turns: *keep_turns,
                 max_size: *max_size,
+                undo: *undo,
             };
-            crate::store::prune::prune(store, policy)
-                .map_err(|e| e.to_string())
-                .and_then(json)
+            if *dry_run {
+                crate::store::prune::preview(store, policy)
+                    .map_err(|e| e.to_string())
+                    .and_then(json)
+            } else {
+                prune(store, policy, expect.as_ref())
+            }
         }
         Request::Cat { .. } => Err("a file's bytes are streamed, not answered as JSON".into()),
         Request::Turn { .. }
@@ -58,6 +66,28 @@ pub fn query(
             Err("only a mounted folder's daemon can tell the agent's changes apart".into())
         }
     }
+}
+
+/// `prune` (not its dry run), refused when it would make anything else unrecoverable than
+/// `expect` (what the preview the user said yes to showed).
+fn prune(
+    store: &mut Store,
+    policy: crate::store::prune::Policy,
+    expect: Option<&crate::store::prune::Unrecoverable>,
+) -> Result<serde_json::Value, String> {
+    use crate::store::prune;
+    let plan = prune::plan(store, policy).map_err(|e| e.to_string())?;
+    if let Some(expect) = expect
+        && *expect != plan.report().unrecoverable
+    {
+        return Err(
+            "the history changed since the preview: nothing pruned; run the prune again to see what it would forget now"
+                .into(),
+        );
+    }
+    prune::apply(store, plan)
+        .map_err(|e| e.to_string())
+        .and_then(json)
 }
 
 /// `diff` and `show`: what changed from the start of `turn` (the current one when not given)

@@ -315,6 +315,9 @@ pub struct Status {
     pub turns: Vec<u64>,
     /// Size above which `status` warns: 1 GiB or 10 % of the free space, whichever is less.
     pub warn_bytes: u64,
+    /// Bytes free (to a normal user) on the store's filesystem, when known: what the warning's
+    /// 10 % is of.
+    pub free_bytes: Option<u64>,
     /// Captures of the active turns that stored nothing: a rewind cannot restore these paths.
     pub skipped: Vec<SkippedCapture>,
     /// The agent marks of the folder's history, oldest first; empty when none was marked
@@ -353,6 +356,9 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
     }
     let cur = store.index().current_turn().0;
     let journal_bytes = store.journal_len();
+    let free = sys::fstatvfs(store.dir())
+        .ok()
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize));
     Status {
         folder: folder.to_string(),
         mounted: pid.is_some(),
@@ -371,7 +377,8 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
             preimage_bytes as f64 / preimage_blob_bytes as f64
         },
         turns: store.index().turns.iter().map(|t| t.turn.0).collect(),
-        warn_bytes: warn_threshold(store),
+        warn_bytes: warn_threshold(free),
+        free_bytes: free,
         skipped: skipped_captures(store),
         agents: store
             .index()
@@ -383,10 +390,9 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
     }
 }
 
-fn warn_threshold(store: &Store) -> u64 {
-    let free =
-        sys::fstatvfs(store.dir()).map_or(u64::MAX, |s| s.f_bavail.saturating_mul(s.f_frsize));
-    (1u64 << 30).min(free / 10)
+/// The store size `status` warns past: 1 GiB, or 10 % of the `free` bytes when that is less.
+fn warn_threshold(free: Option<u64>) -> u64 {
+    (1u64 << 30).min(free.unwrap_or(u64::MAX) / 10)
 }
 
 /// The end of the daemon's log, `.ckpt/daemon.log` (a daemon in the background logs there).

@@ -66,12 +66,22 @@ pub enum Request {
     Log,
     /// Check the store.
     Fsck,
-    /// Forget old turns.
+    /// Forget old turns (or only remove the blobs no record names).
     Prune {
         /// Keep this many newest turns.
         keep_turns: Option<usize>,
         /// Keep the store under this many bytes.
         max_size: Option<u64>,
+        /// The undo and redo history, when no turn is dropped.
+        #[serde(default)]
+        undo: crate::store::prune::UndoHistory,
+        /// Plan only.
+        #[serde(default)]
+        dry_run: bool,
+        /// Go ahead only if the prune makes exactly this unrecoverable (what the preview the
+        /// user answered showed): the history may have changed in between.
+        #[serde(default)]
+        expect: Option<crate::store::prune::Unrecoverable>,
     },
     /// The last `lines` lines of the daemon's log (`.ckpt/daemon.log`, hidden from the mount).
     DaemonLog {

@@ -177,7 +177,10 @@ fn every_subcommand_refuses_bad_input_in_one_line_and_changes_nothing() {
             &["turn", "9007199254740991", "--dir", "{M}"],
             Usage("a turn is a whole number from 1 to 4294967295"),
         ),
-        (&["prune", "--dir", "{M}"], Usage("--keep-turns")),
+        (
+            &["prune", "--keep-turns", "0", "--dir", "{M}"],
+            Usage("--keep-turns must be at least 1"),
+        ),
         // mount
         (&["mount", "{N}"], Fail("cannot open")),
         (&["mount", "{F}"], Fail("not a directory")),
@@ -280,7 +283,15 @@ fn every_subcommand_refuses_bad_input_in_one_line_and_changes_nothing() {
         (&["diff", "--dir", "{E}"], Fail("no ckpt-mount store")),
         (&["diff", "--dir", "{V}"], Fail("ckpt-mount store 9")),
         (&["diff"], Fail("not inside a ckpt-mount folder")),
-        // prune
+        // prune: one that forgets anything needs --yes off a terminal (stdin here is not one)
+        (
+            &["prune", "--keep-turns", "1", "--dir", "{M}"],
+            Fail("not pruned: the prune would forget 2 turns (1, 2)"),
+        ),
+        (
+            &["prune", "--drop-undo", "--dir", "{D}"],
+            Fail("pass --yes to prune, or --dry-run"),
+        ),
         (
             &["prune", "--keep-turns", "1", "--dir", "{N}"],
             Fail("cannot open"),

@@ -129,7 +129,7 @@ fn prune_keeps_the_newest_turns_and_frees_their_blobs() {
     }
     let before: serde_json::Value =
         serde_json::from_slice(&m.cli(&["status", "--json"]).stdout).expect("json");
-    let o = m.cli(&["prune", "--keep-turns", "2", "--json"]);
+    let o = m.cli(&["prune", "--keep-turns", "2", "--yes", "--json"]);
     assert!(o.status.success(), "{}", out(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(r["kept_turns"], serde_json::json!([4, 5]));

@@ -279,7 +279,7 @@ fn status_and_prune_speak_in_binary_units_and_dedup_means_something_after_a_rewi
     );
     assert!(!text.contains("0.00"), "{text}");
 
-    let o = cli(&m, &["prune", "--keep-turns", "1"], &[]);
+    let o = cli(&m, &["prune", "--keep-turns", "1", "--yes"], &[]);
     let said = stdout(&o);
     assert!(
         said.starts_with("pruned turns [1]; kept [2]; removed "),

@@ -275,7 +275,8 @@ fn prune_says_what_it_made_unrecoverable() {
     m.sh("printf three > a");
     ok(&m, &["rewind", "2", "-y"]);
     let r: serde_json::Value =
-        serde_json::from_str(&ok(&m, &["prune", "--keep-turns", "1", "--json"])).expect("json");
+        serde_json::from_str(&ok(&m, &["prune", "--keep-turns", "1", "--yes", "--json"]))
+            .expect("json");
     assert_eq!(r["dropped_turns"], serde_json::json!([1]));
     assert_eq!(r["lost_rewound_turns"], serde_json::json!([3]));
     assert!(

@@ -636,6 +636,7 @@ mod tests {
         let policy = crate::store::prune::Policy {
             keep_turns: Some(1),
             max_size: None,
+            undo: crate::store::prune::UndoHistory::Drop,
         };
         crate::store::prune::prune(&mut store, policy).expect("prune");
         assert_eq!(store.epoch(), epoch.next());

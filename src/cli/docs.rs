@@ -449,7 +449,7 @@ const CONCEPTS: &[Section] = &[
                 "A store is never silently reset: when `.ckpt` or a file in it is a symlink (never followed), when blobs remain without their journal, or when `VERSION` is missing beside a history, every command, `mount` and `fsck` included, refuses the folder in one line that says what is there, and changes nothing. `ckpt-mount fsck --start-over` then moves the old store's files into `.ckpt/attic/`, deleting nothing, and begins a new history.",
             ),
             Block::Para(
-                "The store grows with every turn: `ckpt-mount status` shows its size (and warns past 1 GiB or 10 % of the free space), `ckpt-mount prune --keep-turns N` or `--max-size SIZE` forgets the oldest turns and the blobs only they used, and `ckpt-mount fsck` re-hashes every blob, checks every record and names orphans and stray files. The format is described in docs/FORMAT.md in the source tree.",
+                "The store grows with every turn: `ckpt-mount status` shows its size (and warns past 1 GiB or 10 % of the free space on its disk), `ckpt-mount prune --dry-run` says what a prune would forget and free, `ckpt-mount prune --keep-turns N` or `--max-size SIZE` forgets the oldest turns and the blobs only they used, and `ckpt-mount fsck` re-hashes every blob, checks every record and names orphans and stray files. Forgetting a turn forgets the undo and redo history too; a prune that forgets no turn keeps that history (`--drop-undo` forgets it) and removes only the blobs no record names. A prune that forgets anything shows what and asks first on a terminal, and is refused elsewhere without `--yes`. The format is described in docs/FORMAT.md in the source tree.",
             ),
         ],
     },
@@ -459,11 +459,11 @@ const CONCEPTS: &[Section] = &[
             Block::Item("0", "Success."),
             Block::Item(
                 "1",
-                "A failure, reported in one line on standard error that begins with `ckpt-mount:`. A rewind that could not restore every path exits 1 after its report; `fsck` exits 1 when it finds an error.",
+                "A failure, reported in one line on standard error that begins with `ckpt-mount:`. A rewind that could not restore every path exits 1 after its report; `fsck` exits 1 when it finds an error; a question answered no, and a prune that would forget something run off a terminal without `--yes`, exit 1 having changed nothing.",
             ),
             Block::Item(
                 "2",
-                "Bad usage: an unknown option, a missing argument, turn 0, `prune` without a limit.",
+                "Bad usage: an unknown option, a missing argument, turn 0, `prune --keep-turns 0`.",
             ),
             Block::Para(
                 "`ckpt-mount run` exits with its command's status instead: 128 + N when the command was killed by signal N, 127 when it could not be started.",

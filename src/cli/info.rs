@@ -429,20 +429,11 @@ fn status_text(v: &serde_json::Value) -> String {
     }
     if n("unused_blob_bytes") > 0 {
         out += &format!(
-            "          {} in blobs no turn or undo needs (prune removes them)\n",
+            "          {} in blobs no turn or undo needs (ckpt-mount prune --dry-run says what a prune frees)\n",
             human_size(n("unused_blob_bytes"))
         );
     }
-    let (size, warn) = (
-        n("store_bytes"),
-        v["warn_bytes"].as_u64().unwrap_or(u64::MAX),
-    );
-    if size > warn {
-        out += &format!(
-            "warning:  the store is over {}; free space with: ckpt-mount prune --keep-turns N\n",
-            human_size(warn)
-        );
-    }
+    out += &size_warning(v);
     out += &agent_text(&v["agents"]);
     let skipped: Vec<SkippedCapture> =
         serde_json::from_value(v["skipped"].clone()).unwrap_or_default();
@@ -450,6 +441,28 @@ fn status_text(v: &serde_json::Value) -> String {
         out += &format!("warning:  {line}\n");
     }
     out
+}
+
+/// The `warning:` line of `status` when the store is over the size it warns at: what the size
+/// is measured against (1 GiB, or 10 % of the free space on the store's disk), and the dry run
+/// that says what a prune would free.
+fn size_warning(v: &serde_json::Value) -> String {
+    let size = v["store_bytes"].as_u64().unwrap_or(0);
+    let warn = v["warn_bytes"].as_u64().unwrap_or(u64::MAX);
+    if size <= warn {
+        return String::new();
+    }
+    let limit = match v["free_bytes"].as_u64() {
+        Some(free) if free / 10 <= warn => format!(
+            "more than 10 % of the {} free on its disk",
+            human_size(free)
+        ),
+        _ => format!("more than {}", human_size(warn)),
+    };
+    format!(
+        "warning:  the store holds {}, {limit}; see what a prune would free: ckpt-mount prune --dry-run\n",
+        human_size(size)
+    )
 }
 
 /// The `agent:` line of `status`: the last process marked as the agent (and how many marks
@@ -595,8 +608,28 @@ mod tests {
             "dedup_ratio": 3.5,
             "turns": [1, 2, 3],
             "warn_bytes": 10_000_000u64,
+            "free_bytes": 100_000_000u64,
             "skipped": [],
         });
         insta::assert_snapshot!(status_text(&v));
+    }
+
+    #[test]
+    fn the_size_warning_says_what_its_number_is() {
+        let v = |store: u64, warn: u64, free: Option<u64>| serde_json::json!({"store_bytes": store, "warn_bytes": warn, "free_bytes": free});
+        assert_eq!(size_warning(&v(5, 10, Some(100))), "", "under the limit");
+        assert_eq!(
+            size_warning(&v(3 << 20, 1 << 20, Some(10 << 20))),
+            "warning:  the store holds 3.0 MiB, more than 10 % of the 10.0 MiB free on its disk; see what a prune would free: ckpt-mount prune --dry-run\n"
+        );
+        assert_eq!(
+            size_warning(&v(3 << 30, 1 << 30, Some(100 << 30))),
+            "warning:  the store holds 3.0 GiB, more than 1.0 GiB; see what a prune would free: ckpt-mount prune --dry-run\n"
+        );
+        // An older daemon's answer has no free space in it.
+        assert_eq!(
+            size_warning(&v(3 << 20, 1 << 20, None)),
+            "warning:  the store holds 3.0 MiB, more than 1.0 MiB; see what a prune would free: ckpt-mount prune --dry-run\n"
+        );
     }
 }

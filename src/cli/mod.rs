@@ -154,10 +154,12 @@ pub enum Command {
     /// Example: ckpt-mount run --dir ~/src/site -- bash
     #[command(verbatim_doc_comment)]
     Run(run::RunArgs),
-    /// Forget the oldest turns and the blobs only they used
+    /// Forget the oldest turns or the undo history, and the blobs only they used
     ///
-    /// Example: ckpt-mount prune --keep-turns 20
-    /// Example: ckpt-mount prune --keep-turns 20 --max-size 2G
+    /// Example: ckpt-mount prune --dry-run --keep-turns 2
+    /// Example: ckpt-mount prune --keep-turns 2 --yes
+    /// Example: ckpt-mount prune --max-size 2G
+    /// Example: ckpt-mount prune --drop-undo --dry-run
     #[command(verbatim_doc_comment)]
     Prune(prune::PruneArgs),
     /// Check the store: re-hash blobs, check every record, report orphans
@@ -195,7 +197,7 @@ pub enum Command {
 
 impl Cli {
     /// Our own usage errors (exit 2): what clap's rules do not say and no folder is needed to
-    /// know, such as turn 0 or `prune` without a limit. Pure: it opens nothing, so [`run()`],
+    /// know, such as turn 0 or `prune --keep-turns 0`. Pure: it opens nothing, so [`run()`],
     /// which calls it first, refuses bad usage before it touches any folder.
     pub fn check(&self) -> CliResult {
         match &self.command {

@@ -149,6 +149,12 @@ pub(super) fn confirm(r: &Value) -> Result<bool, CliError> {
     }
     print_preview(r, Some(LISTED_BEFORE_ASKING));
     println!("{}", sentence(r, Tense::Will));
+    proceed()
+}
+
+/// Asks `Proceed? [y/N]` on the terminal; `Ok(true)` only for `y` or `yes` (anything else,
+/// Esc, an empty line or the end of input is no).
+pub(super) fn proceed() -> Result<bool, CliError> {
     print!("Proceed? [y/N] ");
     let _ = std::io::stdout().flush();
     let mut line = String::new();

@@ -455,6 +455,7 @@ mod tests {
             crate::store::prune::Policy {
                 keep_turns: Some(1),
                 max_size: None,
+                undo: crate::store::prune::UndoHistory::Drop,
             },
         )
         .expect("prune");

@@ -167,6 +167,12 @@ fn check_version(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) -> boo
 type Referenced = BTreeMap<BlobId, (u64, String)>;
 type Unstored = BTreeMap<Seq, (RelPath, PreImage)>;
 
+/// Every blob a record of `lines` names: a prune that keeps the journal as it is removes only
+/// the others (what [`check`] calls orphans), so no record is left naming a missing blob.
+pub(super) fn named_blobs(lines: &[Line]) -> HashSet<BlobId> {
+    references(lines).0.into_keys().collect()
+}
+
 /// What the journal's lines refer to: [`Referenced`] blobs and [`Unstored`] stages.
 fn references(lines: &[Line]) -> (Referenced, Unstored) {
     let mut referenced = Referenced::new();

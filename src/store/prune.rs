@@ -1,20 +1,44 @@
-//! Retention: forget the oldest turns and the blobs nothing refers to any more.
+//! Retention: forget the oldest turns, the undo and redo history, and the blobs nothing refers
+//! to any more.
 //!
-//! Pruning is the one operation that rewrites the journal: the kept records are written to a
-//! new file, synced, and renamed over the old one (atomic), then the store reopens it. It runs
-//! only on explicit request, never per capture. It is an operation of the operation log
-//! (`ops.rs`) that cannot be undone: it forgets what undo and redo would need, and says so
-//! (the operations that can no longer be undone or redone); the log of the operations before
-//! it is kept as text in its `pruned` record, the last line of the rewritten journal.
+//! A prune is planned first ([`plan`], which reads and changes nothing: `prune --dry-run`
+//! prints the plan, and the CLI shows it before asking), then applied ([`apply`]). It is one
+//! of two kinds:
+//!
+//! - **It forgets nothing** (no turn is dropped and the undo and redo history is kept, the
+//!   default when no turn is dropped): it removes only the blobs no journal record names (what
+//!   `fsck` calls orphans). The journal stays as it is, byte for byte, so every undo, redo and
+//!   rewound turn stays within reach; it is no operation of the log, having nothing to undo.
+//! - **It forgets** (turns dropped, or the undo and redo history dropped on request): it
+//!   rewrites the journal, the one operation that does. The kept records are written to a new
+//!   file, synced, and renamed over the old one (atomic), then the store reopens it. It is an
+//!   operation of the operation log (`ops.rs`) that cannot be undone: it forgets what undo and
+//!   redo would need, and says so (the operations that can no longer be undone or redone, the
+//!   rewound turns no undo can bring back); the log of the operations before it is kept as
+//!   text in its `pruned` record, the last line of the rewritten journal.
+//!
+//! It runs only on explicit request, never per capture.
 
 use super::journal::{self, Line, PreImage, Record};
 use super::{Store, StoreError, io};
 use crate::ids::{BlobId, Seq, Turn};
 use crate::sys;
 use crate::tree::{Durability, TempFile};
-use serde::Serialize;
-use std::collections::HashSet;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsFd;
+
+/// What a prune that drops no turn does with the undo and redo history (a prune that drops a
+/// turn forgets it whatever this says: the rewritten journal has no operations to undo).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UndoHistory {
+    /// Keep it: every operation `undo` and `redo` could revert stays revertible.
+    #[default]
+    Keep,
+    /// Forget it (`prune --drop-undo`), with the turns rewound by a rewind still undoable.
+    Drop,
+}
 
 /// What to keep.
 #[derive(Debug, Clone, Copy, Default)]
@@ -23,31 +47,133 @@ pub struct Policy {
     pub keep_turns: Option<usize>,
     /// Drop the oldest turns until blobs and journal fit in this many bytes.
     pub max_size: Option<u64>,
+    /// The undo and redo history, when no turn is dropped.
+    pub undo: UndoHistory,
 }
 
-/// What a prune did.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct PruneReport {
-    /// Turns forgotten.
+/// What a prune makes unrecoverable, by number: what the CLI asks about, and what it asks the
+/// run to make unrecoverable, no more (the history may change between the question and the
+/// run).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unrecoverable {
+    /// Turns forgotten: no rewind to their start any more.
     pub dropped_turns: Vec<u64>,
+    /// Operations that could be undone or redone before the prune and no longer can.
+    pub lost_ops: Vec<u64>,
+    /// Turns retired by a rewind that an undo could have brought back, and no longer can.
+    pub lost_rewound_turns: Vec<u64>,
+}
+
+impl Unrecoverable {
+    /// Whether the prune loses nothing but blobs no record needs.
+    pub fn is_empty(&self) -> bool {
+        self.dropped_turns.is_empty()
+            && self.lost_ops.is_empty()
+            && self.lost_rewound_turns.is_empty()
+    }
+}
+
+/// One thing a prune makes unrecoverable, as people read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum Loss {
+    /// A turn forgotten.
+    Turn {
+        /// Its number.
+        turn: u64,
+        /// Its label.
+        label: Option<String>,
+    },
+    /// An operation `undo` could revert.
+    Undo {
+        /// Its id.
+        op: u64,
+        /// What it was, as `op log` says.
+        text: String,
+    },
+    /// An operation `redo` could re-apply.
+    Redo {
+        /// Its id.
+        op: u64,
+        /// What it was, as `op log` says.
+        text: String,
+    },
+    /// A turn a rewind in effect retired, which undoing that rewind would bring back.
+    RewoundTurn {
+        /// Its number.
+        turn: u64,
+        /// Its label.
+        label: Option<String>,
+        /// The rewind that retired it.
+        by: u64,
+    },
+}
+
+/// What a prune did, or (`dry_run`) would do.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PruneReport {
+    /// A plan only: nothing was changed.
+    pub dry_run: bool,
+    /// What it makes unrecoverable, by number.
+    #[serde(flatten)]
+    pub unrecoverable: Unrecoverable,
+    /// The same, one entry each, for people: turns, then undo and redo steps, then rewound turns.
+    pub lost: Vec<Loss>,
     /// Turns that can still be rewound to.
     pub kept_turns: Vec<u64>,
+    /// What became of the undo and redo history.
+    pub undo_history: UndoHistory,
     /// Blobs removed.
     pub removed_blobs: usize,
     /// Bytes freed.
     pub freed_bytes: u64,
     /// Store size afterwards.
     pub store_bytes: u64,
-    /// Operations that could be undone or redone before the prune and no longer can.
-    pub lost_ops: Vec<u64>,
-    /// Turns retired by a rewind that an undo could have brought back, and no longer can.
-    pub lost_rewound_turns: Vec<u64>,
-    /// The prune's id in the operation log.
-    pub op: u64,
+    /// The `--max-size` asked for, when the store is still over it afterwards (the current turn
+    /// always stays, and a prune that drops no turn keeps the undo and redo history).
+    pub over_max_size: Option<u64>,
+    /// The prune's id in the operation log; none for a prune that forgets nothing, which is
+    /// no operation.
+    pub op: Option<u64>,
+    /// A plan only: the bytes the same prune would free with the undo and redo history dropped
+    /// too, when that is more.
+    pub with_drop_undo: Option<u64>,
+    /// A plan only: the bytes a prune keeping only the current turn would free, when that is
+    /// more.
+    pub keeping_one_turn: Option<u64>,
+}
+
+/// A prune, planned and not yet applied.
+#[derive(Debug)]
+pub struct Plan {
+    report: PruneReport,
+    /// Blobs plus journal, in bytes, when it was planned.
+    before: u64,
+    forget: Forget,
+}
+
+/// What applying a [`Plan`] writes.
+#[derive(Debug)]
+enum Forget {
+    /// Only these blobs, which no record names: the journal stays.
+    UnnamedBlobs(Vec<BlobId>),
+    /// The journal, rewritten as `lines`, then these blobs, which no kept record names.
+    History {
+        lines: Vec<Line>,
+        blobs: Vec<BlobId>,
+    },
+}
+
+impl Plan {
+    /// What the prune would do.
+    pub fn report(&self) -> &PruneReport {
+        &self.report
+    }
 }
 
 /// Bytes of blobs referenced by captures of turns `>= from`.
-fn bytes_needed(store: &Store, from: Turn, sizes: &std::collections::HashMap<BlobId, u64>) -> u64 {
+fn bytes_needed(store: &Store, from: Turn, sizes: &HashMap<BlobId, u64>) -> u64 {
     let mut seen = HashSet::new();
     let mut total = 0;
     for c in store.index.captures.iter().filter(|c| c.turn >= from) {
@@ -72,83 +198,223 @@ fn store_bytes(store: &Store) -> Result<u64, StoreError> {
     Ok(blobs + store.journal_len())
 }
 
-/// Applies `policy` to an open store.
-pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreError> {
+/// The first turn a prune by `policy` keeps. `before` is the store's size now.
+fn keep_from(store: &Store, policy: Policy, sizes: &HashMap<BlobId, u64>, before: u64) -> Turn {
     let turns: Vec<Turn> = store.index.turns.iter().map(|t| t.turn).collect();
-    let Some(&current) = turns.last() else {
-        return Ok(PruneReport::default());
-    };
-    let mut first_kept_idx = 0;
+    let mut first = 0;
     if let Some(k) = policy.keep_turns {
-        first_kept_idx = turns.len().saturating_sub(k.max(1));
+        first = turns.len().saturating_sub(k.max(1));
     }
     if let Some(limit) = policy.max_size {
-        let sizes: std::collections::HashMap<BlobId, u64> = store
-            .blobs
-            .list()
-            .map_err(io("list blobs"))?
-            .into_iter()
-            .collect();
-        while first_kept_idx + 1 < turns.len()
-            && bytes_needed(store, turns[first_kept_idx], &sizes) + store.journal_len() > limit
+        // A store that fits as it is loses nothing: measuring without the undo history (what
+        // the loop below does, since dropping a turn drops it) would drop a turn for bytes the
+        // history holds, and the history with it.
+        let fits = first == 0 && policy.undo == UndoHistory::Keep && before <= limit;
+        while !fits
+            && first + 1 < turns.len()
+            && bytes_needed(store, turns[first], sizes) + store.journal_len() > limit
         {
-            first_kept_idx += 1;
+            first += 1;
         }
     }
-    let keep_from = turns.get(first_kept_idx).copied().unwrap_or(current);
-    let before = store_bytes(store)?;
-    let ops = &store.index.ops;
-    let lost_ops: Vec<u64> = ops
-        .undo
-        .iter()
-        .chain(ops.redo.iter())
-        .map(|a| a.op)
+    turns.get(first).copied().unwrap_or(Turn(0))
+}
+
+/// Plans a prune of `store` by `policy`, changing nothing.
+pub fn plan(store: &Store, policy: Policy) -> Result<Plan, StoreError> {
+    let sizes: HashMap<BlobId, u64> = store
+        .blobs
+        .list()
+        .map_err(io("list blobs"))?
+        .into_iter()
         .collect();
-    let mut lost_rewound_turns: Vec<u64> =
-        ops.rewound_turns().iter().map(|(t, _)| t.turn.0).collect();
-    lost_rewound_turns.sort_unstable();
-    lost_rewound_turns.dedup();
-    let dropped_turns: Vec<u64> = turns
-        .iter()
-        .filter(|t| **t < keep_from)
-        .map(|t| t.0)
-        .collect();
-    let pruned = super::ops::Pruned {
-        archived: archive(&store.index),
-        id: store.index.ops.ops.last().map_or(1, |o| o.id + 1),
-        dropped_turns: dropped_turns.clone(),
-        lost_ops: lost_ops.clone(),
+    let blob_bytes: u64 = sizes.values().sum();
+    let journal_now = store.journal_len();
+    let before = blob_bytes + journal_now;
+    let keep_from = keep_from(store, policy, &sizes, before);
+    let first = store.index.turns.first().map_or(Turn(0), |t| t.turn);
+    let (forget, journal_after, report) = if keep_from <= first && policy.undo == UndoHistory::Keep
+    {
+        let named = super::fsck::named_blobs(&read_journal(store)?);
+        let blobs = unused(&sizes, &named);
+        let report = PruneReport {
+            undo_history: UndoHistory::Keep,
+            ..PruneReport::default()
+        };
+        (Forget::UnnamedBlobs(blobs), journal_now, report)
+    } else {
+        let (unrecoverable, lost) = losses(store, keep_from);
+        let pruned = super::ops::Pruned {
+            archived: archive(&store.index),
+            id: store.index.ops.ops.last().map_or(1, |o| o.id + 1),
+            dropped_turns: unrecoverable.dropped_turns.clone(),
+            lost_ops: unrecoverable.lost_ops.clone(),
+        };
+        let report = PruneReport {
+            op: Some(pruned.id),
+            unrecoverable,
+            lost,
+            undo_history: UndoHistory::Drop,
+            ..PruneReport::default()
+        };
+        let lines = kept_lines(store, keep_from, pruned);
+        let named: HashSet<BlobId> = lines.iter().filter_map(file_blob).collect();
+        let blobs = unused(&sizes, &named);
+        let len = lines.iter().map(|l| journal::encode(l).len() as u64).sum();
+        (Forget::History { lines, blobs }, len, report)
     };
-    let op = pruned.id;
-    rewrite_journal(store, keep_from, pruned)?;
-    let referenced: HashSet<BlobId> = store
-        .index
-        .captures
-        .iter()
-        .filter_map(|c| match &c.pre {
-            PreImage::File { blob, .. } => Some(*blob),
-            _ => None,
-        })
-        .collect();
-    let mut removed = 0;
-    for (id, _) in store.blobs.list().map_err(io("list blobs"))? {
-        if !referenced.contains(&id) {
-            store.blobs.remove(&id).map_err(io("remove blob"))?;
-            removed += 1;
-        }
-    }
-    store.blobs.compact().map_err(io("compact packs"))?;
-    let after = store_bytes(store)?;
-    Ok(PruneReport {
-        dropped_turns,
-        kept_turns: store.index.turns.iter().map(|t| t.turn.0).collect(),
-        removed_blobs: removed,
+    let blobs = match &forget {
+        Forget::UnnamedBlobs(b) | Forget::History { blobs: b, .. } => b,
+    };
+    let freed_blobs: u64 = blobs.iter().filter_map(|b| sizes.get(b)).sum();
+    let after = blob_bytes.saturating_sub(freed_blobs) + journal_after;
+    let report = PruneReport {
+        dry_run: true,
+        kept_turns: store
+            .index
+            .turns
+            .iter()
+            .map(|t| t.turn.0)
+            .filter(|t| *t >= keep_from.0)
+            .collect(),
+        removed_blobs: blobs.len(),
         freed_bytes: before.saturating_sub(after),
         store_bytes: after,
-        lost_ops,
-        lost_rewound_turns,
-        op,
+        over_max_size: policy.max_size.filter(|limit| after > *limit),
+        ..report
+    };
+    Ok(Plan {
+        report,
+        before,
+        forget,
     })
+}
+
+/// What `prune --dry-run` says: the plan, and what the further ways to free space would
+/// free.
+pub fn preview(store: &Store, policy: Policy) -> Result<PruneReport, StoreError> {
+    let mut report = plan(store, policy)?.report;
+    let more = |p: Policy| -> Result<Option<u64>, StoreError> {
+        let freed = plan(store, p)?.report.freed_bytes;
+        Ok((freed > report.freed_bytes).then_some(freed))
+    };
+    if report.undo_history == UndoHistory::Keep {
+        report.with_drop_undo = more(Policy {
+            undo: UndoHistory::Drop,
+            ..policy
+        })?;
+    }
+    if report.kept_turns.len() > 1 {
+        report.keeping_one_turn = more(Policy {
+            keep_turns: Some(1),
+            max_size: None,
+            undo: UndoHistory::Drop,
+        })?;
+    }
+    Ok(report)
+}
+
+/// Applies a plan made by [`plan`] on this store, with nothing appended since.
+pub fn apply(store: &mut Store, plan: Plan) -> Result<PruneReport, StoreError> {
+    let blobs = match plan.forget {
+        Forget::UnnamedBlobs(blobs) => blobs,
+        Forget::History { lines, blobs } => {
+            rewrite_journal(store, lines)?;
+            blobs
+        }
+    };
+    for id in &blobs {
+        store.blobs.remove(id).map_err(io("remove blob"))?;
+    }
+    if !blobs.is_empty() {
+        store.blobs.compact().map_err(io("compact packs"))?;
+    }
+    let after = store_bytes(store)?;
+    Ok(PruneReport {
+        dry_run: false,
+        freed_bytes: plan.before.saturating_sub(after),
+        store_bytes: after,
+        ..plan.report
+    })
+}
+
+/// Plans and applies a prune by `policy`.
+pub fn prune(store: &mut Store, policy: Policy) -> Result<PruneReport, StoreError> {
+    let plan = plan(store, policy)?;
+    apply(store, plan)
+}
+
+/// The blob a line's file pre-image names.
+fn file_blob(line: &Line) -> Option<BlobId> {
+    match &line.rec {
+        Record::Capture {
+            pre: PreImage::File { blob, .. },
+            ..
+        } => Some(*blob),
+        _ => None,
+    }
+}
+
+/// The blobs of `sizes` that `named` does not hold, in a stable order.
+fn unused(sizes: &HashMap<BlobId, u64>, named: &HashSet<BlobId>) -> Vec<BlobId> {
+    let mut out: Vec<BlobId> = sizes
+        .keys()
+        .filter(|b| !named.contains(b))
+        .copied()
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// The journal's lines as they are on disk (a torn tail left out, as replay does).
+fn read_journal(store: &Store) -> Result<Vec<Line>, StoreError> {
+    let bytes = sys::read_to_end(store.journal.as_fd()).map_err(io("read journal"))?;
+    Ok(journal::parse(&bytes).map_err(StoreError::Journal)?.lines)
+}
+
+/// What forgetting the turns before `keep_from` and the undo and redo history loses.
+fn losses(store: &Store, keep_from: Turn) -> (Unrecoverable, Vec<Loss>) {
+    let index = &store.index;
+    let ops = &index.ops;
+    let mut lost = Vec::new();
+    let mut u = Unrecoverable::default();
+    for t in index.turns.iter().filter(|t| t.turn < keep_from) {
+        u.dropped_turns.push(t.turn.0);
+        lost.push(Loss::Turn {
+            turn: t.turn.0,
+            label: t.label.clone(),
+        });
+    }
+    let text = |id: u64| {
+        ops.get(id)
+            .map_or_else(String::new, super::ops::OpEntry::describe)
+    };
+    for a in &ops.undo {
+        u.lost_ops.push(a.op);
+        lost.push(Loss::Undo {
+            op: a.op,
+            text: text(a.op),
+        });
+    }
+    for a in &ops.redo {
+        u.lost_ops.push(a.op);
+        lost.push(Loss::Redo {
+            op: a.op,
+            text: text(a.op),
+        });
+    }
+    let mut rewound = ops.rewound_turns();
+    rewound.sort_by_key(|(t, _)| t.turn);
+    rewound.dedup_by_key(|(t, _)| t.turn);
+    for (t, by) in rewound {
+        u.lost_rewound_turns.push(t.turn.0);
+        lost.push(Loss::RewoundTurn {
+            turn: t.turn.0,
+            label: t.label.clone(),
+            by,
+        });
+    }
+    (u, lost)
 }
 
 /// The operation log so far, as text for the `pruned` record.
@@ -167,14 +433,8 @@ fn archive(index: &super::Index) -> Vec<super::ops::ArchivedOp> {
         .collect()
 }
 
-/// Writes the journal anew with only the turns `>= keep_from` and their captures, then the
-/// `pruned` record.
-fn rewrite_journal(
-    store: &mut Store,
-    keep_from: Turn,
-    pruned: super::ops::Pruned,
-) -> Result<(), StoreError> {
-    let lines = kept_lines(store, keep_from, pruned);
+/// Writes the journal anew as `lines` (see [`kept_lines`]) and replays them.
+fn rewrite_journal(store: &mut Store, lines: Vec<Line>) -> Result<(), StoreError> {
     let mut bytes = Vec::new();
     for l in &lines {
         bytes.extend(journal::encode(l));
@@ -312,11 +572,11 @@ mod tests {
             &mut s,
             Policy {
                 keep_turns: Some(2),
-                max_size: None,
+                ..Policy::default()
             },
         )
         .expect("prune");
-        assert_eq!(r.dropped_turns, vec![1, 2]);
+        assert_eq!(r.unrecoverable.dropped_turns, vec![1, 2]);
         assert_eq!(r.kept_turns, vec![3, 4]);
         assert_eq!(r.removed_blobs, 2);
         assert!(!s.index.has_turn(Turn(2)));
@@ -352,12 +612,153 @@ mod tests {
         let r = prune(
             &mut s,
             Policy {
-                keep_turns: None,
                 max_size: Some(1),
+                ..Policy::default()
             },
         )
         .expect("prune");
         assert_eq!(r.kept_turns, vec![2]);
-        assert_eq!(r.dropped_turns, vec![1]);
+        assert_eq!(r.unrecoverable.dropped_turns, vec![1]);
+    }
+
+    /// Turns 1 to 3, each capturing `a` (4,000 distinct bytes a turn), then a rewind to turn 1
+    /// that retires turns 2 and 3 (kept for its undo), and a blob no record names.
+    fn history(dir: &tempfile::TempDir) -> (std::fs::File, Store) {
+        let root = std::fs::File::open(dir.path()).expect("open");
+        let mut s = Store::open(root.as_fd(), true, false).expect("store");
+        file_cap(&mut s, 1, "a", &[1u8; 4000]);
+        for t in 2..=3u8 {
+            s.append(Record::Turn {
+                turn: Turn(u64::from(t)),
+                label: None,
+            })
+            .expect("turn");
+            file_cap(&mut s, u64::from(t), "a", &[t; 4000]);
+        }
+        let begin = s
+            .append(Record::RewindBegin {
+                to: Turn(1),
+                from: Turn(3),
+            })
+            .expect("rewind");
+        s.append(Record::RewindDone {
+            begin,
+            counts: None,
+        })
+        .expect("rewind done");
+        s.blobs.put_bytes(&[9u8; 3000]).expect("orphan");
+        (root, s)
+    }
+
+    fn journal(dir: &tempfile::TempDir) -> Vec<u8> {
+        std::fs::read(dir.path().join(".ckpt/journal.jsonl")).expect("journal")
+    }
+
+    #[test]
+    fn a_prune_that_drops_no_turn_keeps_the_undo_history_and_the_journal() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_root, mut s) = history(&dir);
+        let before = journal(&dir);
+        let undo: Vec<u64> = s.index.ops.undo.iter().map(|a| a.op).collect();
+        let r = prune(
+            &mut s,
+            Policy {
+                keep_turns: Some(20),
+                ..Policy::default()
+            },
+        )
+        .expect("prune");
+        assert!(r.unrecoverable.is_empty() && r.lost.is_empty(), "{r:?}");
+        assert_eq!((r.undo_history, r.op), (UndoHistory::Keep, None));
+        assert_eq!(r.removed_blobs, 1, "only the blob no record names");
+        assert_eq!(journal(&dir), before, "the journal is kept byte for byte");
+        assert_eq!(
+            s.index.ops.undo.iter().map(|a| a.op).collect::<Vec<_>>(),
+            undo
+        );
+        assert_eq!(
+            s.blobs.list().expect("list").len(),
+            3,
+            "the rewound turns' too"
+        );
+        assert!(super::super::fsck::check(s.dir()).clean());
+    }
+
+    #[test]
+    fn drop_undo_forgets_the_history_and_says_what_it_was() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_root, mut s) = history(&dir);
+        let policy = Policy {
+            undo: UndoHistory::Drop,
+            ..Policy::default()
+        };
+        let preview = preview(&s, policy).expect("preview");
+        let r = prune(&mut s, policy).expect("prune");
+        assert_eq!(r.unrecoverable.dropped_turns, Vec::<u64>::new());
+        assert_eq!(r.unrecoverable.lost_ops, vec![2, 3, 4]);
+        assert_eq!(r.unrecoverable.lost_rewound_turns, vec![2, 3]);
+        assert_eq!(
+            r.lost.last(),
+            Some(&Loss::RewoundTurn {
+                turn: 3,
+                label: None,
+                by: 4
+            })
+        );
+        assert_eq!(r.op, Some(5));
+        // Turn 1 began afresh with the rewind: every capture left was held for its undo.
+        assert_eq!(
+            r.removed_blobs, 4,
+            "the orphan and every blob the undo held"
+        );
+        assert!(s.index.ops.undo.is_empty());
+        // The plan said it all, to the byte.
+        assert!(preview.dry_run && !r.dry_run);
+        assert_eq!(preview.unrecoverable, r.unrecoverable);
+        assert_eq!(preview.lost, r.lost);
+        assert_eq!(
+            (
+                preview.removed_blobs,
+                preview.freed_bytes,
+                preview.store_bytes
+            ),
+            (r.removed_blobs, r.freed_bytes, r.store_bytes)
+        );
+    }
+
+    #[test]
+    fn a_plan_changes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_root, s) = history(&dir);
+        let (journal_before, blobs_before) = (journal(&dir), s.blobs.list().expect("list"));
+        for undo in [UndoHistory::Keep, UndoHistory::Drop] {
+            let r = preview(
+                &s,
+                Policy {
+                    keep_turns: Some(1),
+                    max_size: Some(1),
+                    undo,
+                },
+            )
+            .expect("preview");
+            assert!(r.dry_run && r.freed_bytes > 0, "{r:?}");
+        }
+        assert_eq!(journal(&dir), journal_before);
+        assert_eq!(s.blobs.list().expect("list"), blobs_before);
+    }
+
+    #[test]
+    fn a_store_over_max_size_only_by_its_undo_history_keeps_it_and_says_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_root, s) = history(&dir);
+        let policy = Policy {
+            max_size: Some(6000),
+            ..Policy::default()
+        };
+        let r = preview(&s, policy).expect("preview");
+        assert!(r.unrecoverable.is_empty(), "{r:?}");
+        assert_eq!(r.over_max_size, Some(6000));
+        assert!(r.with_drop_undo.is_some_and(|b| b > r.freed_bytes), "{r:?}");
+        assert_eq!(r.keeping_one_turn, None, "one turn is all there is");
     }
 }

@@ -489,3 +489,47 @@ pub fn output_text(o: &Output) -> String {
 pub fn mount_script(rel: &str) -> String {
     format!("{}/mount-scripts/{rel}", env!("CARGO_MANIFEST_DIR"))
 }
+
+/// Runs `ckpt-mount ARGS` on a pseudo-terminal (its stdin, stdout and stderr), answering
+/// `answer` when it asks `Proceed? [y/N]`; returns what the terminal showed and the exit code.
+/// Driven by python3's `pty` module (CI installs python3).
+pub fn on_a_terminal(answer: &str, args: &[&str], dir: &Path) -> (String, Option<i32>) {
+    const DRIVER: &str = r#"
+import os, pty, select, sys, time
+answer, argv = sys.argv[1], sys.argv[2:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+out, asked, deadline = b"", False, time.time() + 60
+while time.time() < deadline:
+    if select.select([fd], [], [], 0.1)[0]:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    if not asked and b"Proceed? [y/N] " in out:
+        os.write(fd, answer.encode() + b"\n")
+        asked = True
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace").replace("\r\n", "\n"))
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(DRIVER)
+        .arg(answer)
+        .arg(bin())
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .expect("python3 (CI installs it) drives the pseudo-terminal");
+    assert!(o.stderr.is_empty(), "{}", output_text(&o));
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        o.status.code(),
+    )
+}

@@ -225,7 +225,11 @@ impl OpEntry {
                 lost_ops,
             } => {
                 let n = dropped_turns.len();
-                let mut s = format!("prune: forgot {n} turn{}", if n == 1 { "" } else { "s" });
+                let mut s = match n {
+                    0 => "prune: kept every turn".to_string(),
+                    1 => "prune: forgot 1 turn".to_string(),
+                    n => format!("prune: forgot {n} turns"),
+                };
                 if !lost_ops.is_empty() {
                     let ids: Vec<String> = lost_ops.iter().map(|i| format!("#{i}")).collect();
                     s += &format!("; {} can no longer be undone or redone", ids.join(", "));
