@@ -1101,6 +1101,10 @@ impl Fixture {
                     let store = dir.path().join(".ckpt");
                     clear(&store, &["blobs", "VERSION", ".gitignore", "staged"]);
                     clear(&store.join("staged"), &[]);
+                    // The blobs go with the journal (a store that holds blobs and no journal is
+                    // refused, never reset); their shard directories stay, which is what the
+                    // reuse saves.
+                    clear_files(&store.join("blobs"));
                     to.lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .push((dir, uses));
@@ -1144,6 +1148,17 @@ impl Fixture {
             .tempdir_in(self.base())
             .expect("tempdir");
         (dir, 1)
+    }
+}
+
+/// Removes every file below `dir`, keeping the directories.
+fn clear_files(dir: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            clear_files(&e.path());
+        } else {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 
