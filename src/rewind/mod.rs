@@ -149,7 +149,10 @@ pub fn rewind(
         targets,
         resume,
     } = targets_for(store, req)?;
-    let plan = plan(store.index().with_current_identities(targets));
+    let plan = plan(
+        store.index().with_current_identities(targets),
+        &store.index().once_linked(),
+    );
     times.end("plan");
     let mut report = Report {
         to,
@@ -443,7 +446,7 @@ fn rewind_partial(
         max_blob,
     } = chosen;
     targets.extend(uncaptured_links(root, &all, &targets, paths));
-    let plan = plan(targets);
+    let plan = plan(targets, &store.index().once_linked());
     // A name outside the chosen paths that a rewound turn changed no longer holds what it held
     // when the turn began: it is no anchor (in a whole rewind every such name is in the plan).
     let changed: HashSet<&RelPath> = all.iter().map(|(p, _)| p).collect();

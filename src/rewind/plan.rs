@@ -7,6 +7,7 @@
 //! first and restorations shallowest first.
 
 use super::groups::share_hard_links;
+use crate::identity::FileId;
 use crate::relpath::RelPath;
 use crate::store::journal::PreImage;
 use serde::Serialize;
@@ -19,6 +20,21 @@ pub struct Step {
     pub path: RelPath,
     /// Its state at the start of the target turn.
     pub target: PreImage,
+    /// What makes the path "already as it was" (see [`MatchRule`]).
+    #[serde(skip)]
+    pub rule: MatchRule,
+}
+
+/// When a file found at its path with the recorded bytes and attributes is left as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MatchRule {
+    /// Whatever inode holds them (a `sed -i` that put the bytes back leaves the new file).
+    #[default]
+    Content,
+    /// Only on the inode recorded: the record's inode was once a hard link of other names, so
+    /// older records of those names look for it; a file a rewound turn put there in its place
+    /// is written afresh, and the fresh file stands for the recorded inode from then on.
+    SameInode,
 }
 
 /// A rewind plan: steps in the order they are applied.
@@ -37,8 +53,10 @@ impl Plan {
     }
 }
 
-/// Builds the plan from per-path targets, oldest pre-image first (pure: no I/O).
-pub fn plan(targets: Vec<(RelPath, PreImage)>) -> Plan {
+/// Builds the plan from per-path targets, oldest pre-image first (pure: no I/O); a target
+/// whose inode is among `once_linked` (inodes any record saw with more than one link) matches
+/// only on that inode ([`MatchRule::SameInode`]).
+pub fn plan(targets: Vec<(RelPath, PreImage)>, once_linked: &HashSet<FileId>) -> Plan {
     let targets = share_hard_links(targets);
     // Which paths lie below one that is not a directory at the target time (covered by that
     // one), decided on borrowed paths: a rewind of 100,000 paths holds no second copy of them.
@@ -76,7 +94,11 @@ pub fn plan(targets: Vec<(RelPath, PreImage)>) -> Plan {
         if covered {
             continue;
         }
-        let step = Step { path, target };
+        let rule = match target.file_id() {
+            Some(id) if once_linked.contains(&id) => MatchRule::SameInode,
+            _ => MatchRule::Content,
+        };
+        let step = Step { path, target, rule };
         if matches!(step.target, PreImage::Absent) {
             remove.push(step);
         } else {
@@ -116,14 +138,17 @@ mod tests {
 
     #[test]
     fn plan_orders_removals_deepest_first_and_restores_shallowest_first() {
-        let p = plan(vec![
-            (rp("a/b/c"), PreImage::Absent),
-            (rp("x"), dir()),
-            (rp("a/b"), dir()),
-            (rp("x/y/z"), dir()),
-            (rp("a/b/c/d"), PreImage::Absent),
-            (rp("x/y"), dir()),
-        ]);
+        let p = plan(
+            vec![
+                (rp("a/b/c"), PreImage::Absent),
+                (rp("x"), dir()),
+                (rp("a/b"), dir()),
+                (rp("x/y/z"), dir()),
+                (rp("a/b/c/d"), PreImage::Absent),
+                (rp("x/y"), dir()),
+            ],
+            &HashSet::new(),
+        );
         let rm: Vec<String> = p.remove.iter().map(|s| s.path.to_string()).collect();
         assert_eq!(rm, vec!["a/b/c"], "a/b/c/d is covered by removing a/b/c");
         let rs: Vec<String> = p.restore.iter().map(|s| s.path.to_string()).collect();
@@ -144,11 +169,14 @@ mod tests {
             btime: None,
             xattrs: None,
         };
-        let p = plan(vec![
-            (rp("a"), file),
-            (rp("a/x"), PreImage::Absent),
-            (rp("a/y"), dir()),
-        ]);
+        let p = plan(
+            vec![
+                (rp("a"), file),
+                (rp("a/x"), PreImage::Absent),
+                (rp("a/y"), dir()),
+            ],
+            &HashSet::new(),
+        );
         assert_eq!(p.remove.len(), 0);
         assert_eq!(p.restore.len(), 1);
     }

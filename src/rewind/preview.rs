@@ -207,7 +207,7 @@ impl Restores<'_> {
                 relinked = !self.one_inode(anchor, &step.path);
             }
         }
-        let (changes, dir_stands) = self.compare(probe, &step.target)?;
+        let (changes, dir_stands) = self.compare(probe, step)?;
         let changes = changes || relinked;
         if matches!(step.target, PreImage::Dir { .. }) && !dir_stands {
             self.fresh.insert(step.path.clone());
@@ -231,8 +231,9 @@ impl Restores<'_> {
         stat(a).is_some_and(|x| Some(x) == stat(b))
     }
 
-    /// Whether giving `path` its `target` changes it, and whether a directory stands there now.
-    fn compare(&mut self, path: &RelPath, target: &PreImage) -> Result<(bool, bool), String> {
+    /// Whether giving `path` the target of `step` changes it, and whether a directory stands there
+    /// now.
+    fn compare(&mut self, path: &RelPath, step: &Step) -> Result<(bool, bool), String> {
         let mut above = path.parent();
         while let Some(a) = above {
             if self.fresh.contains(&a) {
@@ -242,7 +243,8 @@ impl Restores<'_> {
         }
         let parent = self.parents.open(path)?;
         let name = cname(path);
-        let slot = Slot::at(parent, &name, target)?;
+        let mut slot = Slot::at(parent, &name, &step.target)?;
+        slot.rule = step.rule;
         Ok((!slot.matches(), slot.is_dir()))
     }
 }

@@ -11,7 +11,7 @@
 //! I/O: all of it changes the folder (but [`Slot::matches`], which only reads it), beneath the
 //! directory `resolve.rs` opens; blobs are read from the store.
 
-use super::plan::Step;
+use super::plan::{MatchRule, Step};
 use super::resolve::{Parents, cname, open_parent};
 use crate::identity::{FileId, Same};
 use crate::ids::BlobId;
@@ -223,6 +223,7 @@ pub(super) fn restore_step(
     let name = cname(&step.path);
     let mut at = Slot::at(parent, &name, &step.target)?;
     at.write = write;
+    at.rule = step.rule;
     match &step.target {
         PreImage::Absent => Err("internal: absent target in the restore list".into()),
         PreImage::Skipped { reason, .. } => Err(format!("not restored: {reason}")),
@@ -278,6 +279,8 @@ pub(super) struct Slot<'a> {
     target: &'a PreImage,
     /// Written even when it matches (decided before the run began).
     write: bool,
+    /// What makes it match (the plan's [`MatchRule`] of the step).
+    pub(super) rule: MatchRule,
 }
 
 impl<'a> Slot<'a> {
@@ -299,6 +302,7 @@ impl<'a> Slot<'a> {
             cur_kind: current.map(|st| st.st_mode & libc::S_IFMT),
             target,
             write: false,
+            rule: MatchRule::Content,
         })
     }
 
@@ -353,15 +357,17 @@ impl<'a> Slot<'a> {
                 xattrs,
                 ..
             } => {
-                // A file alone, on the recorded inode or one not proven another: a rewound turn
-                // that replaced the file by one with the same bytes (`git checkout`, a save by
-                // rename) left an inode that older records of the recorded one's other names
-                // cannot find, so that path is written afresh and the new file stands for the
-                // recorded inode (a renewal), as for any recreated file; the inode that was
-                // there may be known to other records, and only a fresh one is known to none.
+                // A file alone. Where the recorded inode was once a hard link of other names
+                // (`MatchRule::SameInode`), only on that inode: a rewound turn that replaced the
+                // file by one with the same bytes (`git checkout`, a save by rename) left an
+                // inode older records of those names cannot find, so the path is written afresh
+                // and the new file stands for the recorded inode (a renewal), as any recreated
+                // file does; the inode found there may be known to other records, a fresh one
+                // to none. Elsewhere any inode with the bytes will do (`sed -i` that put them
+                // back), and the file keeps its inode and times.
                 let alone = *nlink <= 1
                     && self.current.is_some_and(|st| st.st_nlink == 1)
-                    && !self.proven_other();
+                    && (self.rule == MatchRule::Content || !self.proven_other());
                 // A name of a hard-link group that holds the very inode recorded: the group's
                 // other names are linked to it by their own steps, so with the same bytes and
                 // attributes it is left as it is (a capture that changed nothing, such as a

@@ -195,7 +195,10 @@ fn run(
         }
         return Ok(report);
     };
-    let plan = plan(store.index().with_current_identities(targets));
+    let plan = plan(
+        store.index().with_current_identities(targets),
+        &store.index().once_linked(),
+    );
     let anchors = link_anchors(root, &plan, &HashSet::new());
     if dry_run {
         preview(root, &plan, &anchors, verify(&plan, store), &mut report);

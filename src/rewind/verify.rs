@@ -108,7 +108,7 @@ mod tests {
         }
         // A missing blob named twice is reported once, at its first path.
         targets.push((RelPath::new(b"q").expect("relpath"), file(missing[0].1)));
-        let plan = super::super::plan(targets);
+        let plan = super::super::plan(targets, &std::collections::HashSet::new());
         let one = verify_in_parts(&plan, &store, |_| 1);
         let at: Vec<&str> = one.iter().map(|f| f.path.as_str()).collect();
         let want: Vec<&str> = missing.iter().map(|(p, _)| p.as_str()).collect();

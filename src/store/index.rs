@@ -259,6 +259,19 @@ impl Index {
         cur.clone()
     }
 
+    /// The inodes (as they stand now, see [`Self::current_identity`]) that some live record
+    /// saw with more than one link: older records of their other names look for them, so a
+    /// rewind gives such a path back on the recorded inode or on a fresh one, never on an
+    /// inode a rewound turn put in its place (`rewind::plan::MatchRule`).
+    pub fn once_linked(&self) -> std::collections::HashSet<FileId> {
+        self.captures
+            .iter()
+            .filter(|c| c.pre.nlink() > 1)
+            .filter_map(|c| c.pre.file_id())
+            .map(|id| self.current_identity(&id))
+            .collect()
+    }
+
     /// `targets` with every recorded inode identity replaced by the one that stands for it now.
     pub fn with_current_identities(
         &self,
