@@ -98,7 +98,7 @@ fn handle(
             None => rewind_request(fs, to, dry_run, undo, &paths, progress),
         },
         Request::MarkAgent { mark } => {
-            log::info!(target: "ckpt::actors", "agent marked by {}: {} (pid {}, start {})", mark.via, mark.comm, mark.pid, mark.start);
+            log::info!(target: "ckpt::actors", "agent marked by {}: {} (pid {}, start {})", mark.via, crate::quote::quote_path(mark.comm.as_bytes()), mark.pid, mark.start);
             match fs.capturer().mark_agent(mark) {
                 Ok(added) => Response::ok(serde_json::json!({ "added": added })),
                 Err(e) => Response::fail(

@@ -3,6 +3,7 @@
 //! later, else the folder as it is now: the rewind rule) or now.
 
 use crate::ids::{BlobId, Turn};
+use crate::quote::quote_path;
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::actors::{ActorView, actors_text};
@@ -10,6 +11,7 @@ use crate::store::journal::PreImage;
 use crate::sys;
 use serde::{Deserialize, Serialize};
 use similar::{ChangeTag, TextDiff};
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsFd, BorrowedFd};
 
@@ -19,7 +21,8 @@ const MAX_TEXT: u64 = 8 << 20;
 /// One changed path.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FileChange {
-    /// The path.
+    /// The path, as text (U+FFFD in place of the bytes of a name that is not UTF-8); quoted
+    /// by [`quote_path`] wherever it is printed for a person.
     pub path: String,
     /// `created`, `deleted`, `modified`, `mode`, `type`, `symlink`.
     pub change: String,
@@ -169,7 +172,7 @@ fn is_text(b: &[u8]) -> bool {
     !b.contains(&0) && std::str::from_utf8(b).is_ok()
 }
 
-fn text_diff(path: &str, old: &[u8], new: &[u8]) -> (String, usize, usize) {
+fn text_diff(path: &RelPath, old: &[u8], new: &[u8]) -> (String, usize, usize) {
     if !is_text(old) || !is_text(new) {
         return (BINARY.into(), 0, 0);
     }
@@ -183,10 +186,13 @@ fn text_diff(path: &str, old: &[u8], new: &[u8]) -> (String, usize, usize) {
             ChangeTag::Equal => {}
         }
     }
+    // Quoted as git quotes a header's name: the whole `a/…`, so that a name holding a newline
+    // cannot make a line of the diff.
+    let side = |prefix: &[u8]| quote_path(&[prefix, path.as_bytes()].concat()).into_owned();
     let text = d
         .unified_diff()
         .context_radius(3)
-        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .header(&side(b"a/"), &side(b"b/"))
         .to_string();
     (text, added, removed)
 }
@@ -239,7 +245,7 @@ pub fn diff(
             Some(pre) => Version::recorded(store, pre),
             None => Version::now(root, &path),
         };
-        let p = path.to_string();
+        let p = path.lossy().into_owned();
         let who: Vec<String> = programs
             .get(&path)
             .map(|s| s.iter().cloned().collect())
@@ -260,7 +266,7 @@ pub fn diff(
                 actors: by.clone(),
             });
         };
-        changes_between(&p, before, after, &mut push);
+        changes_between(&path, before, after, &mut push);
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out
@@ -274,7 +280,7 @@ const LARGE: &str = "large file: ";
 /// The changes of one path `p` from `before` to `after`, each given to `push` as (kind of
 /// change, lines added, lines removed, text).
 fn changes_between(
-    p: &str,
+    p: &RelPath,
     before: Version,
     after: Version,
     push: &mut dyn FnMut(&str, usize, usize, String),
@@ -321,11 +327,8 @@ fn changes_between(
                     "symlink",
                     0,
                     0,
-                    format!(
-                        "symlink {} -> {}\n",
-                        String::from_utf8_lossy(&t1),
-                        String::from_utf8_lossy(&t2)
-                    ),
+                    // Quoted like names: a target is any bytes, a newline or an escape too.
+                    format!("symlink {} -> {}\n", quote_path(&t1), quote_path(&t2)),
                 );
             }
         }
@@ -343,7 +346,7 @@ fn changes_between(
 /// A regular file before and after: its content (a text diff, or sizes for a large file) and
 /// its mode.
 fn file_changes(
-    p: &str,
+    p: &RelPath,
     (old, mode, size): (Option<Vec<u8>>, u32, u64),
     (new, m2, s2): (Option<Vec<u8>>, u32, u64),
     push: &mut dyn FnMut(&str, usize, usize, String),
@@ -382,18 +385,20 @@ pub fn stat(changes: &[FileChange]) -> String {
         }
     };
     let amounts: Vec<String> = rows.iter().map(|c| amount(c)).collect();
-    let width = rows.iter().map(|c| c.path.len()).max().unwrap_or(0);
+    // Quoted names are ASCII: their length is their width.
+    let names: Vec<Cow<'_, str>> = rows.iter().map(|c| quote_path(c.path.as_bytes())).collect();
+    let width = names.iter().map(|n| n.len()).max().unwrap_or(0);
     let amount_width = amounts.iter().map(String::len).max().unwrap_or(0);
     let mut s = String::new();
-    for (c, amount) in rows.iter().zip(&amounts) {
+    for ((c, amount), name) in rows.iter().zip(&amounts).zip(&names) {
         let who = if c.actors.is_empty() {
-            c.programs.join(",")
+            crate::store::actors::programs_text(&c.programs)
         } else {
             actors_text(&c.actors)
         };
         let line = format!(
             " {:<width$} | {:<8} {:<amount_width$}  {who}",
-            c.path, c.change, amount,
+            name, c.change, amount,
         );
         s.push_str(line.trim_end());
         s.push('\n');
@@ -415,4 +420,49 @@ pub fn stat(changes: &[FileChange]) -> String {
 pub fn unmarked(changes: &[FileChange]) -> bool {
     let mut actors = changes.iter().flat_map(|c| &c.actors).peekable();
     actors.peek().is_some() && actors.all(|a| a.agent.is_none())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(path: &str, comm: &str) -> FileChange {
+        FileChange {
+            path: path.into(),
+            change: "created".into(),
+            added: 1,
+            removed: 0,
+            text: String::new(),
+            binary: false,
+            size_before: None,
+            size_after: Some(2),
+            programs: vec![comm.into()],
+            actors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn stat_quotes_names_and_lines_them_up_by_what_is_printed() {
+        let changes = [
+            change("ok.txt", "sh"),
+            change("é\nforged | created 9 +", "ev\x1bil"),
+        ];
+        assert_eq!(
+            stat(&changes),
+            concat!(
+                " ok.txt                           | created      1 +  sh\n",
+                r#" "\303\251\nforged | created 9 +" | created      1 +  "ev\033il""#,
+                "\n 2 paths changed, 2 insertions(+), 0 deletions(-)\n",
+            )
+        );
+    }
+
+    #[test]
+    fn a_patch_header_quotes_the_whole_side() {
+        let path = RelPath::new(b"d/new\nline").expect("valid");
+        let (text, added, removed) = text_diff(&path, b"", b"x\n");
+        assert_eq!((added, removed), (1, 0));
+        let head: Vec<&str> = text.lines().take(2).collect();
+        assert_eq!(head, [r#"--- "a/d/new\nline""#, r#"+++ "b/d/new\nline""#]);
+    }
 }

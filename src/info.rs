@@ -86,7 +86,7 @@ pub fn skipped_captures(store: &Store) -> Vec<SkippedCapture> {
         .filter_map(|c| match &c.pre {
             PreImage::Skipped { was, size, reason } => Some(SkippedCapture {
                 turn: c.turn.0,
-                path: c.path.to_string(),
+                path: c.path.lossy().into_owned(),
                 was: was.clone(),
                 size: *size,
                 over_max_blob: was == "file" && reason.contains(OVER_MAX_BLOB),

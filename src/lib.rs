@@ -22,6 +22,7 @@ pub mod ipc;
 pub mod lock_order;
 pub mod mount_policy;
 pub mod mounts;
+pub mod quote;
 pub mod relpath;
 pub mod rewind;
 pub mod seed;

@@ -191,7 +191,9 @@ pub struct Holder {
 
 impl std::fmt::Display for Holder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}, {})", self.pid, self.command, self.what)
+        // A process names itself: its command name is quoted as a path is.
+        let command = crate::quote::quote_path(self.command.as_bytes());
+        write!(f, "{} ({command}, {})", self.pid, self.what)
     }
 }
 
@@ -252,6 +254,16 @@ pub fn holders(dir: &Path) -> Vec<Holder> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_holder_names_its_command_quoted() {
+        let h = Holder {
+            pid: 7,
+            command: "vim\nfake".into(),
+            what: "open file",
+        };
+        assert_eq!(h.to_string(), r#"7 ("vim\nfake", open file)"#);
+    }
 
     #[test]
     fn unescapes_mountinfo_paths() {

@@ -79,6 +79,12 @@ impl RelPath {
         &self.0
     }
 
+    /// The path as text for a program to read (a report's JSON): unquoted, with U+FFFD in
+    /// place of the bytes of a name that is not UTF-8. [`fmt::Display`] quotes it for a person.
+    pub fn lossy(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.0)
+    }
+
     /// As an `OsStr`.
     pub fn as_os_str(&self) -> &OsStr {
         OsStr::from_bytes(&self.0)
@@ -144,9 +150,12 @@ impl RelPath {
     }
 }
 
+/// As a person reads it: quoted as git quotes a path ([`crate::quote::quote_path`]), so that a
+/// name printed in a message or a log line can neither fake nor hide a line. Text meant for a
+/// program (a report's JSON) takes [`RelPath::lossy`] instead.
 impl fmt::Display for RelPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&String::from_utf8_lossy(&self.0))
+        f.write_str(&crate::quote::quote_path(&self.0))
     }
 }
 
@@ -246,6 +255,19 @@ mod tests {
         let back: RelPath = serde_json::from_str(&json).expect("parse");
         assert_eq!(back, p);
         assert!(serde_json::from_str::<RelPath>(r#""../x""#).is_err());
+    }
+
+    #[test]
+    fn displays_quoted_for_people_and_raw_for_programs() {
+        let p = RelPath::new("dir/é\n.txt".as_bytes()).expect("valid");
+        assert_eq!(p.to_string(), r#""dir/\303\251\n.txt""#);
+        assert_eq!(p.lossy(), "dir/é\n.txt");
+        let json = serde_json::to_string(&p).expect("serialise");
+        assert_eq!(json, "\"dir/é\\n.txt\"");
+        assert_eq!(
+            RelPath::new(b"src/a.rs").expect("valid").to_string(),
+            "src/a.rs"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! memory. The daemon answers with it for a mounted folder, the CLI itself for an unmounted one.
 
 use crate::ids::{BlobId, Turn};
+use crate::quote::quote_path;
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::blob::BlobStore;
@@ -56,7 +57,8 @@ pub fn old_version(
     if !index.has_turn(turn) {
         return Err(format!("turn {turn} does not exist"));
     }
-    let rel = RelPath::new(path.as_bytes()).map_err(|e| format!("{path}: {e}"))?;
+    let rel = RelPath::new(path.as_bytes())
+        .map_err(|e| format!("{}: {e}", quote_path(path.as_bytes())))?;
     let recorded = index
         .captures
         .iter()
@@ -64,7 +66,7 @@ pub fn old_version(
         .map(|c| c.pre.clone());
     let when = format!("when turn {turn} began");
     match recorded {
-        None => now(root, &rel, path, &when),
+        None => now(root, &rel, &when),
         Some(PreImage::File {
             blob, size, mode, ..
         }) => Ok(OldVersion::File {
@@ -75,28 +77,28 @@ pub fn old_version(
         Some(PreImage::Symlink { target, .. }) => Ok(OldVersion::Symlink {
             target: String::from_utf8_lossy(&target.0).into_owned(),
         }),
-        Some(PreImage::Absent) => Err(format!("{path} did not exist {when}")),
+        Some(PreImage::Absent) => Err(format!("{rel} did not exist {when}")),
         Some(PreImage::Dir { .. }) => Err(format!(
-            "{path} was a directory {when}; give a file inside it"
+            "{rel} was a directory {when}; give a file inside it"
         )),
-        Some(PreImage::Fifo { .. }) => Err(format!("{path} was a FIFO {when}: it has no bytes")),
+        Some(PreImage::Fifo { .. }) => Err(format!("{rel} was a FIFO {when}: it has no bytes")),
         Some(PreImage::Skipped { reason, .. }) => Err(format!(
-            "{path} was not captured {when} ({reason}), so its bytes are not in the store"
+            "{rel} was not captured {when} ({reason}), so its bytes are not in the store"
         )),
         Some(PreImage::Staged { .. }) => Err(format!(
-            "{path}: its bytes from {when} are still being stored; try again"
+            "{rel}: its bytes from {when} are still being stored; try again"
         )),
     }
 }
 
 /// The version of a path no turn since changed: what stands in the folder now.
-fn now(root: BorrowedFd<'_>, rel: &RelPath, path: &str, when: &str) -> Result<OldVersion, String> {
+fn now(root: BorrowedFd<'_>, rel: &RelPath, when: &str) -> Result<OldVersion, String> {
     let fd = sys::open_beneath(root, &rel.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0)
         .map_err(|e| match e.0 {
-            libc::ENOENT => format!("{path} did not exist {when} (and does not now)"),
-            _ => format!("{path}: {e}"),
+            libc::ENOENT => format!("{rel} did not exist {when} (and does not now)"),
+            _ => format!("{rel}: {e}"),
         })?;
-    let st = sys::fstat(fd.as_fd()).map_err(|e| format!("{path}: {e}"))?;
+    let st = sys::fstat(fd.as_fd()).map_err(|e| format!("{rel}: {e}"))?;
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => Ok(OldVersion::File {
             source: Source::Folder,
@@ -105,15 +107,15 @@ fn now(root: BorrowedFd<'_>, rel: &RelPath, path: &str, when: &str) -> Result<Ol
         }),
         libc::S_IFLNK => {
             // An `O_PATH | O_NOFOLLOW` descriptor of a symlink reads it with an empty name.
-            let target = sys::readlinkat(fd.as_fd(), c"").map_err(|e| format!("{path}: {e}"))?;
+            let target = sys::readlinkat(fd.as_fd(), c"").map_err(|e| format!("{rel}: {e}"))?;
             Ok(OldVersion::Symlink {
                 target: String::from_utf8_lossy(&target).into_owned(),
             })
         }
         libc::S_IFDIR => Err(format!(
-            "{path} was a directory {when}; give a file inside it"
+            "{rel} was a directory {when}; give a file inside it"
         )),
-        _ => Err(format!("{path} was a special file {when}: it has no bytes")),
+        _ => Err(format!("{rel} was a special file {when}: it has no bytes")),
     }
 }
 
@@ -129,6 +131,7 @@ pub fn copy_out(
     let OldVersion::File { source, size, .. } = v else {
         return Ok(());
     };
+    let shown = quote_path(path.as_bytes());
     let mut written = 0u64;
     match source {
         Source::Store(blob) => {
@@ -138,11 +141,11 @@ pub fn copy_out(
                     out.write_all(chunk)
                         .map_err(|e| sys::Errno(e.raw_os_error().unwrap_or(libc::EIO)))
                 })
-                .map_err(|e| std::io::Error::other(format!("{path}: reading blob {blob}: {e}")))?;
+                .map_err(|e| std::io::Error::other(format!("{shown}: reading blob {blob}: {e}")))?;
         }
         Source::Folder => {
             let rel = RelPath::new(path.as_bytes())
-                .map_err(|e| std::io::Error::other(format!("{path}: {e}")))?;
+                .map_err(|e| std::io::Error::other(format!("{shown}: {e}")))?;
             let fd = sys::open_beneath(
                 root,
                 &rel.to_cstring(),
@@ -164,7 +167,7 @@ pub fn copy_out(
     }
     if written != *size {
         return Err(std::io::Error::other(format!(
-            "{path}: {written} bytes where {size} were expected (it changed while being copied)"
+            "{shown}: {written} bytes where {size} were expected (it changed while being copied)"
         )));
     }
     Ok(())

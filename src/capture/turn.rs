@@ -77,7 +77,7 @@ impl Capturer {
                 if let Err(e) =
                     Self::ensure_locked(&mut store, max_blob, dir, name, path, Who::default(), None)
                 {
-                    failed.push((path.to_string(), e));
+                    failed.push((path.lossy().into_owned(), e));
                 }
             }
             Err(e) => failed.push(("?".into(), e)),

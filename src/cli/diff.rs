@@ -3,6 +3,7 @@
 use super::{CliError, CliResult, Target};
 use crate::diff::{self, FileChange};
 use crate::ipc::Request;
+use crate::quote::quote_path;
 use clap::Args;
 use clap::builder::{PathBufValueParser, TypedValueParser};
 use std::io::IsTerminal;
@@ -182,7 +183,7 @@ fn print_changes(changes: &[FileChange], stat: bool, json: bool) {
     }
     let tty = std::io::stdout().is_terminal();
     for c in changes {
-        let header = format!("{} {}\n", c.change, c.path);
+        let header = format!("{} {}\n", c.change, quote_path(c.path.as_bytes()));
         if tty {
             print!("\x1b[1;33m{header}\x1b[0m{}", colour(&c.text));
         } else {

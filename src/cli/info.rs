@@ -6,6 +6,7 @@
 use super::{CliError, CliResult, Target};
 use crate::info::{SkippedCapture, TurnRow};
 use crate::ipc::Request;
+use crate::quote::quote_path;
 use crate::units::{CivilTime, human_size, unix_seconds};
 use clap::Args;
 use std::io::IsTerminal;
@@ -134,7 +135,7 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
         .iter()
         .map(|r| {
             if r.actors.is_empty() {
-                r.programs.join(",")
+                crate::store::actors::programs_text(&r.programs)
             } else {
                 crate::store::actors::actors_text(&r.actors)
             }
@@ -344,7 +345,8 @@ fn skipped_lines(skipped: &[SkippedCapture], with_turn: bool) -> Vec<String> {
         for c in others {
             out.push(format!(
                 "{} was not captured{in_turn} ({}); a rewind cannot restore it",
-                c.path, c.reason
+                quote_path(c.path.as_bytes()),
+                c.reason
             ));
         }
     }
@@ -358,10 +360,11 @@ fn skipped_group(group: &[&SkippedCapture], what: &str, in_turn: &str, sizes: bo
         .iter()
         .take(NAMED)
         .map(|c| {
+            let name = quote_path(c.path.as_bytes());
             if sizes {
-                format!("{} ({})", c.path, human_size(c.size))
+                format!("{name} ({})", human_size(c.size))
             } else {
-                c.path.clone()
+                name.into_owned()
             }
         })
         .collect();
@@ -490,7 +493,7 @@ fn agent_text(agents: &serde_json::Value) -> String {
     };
     format!(
         "agent:    {} (pid {}, marked by {}{session}) and what it runs{earlier}\n",
-        last["comm"].as_str().unwrap_or("?"),
+        quote_path(last["comm"].as_str().unwrap_or("?").as_bytes()),
         last["pid"],
         last["via"].as_str().unwrap_or("?"),
     )

@@ -127,7 +127,7 @@ pub fn run(a: RewindArgs) -> CliResult {
             Err(CliError::fail(format!(
                 "{n} {} cannot be restored ({}: {}{more})",
                 paths_word(n as u64),
-                text(&first["path"]),
+                name(&first["path"]),
                 text(&first["reason"])
             )))
         }
@@ -327,6 +327,12 @@ fn text(v: &Value) -> &str {
     v.as_str().unwrap_or("?")
 }
 
+/// A path (or a command name) of the report as printed for a person: quoted as git quotes a
+/// path, so that a name cannot fake or hide a line of the report.
+fn name(v: &Value) -> std::borrow::Cow<'_, str> {
+    crate::quote::quote_json_path(v)
+}
+
 /// How many changed paths a report lists: all with `--verbose` or into a pipe or a file, else
 /// [`LISTED_ON_A_TERMINAL`].
 pub(super) fn listed(verbose: bool) -> Option<usize> {
@@ -352,11 +358,11 @@ pub(super) fn print_report(r: &Value, json: bool, listed: Option<usize>) {
     print_agent(r);
     let changed: Vec<String> = list(r, "restored")
         .iter()
-        .map(|p| format!("restored {}", text(p)))
+        .map(|p| format!("restored {}", name(p)))
         .chain(
             list(r, "deleted")
                 .iter()
-                .map(|p| format!("deleted  {}", text(p))),
+                .map(|p| format!("deleted  {}", name(p))),
         )
         .collect();
     let shown = listed.unwrap_or(usize::MAX).min(changed.len());
@@ -371,7 +377,7 @@ pub(super) fn print_report(r: &Value, json: bool, listed: Option<usize>) {
     }
     // Failures are always listed in full: each needs the user's attention.
     for f in list(r, "failed") {
-        println!("FAILED   {}: {}", text(&f["path"]), text(&f["reason"]));
+        println!("FAILED   {}: {}", name(&f["path"]), text(&f["reason"]));
     }
     if r["unfinished"].as_bool() == Some(true) {
         println!("the rewind is unfinished: fix what failed and run it again to complete it");
@@ -403,17 +409,17 @@ fn print_preview(r: &Value, limit: Option<usize>) {
     lines.extend(
         list(r, "deleted")
             .iter()
-            .map(|p| format!("delete   {}", text(p))),
+            .map(|p| format!("delete   {}", name(p))),
     );
     lines.extend(
         list(r, "restored")
             .iter()
-            .map(|p| format!("restore  {}", text(p))),
+            .map(|p| format!("restore  {}", name(p))),
     );
     lines.extend(
         list(r, "failed")
             .iter()
-            .map(|f| format!("cannot   {}: {}", text(&f["path"]), text(&f["reason"]))),
+            .map(|f| format!("cannot   {}: {}", name(&f["path"]), text(&f["reason"]))),
     );
     let shown = limit.unwrap_or(usize::MAX).min(lines.len());
     for l in &lines[..shown] {
@@ -444,23 +450,26 @@ fn print_agent(r: &Value) {
                 } else {
                     ""
                 };
-                format!("{}{role} {}", text(&x["comm"]), text(&x["what"]))
+                format!("{}{role} {}", name(&x["comm"]), text(&x["what"]))
             })
             .collect::<Vec<_>>()
             .join(", ")
     };
     let rewound = a["conflicts_policy"].as_str() == Some("rewind");
     for c in list(a, "conflicts") {
-        let what = match (c["below"].as_str(), c["above"].as_str()) {
-            (Some(b), _) => format!("kept, {b} below it is kept"),
-            (None, Some(d)) => format!("kept, {d} above it is kept and not a directory"),
-            (None, None) if rewound => "rewound too (--conflicts rewind)".to_string(),
-            (None, None) => "kept (--conflicts rewind would rewind it)".to_string(),
+        let what = match (c["below"].is_null(), c["above"].is_null()) {
+            (false, _) => format!("kept, {} below it is kept", name(&c["below"])),
+            (true, false) => format!(
+                "kept, {} above it is kept and not a directory",
+                name(&c["above"])
+            ),
+            (true, true) if rewound => "rewound too (--conflicts rewind)".to_string(),
+            (true, true) => "kept (--conflicts rewind would rewind it)".to_string(),
         };
-        println!("conflict {}: {}; {what}", text(&c["path"]), who(&c));
+        println!("conflict {}: {}; {what}", name(&c["path"]), who(&c));
     }
     for k in list(a, "others") {
-        println!("keep     {}: {}", text(&k["path"]), who(&k));
+        println!("keep     {}: {}", name(&k["path"]), who(&k));
     }
 }
 
@@ -489,7 +498,7 @@ fn operation_words(r: &Value, op: Option<&str>, undo: bool) -> String {
             r["to"]
         )
     } else {
-        let only: Vec<String> = list(r, "only").iter().map(|p| text(p).into()).collect();
+        let only: Vec<String> = list(r, "only").iter().map(|p| name(p).into()).collect();
         let which = if r["agent"].is_object() {
             " the agent's changes".to_string()
         } else if only.is_empty() {

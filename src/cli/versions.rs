@@ -3,6 +3,7 @@
 
 use super::{CliError, CliResult, Target};
 use crate::ipc::Request;
+use crate::quote::quote_path;
 use crate::versions::OldVersion;
 use clap::Args;
 use std::io::Write;
@@ -61,7 +62,11 @@ fn fetch(
                 path: rel.clone(),
             };
             let resp = crate::ipc::call_streaming(&folder, &req, out).map_err(|e| {
-                CliError::fail(format!("{}: copying {rel} out: {e}", folder.display()))
+                CliError::fail(format!(
+                    "{}: copying {} out: {e}",
+                    folder.display(),
+                    quote_path(rel.as_bytes())
+                ))
             })?;
             if !resp.ok {
                 return Err(CliError::fail(resp.error.unwrap_or_default()));
@@ -94,7 +99,9 @@ pub fn cat(a: CatArgs) -> CliResult {
     let (version, rel) = fetch(a.dir, a.turn, &a.path, &mut out)?;
     if let OldVersion::Symlink { target } = version {
         return Err(CliError::fail(format!(
-            "{rel} was a symlink to {target} {}; restore --to copies it out as one",
+            "{} was a symlink to {} {}; restore --to copies it out as one",
+            quote_path(rel.as_bytes()),
+            quote_path(target.as_bytes()),
             when(a.turn)
         )));
     }
@@ -131,7 +138,8 @@ pub fn restore(a: RestoreArgs) -> CliResult {
                 .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
             persist(temp, &dest, a.force)?;
             println!(
-                "restored {rel} as it was {} to {} ({})",
+                "restored {} as it was {} to {} ({})",
+                quote_path(rel.as_bytes()),
                 when(a.turn),
                 dest.display(),
                 crate::units::human_size(size)
@@ -146,9 +154,11 @@ pub fn restore(a: RestoreArgs) -> CliResult {
             std::os::unix::fs::symlink(&target, &dest)
                 .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
             println!(
-                "restored {rel} as it was {} to {} (a symlink to {target})",
+                "restored {} as it was {} to {} (a symlink to {})",
+                quote_path(rel.as_bytes()),
                 when(a.turn),
-                dest.display()
+                dest.display(),
+                quote_path(target.as_bytes())
             );
         }
     }

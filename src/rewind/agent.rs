@@ -121,10 +121,10 @@ pub fn split(
     for path in paths {
         let actors = &by_path[path];
         let entry = |below: Option<&RelPath>, above: Option<&RelPath>| PathActors {
-            path: path.to_string(),
+            path: path.lossy().into_owned(),
             actors: actors.clone(),
-            below: below.map(RelPath::to_string),
-            above: above.map(RelPath::to_string),
+            below: below.map(|p| p.lossy().into_owned()),
+            above: above.map(|p| p.lossy().into_owned()),
         };
         let replaces_below = !matches!(targets.get(path), Some(PreImage::Dir { .. }));
         let below = above_kept.get(path).filter(|_| replaces_below);

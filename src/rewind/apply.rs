@@ -256,7 +256,7 @@ fn record(
         }
         Ok(false) => report.unchanged += 1,
         Err(reason) => report.failed.push(Failure {
-            path: step.path.to_string(),
+            path: step.path.lossy().into_owned(),
             reason,
         }),
     }
@@ -381,7 +381,7 @@ fn set_dir_modes(root: BorrowedFd<'_>, mut dir_modes: Vec<(RelPath, u32)>, repor
         });
         if let Err(reason) = r {
             report.failed.push(Failure {
-                path: path.to_string(),
+                path: path.lossy().into_owned(),
                 reason: format!("cannot set mode: {reason}"),
             });
         }

@@ -281,7 +281,7 @@ fn failures_may_pass(plan: &Plan, report: &Report) -> bool {
     let permanent: HashSet<String> = plan
         .steps()
         .filter(|s| matches!(s.target, PreImage::Skipped { .. }))
-        .map(|s| s.path.to_string())
+        .map(|s| s.path.lossy().into_owned())
         .chain(report.permanent.iter().cloned())
         .collect();
     report.failed.iter().any(|f| !permanent.contains(&f.path))
@@ -340,7 +340,7 @@ fn partial(
         to,
         from: store.index().current_turn(),
         dry_run,
-        only: paths.iter().map(RelPath::to_string).collect(),
+        only: paths.iter().map(|p| p.lossy().into_owned()).collect(),
         completes_cut_off: resume.is_some(),
         ..Report::default()
     };

@@ -101,7 +101,7 @@ pub(super) fn writes(root: BorrowedFd<'_>, plan: &Plan, anchors: &Anchors) -> Ve
 
 fn fail(report: &mut Report, path: &RelPath, reason: String) {
     report.failed.push(Failure {
-        path: path.to_string(),
+        path: path.lossy().into_owned(),
         reason,
     });
 }
@@ -122,7 +122,7 @@ fn unrestorable(plan: &Plan, problems: Vec<Failure>) -> Vec<Failure> {
     for f in &problems {
         let blob = plan
             .steps()
-            .find(|s| s.path.to_string() == f.path)
+            .find(|s| s.path.lossy() == f.path)
             .and_then(step_blob);
         if let Some(b) = blob {
             bad.insert(b, &f.reason);
@@ -131,7 +131,7 @@ fn unrestorable(plan: &Plan, problems: Vec<Failure>) -> Vec<Failure> {
     let named: HashSet<&str> = problems.iter().map(|f| f.path.as_str()).collect();
     let mut out = Vec::new();
     for step in plan.steps() {
-        let path = step.path.to_string();
+        let path = step.path.lossy().into_owned();
         if named.contains(path.as_str()) {
             continue;
         }

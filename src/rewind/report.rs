@@ -14,7 +14,7 @@ use std::collections::HashSet;
 /// A path that could not be restored, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Failure {
-    /// The path.
+    /// The path, as text ([`RelPath::lossy`]: raw for the JSON; the CLI quotes it to print it).
     pub path: String,
     /// Why.
     pub reason: String,

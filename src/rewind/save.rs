@@ -137,7 +137,7 @@ impl Reading<'_> {
                 }
                 Err(e) => {
                     problems.push(Failure {
-                        path: path.to_string(),
+                        path: path.lossy().into_owned(),
                         reason: format!("cannot open its parent to save what is there: {e}"),
                     });
                     continue;
@@ -164,7 +164,7 @@ impl Reading<'_> {
             });
             if let Err(e) = walked {
                 problems.push(Failure {
-                    path: at.unwrap_or_else(|| path.clone()).to_string(),
+                    path: at.unwrap_or_else(|| path.clone()).lossy().into_owned(),
                     reason: format!("cannot save what is there before changing it: {e}"),
                 });
             }

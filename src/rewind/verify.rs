@@ -55,7 +55,7 @@ fn verify_in_parts(plan: &Plan, store: &Store, parts: impl Fn(usize) -> usize) -
             continue;
         };
         problems.push(Failure {
-            path: step.path.to_string(),
+            path: step.path.lossy().into_owned(),
             reason,
         });
     }

@@ -34,12 +34,14 @@ impl Actor {
         self.agent == Some(true)
     }
 
-    /// `sed (agent)`, `vim`: how views name an actor.
+    /// `sed (agent)`, `vim`: how views name an actor. The command name is quoted as a path is
+    /// ([`crate::quote::quote_path`]): a process sets its own, newlines and escapes included.
     pub fn label(&self) -> String {
+        let comm = crate::quote::quote_path(self.comm.as_bytes());
         if self.is_agent() {
-            format!("{} (agent)", self.comm)
+            format!("{comm} (agent)")
         } else {
-            self.comm.clone()
+            comm.into_owned()
         }
     }
 }
@@ -305,6 +307,15 @@ pub fn actors_text(list: &[ActorView]) -> String {
     names.join(", ")
 }
 
+/// Command names as one list for a view (`sed,vim`), each quoted as [`Actor::label`] quotes it.
+pub fn programs_text(programs: &[String]) -> String {
+    let quoted: Vec<_> = programs
+        .iter()
+        .map(|p| crate::quote::quote_path(p.as_bytes()))
+        .collect();
+    quoted.join(",")
+}
+
 /// The sentence the views print when no agent was ever marked in the folder's history.
 pub const ONE_ACTOR: &str = "no agent marked: every change counts as one actor";
 
@@ -382,6 +393,20 @@ mod tests {
             .into_iter()
             .map(|a| a.actor().label())
             .collect()
+    }
+
+    #[test]
+    fn a_command_name_is_quoted_as_a_path_is() {
+        let actor = |agent, comm: &str| Actor {
+            agent,
+            comm: comm.into(),
+        };
+        assert_eq!(actor(Some(true), "sed").label(), "sed (agent)");
+        assert_eq!(actor(Some(false), "x\ny").label(), r#""x\ny""#);
+        assert_eq!(
+            programs_text(&["vim".into(), "e\x1b[2J".into()]),
+            r#"vim,"e\033[2J""#
+        );
     }
 
     #[test]

@@ -318,7 +318,10 @@ fn stray_entries(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) {
                 "{name}: a file written into the store, most likely by `echo … > .ckpt/{name}` from a shell standing in the folder under the mount (nothing it did there was captured); remove it, and `cd \"$PWD\"` in that shell"
             )
         } else {
-            format!("{name}: not part of the store")
+            format!(
+                "{}: not part of the store",
+                crate::quote::quote_path(&e.name)
+            )
         };
         add(finding(Severity::Warn, "stray", detail));
     }

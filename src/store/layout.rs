@@ -200,11 +200,11 @@ fn refused(e: LayoutError) -> StoreError {
     StoreError::Layout(e)
 }
 
-/// A symlink's target, for the line that refuses it.
+/// A symlink's target, for the line that refuses it (quoted as a path is: any bytes).
 fn link_target(dir: BorrowedFd<'_>, name: &CStr) -> String {
     sys::readlinkat(dir, name).map_or_else(
         |e| format!("unreadable: {e}"),
-        |t| String::from_utf8_lossy(&t).into_owned(),
+        |t| crate::quote::quote_path(&t).into_owned(),
     )
 }
 

@@ -40,7 +40,13 @@ pub struct LockHolder {
 impl fmt::Display for LockHolder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.comm {
-            Some(comm) => write!(f, "pid {} ({comm})", self.pid),
+            // A process names itself: quoted as a path is.
+            Some(comm) => write!(
+                f,
+                "pid {} ({})",
+                self.pid,
+                crate::quote::quote_path(comm.as_bytes())
+            ),
             None => write!(f, "pid {}", self.pid),
         }
     }

@@ -127,7 +127,7 @@ pub enum OpWhat {
     RewindPaths {
         /// Target.
         to: Turn,
-        /// The paths.
+        /// The paths, as the operation's words print them (quoted, as `RelPath` displays).
         paths: Vec<String>,
     },
     /// Operation `of` was undone.
