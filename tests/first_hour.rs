@@ -416,3 +416,70 @@ fn a_mount_while_another_daemon_holds_the_store_names_its_pid() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(std::fs::read_to_string(m.path("f")).expect("read"), "x\n");
 }
+
+/// `unshare -m` (a sandbox, a service with `PrivateMounts=`) copies every mount into a new
+/// mount namespace; with private propagation an unmount here does not reach the copy, so the
+/// kernel keeps the filesystem and its daemon serves on, the store locked. `unmount` waits a
+/// moment for the daemon, then says so in one line naming the daemon and a process in the
+/// other namespace, and fails; once that process ends, the daemon exits and the folder mounts
+/// again.
+#[test]
+fn an_unmount_that_another_mount_namespace_outlives_names_both_processes() {
+    if !require_fuse() || !common::require_program("unshare") {
+        return;
+    }
+    let m = Mounted::with(|d| std::fs::write(d.join("f"), "x\n").expect("write"));
+    let v: serde_json::Value =
+        serde_json::from_slice(&m.cli(&["status", "--json"]).stdout).expect("status json");
+    let daemon = v["pid"].as_i64().expect("pid");
+    let copy = Holder(
+        Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sleep", "60"])
+            .current_dir("/")
+            .spawn()
+            .expect("unshare"),
+    );
+    let own_ns = std::fs::read_link("/proc/self/ns/mnt").expect("own namespace");
+    let its_ns = format!("/proc/{}/ns/mnt", copy.0.id());
+    for _ in 0..500 {
+        if std::fs::read_link(&its_ns).is_ok_and(|ns| ns != own_ns) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let dir = m.dir.to_str().expect("utf-8");
+    let started = std::time::Instant::now();
+    let o = ck(&["unmount", dir]);
+    let waited = started.elapsed();
+    let said = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(o.stdout.is_empty(), "no \"unmounted\": {}", text(&o));
+    assert!(
+        said.contains("another mount namespace still has it mounted")
+            && said.contains(&format!("process {} is in it", copy.0.id()))
+            && said.contains(&format!("its daemon (pid {daemon})"))
+            && said.contains(&format!("`kill {daemon}`")),
+        "{said}"
+    );
+    assert!(
+        waited < Duration::from_secs(10),
+        "answered after {waited:?}"
+    );
+    assert!(!is_mounted(&m.dir), "unmounted in this namespace");
+    assert!(
+        Path::new(&format!("/proc/{daemon}")).exists(),
+        "the daemon serves the copy"
+    );
+    // The namespace ends with its last process, the copy with it, and the daemon then.
+    drop(copy);
+    for _ in 0..500 {
+        if !Path::new(&format!("/proc/{daemon}")).exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let o = ck(&["mount", dir]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(m.path("f")).expect("read"), "x\n");
+}
