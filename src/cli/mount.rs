@@ -175,9 +175,13 @@ pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliErro
         .spawn()
         .map_err(|e| CliError::fail(format!("cannot start the daemon: {e}")))?;
     drop(w);
-    let mut answer = String::new();
-    let _ = r.read_to_string(&mut answer);
-    let answer = answer.lines().next().unwrap_or("").to_string();
+    let mut said = String::new();
+    let _ = r.read_to_string(&mut said);
+    let (notes, answer) = ready_answer(&said);
+    // Said whether or not the mount follows: what the daemon completed is done either way.
+    for note in notes {
+        eprintln!("ckpt-mount: {note}");
+    }
     if answer == "ok" {
         Ok(child.id())
     } else if answer.is_empty() {
@@ -189,6 +193,21 @@ pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliErro
     } else {
         Err(CliError::fail(answer))
     }
+}
+
+/// What a daemon wrote on its readiness pipe: its notes (lines beginning with
+/// [`daemon::READY_NOTE`], which `mount` passes on) and its answer, the first other line: `ok`,
+/// or why it did not mount (empty when it said nothing).
+fn ready_answer(said: &str) -> (Vec<&str>, &str) {
+    let notes = said
+        .lines()
+        .filter_map(|l| l.strip_prefix(daemon::READY_NOTE))
+        .collect();
+    let answer = said
+        .lines()
+        .find(|l| !l.starts_with(daemon::READY_NOTE))
+        .unwrap_or("");
+    (notes, answer)
 }
 
 trait PipeFiles {
@@ -311,5 +330,29 @@ pub fn busy_line(dir: &std::path::Path) -> String {
             "{} is busy: a process has a file open or its working directory inside; close it and retry",
             dir.display()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemons_notes_come_before_its_answer() {
+        let said = format!(
+            "{}completed the rewind to turn 2 that was cut off (3 restored, 1 deleted)\nok\n",
+            daemon::READY_NOTE
+        );
+        let (notes, answer) = ready_answer(&said);
+        assert_eq!(
+            notes,
+            ["completed the rewind to turn 2 that was cut off (3 restored, 1 deleted)"]
+        );
+        assert_eq!(answer, "ok");
+        assert_eq!(
+            ready_answer("cannot mount /x: busy\n"),
+            (vec![], "cannot mount /x: busy")
+        );
+        assert_eq!(ready_answer(""), (vec![], ""));
     }
 }
