@@ -10,7 +10,7 @@ use crate::store::Store;
 use crate::sys;
 use std::ffi::CString;
 use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -287,26 +287,12 @@ fn run_inner(
         log::debug!(target: "ckpt::daemon", "the allocator keeps its own large-allocation threshold");
     }
     store.blobs().set_compress(opts.compress);
-    if store.index().unfinished_rewind.is_some() {
-        log::warn!(target: "ckpt::rewind", "a rewind was cut off; completing it before mounting");
-        let to = store
-            .index()
-            .unfinished_rewind
-            .map_or(crate::ids::Turn(0), |r| r.1);
-        rewind::rewind(
-            root.as_fd(),
-            &mut store,
-            rewind::Request {
-                to,
-                ..Default::default()
-            },
-            &|_, _| {},
-        )
-        .map_err(|e| format!("completing an interrupted rewind failed: {e}"))?;
+    for line in complete_cut_off(root.as_fd(), &mut store, opts.max_blob)? {
+        log::info!(target: "ckpt::rewind", "{line}");
+        if let Some(r) = ready.as_mut() {
+            let _ = writeln!(r, "{READY_NOTE}{line}");
+        }
     }
-    // A partial rewind, undo or redo cut off: completed the same way.
-    rewind::complete_unfinished(root.as_fd(), &mut store, false, opts.max_blob, &|_, _| {})
-        .map_err(|e| format!("completing an interrupted operation failed: {e}"))?;
     let listener = ipc::listen(dir).map_err(|e| format!("cannot open the control socket: {e}"))?;
     sys::set_umask(0);
     let root_for_fs = root.try_clone().map_err(|e| format!("dup: {e}"))?;
@@ -343,6 +329,79 @@ fn run_inner(
     let r = session.run();
     log::info!(target: "ckpt::fuse", "unmounted {}", dir.display());
     r.map_err(|e| format!("FUSE session ended with an error: {e}"))
+}
+
+/// How a line the daemon sends on its readiness pipe before `ok` begins: something the user
+/// should hear from `mount` (the rewind it completed before mounting), printed on its stderr.
+pub const READY_NOTE: &str = "note: ";
+
+/// Completes what a crash (or a path it could not restore) cut off, before the folder is
+/// mounted: a whole rewind, then a partial rewind, undo or redo (each kept its own record of
+/// being open, so both may be). Returns a line per operation completed, saying what was done.
+fn complete_cut_off(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    max_blob: u64,
+) -> Result<Vec<String>, String> {
+    let mut lines = Vec::new();
+    if let (Some((_, to, _)), Some(pending)) = (
+        store.index().unfinished_rewind,
+        crate::info::pending_rewind(store.index()),
+    ) {
+        announce_cut_off(&pending);
+        let req = rewind::Request {
+            to,
+            ..Default::default()
+        };
+        let report = rewind::rewind(root, store, req, &|_, _| {})
+            .map_err(|e| format!("completing the cut-off {} failed: {e}", pending.what))?;
+        lines.push(completed_line(&pending, &report));
+    }
+    if let Some(pending) = crate::info::pending_op(store.index()) {
+        announce_cut_off(&pending);
+        let done = rewind::complete_unfinished(root, store, false, max_blob, &|_, _| {})
+            .map_err(|e| format!("completing the cut-off {} failed: {e}", pending.what))?;
+        lines.extend(done.map(|report| completed_line(&pending, &report)));
+    }
+    Ok(lines)
+}
+
+/// Logs that `pending` was cut off and is being completed.
+fn announce_cut_off(pending: &crate::info::Pending) {
+    log::warn!(target: "ckpt::rewind", "{} was cut off; completing it before mounting", pending.with_article());
+}
+
+/// What `mount` says of a cut-off operation it completed (`report`): the counts, and any path
+/// that could not be restored, with what follows from it. The failures are logged one a line.
+fn completed_line(pending: &crate::info::Pending, report: &rewind::Report) -> String {
+    for f in &report.failed {
+        log::warn!(target: "ckpt::rewind", "could not restore {}: {}", f.path, f.reason);
+    }
+    let counts = format!(
+        "{} restored, {} deleted",
+        report.restored.len(),
+        report.deleted.len()
+    );
+    let Some(first) = report.failed.first() else {
+        return format!("completed the {} that was cut off ({counts})", pending.what);
+    };
+    let failed = format!(
+        "{} could not be restored (first: {}: {}; ckpt-mount status --log lists them)",
+        report.failed.len(),
+        first.path,
+        first.reason
+    );
+    if report.unfinished {
+        format!(
+            "tried to complete the {} that was cut off ({counts}), but {failed}; it stays unfinished: fix them, then any ckpt-mount rewind completes it first",
+            pending.what
+        )
+    } else {
+        format!(
+            "completed the {} that was cut off ({counts}); {failed}",
+            pending.what
+        )
+    }
 }
 
 /// How file reads and writes are served, and why: kernel passthrough needs the daemon to hold

@@ -147,8 +147,10 @@ pub fn unmount(dir: &Path, lazy: bool) -> Result<(), UnmountError> {
             "cannot unmount as a user without {HELPER}: install fuse3"
         ))
     })?;
+    // Not `-q`: that hides the helper's own "Device or resource busy", which is how a busy
+    // mount is told from any other failure here (the helper exits 1 for both).
     let mut cmd = Command::new(&helper);
-    cmd.arg("-u").arg("-q");
+    cmd.arg("-u");
     if lazy {
         cmd.arg("-z");
     }
@@ -162,7 +164,7 @@ pub fn unmount(dir: &Path, lazy: bool) -> Result<(), UnmountError> {
         return Ok(());
     }
     let said = String::from_utf8_lossy(&out.stderr);
-    if said.contains("busy") {
+    if is_busy_text(&said) {
         return Err(UnmountError::Busy);
     }
     let line = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
@@ -171,4 +173,26 @@ pub fn unmount(dir: &Path, lazy: bool) -> Result<(), UnmountError> {
     } else {
         line.trim().to_string()
     }))
+}
+
+/// Whether the helper's stderr says the mount is busy: `fusermount3: failed to unmount DIR:
+/// Device or resource busy` (`strerror(EBUSY)`; the helper sets no locale, so it is English).
+fn is_busy_text(said: &str) -> bool {
+    said.to_ascii_lowercase().contains("busy")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_helpers_busy_line_is_recognised() {
+        assert!(is_busy_text(
+            "fusermount3: failed to unmount /tmp/x/site: Device or resource busy\n"
+        ));
+        assert!(!is_busy_text(
+            "fusermount3: entry for /tmp/x/site not found in /etc/mtab\n"
+        ));
+        assert!(!is_busy_text(""));
+    }
 }

@@ -323,6 +323,81 @@ pub struct Status {
     /// The agent marks of the folder's history, oldest first; empty when none was marked
     /// (every change then counts as one actor).
     pub agents: Vec<AgentMark>,
+    /// A rewind, undo or redo that began and did not end, which the next mount, rewind, undo
+    /// or redo completes first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Pending>,
+}
+
+/// A rewind (whole or partial), undo or redo that began and did not end: cut off by a crash
+/// (the daemon killed, the machine down), or left open by a path it could not restore. The
+/// journal cannot tell the two apart (both end before the closing record), and needs not:
+/// the next mount, rewind, undo or redo completes it first, with the same targets.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Pending {
+    /// Its kind: `rewind`, `rewind_paths`, `undo` or `redo`.
+    pub kind: String,
+    /// What it is, in words without an article: `rewind to turn 2`, `rewind of src to turn
+    /// 2`, `undo of #4`.
+    pub what: String,
+    /// The turn a rewind goes to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<u64>,
+}
+
+impl Pending {
+    /// [`Pending::what`] with its article (`a rewind to turn 2`, `an undo of #4`).
+    pub fn with_article(&self) -> String {
+        let article = if self.what.starts_with('u') {
+            "an"
+        } else {
+            "a"
+        };
+        format!("{article} {}", self.what)
+    }
+}
+
+/// The operation of `index` that began and did not end, if any (see [`Pending`]): a whole
+/// rewind first, as it is completed first.
+pub fn pending(index: &Index) -> Option<Pending> {
+    pending_rewind(index).or_else(|| pending_op(index))
+}
+
+/// The whole rewind of `index` that began and did not end, if any.
+pub fn pending_rewind(index: &Index) -> Option<Pending> {
+    let (_, to, _) = index.unfinished_rewind?;
+    Some(Pending {
+        kind: "rewind".into(),
+        what: format!("rewind to turn {to}"),
+        to: Some(to.0),
+    })
+}
+
+/// The partial rewind, undo or redo of `index` that began and did not end, if any.
+pub fn pending_op(index: &Index) -> Option<Pending> {
+    use crate::store::ops::OpKind;
+    let u = index.ops.unfinished.as_ref()?;
+    let of = |word: &str| match u.op.target {
+        Some(id) => format!("{word} of #{id}"),
+        None => word.to_string(),
+    };
+    let (kind, what) = match u.op.kind {
+        OpKind::RewindPaths => {
+            let paths: Vec<String> = u.op.paths.iter().map(RelPath::to_string).collect();
+            let to = u.op.to.map_or(String::new(), |t| format!(" to turn {t}"));
+            (
+                "rewind_paths",
+                format!("rewind of {}{to}", paths.join(", ")),
+            )
+        }
+        OpKind::Undo => ("undo", of("undo")),
+        OpKind::Redo => ("redo", of("redo")),
+    };
+    Some(Pending {
+        kind: kind.into(),
+        what,
+        to: u.op.to.map(|t| t.0),
+    })
 }
 
 /// Every capture whose pre-image the store keeps: the live turns', and those a rewind
@@ -387,6 +462,7 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
             .iter()
             .map(|(_, _, m)| m.clone())
             .collect(),
+        pending: pending(store.index()),
     }
 }
 
@@ -455,6 +531,50 @@ fn tail(fd: BorrowedFd<'_>, n: usize) -> Result<Vec<String>, Errno> {
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    #[test]
+    fn a_pending_operation_is_named_with_its_turn_or_its_target() {
+        use crate::store::ops::{OpBegin, OpKind, UnfinishedOp};
+        let mut index = Index::default();
+        assert_eq!(pending(&index), None);
+        index.unfinished_rewind = Some((Seq(7), Turn(2), Turn(3)));
+        let p = pending(&index).expect("a cut-off rewind");
+        assert_eq!((p.kind.as_str(), p.to), ("rewind", Some(2)));
+        assert_eq!(p.with_article(), "a rewind to turn 2");
+        index.unfinished_rewind = None;
+        let op = |kind, to, paths: &[&str], target| UnfinishedOp {
+            begin: Seq(9),
+            id: 5,
+            op: OpBegin {
+                kind,
+                to,
+                paths: paths
+                    .iter()
+                    .map(|p| RelPath::new(p.as_bytes()).expect("path"))
+                    .collect(),
+                target,
+            },
+        };
+        index.ops.unfinished = Some(op(
+            OpKind::RewindPaths,
+            Some(Turn(1)),
+            &["src", "a.txt"],
+            None,
+        ));
+        let p = pending(&index).expect("a cut-off partial rewind");
+        assert_eq!(p.with_article(), "a rewind of src, a.txt to turn 1");
+        assert_eq!(p.kind, "rewind_paths");
+        index.ops.unfinished = Some(op(OpKind::Undo, None, &[], Some(4)));
+        assert_eq!(
+            pending(&index).map(|p| p.with_article()),
+            Some("an undo of #4".into())
+        );
+        index.ops.unfinished = Some(op(OpKind::Redo, None, &[], Some(4)));
+        assert_eq!(
+            pending(&index).map(|p| p.with_article()),
+            Some("a redo of #4".into())
+        );
+    }
 
     use crate::store::journal::Record;
 

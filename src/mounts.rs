@@ -11,6 +11,9 @@ pub const FSTYPE: &str = "fuse.ckpt-mount";
 /// A mount as mountinfo lists it.
 #[derive(Debug, Clone)]
 pub struct MountEntry {
+    /// The device of its filesystem, `major:minor` (a FUSE mount's is anonymous, `0:N`, and
+    /// names that one filesystem while it lives, wherever it is mounted).
+    pub dev: String,
     /// Mount point.
     pub point: PathBuf,
     /// Filesystem type.
@@ -44,19 +47,25 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Every mount, in mount order.
+/// Every mount of this process's mount namespace, in mount order.
 pub fn mounts() -> Vec<MountEntry> {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|text| parse_mountinfo(&text))
+        .unwrap_or_default()
+}
+
+/// The mounts a mountinfo file lists (`proc(5)`), in its order.
+fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
     text.lines()
         .filter_map(|l| {
             let fields: Vec<&str> = l.split(' ').collect();
             let sep = fields.iter().position(|f| *f == "-")?;
+            let dev = fields.get(2)?;
             let point = fields.get(4)?;
             let fstype = fields.get(sep + 1)?;
             let source = fields.get(sep + 2).map_or(String::new(), |s| unescape(s));
             Some(MountEntry {
+                dev: (*dev).to_string(),
                 point: PathBuf::from(unescape(point)),
                 fstype: (*fstype).to_string(),
                 source,
@@ -251,6 +260,56 @@ pub fn holders(dir: &Path) -> Vec<Holder> {
     found
 }
 
+/// Where a ckpt-mount filesystem is still mounted after its folder was unmounted: while any
+/// mount of it is left, the kernel keeps the FUSE connection, so its daemon serves on and
+/// keeps the store locked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StillMounted {
+    /// Mounted at this other place in this mount namespace (a bind mount).
+    Here(PathBuf),
+    /// Mounted in another mount namespace (`unshare -m`, a sandbox, a service with
+    /// `PrivateMounts=`), which process `pid` is in.
+    Namespace {
+        /// A process in that namespace.
+        pid: i32,
+    },
+}
+
+/// Finds a mount of the ckpt-mount filesystem `dev` (`major:minor`, as mountinfo gives it):
+/// first in this namespace, then in the others. Each other namespace is read once, through
+/// the mountinfo of one of its processes; a process whose namespace this user may not
+/// compare (another user's) is read on its own.
+pub fn find_copy(dev: &str) -> Option<StillMounted> {
+    let holds = |m: &MountEntry| m.dev == dev && m.is_ckpt();
+    if let Some(m) = mounts().into_iter().find(holds) {
+        return Some(StillMounted::Here(m.point));
+    }
+    let own = std::fs::read_link("/proc/self/ns/mnt").ok()?;
+    let mut seen = std::collections::HashSet::new();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let base = entry.path();
+        if let Ok(ns) = std::fs::read_link(base.join("ns/mnt"))
+            && (ns == own || !seen.insert(ns))
+        {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(base.join("mountinfo")) else {
+            continue;
+        };
+        if parse_mountinfo(&text).iter().any(holds) {
+            return Some(StillMounted::Namespace { pid });
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +322,20 @@ mod tests {
             what: "open file",
         };
         assert_eq!(h.to_string(), r#"7 ("vim\nfake", open file)"#);
+    }
+
+    #[test]
+    fn mountinfo_lines_give_device_point_type_and_source() {
+        let text = "36 35 98:0 /mnt1 /mnt/a\\040b rw,noatime master:1 - ext3 /dev/root rw\n\
+                    90 29 0:53 / /tmp/p rw,nosuid,nodev shared:1 - fuse.ckpt-mount ckpt-mount rw,user_id=0\n";
+        let m = parse_mountinfo(text);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].dev, "98:0");
+        assert_eq!(m[0].point, PathBuf::from("/mnt/a b"));
+        assert!(!m[0].is_ckpt());
+        assert_eq!(m[1].dev, "0:53");
+        assert_eq!(m[1].point, PathBuf::from("/tmp/p"));
+        assert!(m[1].is_ckpt());
     }
 
     #[test]

@@ -293,6 +293,80 @@ fn killed_between_a_rewind_temp_file_and_its_rename() {
     crash_in_rewind("rewind-before-rename");
 }
 
+/// A rewind cut off by a crash on a folder then left unmounted (the dead mount detached, as a
+/// reboot leaves it): `status` names the rewind and the command that completes it, and the
+/// `mount` that completes it says so in one line; the folder is then exact.
+#[test]
+fn status_names_a_cut_off_rewind_and_the_mount_that_completes_it_says_so() {
+    if !require_fuse() {
+        return;
+    }
+    let point = "rewind-step:3";
+    let (c, m) = Crashable::new(point, |d| {
+        for i in 0..6 {
+            std::fs::write(d.join(format!("f{i}")), format!("file {i} at turn 2\n")).expect("w");
+        }
+    });
+    m.turn(2);
+    let at2 = tree(&c.dir, false);
+    m.sh("rm f0 f1; echo changed > f2; echo more >> f3; mkdir new; echo n > new/x");
+    let pid = c.arm();
+    assert!(
+        !m.cli(&["rewind", "2"]).status.success(),
+        "the rewind was cut off"
+    );
+    c.wait_dead(pid, point);
+    std::mem::forget(m); // detached below
+    let o = Command::new("umount")
+        .arg("-l")
+        .arg(&c.dir)
+        .output()
+        .expect("umount -l");
+    assert!(o.status.success(), "{}", common::output_text(&o));
+    let dir = c.dir.display().to_string();
+    let status = |json: bool| {
+        let mut cmd = Command::new(bin());
+        cmd.arg("status")
+            .args(json.then_some("--json"))
+            .args(["--dir", &dir]);
+        cmd.output().expect("status")
+    };
+    let o = status(false);
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", common::output_text(&o));
+    assert!(said.contains("mounted:  no"), "{said}");
+    let pending = format!(
+        "pending:  a rewind to turn 2 was cut off by a crash (or stopped by a path it could not restore); `ckpt-mount mount {dir}` completes it"
+    );
+    assert!(
+        said.contains(&pending),
+        "status of the unmounted folder: {said}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&status(true).stdout).expect("json");
+    assert_eq!(v["pending"]["kind"], "rewind", "{v}");
+    assert_eq!(v["pending"]["to"], 2, "{v}");
+    // The mount completes it, and says so.
+    let o = Command::new(bin())
+        .args(["mount", &dir])
+        .output()
+        .expect("mount");
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{}", common::output_text(&o));
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.starts_with("ckpt-mount: completed the rewind to turn 2 that was cut off (")
+            && said.contains(" restored, ")
+            && said.contains(" deleted)"),
+        "mount says: {said}"
+    );
+    let mut m = Mounted::attach(&c.dir);
+    assert_same_tree(&at2, &tree(&c.dir, false));
+    let v: serde_json::Value = serde_json::from_slice(&status(true).stdout).expect("json");
+    assert!(v["pending"].is_null(), "nothing pending once mounted: {v}");
+    m.unmount();
+    c.fsck_clean(point);
+}
+
 /// A rewind killed half-way through a run of files it restores in parts on several threads
 /// (4,200 files rewritten in place at one depth): whichever files each thread had done, the
 /// remount completes it exactly, and it stays undoable.

@@ -416,3 +416,186 @@ fn a_mount_while_another_daemon_holds_the_store_names_its_pid() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(std::fs::read_to_string(m.path("f")).expect("read"), "x\n");
 }
+
+/// `unshare -m` (a sandbox, a service with `PrivateMounts=`) copies every mount into a new
+/// mount namespace; with private propagation an unmount here does not reach the copy, so the
+/// kernel keeps the filesystem and its daemon serves on, the store locked. `unmount` waits a
+/// moment for the daemon, then says so in one line naming the daemon and a process in the
+/// other namespace, and fails; once that process ends, the daemon exits and the folder mounts
+/// again.
+#[test]
+fn an_unmount_that_another_mount_namespace_outlives_names_both_processes() {
+    if !require_fuse() || !common::require_program("unshare") {
+        return;
+    }
+    let m = Mounted::with(|d| std::fs::write(d.join("f"), "x\n").expect("write"));
+    let v: serde_json::Value =
+        serde_json::from_slice(&m.cli(&["status", "--json"]).stdout).expect("status json");
+    let daemon = v["pid"].as_i64().expect("pid");
+    let copy = Holder(
+        Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sleep", "60"])
+            .current_dir("/")
+            .spawn()
+            .expect("unshare"),
+    );
+    let own_ns = std::fs::read_link("/proc/self/ns/mnt").expect("own namespace");
+    let its_ns = format!("/proc/{}/ns/mnt", copy.0.id());
+    for _ in 0..500 {
+        if std::fs::read_link(&its_ns).is_ok_and(|ns| ns != own_ns) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let dir = m.dir.to_str().expect("utf-8");
+    let started = std::time::Instant::now();
+    let o = ck(&["unmount", dir]);
+    let waited = started.elapsed();
+    let said = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(o.stdout.is_empty(), "no \"unmounted\": {}", text(&o));
+    assert!(
+        said.contains("another mount namespace still has it mounted")
+            && said.contains(&format!("process {} is in it", copy.0.id()))
+            && said.contains(&format!("its daemon (pid {daemon})"))
+            && said.contains(&format!("`kill {daemon}`")),
+        "{said}"
+    );
+    assert!(
+        waited < Duration::from_secs(10),
+        "answered after {waited:?}"
+    );
+    assert!(!is_mounted(&m.dir), "unmounted in this namespace");
+    assert!(
+        Path::new(&format!("/proc/{daemon}")).exists(),
+        "the daemon serves the copy"
+    );
+    // The namespace ends with its last process, the copy with it, and the daemon then.
+    drop(copy);
+    for _ in 0..500 {
+        if !Path::new(&format!("/proc/{daemon}")).exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let o = ck(&["mount", dir]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(m.path("f")).expect("read"), "x\n");
+}
+
+/// The bit of `SIGINT` in a signal mask of `/proc/PID/status`.
+const SIGINT_BIT: u64 = 1 << 1;
+
+/// The mask `field` (`SigBlk`, `ShdPnd`) of process `pid`, or 0 once it is gone.
+fn signal_mask(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0)
+}
+
+/// Sends `SIGINT` to `pid` once it blocks the signal (the CLI does from just before it asks
+/// the daemon to change the folder), and waits until the signal has been taken.
+fn ctrl_c(pid: u32) {
+    for _ in 0..10_000 {
+        if signal_mask(pid, "SigBlk") & SIGINT_BIT != 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        signal_mask(pid, "SigBlk") & SIGINT_BIT != 0,
+        "the CLI never blocked SIGINT"
+    );
+    let o = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .output()
+        .expect("kill");
+    assert!(o.status.success(), "{}", text(&o));
+    for _ in 0..10_000 {
+        if signal_mask(pid, "ShdPnd") & SIGINT_BIT == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Ctrl-C while the daemon rewinds thousands of files: the CLI says in one line that the
+/// rewind goes on in the daemon and that `undo` takes it back, keeps waiting and prints the
+/// report (exit 0); the folder is exact, and `undo` takes it back. A second Ctrl-C (here
+/// during that undo) stops the waiting with exit 130, saying the undo goes on: it does, and
+/// the folder ends exact again.
+#[test]
+fn ctrl_c_during_a_rewind_says_it_goes_on_and_undo_takes_it_back() {
+    if !require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| {
+        std::fs::create_dir(d.join("a")).expect("mkdir");
+        for i in 0..6000 {
+            std::fs::write(d.join(format!("a/f{i:04}")), format!("{i}\n")).expect("write");
+        }
+    });
+    m.turn(2);
+    let at2 = common::tree(&m.dir, false);
+    m.sh("rm -rf a && echo new > b");
+    let before = common::tree(&m.dir, false);
+    let dir = m.dir.to_str().expect("utf-8");
+    let spawn = |args: &[&str]| {
+        Command::new(bin())
+            .args(args)
+            .args(["--dir", dir])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("ckpt-mount")
+    };
+    let rewind = spawn(&["rewind", "2", "-y"]);
+    ctrl_c(rewind.id());
+    let o = rewind.wait_with_output().expect("rewind");
+    let said = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("the rewind goes on in the daemon")
+            && said.contains(&format!("`ckpt-mount undo --dir {dir}` takes it back")),
+        "{said}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("rewound to the start of turn 2: "),
+        "{}",
+        text(&o)
+    );
+    common::assert_same_tree(&at2, &common::tree(&m.dir, false));
+    // Twice during the undo: it stops waiting, and the undo goes on all the same.
+    let undo = spawn(&["undo", "-y"]);
+    ctrl_c(undo.id());
+    ctrl_c(undo.id());
+    let o = undo.wait_with_output().expect("undo");
+    let said = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    assert!(
+        said.contains("the undo goes on in the daemon")
+            && said.contains("stopped waiting; the undo goes on in the daemon")
+            && said.contains(&format!("`ckpt-mount redo --dir {dir}` takes it back")),
+        "{said}"
+    );
+    // Done once the operation log says so (the folder is not read while it changes).
+    let undone = || {
+        let log = m.cli(&["op", "log", "--json"]);
+        let rows: serde_json::Value = serde_json::from_slice(&log.stdout).unwrap_or_default();
+        rows[0]["kind"] == "undo" && rows[0]["state"] == "done"
+    };
+    for _ in 0..300 {
+        if undone() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(undone(), "the undo went on to its end");
+    common::assert_same_tree(&before, &common::tree(&m.dir, false));
+}

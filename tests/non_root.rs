@@ -129,6 +129,54 @@ fn a_normal_users_killed_daemon_is_recovered_and_run_cleans_up() {
     );
 }
 
+/// A busy unmount as a user goes through `fusermount3 -u`, which says "Device or resource busy"
+/// and exits 1: `unmount` names the processes inside, as it does for root, and the mount stays.
+#[test]
+fn a_normal_users_busy_unmount_names_the_shell_sitting_in_the_folder() {
+    use std::io::{BufRead, BufReader};
+    let Some((uid, gid)) = tier_runs() else {
+        return;
+    };
+    let area = UserArea::new(uid, gid);
+    area.sh("echo one > site/a.txt && $ck mount site");
+    // The user's shell, its working directory in the mounted folder, waiting for a line.
+    let mut shell = std::process::Command::new("runuser")
+        .args([
+            "-u",
+            USER,
+            "--",
+            "sh",
+            "-c",
+            "cd site && echo $$ && read line",
+        ])
+        .current_dir(area.root.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the user's shell");
+    let mut first = String::new();
+    BufReader::new(shell.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("the shell's pid");
+    let pid = first.trim().to_string();
+    assert!(!pid.is_empty(), "the shell said its pid");
+    let o = area.sh_as(USER, "$ck unmount site");
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains(&format!("is busy: in use by {pid} (sh, working directory)")),
+        "the busy unmount names the shell: {said}"
+    );
+    assert!(!said.contains("fusermount3 -u failed"), "{said}");
+    assert!(mounted(&area.site), "a busy mount must not be torn");
+    // The shell leaves (its input ends): the unmount goes through.
+    drop(shell.stdin.take());
+    let _ = shell.wait();
+    area.sh("$ck unmount site");
+    assert!(!mounted(&area.site));
+}
+
 #[test]
 fn a_user_without_access_to_dev_fuse_is_told_what_helps() {
     let Some((uid, gid)) = tier_runs() else {

@@ -465,6 +465,10 @@ const CONCEPTS: &[Section] = &[
                 "2",
                 "Bad usage: an unknown option, a missing argument, turn 0, `prune --keep-turns 0`.",
             ),
+            Block::Item(
+                "130",
+                "Ctrl-C twice during a rewind, undo or redo: the command stopped waiting, and the daemon runs the operation to its end (`ckpt-mount undo` takes a rewind back). The first Ctrl-C only says so and waits on.",
+            ),
             Block::Para(
                 "`ckpt-mount run` exits with its command's status instead: 128 + N when the command was killed by signal N, 127 when it could not be started.",
             ),

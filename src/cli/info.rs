@@ -436,6 +436,7 @@ fn status_text(v: &serde_json::Value) -> String {
             human_size(n("unused_blob_bytes"))
         );
     }
+    out += &pending_text(v);
     out += &size_warning(v);
     out += &agent_text(&v["agents"]);
     let skipped: Vec<SkippedCapture> =
@@ -444,6 +445,28 @@ fn status_text(v: &serde_json::Value) -> String {
         out += &format!("warning:  {line}\n");
     }
     out
+}
+
+/// The `pending:` line of `status`: a rewind, undo or redo that began and did not end, and
+/// the command that completes it. On an unmounted folder it was cut off by a crash, or left
+/// open by a path it could not restore (the journal cannot tell which), and mounting completes
+/// it; while mounted, the daemon completed whatever a crash cut off when it started, so what
+/// is left was stopped by a path that could not be restored.
+fn pending_text(v: &serde_json::Value) -> String {
+    let Ok(p) = serde_json::from_value::<crate::info::Pending>(v["pending"].clone()) else {
+        return String::new();
+    };
+    let dir = v["folder"].as_str().unwrap_or("DIR");
+    let what = p.with_article();
+    if v["pid"].is_u64() {
+        format!(
+            "pending:  {what} is unfinished: a path it could not restore stopped it; fix that path, then `ckpt-mount rewind --dir {dir}` completes it first\n"
+        )
+    } else {
+        format!(
+            "pending:  {what} was cut off by a crash (or stopped by a path it could not restore); `ckpt-mount mount {dir}` completes it (or, unmounted, `ckpt-mount rewind --dir {dir}`)\n"
+        )
+    }
 }
 
 /// The `warning:` line of `status` when the store is over the size it warns at: what the size
@@ -615,6 +638,25 @@ mod tests {
             "skipped": [],
         });
         insta::assert_snapshot!(status_text(&v));
+    }
+
+    #[test]
+    fn a_pending_operation_is_said_with_the_command_that_completes_it() {
+        let pending = serde_json::json!({"kind": "undo", "what": "undo of #4"});
+        let offline = serde_json::json!({"folder": "/p", "pid": null, "pending": pending});
+        assert_eq!(
+            pending_text(&offline),
+            "pending:  an undo of #4 was cut off by a crash (or stopped by a path it could not restore); `ckpt-mount mount /p` completes it (or, unmounted, `ckpt-mount rewind --dir /p`)\n"
+        );
+        let mounted = serde_json::json!({"folder": "/p", "pid": 42, "pending": pending});
+        assert!(
+            pending_text(&mounted).starts_with(
+                "pending:  an undo of #4 is unfinished: a path it could not restore stopped it;"
+            ),
+            "{}",
+            pending_text(&mounted)
+        );
+        assert_eq!(pending_text(&serde_json::json!({"folder": "/p"})), "");
     }
 
     #[test]

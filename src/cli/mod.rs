@@ -7,6 +7,7 @@ mod docs;
 mod fsck;
 mod hooks;
 mod info;
+mod interrupt;
 mod mount;
 mod ops;
 mod prune;

@@ -6,7 +6,7 @@ use crate::sys;
 use clap::Args;
 use std::io::Read;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// `ckpt-mount mount`.
@@ -175,9 +175,13 @@ pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliErro
         .spawn()
         .map_err(|e| CliError::fail(format!("cannot start the daemon: {e}")))?;
     drop(w);
-    let mut answer = String::new();
-    let _ = r.read_to_string(&mut answer);
-    let answer = answer.lines().next().unwrap_or("").to_string();
+    let mut said = String::new();
+    let _ = r.read_to_string(&mut said);
+    let (notes, answer) = ready_answer(&said);
+    // Said whether or not the mount follows: what the daemon completed is done either way.
+    for note in notes {
+        eprintln!("ckpt-mount: {note}");
+    }
     if answer == "ok" {
         Ok(child.id())
     } else if answer.is_empty() {
@@ -189,6 +193,21 @@ pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliErro
     } else {
         Err(CliError::fail(answer))
     }
+}
+
+/// What a daemon wrote on its readiness pipe: its notes (lines beginning with
+/// [`daemon::READY_NOTE`], which `mount` passes on) and its answer, the first other line: `ok`,
+/// or why it did not mount (empty when it said nothing).
+fn ready_answer(said: &str) -> (Vec<&str>, &str) {
+    let notes = said
+        .lines()
+        .filter_map(|l| l.strip_prefix(daemon::READY_NOTE))
+        .collect();
+    let answer = said
+        .lines()
+        .find(|l| !l.starts_with(daemon::READY_NOTE))
+        .unwrap_or("");
+    (notes, answer)
 }
 
 trait PipeFiles {
@@ -222,7 +241,9 @@ pub fn unmount_quietly(dir: &std::path::Path) -> Result<PathBuf, CliError> {
     let pid = crate::ipc::call(&dir, &crate::ipc::Request::Status)
         .ok()
         .and_then(|r| r.data["pid"].as_i64())
-        .map(|p| p as i32);
+        .and_then(|p| i32::try_from(p).ok());
+    // The filesystem's device, by which a mount of it left elsewhere is found afterwards.
+    let dev = crate::mounts::mount_at(&dir).map(|m| m.dev);
     // A dead mount has nobody to wait for and nothing to flush: detach it.
     let lazy = state == crate::mounts::MountState::Dead;
     match crate::fusermount::unmount(&dir, lazy) {
@@ -238,12 +259,64 @@ pub fn unmount_quietly(dir: &std::path::Path) -> Result<PathBuf, CliError> {
         }
     }
     if let Some(pid) = pid {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while sys::process_alive(pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_daemon(&dir, pid, dev.as_deref())?;
     }
     Ok(dir)
+}
+
+/// How long `unmount` waits for the daemon to exit before it looks for a mount of the same
+/// filesystem left elsewhere: a daemon whose last mount is gone exits within a moment.
+const LOOK_FOR_COPIES_AFTER: Duration = Duration::from_secs(1);
+
+/// How long `unmount` waits in all: a daemon stores what it had staged (the files removed
+/// last) before it exits, and the store stays locked until then.
+const DAEMON_EXIT_WAIT: Duration = Duration::from_secs(30);
+
+/// Waits for the daemon `pid` of the unmounted `dir` to exit. It does not while the kernel
+/// keeps its filesystem (`dev`) mounted elsewhere: a copy of the mount in another mount
+/// namespace (made by `unshare -m`, a sandbox, a service's `PrivateMounts=`) or a bind mount.
+/// Then, or when it has not exited in [`DAEMON_EXIT_WAIT`], the error says where the copy is,
+/// which process holds it, and how to end the daemon.
+fn wait_for_daemon(dir: &Path, pid: i32, dev: Option<&str>) -> CliResult {
+    let start = Instant::now();
+    let mut looked = false;
+    while sys::process_alive(pid) {
+        let waited = start.elapsed();
+        let last = waited >= DAEMON_EXIT_WAIT;
+        if last || (!looked && waited >= LOOK_FOR_COPIES_AFTER) {
+            looked = true;
+            if let Some(copy) = dev.and_then(crate::mounts::find_copy) {
+                return Err(CliError::fail(still_mounted_line(dir, pid, &copy)));
+            }
+        }
+        if last {
+            return Err(CliError::fail(format!(
+                "{} is unmounted, but its daemon (pid {pid}) has not exited after {} s and keeps the store locked; no other mount of it was found (one in a mount namespace this user may not inspect would keep it serving): `kill {pid}` stops it (the store is crash-safe)",
+                dir.display(),
+                DAEMON_EXIT_WAIT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// The line for an unmount whose daemon serves on because its filesystem is still mounted
+/// elsewhere (see [`wait_for_daemon`]).
+fn still_mounted_line(dir: &Path, daemon: i32, copy: &crate::mounts::StillMounted) -> String {
+    use crate::mounts::StillMounted;
+    match copy {
+        StillMounted::Namespace { pid } => format!(
+            "{} is unmounted here, but another mount namespace still has it mounted (process {pid} is in it), so its daemon (pid {daemon}) keeps serving it and keeps the store locked: end process {pid} or leave that namespace, or stop the daemon with `kill {daemon}`",
+            dir.display()
+        ),
+        StillMounted::Here(point) => format!(
+            "{} is unmounted, but the same mount is still at {}, so its daemon (pid {daemon}) keeps serving it and keeps the store locked: unmount {} too, or stop the daemon with `kill {daemon}`",
+            dir.display(),
+            point.display(),
+            point.display()
+        ),
+    }
 }
 
 /// The line for a busy mount: who holds it, and what to do.
@@ -257,5 +330,29 @@ pub fn busy_line(dir: &std::path::Path) -> String {
             "{} is busy: a process has a file open or its working directory inside; close it and retry",
             dir.display()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemons_notes_come_before_its_answer() {
+        let said = format!(
+            "{}completed the rewind to turn 2 that was cut off (3 restored, 1 deleted)\nok\n",
+            daemon::READY_NOTE
+        );
+        let (notes, answer) = ready_answer(&said);
+        assert_eq!(
+            notes,
+            ["completed the rewind to turn 2 that was cut off (3 restored, 1 deleted)"]
+        );
+        assert_eq!(answer, "ok");
+        assert_eq!(
+            ready_answer("cannot mount /x: busy\n"),
+            (vec![], "cannot mount /x: busy")
+        );
+        assert_eq!(ready_answer(""), (vec![], ""));
     }
 }

@@ -139,7 +139,14 @@ pub fn undo(a: UndoArgs, redo: bool) -> CliResult {
             return Err(CliError::fail("cancelled: nothing changed"));
         }
     }
+    // A dry run changes nothing, so Ctrl-C may end it as it ends any command.
+    let keep_going = (!a.dry_run).then(|| {
+        let what = if redo { "redo" } else { "undo" };
+        let running = super::interrupt::Running::new(what, &held.folder, held.in_daemon());
+        super::interrupt::KeepGoing::start(running, indicatif::ProgressBar::hidden())
+    });
     let r = held.run(redo, a.dry_run)?;
+    drop(keep_going);
     super::rewind::print_report(&r, a.json, super::rewind::listed(a.verbose));
     let failed = r["failed"].as_array().map_or(0, Vec::len);
     if failed > 0 {
@@ -154,33 +161,49 @@ pub fn undo(a: UndoArgs, redo: bool) -> CliResult {
 
 /// The folder an undo or redo acts on: through its daemon, or its store held open (and
 /// locked) between the preview and the run.
-enum Held {
-    Mounted(PathBuf),
-    Offline(std::os::fd::OwnedFd, Box<crate::store::Store>),
+struct Held {
+    folder: PathBuf,
+    how: Via,
+}
+
+/// How [`Held`] reaches the folder.
+enum Via {
+    Daemon,
+    Store(std::os::fd::OwnedFd, Box<crate::store::Store>),
 }
 
 impl Held {
     fn open(t: Target) -> Result<Self, CliError> {
         Ok(match t {
-            Target::Mounted(f) => Self::Mounted(f),
-            Target::Offline(f) => {
-                let (root, store) = super::open_offline(&f)?;
-                Self::Offline(root, Box::new(store))
+            Target::Mounted(folder) => Self {
+                folder,
+                how: Via::Daemon,
+            },
+            Target::Offline(folder) => {
+                let (root, store) = super::open_offline(&folder)?;
+                Self {
+                    folder,
+                    how: Via::Store(root, Box::new(store)),
+                }
             }
         })
     }
 
+    fn in_daemon(&self) -> bool {
+        matches!(self.how, Via::Daemon)
+    }
+
     /// The report of the run (a preview with `dry_run`), or the one line of error.
     fn run(&mut self, redo: bool, dry_run: bool) -> Result<Value, CliError> {
-        match self {
-            Self::Mounted(folder) => {
-                let resp = super::call(folder, &Request::Undo { redo, dry_run })?;
+        match &mut self.how {
+            Via::Daemon => {
+                let resp = super::call(&self.folder, &Request::Undo { redo, dry_run })?;
                 if resp.data.is_null() {
                     return Err(CliError::fail(resp.error.unwrap_or_default()));
                 }
                 Ok(resp.data)
             }
-            Self::Offline(root, store) => {
+            Via::Store(root, store) => {
                 crate::rewind::undo_redo(root.as_fd(), store, redo, dry_run, &|_, _| {})
                     .map(|r| serde_json::to_value(&r).unwrap_or_default())
                     .map_err(|e| CliError::fail(e.to_string()))

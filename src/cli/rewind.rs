@@ -101,7 +101,7 @@ pub fn run(a: RewindArgs) -> CliResult {
         && std::io::stdin().is_terminal()
         && std::io::stdout().is_terminal();
     if ask {
-        let preview = rewinder.run(true)?;
+        let preview = rewinder.run(true, &progress_bar())?;
         let Some(r) = preview.report else {
             return Err(CliError::fail(preview.error.unwrap_or_default()));
         };
@@ -109,7 +109,12 @@ pub fn run(a: RewindArgs) -> CliResult {
             return Err(CliError::fail("cancelled: nothing changed"));
         }
     }
-    let answer = rewinder.run(a.dry_run)?;
+    let bar = progress_bar();
+    // A dry run changes nothing, so Ctrl-C may end it as it ends any command.
+    let keep_going =
+        (!a.dry_run).then(|| super::interrupt::KeepGoing::start(rewinder.running(), bar.clone()));
+    let answer = rewinder.run(a.dry_run, &bar)?;
+    drop(keep_going);
     let Some(r) = answer.report else {
         return Err(CliError::fail(answer.error.unwrap_or_default()));
     };
@@ -186,6 +191,7 @@ enum Rewinder {
         agent: Option<rewind::Conflicts>,
     },
     Offline {
+        folder: PathBuf,
         root: OwnedFd,
         store: Box<Store>,
         to: u64,
@@ -215,6 +221,7 @@ impl Rewinder {
                 let (root, store) = super::open_offline(&folder)?;
                 let to = to.unwrap_or_else(|| store.index().current_turn().0);
                 Self::Offline {
+                    folder,
                     root,
                     store: Box::new(store),
                     to,
@@ -229,9 +236,18 @@ impl Rewinder {
         })
     }
 
-    /// Runs the rewind (a preview when `dry_run`), with a progress bar on a terminal.
-    fn run(&mut self, dry_run: bool) -> Result<Answer, CliError> {
-        let bar = progress_bar();
+    /// What a Ctrl-C during the run says is running, and where.
+    fn running(&self) -> super::interrupt::Running {
+        let (folder, undo, in_daemon) = match self {
+            Self::Mounted { folder, undo, .. } => (folder, *undo, true),
+            Self::Offline { folder, undo, .. } => (folder, *undo, false),
+        };
+        let what = if undo { "undo" } else { "rewind" };
+        super::interrupt::Running::new(what, folder, in_daemon)
+    }
+
+    /// Runs the rewind (a preview when `dry_run`), showing its progress on `bar`.
+    fn run(&mut self, dry_run: bool, bar: &indicatif::ProgressBar) -> Result<Answer, CliError> {
         let answer = match self {
             Self::Mounted {
                 folder,
@@ -269,6 +285,7 @@ impl Rewinder {
                 undo,
                 paths,
                 agent,
+                ..
             } => {
                 let progress = |done: usize, total: usize| {
                     bar.set_length(total as u64);

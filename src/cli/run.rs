@@ -121,9 +121,17 @@ fn unmount_after(folder: &std::path::Path) {
         if last.is_ok() {
             return;
         }
+        // Unmounted, but its daemon lives on (the mount left in another namespace): the error
+        // says so, and no retry can help.
+        if !crate::mounts::is_ckpt_mount(folder) {
+            break;
+        }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let Some(list) = crate::mounts::holders_list(folder) else {
+    let holders = crate::mounts::is_ckpt_mount(folder)
+        .then(|| crate::mounts::holders_list(folder))
+        .flatten();
+    let Some(list) = holders else {
         if let Err(e) = last {
             eprintln!("ckpt-mount: {}", e.message);
         }

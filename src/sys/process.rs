@@ -1,5 +1,6 @@
 //! The process and its threads rather than a file: umask (per thread after
 //! [`unshare_fs`]), starting the daemon in its own session with its readiness pipe, liveness,
+//! `SIGINT` taken by a thread of its own (the CLI's Ctrl-C during a rewind),
 //! dumpability, the effective uid, a socket peer's credentials, descriptors passed to a helper
 //! or received from one (`fusermount3`), thread priority, and unmounting.
 //!
@@ -217,6 +218,41 @@ pub fn default_sigpipe() {
     // SAFETY: installing SIG_DFL for SIGPIPE touches no memory of ours.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// The set holding `SIGINT` alone.
+fn sigint_set() -> libc::sigset_t {
+    // SAFETY: a zeroed sigset_t is valid storage, and sigemptyset initialises it before
+    // sigaddset adds a valid signal number; neither can fail with these arguments.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        set
+    }
+}
+
+/// Blocks `SIGINT` in the calling thread and so in every thread it starts from now on: a
+/// Ctrl-C then ends nothing and waits, pending, for [`wait_for_sigint`] in a thread of the
+/// process. Call it before any thread that must not take the signal is started.
+pub fn block_sigint() -> SysResult<()> {
+    let set = sigint_set();
+    // SAFETY: `set` is an initialised sigset_t; the old mask is not asked for (null).
+    match unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } {
+        0 => Ok(()),
+        e => Err(super::Errno(e)),
+    }
+}
+
+/// Waits until a `SIGINT` blocked by [`block_sigint`] is pending, and takes it.
+pub fn wait_for_sigint() -> SysResult<()> {
+    let set = sigint_set();
+    let mut sig: libc::c_int = 0;
+    // SAFETY: `set` is an initialised sigset_t and `sig` a valid out pointer.
+    match unsafe { libc::sigwait(&set, &mut sig) } {
+        0 => Ok(()),
+        e => Err(super::Errno(e)),
     }
 }
 
