@@ -305,6 +305,22 @@ fn diff(kind: &'static str, line: String) -> Diff {
     Diff { kind, line }
 }
 
+/// The difference a command that should have succeeded makes when it did not: its exit code
+/// and what it said.
+fn failed_command(kind: &'static str, what: &str, out: &std::process::Output) -> Option<Diff> {
+    (!out.status.success()).then(|| {
+        diff(
+            kind,
+            format!(
+                "  {what} exited {:?}: {}{}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        )
+    })
+}
+
 /// Differences between what a rewind had to give back and what it gave.
 fn compare(want: &Snap, got: &Snap) -> Vec<Diff> {
     let mut out = Vec::new();
@@ -706,18 +722,9 @@ impl Case {
         });
 
         let out = self.m.cli(&["rewind", &k.to_string()]);
-        let mut diffs = Vec::new();
-        if !out.status.success() {
-            diffs.push(diff(
-                "rewind-exit",
-                format!(
-                    "  rewind {k} exited {:?}: {}{}",
-                    out.status.code(),
-                    String::from_utf8_lossy(&out.stdout).trim(),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-            ));
-        }
+        let mut diffs: Vec<Diff> = failed_command("rewind-exit", &format!("rewind {k}"), &out)
+            .into_iter()
+            .collect();
         let got = self.snap();
         diffs.extend(
             compare(&want, &got)

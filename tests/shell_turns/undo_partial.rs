@@ -5,7 +5,7 @@
 //! keeps its mode, owner and xattrs, one that was missing is made as it was then), except
 //! other names of a hard link a rewound path holds, which follow it, as documented.
 
-use super::{Case, Diff, Entry, Snap, compare, diff, show};
+use super::{Case, Diff, Entry, Snap, compare, diff, failed_command, show};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Which operation a `Step::Undo` or `Step::Redo` takes back or does again.
@@ -37,18 +37,7 @@ impl Case {
             Direction::Redo => ("redo", &after),
         };
         let out = self.m.cli(&[cmd]);
-        let mut diffs = Vec::new();
-        if !out.status.success() {
-            diffs.push(diff(
-                "undo-exit",
-                format!(
-                    "  {cmd} exited {:?}: {}{}",
-                    out.status.code(),
-                    String::from_utf8_lossy(&out.stdout).trim(),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-            ));
-        }
+        let mut diffs: Vec<Diff> = failed_command("undo-exit", cmd, &out).into_iter().collect();
         let got = self.snap();
         diffs.extend(
             compare(want, &got)
@@ -81,18 +70,10 @@ impl Case {
             .args(["--", p])
             .output()
             .expect("run rewind -- PATH");
-        let mut diffs = Vec::new();
-        if !out.status.success() {
-            diffs.push(diff(
-                "rewind-exit",
-                format!(
-                    "  rewind {k} -- {p} exited {:?}: {}{}",
-                    out.status.code(),
-                    String::from_utf8_lossy(&out.stdout).trim(),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-            ));
-        }
+        let mut diffs: Vec<Diff> =
+            failed_command("rewind-exit", &format!("rewind {k} -- {p}"), &out)
+                .into_iter()
+                .collect();
         let got = self.snap();
         diffs.extend(partial_diffs(&pre, &then, &got, p, self.xattrs));
         self.last_op = Some((pre, got));
