@@ -63,7 +63,7 @@ use apply::{apply, sweep_temps};
 use groups::share_hard_links;
 use links::{link_anchors, uncaptured_links};
 use preview::preview;
-use save::{read_for_partial, record_saves, saves_for_undo};
+use save::{Attempt, read_for_partial, save_records, saves_for_undo};
 use std::collections::HashSet;
 use std::os::fd::{AsFd, BorrowedFd};
 use verify::refuse_unless_verified;
@@ -174,16 +174,19 @@ pub fn rewind(
     // hard-link groups) are saved with everything else.
     let anchors = link_anchors(root, &plan, &HashSet::new());
     // What the rewind overwrites is read before the journal says it began: a failure here
-    // refuses the rewind with nothing changed and nothing left open.
-    let saves = saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan))?;
-    times.end("read saves");
-    let begin = match resume {
-        Some(b) => b,
-        None => store
-            .append(Record::RewindBegin { to, from })
-            .map_err(RewindError::Store)?,
+    // refuses the rewind with nothing changed, nothing left open and nothing left in the store.
+    let attempt = Attempt::begin(store)?;
+    let saves = match saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan)) {
+        Ok(saves) => saves,
+        Err(e) => return Err(attempt.refuse(store, e)),
     };
-    record_saves(store, saves, to, begin)?;
+    times.end("read saves");
+    let begin = resume.unwrap_or(Seq(store.index().last_seq.0 + 1));
+    let open = resume.is_none().then_some(Record::RewindBegin { to, from });
+    attempt.journal(
+        store,
+        open.into_iter().chain(save_records(saves, to, begin)),
+    )?;
     times.end("journal saves");
     apply(root, store, &plan, &anchors, &mut report, progress);
     times.end("apply");
@@ -457,7 +460,11 @@ fn rewind_partial(
         sweep_temps(root, &plan);
     }
     let extra = anchors.outside_plan(&plan);
-    let (captures, saves) = read_for_partial(root, store, &plan, &extra, max_blob)?;
+    let attempt = Attempt::begin(store)?;
+    let (captures, saves) = match read_for_partial(root, store, &plan, &extra, max_blob) {
+        Ok(read) => read,
+        Err(e) => return Err(attempt.refuse(store, e)),
+    };
     let begin = resume.unwrap_or(Seq(store.index().last_seq.0 + 1));
     let op = resume.is_none().then(|| {
         Record::OpBegin(crate::store::ops::OpBegin {
@@ -467,21 +474,18 @@ fn rewind_partial(
             target: None,
         })
     });
-    let capture = |turn, undo_of| {
-        move |(path, pre)| Record::Capture {
-            turn,
-            path,
-            pre,
-            undo_of,
-            pid: None,
-            comm: None,
-        }
-    };
     let records = op
         .into_iter()
-        .chain(captures.into_iter().map(capture(report.from, None)))
-        .chain(saves.into_iter().map(capture(report.from, Some(begin))));
-    store.append_all(records).map_err(RewindError::Store)?;
+        .chain(captures.into_iter().map(|(path, pre)| Record::Capture {
+            turn: report.from,
+            path,
+            pre,
+            undo_of: None,
+            pid: None,
+            comm: None,
+        }))
+        .chain(save_records(saves, report.from, begin));
+    attempt.journal(store, records)?;
     crate::failpoint::hit("partial-after-saves");
     apply(root, store, &plan, &anchors, &mut report, progress);
     finish(store, plan, &mut report, |counts| Record::OpDone {
@@ -538,6 +542,106 @@ const RENEWALS_PER_RECORD: usize = 1000;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
+    use std::os::fd::AsFd;
+
+    /// Every file and directory below `dir`, with the bytes of each file.
+    fn bytes_below(dir: &std::path::Path) -> BTreeMap<String, Option<Vec<u8>>> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("read_dir") {
+                let p = e.expect("entry").path();
+                let rel = p.strip_prefix(dir).expect("below").display().to_string();
+                if p.is_dir() {
+                    out.insert(rel, None);
+                    stack.push(p);
+                } else {
+                    out.insert(rel, Some(std::fs::read(&p).expect("read")));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_rewind_refused_while_saving_leaves_nothing_in_the_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::File::open(dir.path()).expect("open");
+        let mut store = Store::open(root.as_fd(), true, false).expect("store");
+        // Turn 2 created these paths; the last one's name is too long for any filesystem, so
+        // saving what stands there fails after the others were stored (a large file as a
+        // loose blob in a new shard, small ones in the pack).
+        store
+            .append(Record::Turn {
+                turn: Turn(2),
+                label: None,
+            })
+            .expect("turn");
+        let long = "n".repeat(300);
+        let paths = ["big", "small", "sub", "sub/inner", long.as_str()];
+        for p in paths {
+            store
+                .append(Record::Capture {
+                    turn: Turn(2),
+                    path: RelPath::new(p.as_bytes()).expect("path"),
+                    pre: PreImage::Absent,
+                    undo_of: None,
+                    pid: None,
+                    comm: None,
+                })
+                .expect("capture");
+        }
+        let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(dir.path().join("big"), &big).expect("write");
+        std::fs::write(dir.path().join("small"), "small\n").expect("write");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        std::fs::write(dir.path().join("sub/inner"), "inner\n").expect("write");
+        let store_dir = dir.path().join(".ckpt");
+        let before = bytes_below(&store_dir);
+        let asked: Vec<RelPath> = paths
+            .iter()
+            .map(|p| RelPath::new(p.as_bytes()).expect("path"))
+            .collect();
+        let none = |_: usize, _: usize| {};
+        for partial in [false, true] {
+            let r = if partial {
+                rewind_paths(
+                    root.as_fd(),
+                    &mut store,
+                    Turn(2),
+                    &asked,
+                    false,
+                    u64::MAX,
+                    &none,
+                )
+            } else {
+                let req = Request {
+                    to: Turn(2),
+                    ..Request::default()
+                };
+                rewind(root.as_fd(), &mut store, req, &none)
+            };
+            match r {
+                Err(RewindError::Refused(problems)) => {
+                    assert_eq!(problems.len(), 1, "{problems:?}");
+                    assert_eq!(problems[0].path, long);
+                }
+                other => panic!(
+                    "partial {partial}: not refused: {:?}",
+                    other.map(|r| r.ok())
+                ),
+            }
+            assert_eq!(bytes_below(&store_dir), before, "partial {partial}");
+            assert_eq!(std::fs::read(dir.path().join("big")).expect("read"), big);
+            assert!(store.blobs().list().expect("list").is_empty());
+        }
+        // What the store holds replays as it was: turn 2 current, its captures in place.
+        drop(store);
+        let store = Store::open(root.as_fd(), false, false).expect("reopen");
+        assert_eq!(store.index().current_turn(), Turn(2));
+        assert_eq!(store.index().plan_targets(Turn(2)).len(), paths.len());
+    }
 
     #[test]
     fn drain_releasing_yields_every_item_in_order() {
