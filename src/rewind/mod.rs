@@ -13,6 +13,9 @@
 //!    inode share one target (`links.rs`).
 //! 2. **verify** (`verify.rs`): every path valid, every blob present and whole, or the rewind
 //!    is refused with nothing changed.
+//!    Then **room** (`space.rs`): what it will write is decided (`preview.rs`, as its dry run
+//!    decides it) and the space its saves and writes take is compared with the space free, or
+//!    the rewind is refused with nothing changed, naming what to free.
 //! 3. **save for undo** (`save.rs`): the surviving links of hard-link groups are found
 //!    (`links.rs`), then what the rewind will overwrite or delete is read and journaled —
 //!    for the undo (a whole rewind, between `RewindBegin` and the changes) or for the current
@@ -44,6 +47,7 @@ mod report;
 mod resolve;
 mod restore;
 mod save;
+mod space;
 mod undo;
 mod unlock;
 mod verify;
@@ -52,6 +56,7 @@ pub use agent::{AgentSplit, Conflicts, PathActors};
 pub use plan::{Plan, Step, plan};
 pub use report::{Failure, Report, RewindError, Summary};
 pub use restore::remove_tree;
+pub use space::{SizedPath, Space};
 pub use undo::{complete_unfinished, undo_redo};
 pub use verify::verify;
 
@@ -61,9 +66,9 @@ use crate::store::Store;
 use crate::store::journal::{PreImage, Record};
 use apply::{apply, sweep_temps};
 use groups::share_hard_links;
+use links::Anchors;
 use links::{link_anchors, uncaptured_links};
-use preview::preview;
-use save::{Attempt, read_for_partial, save_records, saves_for_undo};
+use save::{Attempt, read_for_partial, save_records, saved_before, saves_for_undo};
 use std::collections::HashSet;
 use std::os::fd::{AsFd, BorrowedFd};
 use verify::refuse_unless_verified;
@@ -161,7 +166,7 @@ pub fn rewind(
     };
     if req.dry_run {
         let anchors = link_anchors(root, &plan, &HashSet::new());
-        preview(root, &plan, &anchors, verify(&plan, store), &mut report);
+        dry_run(root, store, (&plan, &anchors), false, &mut report);
         return Ok(report);
     }
     refuse_unless_verified(&plan, store)?;
@@ -173,6 +178,8 @@ pub fn rewind(
     // Names outside the plan that the rewind rewrites in place (the surviving links of its
     // hard-link groups) are saved with everything else.
     let anchors = link_anchors(root, &plan, &HashSet::new());
+    let writes = room_for_run(root, store, (&plan, &anchors), false)?;
+    times.end("room");
     // What the rewind overwrites is read before the journal says it began: a failure here
     // refuses the rewind with nothing changed, nothing left open and nothing left in the store.
     let attempt = Attempt::begin(store)?;
@@ -188,7 +195,14 @@ pub fn rewind(
         open.into_iter().chain(save_records(saves, to, begin)),
     )?;
     times.end("journal saves");
-    apply(root, store, &plan, &anchors, &mut report, progress);
+    apply(
+        root,
+        store,
+        (&plan, writes),
+        &anchors,
+        &mut report,
+        progress,
+    );
     times.end("apply");
     let steps = plan.remove.len() + plan.restore.len();
     finish(store, plan, &mut report, |counts| Record::RewindDone {
@@ -452,13 +466,14 @@ fn rewind_partial(
     let changed: HashSet<&RelPath> = all.iter().map(|(p, _)| p).collect();
     let anchors = link_anchors(root, &plan, &changed);
     if report.dry_run {
-        preview(root, &plan, &anchors, verify(&plan, store), &mut report);
+        dry_run(root, store, (&plan, &anchors), true, &mut report);
         return Ok(report);
     }
     refuse_unless_verified(&plan, store)?;
     if resume.is_some() {
         sweep_temps(root, &plan);
     }
+    let writes = room_for_run(root, store, (&plan, &anchors), true)?;
     let extra = anchors.outside_plan(&plan);
     let attempt = Attempt::begin(store)?;
     let (captures, saves) = match read_for_partial(root, store, &plan, &extra, max_blob) {
@@ -487,12 +502,63 @@ fn rewind_partial(
         .chain(save_records(saves, report.from, begin));
     attempt.journal(store, records)?;
     crate::failpoint::hit("partial-after-saves");
-    apply(root, store, &plan, &anchors, &mut report, progress);
+    apply(
+        root,
+        store,
+        (&plan, writes),
+        &anchors,
+        &mut report,
+        progress,
+    );
     finish(store, plan, &mut report, |counts| Record::OpDone {
         begin,
         counts,
     })?;
     Ok(report)
+}
+
+/// The dry run of `plan` (with the hard-link `anchors` the run would relink to) into `report`:
+/// what the run would do to the folder as it is now (`preview.rs`), and whether the disks
+/// have the room it needs (`space.rs`), its saves those of a `partial` rewind or not. A blob
+/// missing or damaged refuses the run: the preview then says so and nothing more.
+fn dry_run(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    (plan, anchors): (&Plan, &Anchors),
+    partial: bool,
+    report: &mut Report,
+) {
+    let problems = verify(plan, store);
+    if !problems.is_empty() {
+        preview::refused(plan, problems, report);
+        return;
+    }
+    let decided = preview::decide(root, plan, anchors);
+    preview::preview(root, plan, anchors, &decided, report);
+    let saved = saved_before(store, partial);
+    report.space = Some(space::needed(root, store, plan, anchors, &saved, &decided));
+}
+
+/// Refuses the run of `plan` before it changes or stores anything when the disks lack the
+/// room it needs (`space.rs`), naming the space needed and free, the largest files the rewound
+/// turns created and what to do; else which of its restorations it writes (decided, as its
+/// preview decides it, on the folder as it stands before anything changes).
+fn room_for_run(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    (plan, anchors): (&Plan, &Anchors),
+    partial: bool,
+) -> Result<Vec<Option<bool>>, RewindError> {
+    let started = std::time::Instant::now();
+    let decided = preview::decide(root, plan, anchors);
+    log_took("what to write decided", started);
+    let saved = saved_before(store, partial);
+    let space = space::needed(root, store, plan, anchors, &saved, &decided);
+    if !space.fits {
+        log::warn!(target: "ckpt::rewind", "rewind refused before changing anything: {}", space.shortfall());
+        return Err(RewindError::NoSpace(Box::new(space)));
+    }
+    Ok(decided.writes())
 }
 
 /// Records the files the rewind recreated for records that carry an identity, so those records

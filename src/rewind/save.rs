@@ -259,13 +259,24 @@ pub(super) fn saves_for_undo(
     plan: &Plan,
     extra: &[RelPath],
 ) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
-    let already: HashSet<&RelPath> = store
-        .index()
-        .unfinished_saved
-        .iter()
-        .map(|c| &c.path)
-        .collect();
+    let already = saved_before(store, false);
     read_current(root, store, plan, extra, &|p| already.contains(p), u64::MAX)
+}
+
+/// The paths a rewind's saves leave out: those a run of it cut off by a crash saved already
+/// and, for a `partial` rewind, captured for the current turn. Every other path it changes is
+/// read (a partial rewind's in two readings: captures and saves).
+pub(super) fn saved_before(store: &Store, partial: bool) -> HashSet<&RelPath> {
+    let index = store.index();
+    let mut out: HashSet<&RelPath> = HashSet::new();
+    if partial && index.ops.unfinished.is_none() {
+        return out;
+    }
+    out.extend(index.unfinished_saved.iter().map(|c| &c.path));
+    if partial {
+        out.extend(index.captured_now.keys());
+    }
+    out
 }
 
 /// `saves` as the journal's captures of turn `to` that the undo of the operation begun at
@@ -301,13 +312,11 @@ pub(super) fn read_for_partial(
     max_blob: u64,
 ) -> Result<(Vec<(RelPath, PreImage)>, Vec<(RelPath, PreImage)>), RewindError> {
     let index = store.index();
-    let resumed = index.ops.unfinished.is_some();
     let captured = &index.captured_now;
-    let saved: HashSet<&RelPath> = index.unfinished_saved.iter().map(|c| &c.path).collect();
-    if resumed {
+    if index.ops.unfinished.is_some() {
         // The epoch restarted when the cut-off run began: what it captured or saved is kept.
-        let skip = |p: &RelPath| captured.contains_key(p) || saved.contains(p);
-        let captures = read_current(root, store, plan, extra, &skip, max_blob)?;
+        let kept = saved_before(store, true);
+        let captures = read_current(root, store, plan, extra, &|p| kept.contains(p), max_blob)?;
         return Ok((captures, Vec::new()));
     }
     let captures = read_current(

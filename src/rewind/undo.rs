@@ -8,8 +8,8 @@
 //! (`complete_unfinished`), with the same targets: the index does not change until `op_done`.
 
 use super::{
-    Attempt, Progress, Report, RewindError, apply, finish, link_anchors, partial, plan, preview,
-    refuse_unless_verified, save_records, saves_for_undo, sweep_temps, verify,
+    Attempt, Progress, Report, RewindError, apply, finish, link_anchors, partial, plan,
+    refuse_unless_verified, room_for_run, save_records, saves_for_undo, sweep_temps,
 };
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
@@ -198,13 +198,14 @@ fn run(
     let plan = plan(store.index().with_current_identities(targets));
     let anchors = link_anchors(root, &plan, &HashSet::new());
     if dry_run {
-        preview(root, &plan, &anchors, verify(&plan, store), &mut report);
+        super::dry_run(root, store, (&plan, &anchors), false, &mut report);
         return Ok(report);
     }
     refuse_unless_verified(&plan, store)?;
     if resume.is_some() {
         sweep_temps(root, &plan);
     }
+    let writes = room_for_run(root, store, (&plan, &anchors), false)?;
     // What the run overwrites is saved (for its own undo) before anything changes; a failure
     // here refuses it with nothing changed, nothing begun and nothing left in the store.
     let attempt = Attempt::begin(store)?;
@@ -222,7 +223,14 @@ fn run(
     } else {
         "undo-after-saves"
     });
-    apply(root, store, &plan, &anchors, &mut report, progress);
+    apply(
+        root,
+        store,
+        (&plan, writes),
+        &anchors,
+        &mut report,
+        progress,
+    );
     finish(store, plan, &mut report, |counts| Record::OpDone {
         begin,
         counts,

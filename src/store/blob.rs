@@ -181,6 +181,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Reads of at most this size are hashed in memory before anything is written.
 const SMALL: usize = 64 * 1024;
 
+/// The most a new blob of `size` bytes takes on a disk that allocates whole blocks of `block`
+/// bytes: a small one its bytes and its index line in a pack; a larger one a loose file of
+/// whole blocks, and a block for the shard directory it may make (compression only takes less).
+pub fn room_for(size: u64, block: u64) -> u64 {
+    /// An index line of a pack: a sha256 in hex, an offset, a length and a letter.
+    const INDEX_LINE: u64 = 100;
+    let block = block.max(1);
+    if size < SMALL as u64 {
+        size + INDEX_LINE
+    } else {
+        size.div_ceil(block)
+            .saturating_mul(block)
+            .saturating_add(block)
+    }
+}
+
 impl BlobStore {
     /// Opens (creating if needed) the blob directory under the store directory.
     pub fn open(store: BorrowedFd<'_>, durable: bool) -> SysResult<Self> {
