@@ -115,11 +115,11 @@ fn failed_with(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// The turn that filled the disk: its rewind must save what it deletes for the undo, and
-/// there is no room for that. The dry run says so and exits 1; the run is refused before it
-/// changes anything, in one line with the numbers, the largest files the turn created and
-/// what to do, and leaves no byte in the store, every time; once a file is deleted, the
-/// rewind runs and is exact, and so is its undo.
+/// The turn that filled the disk: `status` says the disk is full, and what to do. Its rewind
+/// must save what it deletes for the undo, and there is no room for that. The dry run says so
+/// and exits 1; the run is refused before it changes anything, in one line with the numbers,
+/// the largest files the turn created and what to do, and leaves no byte in the store, every
+/// time; once a file is deleted, the rewind runs and is exact, and so is its undo.
 #[test]
 fn a_rewind_without_room_on_a_full_disk_is_refused_whole_and_says_what_to_free() {
     if !require_fuse() {
@@ -143,6 +143,18 @@ fn a_rewind_without_room_on_a_full_disk_is_refused_whole_and_says_what_to_free()
     // Fill the disk through the mount (the filler's own capture is tiny and fits).
     let _ = m.sh_output("dd if=/dev/zero of=filler bs=64k 2>/dev/null");
     let full = tree(&m.dir, false);
+    let status = m.cli(&["status"]);
+    let text = output_text(&status);
+    assert!(status.status.success(), "{text}");
+    let line: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("the disk holding the store is"))
+        .collect();
+    assert_eq!(line.len(), 1, "one line about the disk: {text}");
+    for want in [" full (", " free of 16.0 MiB)", "prune --dry-run"] {
+        assert!(line[0].contains(want), "{want:?} not in {text}");
+    }
+    assert!(!text.contains("the store holds"), "no size warning: {text}");
     let raw = raw_folder(&m);
     let store = store_of(&raw);
     let dry = failed_with(&m.cli(&["rewind", "2", "--dry-run"]));
