@@ -46,6 +46,13 @@ fn a_capture_that_cannot_be_stored_fails_the_mutation_with_enospc() {
         big,
         "big must be unchanged"
     );
+    // The daemon's log names the path that failed, not a node id.
+    let log = output_text(&m.cli(&["status", "--log"]));
+    assert!(
+        log.contains("\"big\" failed: No space left on device"),
+        "{log}"
+    );
+    assert!(!log.contains("node="), "{log}");
     let fsck = m.cli(&["fsck"]);
     assert!(
         fsck.status.success(),
