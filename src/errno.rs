@@ -38,6 +38,8 @@ impl ToErrno for RewindError {
             // Refused before any change (a blob missing or damaged, a path the journal cannot
             // justify): the folder is untouched, the store is what failed.
             Self::Refused(_) => Errno(libc::EIO),
+            // Refused before any change: the disk lacks the room the saves and writes need.
+            Self::NoSpace(_) => Errno(libc::ENOSPC),
             Self::Store(e) => e.to_errno(),
         }
     }

@@ -318,6 +318,9 @@ pub struct Status {
     /// Bytes free (to a normal user) on the store's filesystem, when known: what the warning's
     /// 10 % is of.
     pub free_bytes: Option<u64>,
+    /// Size of the store's filesystem, when known: `status` says when the disk is full or
+    /// nearly ([`disk_nearly_full`]).
+    pub disk_bytes: Option<u64>,
     /// Captures of the active turns that stored nothing: a rewind cannot restore these paths.
     pub skipped: Vec<SkippedCapture>,
     /// The agent marks of the folder's history, oldest first; empty when none was marked
@@ -431,9 +434,9 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
     }
     let cur = store.index().current_turn().0;
     let journal_bytes = store.journal_len();
-    let free = sys::fstatvfs(store.dir())
-        .ok()
-        .map(|s| s.f_bavail.saturating_mul(s.f_frsize));
+    let vfs = sys::fstatvfs(store.dir()).ok();
+    let free = vfs.map(|s| s.f_bavail.saturating_mul(s.f_frsize));
+    let disk = vfs.map(|s| s.f_blocks.saturating_mul(s.f_frsize));
     Status {
         folder: folder.to_string(),
         mounted: pid.is_some(),
@@ -454,6 +457,7 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
         turns: store.index().turns.iter().map(|t| t.turn.0).collect(),
         warn_bytes: warn_threshold(free),
         free_bytes: free,
+        disk_bytes: disk,
         skipped: skipped_captures(store),
         agents: store
             .index()
@@ -465,6 +469,17 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
         pending: pending(store.index()),
     }
 }
+
+/// Whether a disk of `disk` bytes with `free` bytes free is full or nearly: less free than
+/// [`NEARLY_FULL`] or a twentieth of the disk, whichever is less. Captures need room on the
+/// store's disk (a change whose capture cannot be stored fails), and a rewind needs room for
+/// what it saves.
+pub fn disk_nearly_full(free: u64, disk: u64) -> bool {
+    free < NEARLY_FULL.min(disk / 20)
+}
+
+/// The free space under which a disk counts as nearly full, whatever its size.
+pub const NEARLY_FULL: u64 = 256 << 20;
 
 /// The store size `status` warns past: 1 GiB, or 10 % of the `free` bytes when that is less.
 fn warn_threshold(free: Option<u64>) -> u64 {

@@ -2,9 +2,12 @@
 //! silently lost.
 
 mod common;
-use common::{Mounted, Tmpfs, assert_same_tree, require_fuse, tree};
+use common::{
+    Mounted, Tmpfs, assert_same_tree, output_text, raw_folder, require_fuse, store_bytes, tree,
+};
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 #[test]
 fn a_capture_that_cannot_be_stored_fails_the_mutation_with_enospc() {
@@ -43,6 +46,13 @@ fn a_capture_that_cannot_be_stored_fails_the_mutation_with_enospc() {
         big,
         "big must be unchanged"
     );
+    // The daemon's log names the path that failed, not a node id.
+    let log = output_text(&m.cli(&["status", "--log"]));
+    assert!(
+        log.contains("\"big\" failed: No space left on device"),
+        "{log}"
+    );
+    assert!(!log.contains("node="), "{log}");
     let fsck = m.cli(&["fsck"]);
     assert!(
         fsck.status.success(),
@@ -97,6 +107,180 @@ fn a_turn_does_not_begin_while_a_file_held_open_for_writing_cannot_be_captured()
     drop(held);
     m.rewind(3);
     assert_eq!(std::fs::read(m.path("held")).expect("read"), pattern(2));
+}
+
+/// Every byte of the store below the folder `raw` but the daemon's log (not history).
+fn store_of(raw: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut s = store_bytes(raw);
+    s.remove("daemon.log");
+    s
+}
+
+/// The stderr of `o`, which must have exited 1.
+fn failed_with(o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(o));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The turn that filled the disk: `status` says the disk is full, and what to do. Its rewind
+/// must save what it deletes for the undo, and there is no room for that. The dry run says so
+/// and exits 1; the run is refused before it changes anything, in one line with the numbers,
+/// the largest files the turn created and what to do, and leaves no byte in the store, every
+/// time; once a file is deleted, the rewind runs and is exact, and so is its undo.
+#[test]
+fn a_rewind_without_room_on_a_full_disk_is_refused_whole_and_says_what_to_free() {
+    if !require_fuse() {
+        return;
+    }
+    let mut fs_guard = None;
+    let big: Vec<u8> = (0..5u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    let m = Mounted::with(|d| {
+        fs_guard = Some(Tmpfs::mount(d, "size=16m"));
+        std::fs::write(d.join("keep"), "as it was\n").expect("write keep");
+        std::fs::create_dir(d.join("src")).expect("mkdir src");
+        std::fs::write(d.join("src/a.rs"), "fn a() {}\n").expect("write a.rs");
+    });
+    assert!(fs_guard.is_some());
+    m.turn(2);
+    let at_two = tree(&m.dir, false);
+    m.sh("echo changed > keep && echo 'fn b() {}' > src/b.rs && rm src/a.rs");
+    std::fs::write(m.path("big"), &big).expect("write big");
+    // Fill the disk through the mount (the filler's own capture is tiny and fits).
+    let _ = m.sh_output("dd if=/dev/zero of=filler bs=64k 2>/dev/null");
+    let full = tree(&m.dir, false);
+    let status = m.cli(&["status"]);
+    let text = output_text(&status);
+    assert!(status.status.success(), "{text}");
+    let line: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("the disk holding the store is"))
+        .collect();
+    assert_eq!(line.len(), 1, "one line about the disk: {text}");
+    for want in [" full (", " free of 16.0 MiB)", "prune --dry-run"] {
+        assert!(line[0].contains(want), "{want:?} not in {text}");
+    }
+    assert!(!text.contains("the store holds"), "no size warning: {text}");
+    let raw = raw_folder(&m);
+    let store = store_of(&raw);
+    let dry = failed_with(&m.cli(&["rewind", "2", "--dry-run"]));
+    for want in [
+        "the run would be refused before changing anything: not enough space on the disk of the folder and its store: the rewind needs ",
+        " to save what it overwrites and deletes, for its undo",
+        "the largest files the rewound turns created: filler (",
+        "), big (5.0 MiB); free at least ",
+        "ckpt-mount prune --dry-run",
+    ] {
+        assert!(dry.contains(want), "{want:?} not in {dry}");
+    }
+    for attempt in 0..2 {
+        let refused = failed_with(&m.cli(&["rewind", "2"]));
+        assert_eq!(refused.lines().count(), 1, "one line: {refused}");
+        for want in [
+            "rewind refused before changing anything: not enough space on the disk of the folder and its store: the rewind needs ",
+            " is free; the largest files the rewound turns created: filler (",
+            "big (5.0 MiB)",
+            "ckpt-mount prune --dry-run",
+        ] {
+            assert!(refused.contains(want), "{want:?} not in {refused}");
+        }
+        assert_same_tree(&full, &tree(&m.dir, false));
+        assert_eq!(
+            store,
+            store_of(&raw),
+            "attempt {attempt} left bytes in the store"
+        );
+    }
+    // A partial rewind and its dry run are refused the same way.
+    let only_big = |args: &[&str]| {
+        Command::new(common::bin())
+            .args(args)
+            .arg("--dir")
+            .arg(&m.dir)
+            .args(["--", "big"])
+            .output()
+            .expect("run rewind -- big")
+    };
+    let partial = failed_with(&only_big(&["rewind", "2", "--dry-run"]));
+    assert!(partial.contains("big (5.0 MiB)"), "{partial}");
+    let partial = failed_with(&only_big(&["rewind", "2"]));
+    assert!(partial.contains("rewind refused before changing anything: not enough space"));
+    assert_same_tree(&full, &tree(&m.dir, false));
+    assert_eq!(store, store_of(&raw));
+    // Freed: the rewind runs, and is exact both ways.
+    m.sh("rm filler");
+    let freed = tree(&m.dir, false);
+    let dry = m.cli(&["rewind", "2", "--dry-run"]);
+    assert!(dry.status.success(), "{}", output_text(&dry));
+    m.rewind(2);
+    assert_same_tree(&at_two, &tree(&m.dir, false));
+    let undo = m.cli(&["rewind", "--undo"]);
+    assert!(undo.status.success(), "{}", output_text(&undo));
+    assert_same_tree(&freed, &tree(&m.dir, false));
+    let fsck = m.cli(&["fsck"]);
+    assert!(fsck.status.success(), "{}", output_text(&fsck));
+}
+
+/// Bytes free in the filesystem of `dir` (`stat -f`: available blocks times their size).
+fn free_bytes(dir: &Path) -> u64 {
+    let o = Command::new("stat")
+        .args(["-f", "-c", "%a %S"])
+        .arg(dir)
+        .output()
+        .expect("run stat -f");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut it = text
+        .split_whitespace()
+        .map(|n| n.parse::<u64>().expect("a number"));
+    it.next().expect("blocks") * it.next().expect("block size")
+}
+
+/// A file the rewind deletes whose bytes the store holds already (a rename's capture) takes
+/// no room for its save: when counting every file whole does not fit, the files are hashed and
+/// the rewind that fits runs.
+#[test]
+fn a_save_the_store_holds_already_takes_no_room() {
+    if !require_fuse() {
+        return;
+    }
+    let mut fs_guard = None;
+    let data: Vec<u8> = (0..4u32 << 20)
+        .map(|i| (i.wrapping_mul(2_246_822_519) >> 9) as u8)
+        .collect();
+    let m = Mounted::with(|d| {
+        fs_guard = Some(Tmpfs::mount(d, "size=16m"));
+        std::fs::write(d.join("data"), &data).expect("write data");
+    });
+    assert!(fs_guard.is_some());
+    m.turn(2);
+    let at_two = tree(&m.dir, false);
+    // The rename captures `data` (its bytes into the store); the rewind deletes `moved` (the
+    // same bytes) and writes `data` again.
+    m.sh("mv data moved");
+    let _ = m.cli(&["status"]); // the staged capture stored
+    let free = free_bytes(&m.dir);
+    let leave = 5u64 << 20;
+    assert!(free > leave, "{free} bytes free");
+    // Written under the mount, behind its back: no turn captured it, no rewind touches it.
+    let filler = vec![7u8; (free - leave) as usize];
+    std::fs::write(raw_folder(&m).join("filler"), filler).expect("write filler");
+    let o = m.cli(&["rewind", "2", "--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let space = &v["space"];
+    assert_eq!(space["fits"], true, "{space}");
+    assert!(
+        space["save_bytes"].as_u64().expect("save_bytes") < 1 << 20,
+        "moved counted: {space}"
+    );
+    m.rewind(2);
+    let mut want = at_two;
+    let filler = tree(&m.dir, false)
+        .remove("filler")
+        .expect("the filler stays");
+    want.insert("filler".into(), filler);
+    assert_same_tree(&want, &tree(&m.dir, false));
 }
 
 /// A tiny deterministic generator, so a failing iteration can be replayed.

@@ -437,7 +437,13 @@ fn status_text(v: &serde_json::Value) -> String {
         );
     }
     out += &pending_text(v);
-    out += &size_warning(v);
+    let disk = disk_warning(v);
+    if disk.is_empty() {
+        out += &size_warning(v);
+    } else {
+        // The store's size against a free space of next to nothing says nothing more.
+        out += &disk;
+    }
     out += &agent_text(&v["agents"]);
     let skipped: Vec<SkippedCapture> =
         serde_json::from_value(v["skipped"].clone()).unwrap_or_default();
@@ -467,6 +473,24 @@ fn pending_text(v: &serde_json::Value) -> String {
             "pending:  {what} was cut off by a crash (or stopped by a path it could not restore); `ckpt-mount mount {dir}` completes it (or, unmounted, `ckpt-mount rewind --dir {dir}`)\n"
         )
     }
+}
+
+/// The `warning:` line of `status` when the disk holding the store is full or nearly
+/// ([`crate::info::disk_nearly_full`]): what that breaks and what to do. Nothing for an answer
+/// without the disk's size (an older daemon).
+fn disk_warning(v: &serde_json::Value) -> String {
+    let (Some(free), Some(disk)) = (v["free_bytes"].as_u64(), v["disk_bytes"].as_u64()) else {
+        return String::new();
+    };
+    if !crate::info::disk_nearly_full(free, disk) {
+        return String::new();
+    }
+    let state = if free == 0 { "full" } else { "nearly full" };
+    format!(
+        "warning:  the disk holding the store is {state} ({} free of {}): a change whose capture cannot be stored fails (No space left on device), and a rewind needs room for what it saves; free space on that disk (delete or move files), or see what a prune would free: ckpt-mount prune --dry-run\n",
+        human_size(free),
+        human_size(disk)
+    )
 }
 
 /// The `warning:` line of `status` when the store is over the size it warns at: what the size
@@ -657,6 +681,28 @@ mod tests {
             pending_text(&mounted)
         );
         assert_eq!(pending_text(&serde_json::json!({"folder": "/p"})), "");
+    }
+
+    #[test]
+    fn a_full_disk_is_said_in_one_line_instead_of_the_size_warning() {
+        let v = |free: u64, disk: Option<u64>| serde_json::json!({"store_bytes": 1u64 << 20, "warn_bytes": 1024, "free_bytes": free, "disk_bytes": disk});
+        let full = status_text(&v(0, Some(16 << 20)));
+        assert!(
+            full.contains("warning:  the disk holding the store is full (0 B free of 16.0 MiB): a change whose capture cannot be stored fails (No space left on device), and a rewind needs room for what it saves; free space on that disk (delete or move files), or see what a prune would free: ckpt-mount prune --dry-run\n"),
+            "{full}"
+        );
+        assert!(!full.contains("the store holds"), "{full}");
+        let nearly = status_text(&v(100 << 20, Some(100 << 30)));
+        assert!(
+            nearly.contains("is nearly full (100.0 MiB free of 100.0 GiB)"),
+            "{nearly}"
+        );
+        // Room enough, or an older daemon's answer without the disk's size: the size warning.
+        for roomy in [v(2 << 30, Some(100 << 30)), v(0, None)] {
+            let text = status_text(&roomy);
+            assert!(!text.contains("the disk holding"), "{text}");
+            assert!(text.contains("warning:  the store holds 1.0 MiB"), "{text}");
+        }
     }
 
     #[test]

@@ -148,6 +148,9 @@ pub fn undo(a: UndoArgs, redo: bool) -> CliResult {
     let r = held.run(redo, a.dry_run)?;
     drop(keep_going);
     super::rewind::print_report(&r, a.json, super::rewind::listed(a.verbose));
+    if let Some(line) = super::rewind::no_room(&r) {
+        return Err(CliError::fail(line));
+    }
     let failed = r["failed"].as_array().map_or(0, Vec::len);
     if failed > 0 {
         return Err(CliError::fail(if a.dry_run {

@@ -19,7 +19,8 @@ pub struct RewindArgs {
     /// The turn whose start to return to (default: the current turn)
     pub turn: Option<u64>,
     /// Print what the rewind would change in the folder as it is now, and change nothing
-    /// (exit code 1 when something could not be restored)
+    /// (exit code 1 when something could not be restored, or the disk lacks the room the run
+    /// needs)
     #[arg(long)]
     pub dry_run: bool,
     /// Bring back the state from just before the last rewind
@@ -119,6 +120,9 @@ pub fn run(a: RewindArgs) -> CliResult {
         return Err(CliError::fail(answer.error.unwrap_or_default()));
     };
     print_report(&r, a.json, listed(a.verbose));
+    if let Some(line) = no_room(&r) {
+        return Err(CliError::fail(line));
+    }
     let failed = list(&r, "failed");
     match failed.first() {
         None => Ok(()),
@@ -142,7 +146,7 @@ pub fn run(a: RewindArgs) -> CliResult {
 
 /// Shows the preview `r` and asks; `Ok(true)` to go on. An empty preview asks nothing.
 pub(super) fn confirm(r: &Value) -> Result<bool, CliError> {
-    if r["refused"].as_bool() == Some(true) {
+    if r["refused"].as_bool() == Some(true) || no_room(r).is_some() {
         // The run is refused before it changes anything, and says why.
         return Ok(true);
     }
@@ -155,6 +159,19 @@ pub(super) fn confirm(r: &Value) -> Result<bool, CliError> {
     print_preview(r, Some(LISTED_BEFORE_ASKING));
     println!("{}", sentence(r, Tense::Will));
     proceed()
+}
+
+/// A dry run's one line when the disks lack the room the run needs (the run would be refused
+/// before changing anything): the space needed and free, the largest files the rewound turns
+/// created and what to do. `None` when it fits (or the report says nothing of space).
+pub(super) fn no_room(r: &Value) -> Option<String> {
+    let space: rewind::Space = serde_json::from_value(r.get("space")?.clone()).ok()?;
+    (!space.fits).then(|| {
+        format!(
+            "the run would be refused before changing anything: {}",
+            space.shortfall()
+        )
+    })
 }
 
 /// Asks `Proceed? [y/N]` on the terminal; `Ok(true)` only for `y` or `yes` (anything else,

@@ -349,7 +349,8 @@ impl CkptFs {
         if let (Some(fd), HandleKind::File { mappable: true, .. }) = (&h.fd, &h.kind)
             && let Err(e) = sys::keep_atime(fd.as_fd())
         {
-            log::warn!(target: "ckpt::fs", "reads of handle {} may leave the atime: {e}", fh.0);
+            let path = self.log_path(h.node, None);
+            log::warn!(target: "ckpt::fs", "reads of {path:?} through this open may leave its atime: {e}");
         }
     }
 

@@ -59,8 +59,11 @@ impl FuseAdapter {
         }
         self.backing.for_handle(node, fh, || {
             let id = self.fs.with_backing_fd(fh, register).ok()?;
-            id.map_err(|e| log::debug!(target: "ckpt::fuse", "no passthrough for node {node}: {e}"))
-                .ok()
+            id.map_err(|e| {
+                let path = self.fs.log_path(node, None);
+                log::debug!(target: "ckpt::fuse", "no passthrough for {path:?}: {e}");
+            })
+            .ok()
         })
     }
 
@@ -109,32 +112,88 @@ fn caller(req: &Request) -> Caller {
     }
 }
 
-/// The reply to a failed request: the errno as the core gave it, logged with the operation
-/// and the node (debug for outcomes a filesystem gives every day, a warning for the rest).
-/// Which errno each failure gets is decided in `src/errno.rs` and the core, not here.
-fn errno(op: &str, node: INodeNo, e: SysErrno) -> Errno {
-    match e.0 {
-        libc::ENOENT
-        | libc::EEXIST
-        | libc::ENODATA
-        | libc::ENOTEMPTY
-        | libc::EPERM
-        | libc::EACCES
-        | libc::EINVAL
-        | libc::ENAMETOOLONG
-        | libc::ENOTDIR
-        | libc::ELOOP => {
-            log::debug!(target: "ckpt::fuse", "op={op} node={node} errno={}", e.0);
+/// What a failed request was about, named by path in its log line: a node, a name in a
+/// directory node, and for a request between two (a rename, a link, a copy) the other one.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    node: INodeNo,
+    name: Option<&'a OsStr>,
+    to: Option<(INodeNo, Option<&'a OsStr>)>,
+}
+
+/// A request on `node`.
+fn on(node: INodeNo) -> At<'static> {
+    At {
+        node,
+        name: None,
+        to: None,
+    }
+}
+
+/// A request on `name` in the directory `parent`.
+fn named(parent: INodeNo, name: &OsStr) -> At<'_> {
+    At {
+        node: parent,
+        name: Some(name),
+        to: None,
+    }
+}
+
+impl<'a> At<'a> {
+    /// The same request, from here to `node` (and `name` in it).
+    fn to(self, node: INodeNo, name: Option<&'a OsStr>) -> Self {
+        Self {
+            to: Some((node, name)),
+            ..self
         }
-        _ => log::warn!(target: "ckpt::fuse", "op={op} node={node} failed: {e}"),
+    }
+}
+
+/// The reply to a failed request: the errno as the core gave it, logged with the operation and
+/// the path it was about (debug for outcomes a filesystem gives every day, a warning for the
+/// rest). Which errno each failure gets is decided in `src/errno.rs` and the core, not here.
+fn failed(fs: &CkptFs, op: &str, at: At<'_>, e: SysErrno) -> Errno {
+    let everyday = matches!(
+        e.0,
+        libc::ENOENT
+            | libc::EEXIST
+            | libc::ENODATA
+            | libc::ENOTEMPTY
+            | libc::EPERM
+            | libc::EACCES
+            | libc::EINVAL
+            | libc::ENAMETOOLONG
+            | libc::ENOTDIR
+            | libc::ELOOP
+    );
+    let level = if everyday {
+        log::Level::Debug
+    } else {
+        log::Level::Warn
+    };
+    if log::log_enabled!(target: "ckpt::fuse", level) {
+        // Named by path, quoted, never by node id: the core knows the names.
+        let one = |node: INodeNo, name| format!("{:?}", fs.log_path(node.into(), name));
+        let path = match at.to {
+            None => one(at.node, at.name),
+            Some((node, name)) => format!("{} -> {}", one(at.node, at.name), one(node, name)),
+        };
+        log::log!(target: "ckpt::fuse", level, "{op} {path} failed: {e}");
     }
     Errno::from_i32(e.0)
 }
 
-fn reply_entry(reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str, node: INodeNo) {
-    match r {
-        Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.ttl, &fix(e), Generation(0)),
-        Err(e) => reply.error(errno(op, node, e)),
+impl FuseAdapter {
+    /// [`failed`], on this adapter's core.
+    fn errno(&self, op: &str, at: At<'_>, e: SysErrno) -> Errno {
+        failed(&self.fs, op, at, e)
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str, at: At<'_>) {
+        match r {
+            Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.ttl, &fix(e), Generation(0)),
+            Err(e) => reply.error(self.errno(op, at, e)),
+        }
     }
 }
 
@@ -253,7 +312,7 @@ impl Filesystem for FuseAdapter {
                 &placeholder_attr(INodeNo(0), FileType::RegularFile),
                 Generation(0),
             ),
-            r => reply_entry(reply, r, "lookup", parent),
+            r => self.reply_entry(reply, r, "lookup", named(parent, name)),
         }
     }
 
@@ -267,7 +326,7 @@ impl Filesystem for FuseAdapter {
                 a.ino = ino;
                 reply.attr(&self.fs.attr_ttl(ino.into()), &a);
             }
-            Err(e) => reply.error(errno("getattr", ino, e)),
+            Err(e) => reply.error(self.errno("getattr", on(ino), e)),
         }
     }
 
@@ -305,14 +364,14 @@ impl Filesystem for FuseAdapter {
                 a.ino = ino;
                 reply.attr(&self.fs.attr_ttl(ino.into()), &a);
             }
-            Err(e) => reply.error(errno("setattr", ino, e)),
+            Err(e) => reply.error(self.errno("setattr", on(ino), e)),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         match self.fs.readlink(ino.into()) {
             Ok(t) => reply.data(&t),
-            Err(e) => reply.error(errno("readlink", ino, e)),
+            Err(e) => reply.error(self.errno("readlink", on(ino), e)),
         }
     }
 
@@ -326,12 +385,12 @@ impl Filesystem for FuseAdapter {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        reply_entry(
+        self.reply_entry(
             reply,
             self.fs
                 .mknod(parent.into(), name, mode, umask, rdev, caller(req)),
             "mknod",
-            parent,
+            named(parent, name),
         );
     }
 
@@ -344,25 +403,25 @@ impl Filesystem for FuseAdapter {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        reply_entry(
+        self.reply_entry(
             reply,
             self.fs.mkdir(parent.into(), name, mode, umask, caller(req)),
             "mkdir",
-            parent,
+            named(parent, name),
         );
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.fs.unlink(parent.into(), name, caller(req)) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("unlink", parent, e)),
+            Err(e) => reply.error(self.errno("unlink", named(parent, name), e)),
         }
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.fs.rmdir(parent.into(), name, caller(req)) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("rmdir", parent, e)),
+            Err(e) => reply.error(self.errno("rmdir", named(parent, name), e)),
         }
     }
 
@@ -374,12 +433,12 @@ impl Filesystem for FuseAdapter {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        reply_entry(
+        self.reply_entry(
             reply,
             self.fs
                 .symlink(parent.into(), link_name, target.as_os_str(), caller(req)),
             "symlink",
-            parent,
+            named(parent, link_name),
         );
     }
 
@@ -402,7 +461,11 @@ impl Filesystem for FuseAdapter {
             caller(req),
         ) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("rename", parent, e)),
+            Err(e) => reply.error(self.errno(
+                "rename",
+                named(parent, name).to(newparent, Some(newname)),
+                e,
+            )),
         }
     }
 
@@ -414,12 +477,12 @@ impl Filesystem for FuseAdapter {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        reply_entry(
+        self.reply_entry(
             reply,
             self.fs
                 .link(ino.into(), newparent.into(), newname, caller(req)),
             "link",
-            ino,
+            on(ino).to(newparent, Some(newname)),
         );
     }
 
@@ -438,7 +501,7 @@ impl Filesystem for FuseAdapter {
                     }
                 }
             },
-            Err(e) => reply.error(errno("open", ino, e)),
+            Err(e) => reply.error(self.errno("open", on(ino), e)),
         }
     }
 
@@ -455,7 +518,7 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.read(fh.into(), offset, size) {
             Ok(d) => reply.data(&d),
-            Err(e) => reply.error(errno("read", ino, e)),
+            Err(e) => reply.error(self.errno("read", on(ino), e)),
         }
     }
 
@@ -480,7 +543,7 @@ impl Filesystem for FuseAdapter {
                 .name("ckpt-ctl-write".into())
                 .spawn(move || match fs.write(fh.into(), offset, &data) {
                     Ok(n) => reply.written(n),
-                    Err(e) => reply.error(errno("write", ino, e)),
+                    Err(e) => reply.error(failed(&fs, "write", on(ino), e)),
                 });
             if let Err(e) = started {
                 log::warn!(target: "ckpt::fuse", "no thread for a write to .ckpt/rewind: {e}");
@@ -489,7 +552,7 @@ impl Filesystem for FuseAdapter {
         }
         match self.fs.write(fh.into(), offset, data) {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno("write", ino, e)),
+            Err(e) => reply.error(self.errno("write", on(ino), e)),
         }
     }
 
@@ -503,7 +566,7 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.flush(fh.into()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("flush", ino, e)),
+            Err(e) => reply.error(self.errno("flush", on(ino), e)),
         }
     }
 
@@ -532,7 +595,7 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.fsync(fh.into(), datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fsync", ino, e)),
+            Err(e) => reply.error(self.errno("fsync", on(ino), e)),
         }
     }
 
@@ -558,7 +621,7 @@ impl Filesystem for FuseAdapter {
         });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("readdir", ino, e)),
+            Err(e) => reply.error(self.errno("readdir", on(ino), e)),
         }
     }
 
@@ -598,7 +661,7 @@ impl Filesystem for FuseAdapter {
             });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("readdirplus", ino, e)),
+            Err(e) => reply.error(self.errno("readdirplus", on(ino), e)),
         }
     }
 
@@ -612,7 +675,7 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.fsyncdir(ino.into(), datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fsyncdir", ino, e)),
+            Err(e) => reply.error(self.errno("fsyncdir", on(ino), e)),
         }
     }
 
@@ -628,7 +691,7 @@ impl Filesystem for FuseAdapter {
                 s.f_namemax as u32,
                 s.f_frsize as u32,
             ),
-            Err(e) => reply.error(errno("statfs", ino, e)),
+            Err(e) => reply.error(self.errno("statfs", on(ino), e)),
         }
     }
 
@@ -647,7 +710,7 @@ impl Filesystem for FuseAdapter {
             .setxattr(ino.into(), name, value, flags, caller(req))
         {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("setxattr", ino, e)),
+            Err(e) => reply.error(self.errno("setxattr", on(ino), e)),
         }
     }
 
@@ -655,7 +718,7 @@ impl Filesystem for FuseAdapter {
         match self.fs.getxattr(ino.into(), name, size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
-            Err(e) => reply.error(errno("getxattr", ino, e)),
+            Err(e) => reply.error(self.errno("getxattr", on(ino), e)),
         }
     }
 
@@ -663,14 +726,14 @@ impl Filesystem for FuseAdapter {
         match self.fs.listxattr(ino.into(), size) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
-            Err(e) => reply.error(errno("listxattr", ino, e)),
+            Err(e) => reply.error(self.errno("listxattr", on(ino), e)),
         }
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.fs.removexattr(ino.into(), name, caller(req)) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("removexattr", ino, e)),
+            Err(e) => reply.error(self.errno("removexattr", on(ino), e)),
         }
     }
 
@@ -678,7 +741,7 @@ impl Filesystem for FuseAdapter {
         // Asked only without default_permissions (see `CkptFs::access`).
         match self.fs.access(ino.into(), mask.bits()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("access", ino, e)),
+            Err(e) => reply.error(self.errno("access", on(ino), e)),
         }
     }
 
@@ -710,7 +773,7 @@ impl Filesystem for FuseAdapter {
                     reply.created(&e.ttl, &fix(e), Generation(0), fh.into(), f)
                 }
             },
-            Err(e) => reply.error(errno("create", parent, e)),
+            Err(e) => reply.error(self.errno("create", named(parent, name), e)),
         }
     }
 
@@ -726,7 +789,7 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.fallocate(fh.into(), offset, length, mode) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno("fallocate", ino, e)),
+            Err(e) => reply.error(self.errno("fallocate", on(ino), e)),
         }
     }
 
@@ -741,7 +804,7 @@ impl Filesystem for FuseAdapter {
     ) {
         match self.fs.lseek(fh.into(), offset, whence) {
             Ok(o) => reply.offset(o),
-            Err(e) => reply.error(errno("lseek", ino, e)),
+            Err(e) => reply.error(self.errno("lseek", on(ino), e)),
         }
     }
 
@@ -751,7 +814,7 @@ impl Filesystem for FuseAdapter {
         ino_in: INodeNo,
         fh_in: FileHandle,
         offset_in: u64,
-        _ino_out: INodeNo,
+        ino_out: INodeNo,
         fh_out: FileHandle,
         offset_out: u64,
         len: u64,
@@ -763,7 +826,7 @@ impl Filesystem for FuseAdapter {
             .copy_file_range(fh_in.into(), offset_in, fh_out.into(), offset_out, len)
         {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno("copy_file_range", ino_in, e)),
+            Err(e) => reply.error(self.errno("copy_file_range", on(ino_in).to(ino_out, None), e)),
         }
     }
 

@@ -168,6 +168,35 @@ impl CkptFs {
             .map_err(|_| Errno(libc::ESTALE))
     }
 
+    /// The path a log line names for `node`, or for `name` in the directory `node`: relative to
+    /// the folder (`.` for its root), `.ckpt/…` for the control files, never a node id (which
+    /// means nothing to the person reading the log). A node the table no longer names (its
+    /// last name removed, or forgotten by the kernel) is said to be one.
+    pub fn log_path(&self, node: NodeId, name: Option<&OsStr>) -> String {
+        let dir = if control::is_control(node) {
+            let ctl = control::ENTRIES.iter().find(|(n, _)| *n == node);
+            Some(ctl.map_or(STORE_DIR.to_string(), |(_, n)| format!("{STORE_DIR}/{n}")))
+        } else {
+            match self.path_of(node) {
+                Ok(p) => p.map(|p| p.to_string()),
+                Err(_) => {
+                    return match name {
+                        Some(n) => {
+                            format!("{} in a directory no longer named", n.to_string_lossy())
+                        }
+                        None => "a file no longer named".to_string(),
+                    };
+                }
+            }
+        };
+        match (dir, name) {
+            (None, None) => ".".to_string(),
+            (None, Some(n)) => n.to_string_lossy().into_owned(),
+            (Some(d), None) => d,
+            (Some(d), Some(n)) => format!("{d}/{}", n.to_string_lossy()),
+        }
+    }
+
     pub(super) fn child_path(&self, parent: NodeId, name: &OsStr) -> FsResult<RelPath> {
         let p = self.path_of(parent)?;
         RelPath::join(p.as_ref(), name).map_err(|_| Errno(libc::EINVAL))

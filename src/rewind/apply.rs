@@ -58,11 +58,12 @@ pub(super) fn sweep_temps(root: BorrowedFd<'_>, plan: &Plan) {
 
 /// Applies `plan` (see the order above), calling `progress` before each step and recording
 /// in `report` what changed and what failed. A step that fails is reported and the others
-/// still run.
+/// still run. `writes` says which restorations write, decided before anything changed as the
+/// preview decides it ([`super::preview::decide`]).
 pub(super) fn apply(
     root: BorrowedFd<'_>,
     store: &Store,
-    plan: &Plan,
+    (plan, writes): (&Plan, Vec<Option<bool>>),
     anchors: &Anchors,
     report: &mut Report,
     progress: Progress<'_>,
@@ -71,10 +72,6 @@ pub(super) fn apply(
         done: 0.into(),
         total: plan.remove.len() + plan.restore.len(),
     };
-    // Which restorations write is decided before anything changes, as the preview decides it.
-    let decided = std::time::Instant::now();
-    let writes = super::preview::writes(root, plan, anchors);
-    super::log_took("what to write decided", decided);
     // Each step changes only what stands at its own path (and temp names beside it), and says
     // so to `parents`.
     let unlocked = super::unlock::Unlocked::open_up(root, plan);

@@ -13,6 +13,9 @@
 //!    inode share one target (`links.rs`).
 //! 2. **verify** (`verify.rs`): every path valid, every blob present and whole, or the rewind
 //!    is refused with nothing changed.
+//!    Then **room** (`space.rs`): what it will write is decided (`preview.rs`, as its dry run
+//!    decides it) and the space its saves and writes take is compared with the space free, or
+//!    the rewind is refused with nothing changed, naming what to free.
 //! 3. **save for undo** (`save.rs`): the surviving links of hard-link groups are found
 //!    (`links.rs`), then what the rewind will overwrite or delete is read and journaled —
 //!    for the undo (a whole rewind, between `RewindBegin` and the changes) or for the current
@@ -44,6 +47,7 @@ mod report;
 mod resolve;
 mod restore;
 mod save;
+mod space;
 mod undo;
 mod unlock;
 mod verify;
@@ -52,6 +56,7 @@ pub use agent::{AgentSplit, Conflicts, PathActors};
 pub use plan::{Plan, Step, plan};
 pub use report::{Failure, Report, RewindError, Summary};
 pub use restore::remove_tree;
+pub use space::{SizedPath, Space};
 pub use undo::{complete_unfinished, undo_redo};
 pub use verify::verify;
 
@@ -61,9 +66,9 @@ use crate::store::Store;
 use crate::store::journal::{PreImage, Record};
 use apply::{apply, sweep_temps};
 use groups::share_hard_links;
+use links::Anchors;
 use links::{link_anchors, uncaptured_links};
-use preview::preview;
-use save::{read_for_partial, record_saves, saves_for_undo};
+use save::{Attempt, read_for_partial, save_records, saved_before, saves_for_undo};
 use std::collections::HashSet;
 use std::os::fd::{AsFd, BorrowedFd};
 use verify::refuse_unless_verified;
@@ -164,7 +169,7 @@ pub fn rewind(
     };
     if req.dry_run {
         let anchors = link_anchors(root, &plan, &HashSet::new());
-        preview(root, &plan, &anchors, verify(&plan, store), &mut report);
+        dry_run(root, store, (&plan, &anchors), false, &mut report);
         return Ok(report);
     }
     refuse_unless_verified(&plan, store)?;
@@ -176,19 +181,31 @@ pub fn rewind(
     // Names outside the plan that the rewind rewrites in place (the surviving links of its
     // hard-link groups) are saved with everything else.
     let anchors = link_anchors(root, &plan, &HashSet::new());
+    let writes = room_for_run(root, store, (&plan, &anchors), false)?;
+    times.end("room");
     // What the rewind overwrites is read before the journal says it began: a failure here
-    // refuses the rewind with nothing changed and nothing left open.
-    let saves = saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan))?;
-    times.end("read saves");
-    let begin = match resume {
-        Some(b) => b,
-        None => store
-            .append(Record::RewindBegin { to, from })
-            .map_err(RewindError::Store)?,
+    // refuses the rewind with nothing changed, nothing left open and nothing left in the store.
+    let attempt = Attempt::begin(store)?;
+    let saves = match saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan)) {
+        Ok(saves) => saves,
+        Err(e) => return Err(attempt.refuse(store, e)),
     };
-    record_saves(store, saves, to, begin)?;
+    times.end("read saves");
+    let begin = resume.unwrap_or(Seq(store.index().last_seq.0 + 1));
+    let open = resume.is_none().then_some(Record::RewindBegin { to, from });
+    attempt.journal(
+        store,
+        open.into_iter().chain(save_records(saves, to, begin)),
+    )?;
     times.end("journal saves");
-    apply(root, store, &plan, &anchors, &mut report, progress);
+    apply(
+        root,
+        store,
+        (&plan, writes),
+        &anchors,
+        &mut report,
+        progress,
+    );
     times.end("apply");
     let steps = plan.remove.len() + plan.restore.len();
     finish(store, plan, &mut report, |counts| Record::RewindDone {
@@ -452,15 +469,20 @@ fn rewind_partial(
     let changed: HashSet<&RelPath> = all.iter().map(|(p, _)| p).collect();
     let anchors = link_anchors(root, &plan, &changed);
     if report.dry_run {
-        preview(root, &plan, &anchors, verify(&plan, store), &mut report);
+        dry_run(root, store, (&plan, &anchors), true, &mut report);
         return Ok(report);
     }
     refuse_unless_verified(&plan, store)?;
     if resume.is_some() {
         sweep_temps(root, &plan);
     }
+    let writes = room_for_run(root, store, (&plan, &anchors), true)?;
     let extra = anchors.outside_plan(&plan);
-    let (captures, saves) = read_for_partial(root, store, &plan, &extra, max_blob)?;
+    let attempt = Attempt::begin(store)?;
+    let (captures, saves) = match read_for_partial(root, store, &plan, &extra, max_blob) {
+        Ok(read) => read,
+        Err(e) => return Err(attempt.refuse(store, e)),
+    };
     let begin = resume.unwrap_or(Seq(store.index().last_seq.0 + 1));
     let op = resume.is_none().then(|| {
         Record::OpBegin(crate::store::ops::OpBegin {
@@ -470,28 +492,76 @@ fn rewind_partial(
             target: None,
         })
     });
-    let capture = |turn, undo_of| {
-        move |(path, pre)| Record::Capture {
-            turn,
-            path,
-            pre,
-            undo_of,
-            pid: None,
-            comm: None,
-        }
-    };
     let records = op
         .into_iter()
-        .chain(captures.into_iter().map(capture(report.from, None)))
-        .chain(saves.into_iter().map(capture(report.from, Some(begin))));
-    store.append_all(records).map_err(RewindError::Store)?;
+        .chain(captures.into_iter().map(|(path, pre)| Record::Capture {
+            turn: report.from,
+            path,
+            pre,
+            undo_of: None,
+            pid: None,
+            comm: None,
+        }))
+        .chain(save_records(saves, report.from, begin));
+    attempt.journal(store, records)?;
     crate::failpoint::hit("partial-after-saves");
-    apply(root, store, &plan, &anchors, &mut report, progress);
+    apply(
+        root,
+        store,
+        (&plan, writes),
+        &anchors,
+        &mut report,
+        progress,
+    );
     finish(store, plan, &mut report, |counts| Record::OpDone {
         begin,
         counts,
     })?;
     Ok(report)
+}
+
+/// The dry run of `plan` (with the hard-link `anchors` the run would relink to) into `report`:
+/// what the run would do to the folder as it is now (`preview.rs`), and whether the disks
+/// have the room it needs (`space.rs`), its saves those of a `partial` rewind or not. A blob
+/// missing or damaged refuses the run: the preview then says so and nothing more.
+fn dry_run(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    (plan, anchors): (&Plan, &Anchors),
+    partial: bool,
+    report: &mut Report,
+) {
+    let problems = verify(plan, store);
+    if !problems.is_empty() {
+        preview::refused(plan, problems, report);
+        return;
+    }
+    let decided = preview::decide(root, plan, anchors);
+    preview::preview(root, plan, anchors, &decided, report);
+    let saved = saved_before(store, partial);
+    report.space = Some(space::needed(root, store, plan, anchors, &saved, &decided));
+}
+
+/// Refuses the run of `plan` before it changes or stores anything when the disks lack the
+/// room it needs (`space.rs`), naming the space needed and free, the largest files the rewound
+/// turns created and what to do; else which of its restorations it writes (decided, as its
+/// preview decides it, on the folder as it stands before anything changes).
+fn room_for_run(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    (plan, anchors): (&Plan, &Anchors),
+    partial: bool,
+) -> Result<Vec<Option<bool>>, RewindError> {
+    let started = std::time::Instant::now();
+    let decided = preview::decide(root, plan, anchors);
+    log_took("what to write decided", started);
+    let saved = saved_before(store, partial);
+    let space = space::needed(root, store, plan, anchors, &saved, &decided);
+    if !space.fits {
+        log::warn!(target: "ckpt::rewind", "rewind refused before changing anything: {}", space.shortfall());
+        return Err(RewindError::NoSpace(Box::new(space)));
+    }
+    Ok(decided.writes())
 }
 
 /// Records the files the rewind recreated for records that carry an identity, so those records
@@ -541,6 +611,106 @@ const RENEWALS_PER_RECORD: usize = 1000;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
+    use std::os::fd::AsFd;
+
+    /// Every file and directory below `dir`, with the bytes of each file.
+    fn bytes_below(dir: &std::path::Path) -> BTreeMap<String, Option<Vec<u8>>> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("read_dir") {
+                let p = e.expect("entry").path();
+                let rel = p.strip_prefix(dir).expect("below").display().to_string();
+                if p.is_dir() {
+                    out.insert(rel, None);
+                    stack.push(p);
+                } else {
+                    out.insert(rel, Some(std::fs::read(&p).expect("read")));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_rewind_refused_while_saving_leaves_nothing_in_the_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::File::open(dir.path()).expect("open");
+        let mut store = Store::open(root.as_fd(), true, false).expect("store");
+        // Turn 2 created these paths; the last one's name is too long for any filesystem, so
+        // saving what stands there fails after the others were stored (a large file as a
+        // loose blob in a new shard, small ones in the pack).
+        store
+            .append(Record::Turn {
+                turn: Turn(2),
+                label: None,
+            })
+            .expect("turn");
+        let long = "n".repeat(300);
+        let paths = ["big", "small", "sub", "sub/inner", long.as_str()];
+        for p in paths {
+            store
+                .append(Record::Capture {
+                    turn: Turn(2),
+                    path: RelPath::new(p.as_bytes()).expect("path"),
+                    pre: PreImage::Absent,
+                    undo_of: None,
+                    pid: None,
+                    comm: None,
+                })
+                .expect("capture");
+        }
+        let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(dir.path().join("big"), &big).expect("write");
+        std::fs::write(dir.path().join("small"), "small\n").expect("write");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        std::fs::write(dir.path().join("sub/inner"), "inner\n").expect("write");
+        let store_dir = dir.path().join(".ckpt");
+        let before = bytes_below(&store_dir);
+        let asked: Vec<RelPath> = paths
+            .iter()
+            .map(|p| RelPath::new(p.as_bytes()).expect("path"))
+            .collect();
+        let none = |_: usize, _: usize| {};
+        for partial in [false, true] {
+            let r = if partial {
+                rewind_paths(
+                    root.as_fd(),
+                    &mut store,
+                    Turn(2),
+                    &asked,
+                    false,
+                    u64::MAX,
+                    &none,
+                )
+            } else {
+                let req = Request {
+                    to: Turn(2),
+                    ..Request::default()
+                };
+                rewind(root.as_fd(), &mut store, req, &none)
+            };
+            match r {
+                Err(RewindError::Refused(problems)) => {
+                    assert_eq!(problems.len(), 1, "{problems:?}");
+                    assert_eq!(problems[0].path, long);
+                }
+                other => panic!(
+                    "partial {partial}: not refused: {:?}",
+                    other.map(|r| r.ok())
+                ),
+            }
+            assert_eq!(bytes_below(&store_dir), before, "partial {partial}");
+            assert_eq!(std::fs::read(dir.path().join("big")).expect("read"), big);
+            assert!(store.blobs().list().expect("list").is_empty());
+        }
+        // What the store holds replays as it was: turn 2 current, its captures in place.
+        drop(store);
+        let store = Store::open(root.as_fd(), false, false).expect("reopen");
+        assert_eq!(store.index().current_turn(), Turn(2));
+        assert_eq!(store.index().plan_targets(Turn(2)).len(), paths.len());
+    }
 
     #[test]
     fn drain_releasing_yields_every_item_in_order() {

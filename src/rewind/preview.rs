@@ -31,23 +31,16 @@ use crate::sys::{self, Errno};
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, BorrowedFd};
 
-/// Fills `report` with what running `plan` would do to the folder now; `anchors` are the
-/// hard-link groups' surviving names the run would relink to. When verification found
-/// `problems`, the run would be refused before changing anything: the report says so, and
-/// lists every path it could not restore (each path named, and every other path whose blob is
-/// the same).
+/// Fills `report` with what running `plan` would do to the folder now, as `decided` (by
+/// [`decide`]) says for its restorations; `anchors` are the hard-link groups' surviving names
+/// the run would relink to.
 pub(super) fn preview(
     root: BorrowedFd<'_>,
     plan: &Plan,
     anchors: &Anchors,
-    problems: Vec<Failure>,
+    decided: &Decided,
     report: &mut Report,
 ) {
-    if !problems.is_empty() {
-        report.refused = true;
-        report.failed = unrestorable(plan, problems);
-        return;
-    }
     let mut parents = Parents::new(root);
     for step in &plan.remove {
         match stands_now(&mut parents, &step.path) {
@@ -56,47 +49,68 @@ pub(super) fn preview(
             Err(reason) => fail(report, &step.path, reason),
         }
     }
-    let mut walk = Restores {
-        parents: Parents::new(root),
-        anchors,
-        fresh: HashSet::new(),
-        groups: HashSet::new(),
-    };
-    for step in &plan.restore {
-        match walk.step(step) {
+    for (step, outcome) in plan.restore.iter().zip(&decided.0) {
+        match outcome {
             Ok(Outcome::Unchanged) => report.unchanged += 1,
             Ok(Outcome::Linked) => report.restored.push(step.path.clone()),
             Ok(Outcome::Written) => {
                 report.restored.push(step.path.clone());
                 report.bytes += written_bytes(&step.target);
             }
-            Err(reason) => fail(report, &step.path, reason),
+            Err(reason) => fail(report, &step.path, reason.clone()),
         }
     }
     anchors.report_unrestored(report);
 }
 
-/// For each restoration of `plan`, in order, whether the run must write it: decided on the
-/// folder as it stands before anything changes, by the same walk as the preview, so that the
-/// run does exactly what its preview listed. (`None` where the preview found an error: the run
-/// meets it again and reports it.) Deciding as the run goes would differ from the preview
-/// where one step changes what a later one finds, e.g. a file restored alone parts it from a
-/// name that then matches on its own.
-pub(super) fn writes(root: BorrowedFd<'_>, plan: &Plan, anchors: &Anchors) -> Vec<Option<bool>> {
+/// The preview of a run that verification refused before it would change anything (a blob
+/// missing or damaged: `problems`): the report says so, and lists every path it could not
+/// restore (each path named, and every other path whose blob is the same).
+pub(super) fn refused(plan: &Plan, problems: Vec<Failure>, report: &mut Report) {
+    report.refused = true;
+    report.failed = unrestorable(plan, problems);
+}
+
+/// For each restoration of `plan`, in order, what the run does to it: decided on the folder
+/// as it stands before anything changes, by the walk the preview lists, so that the run does
+/// exactly what its preview listed (an error is what the run meets again and reports).
+/// Deciding as the run goes would differ from the preview where one step changes what a later
+/// one finds, e.g. a file restored alone parts it from a name that then matches on its own.
+pub(super) fn decide(root: BorrowedFd<'_>, plan: &Plan, anchors: &Anchors) -> Decided {
     let mut walk = Restores {
         parents: Parents::new(root),
         anchors,
         fresh: HashSet::new(),
         groups: HashSet::new(),
     };
-    plan.restore
-        .iter()
-        .map(|step| match walk.step(step) {
-            Ok(Outcome::Unchanged) => Some(false),
-            Ok(Outcome::Written | Outcome::Linked) => Some(true),
-            Err(_) => None,
-        })
-        .collect()
+    Decided(plan.restore.iter().map(|step| walk.step(step)).collect())
+}
+
+/// What the run does to each restoration of a plan, in order ([`decide`]).
+pub(super) struct Decided(Vec<Result<Outcome, String>>);
+
+impl Decided {
+    /// Whether the run must write each restoration (`None` where the preview found an error).
+    pub(super) fn writes(self) -> Vec<Option<bool>> {
+        self.0
+            .into_iter()
+            .map(|o| match o {
+                Ok(Outcome::Unchanged) => Some(false),
+                Ok(Outcome::Written | Outcome::Linked) => Some(true),
+                Err(_) => None,
+            })
+            .collect()
+    }
+
+    /// The restorations of `plan` (the plan decided) that the run writes anew: content, a
+    /// directory, a symlink or a FIFO made (not a name linked to another).
+    pub(super) fn written<'p>(&self, plan: &'p Plan) -> impl Iterator<Item = &'p Step> {
+        plan.restore
+            .iter()
+            .zip(&self.0)
+            .filter(|(_, o)| matches!(o, Ok(Outcome::Written)))
+            .map(|(s, _)| s)
+    }
 }
 
 fn fail(report: &mut Report, path: &RelPath, reason: String) {
@@ -160,7 +174,7 @@ fn stands_now(parents: &mut Parents<'_>, path: &RelPath) -> Result<bool, String>
 }
 
 /// What restoring one step would do.
-enum Outcome {
+pub(super) enum Outcome {
     /// Nothing: the path already holds its target.
     Unchanged,
     /// Content written or a path made (the report lists it as restored).

@@ -65,6 +65,9 @@ pub struct Report {
     pub renewed: Vec<crate::identity::Renewal>,
     /// `--agent`: who changed what since the start of the turn, and what is restored or kept.
     pub agent: Option<super::agent::AgentSplit>,
+    /// Dry runs: the space the run needs on the disks and the space free; when it does not
+    /// fit, the run would be refused before changing anything.
+    pub space: Option<super::space::Space>,
 }
 
 impl Report {
@@ -149,6 +152,8 @@ struct ReportJson {
     refused: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     agent: Option<super::agent::AgentSplit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    space: Option<super::space::Space>,
     summary: Summary,
 }
 
@@ -169,6 +174,7 @@ impl From<Report> for ReportJson {
             unfinished: r.unfinished,
             refused: r.refused,
             agent: r.agent,
+            space: r.space,
             summary,
         }
     }
@@ -201,6 +207,8 @@ pub enum RewindError {
     NothingToRedo,
     /// Verification failed before any change: the listed problems.
     Refused(Vec<Failure>),
+    /// The disks lack the room the rewind needs: refused before any change.
+    NoSpace(Box<super::space::Space>),
     /// The store failed.
     Store(StoreError),
 }
@@ -233,6 +241,11 @@ impl std::fmt::Display for RewindError {
                     .collect();
                 write!(f, "{}", parts.join("; "))
             }
+            Self::NoSpace(space) => write!(
+                f,
+                "rewind refused before changing anything: {}",
+                space.shortfall()
+            ),
             Self::Store(e) => write!(f, "{e}"),
         }
     }

@@ -3,9 +3,10 @@
 //! journaled. A whole rewind saves it for its undo (captures with `undo_of`, whatever their
 //! size); a partial rewind captures it for the current turn, like any other change. Kept apart
 //! because this is the stage that makes a rewind undoable, and its one rule is that a failure
-//! here refuses the rewind with nothing changed.
+//! here refuses the rewind with nothing changed and nothing left in the store ([`Attempt`]).
 //!
-//! I/O: it reads the folder (never changes it), stores blobs and appends to the journal.
+//! I/O: it reads the folder (never changes it), stores blobs and appends to the journal (or,
+//! refused, removes those blobs again and cuts the journal back).
 
 use super::plan::Plan;
 use super::report::{Failure, RewindError};
@@ -13,8 +14,8 @@ use super::resolve::{Parents, cname};
 use crate::capture::{read_preimage, walk_tree};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
-use crate::store::Store;
 use crate::store::journal::{PreImage, Record};
+use crate::store::{JournalEnd, Store};
 use crate::sys::Errno;
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
@@ -78,6 +79,8 @@ impl Reading<'_> {
         // journals the saves only after this returns, once they are all on disk.
         let held = self.store.blobs().hold_pack_appends();
         let read = super::parts::in_parts(paths, parts, |part| {
+            // What each part stores anew is listed, to be taken back if the rewind is refused.
+            let _tracked = self.store.blobs().join_tracking();
             let joined = held.as_ref().map(|h| h.join());
             let mut read = self.part(part);
             if let Some(Err(e)) = joined.map(|j| j.finish()) {
@@ -190,6 +193,64 @@ fn unstored(e: Errno) -> Failure {
     }
 }
 
+/// The store as a rewind found it before its saves: a rewind refused before it changes the
+/// folder (a path it cannot read, the store full half-way) leaves nothing behind in the store,
+/// neither a blob only its saves stored nor a journal record, so a second attempt finds the
+/// space the first one found.
+pub(super) struct Attempt {
+    end: JournalEnd,
+    added: Option<crate::store::blob::Added>,
+}
+
+impl Attempt {
+    /// Notes where the journal ends and lists the blobs stored anew from now on.
+    pub(super) fn begin(store: &Store) -> Result<Self, RewindError> {
+        Ok(Self {
+            end: store.journal_end().map_err(RewindError::Store)?,
+            added: store.blobs().track_added(),
+        })
+    }
+
+    /// Journals `records` (the operation's begin and its saves) as one append: written, the
+    /// rewind goes on and its blobs stay; failed (the disk filled up meanwhile), it is refused
+    /// with nothing left behind.
+    pub(super) fn journal(
+        self,
+        store: &mut Store,
+        records: impl IntoIterator<Item = Record>,
+    ) -> Result<(), RewindError> {
+        match store.append_all(records) {
+            Ok(_) => {
+                if let Some(a) = self.added {
+                    a.keep();
+                }
+                Ok(())
+            }
+            Err(e) => Err(self.refuse(store, RewindError::Store(e))),
+        }
+    }
+
+    /// The rewind is refused with `e` before changing anything: the journal is cut back to
+    /// where it ended, then the blobs stored anew since are removed (no record names them).
+    pub(super) fn refuse(self, store: &mut Store, e: RewindError) -> RewindError {
+        match store.roll_back(self.end) {
+            Ok(()) => {
+                if let Some(a) = self.added {
+                    a.take_back();
+                }
+            }
+            Err(r) => {
+                // The blobs stay: a record that could not be cut off may name them.
+                log::error!(target: "ckpt::rewind", "a refused rewind's records could not be cut off the journal: {r}");
+                if let Some(a) = self.added {
+                    a.keep();
+                }
+            }
+        }
+        e
+    }
+}
+
 /// What a rewind to `to` must save before it changes anything, whatever its size (an undo must
 /// be exact); paths a cut-off run of the same rewind saved already keep that first save.
 pub(super) fn saves_for_undo(
@@ -198,38 +259,43 @@ pub(super) fn saves_for_undo(
     plan: &Plan,
     extra: &[RelPath],
 ) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
-    let already: HashSet<&RelPath> = store
-        .index()
-        .unfinished_saved
-        .iter()
-        .map(|c| &c.path)
-        .collect();
+    let already = saved_before(store, false);
     read_current(root, store, plan, extra, &|p| already.contains(p), u64::MAX)
 }
 
-/// Journals `saves` as captures of turn `to` that the undo of the rewind begun at `begin`
-/// restores (records with `undo_of`).
-pub(super) fn record_saves(
-    store: &mut Store,
+/// The paths a rewind's saves leave out: those a run of it cut off by a crash saved already
+/// and, for a `partial` rewind, captured for the current turn. Every other path it changes is
+/// read (a partial rewind's in two readings: captures and saves).
+pub(super) fn saved_before(store: &Store, partial: bool) -> HashSet<&RelPath> {
+    let index = store.index();
+    let mut out: HashSet<&RelPath> = HashSet::new();
+    if partial && index.ops.unfinished.is_none() {
+        return out;
+    }
+    out.extend(index.unfinished_saved.iter().map(|c| &c.path));
+    if partial {
+        out.extend(index.captured_now.keys());
+    }
+    out
+}
+
+/// `saves` as the journal's captures of turn `to` that the undo of the operation begun at
+/// `begin` restores (records with `undo_of`). Handed over one by one: each save's path and
+/// pre-image move into its journal line and the index, never copied into a second list first,
+/// and the list's memory is given back as the index's list of them grows.
+pub(super) fn save_records(
     saves: Vec<(RelPath, PreImage)>,
     to: Turn,
     begin: Seq,
-) -> Result<(), RewindError> {
-    if !saves.is_empty() {
-        // Handed over one by one: each save's path and pre-image move into its journal line
-        // and the index, never copied into a second list first, and the list's memory is
-        // given back as the index's list of them grows.
-        let records = super::drain_releasing(saves).map(|(path, pre)| Record::Capture {
-            turn: to,
-            path,
-            pre,
-            undo_of: Some(begin),
-            pid: None,
-            comm: None,
-        });
-        store.append_all(records).map_err(RewindError::Store)?;
-    }
-    Ok(())
+) -> impl Iterator<Item = Record> {
+    super::drain_releasing(saves).map(move |(path, pre)| Record::Capture {
+        turn: to,
+        path,
+        pre,
+        undo_of: Some(begin),
+        pid: None,
+        comm: None,
+    })
 }
 
 /// What a partial rewind changes, read before it changes it: `(captures, saves)`. A path the
@@ -246,13 +312,11 @@ pub(super) fn read_for_partial(
     max_blob: u64,
 ) -> Result<(Vec<(RelPath, PreImage)>, Vec<(RelPath, PreImage)>), RewindError> {
     let index = store.index();
-    let resumed = index.ops.unfinished.is_some();
     let captured = &index.captured_now;
-    let saved: HashSet<&RelPath> = index.unfinished_saved.iter().map(|c| &c.path).collect();
-    if resumed {
+    if index.ops.unfinished.is_some() {
         // The epoch restarted when the cut-off run began: what it captured or saved is kept.
-        let skip = |p: &RelPath| captured.contains_key(p) || saved.contains(p);
-        let captures = read_current(root, store, plan, extra, &skip, max_blob)?;
+        let kept = saved_before(store, true);
+        let captures = read_current(root, store, plan, extra, &|p| kept.contains(p), max_blob)?;
         return Ok((captures, Vec::new()));
     }
     let captures = read_current(

@@ -8,8 +8,8 @@
 //! (`complete_unfinished`), with the same targets: the index does not change until `op_done`.
 
 use super::{
-    Progress, Report, RewindError, apply, finish, link_anchors, partial, plan, preview,
-    record_saves, refuse_unless_verified, saves_for_undo, sweep_temps, verify,
+    Attempt, Progress, Report, RewindError, apply, finish, link_anchors, partial, plan,
+    refuse_unless_verified, room_for_run, save_records, saves_for_undo, sweep_temps,
 };
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
@@ -201,26 +201,39 @@ fn run(
     );
     let anchors = link_anchors(root, &plan, &HashSet::new());
     if dry_run {
-        preview(root, &plan, &anchors, verify(&plan, store), &mut report);
+        super::dry_run(root, store, (&plan, &anchors), false, &mut report);
         return Ok(report);
     }
     refuse_unless_verified(&plan, store)?;
     if resume.is_some() {
         sweep_temps(root, &plan);
     }
+    let writes = room_for_run(root, store, (&plan, &anchors), false)?;
     // What the run overwrites is saved (for its own undo) before anything changes; a failure
-    // here refuses it with nothing changed and nothing begun.
-    let saves = saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan))?;
-    if resume.is_none() {
-        store.append(open).map_err(RewindError::Store)?;
-    }
-    record_saves(store, saves, from, begin)?;
+    // here refuses it with nothing changed, nothing begun and nothing left in the store.
+    let attempt = Attempt::begin(store)?;
+    let saves = match saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan)) {
+        Ok(saves) => saves,
+        Err(e) => return Err(attempt.refuse(store, e)),
+    };
+    let open = resume.is_none().then_some(open);
+    attempt.journal(
+        store,
+        open.into_iter().chain(save_records(saves, from, begin)),
+    )?;
     crate::failpoint::hit(if redo {
         "redo-after-saves"
     } else {
         "undo-after-saves"
     });
-    apply(root, store, &plan, &anchors, &mut report, progress);
+    apply(
+        root,
+        store,
+        (&plan, writes),
+        &anchors,
+        &mut report,
+        progress,
+    );
     finish(store, plan, &mut report, |counts| Record::OpDone {
         begin,
         counts,

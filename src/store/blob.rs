@@ -15,7 +15,8 @@ use std::collections::HashSet;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 
 const CHUNK: usize = 256 * 1024;
 
@@ -37,8 +38,9 @@ pub struct BlobStore {
     /// The 256 shard directories, each made and opened the first time a blob goes there (or is
     /// looked up there and found) and then held (empty for a read-only store), so that storing
     /// a blob costs no `mkdir` and no directory lookup, and opening a store costs no 256 of
-    /// them (a store whose small blobs all go to packs needs none).
-    shards: Vec<OnceLock<OwnedFd>>,
+    /// them (a store whose small blobs all go to packs needs none). Let go of again only when
+    /// [`Added::take_back`] removes a shard that the work it took back made.
+    shards: Vec<Mutex<Option<Arc<OwnedFd>>>>,
     durable: bool,
     compress: std::sync::atomic::AtomicBool,
     seq: AtomicU64,
@@ -53,21 +55,120 @@ pub struct BlobStore {
     /// the stager thread (outside the store lock) neither store a blob twice nor append to a
     /// pack a compaction is about to delete.
     put_lock: Mutex<()>,
+    /// The blobs a piece of work is storing anew, listed while it may still be refused
+    /// ([`BlobStore::track_added`]); `None` when no work is tracked.
+    tracking: Mutex<Option<Tracking>>,
+}
+
+/// What [`BlobStore::track_added`] lists: the blobs the tracked threads wrote anew (nothing
+/// named them before), the shard directories they made, and where the packs ended when the
+/// tracking began.
+#[derive(Debug)]
+struct Tracking {
+    /// The threads whose new blobs are listed: the one that began the tracking and those that
+    /// [`BlobStore::join_tracking`] while it lives.
+    threads: Vec<ThreadId>,
+    added: Vec<BlobId>,
+    shards: Vec<u8>,
+    packs_end: Option<super::pack::Mark>,
+}
+
+/// Blobs listed while a piece of work may still be refused (a rewind's saves, written before
+/// its journal records): [`Added::take_back`] removes them, and with them every shard
+/// directory the work made, so a refused rewind leaves nothing in the store; [`Added::keep`]
+/// (or dropping it) stops listing and keeps them.
+#[must_use = "keep the blobs or take them back"]
+pub struct Added {
+    blobs: Arc<BlobStore>,
+}
+
+/// A thread's part in a tracked piece of work ([`BlobStore::join_tracking`]), until dropped.
+pub struct TrackingJoined<'a> {
+    blobs: Option<&'a BlobStore>,
+}
+
+impl Drop for TrackingJoined<'_> {
+    fn drop(&mut self) {
+        if let Some(b) = self.blobs {
+            let me = std::thread::current().id();
+            if let Some(t) = lock(&b.tracking).as_mut() {
+                t.threads.retain(|x| *x != me);
+            }
+        }
+    }
+}
+
+impl Added {
+    /// Stops listing: the blobs stay (their records are in the journal).
+    pub fn keep(self) {}
+
+    /// Removes every blob listed (nothing names them: the work that stored them was refused
+    /// before its records were written), then every shard directory the work made, now empty.
+    /// Packed blobs are cut off the end of their pack when nothing else was appended after
+    /// them; otherwise (another writer's blob lies between) they stay, for the next prune to
+    /// remove. Failures are logged and the rest still removed.
+    pub fn take_back(self) {
+        let Some(t) = lock(&self.blobs.tracking).take() else {
+            return;
+        };
+        let b = &self.blobs;
+        let (packed, loose): (Vec<BlobId>, Vec<BlobId>) = t
+            .added
+            .iter()
+            .partition(|id| b.packs.as_ref().is_some_and(|p| p.get(id).is_some()));
+        if let (Some(packs), false) = (&b.packs, packed.is_empty()) {
+            let ids: HashSet<BlobId> = packed.iter().copied().collect();
+            let cut = t.packs_end.map_or(Ok(false), |end| {
+                let _put = Ranked::take(Rank::BlobPut, || lock(&b.put_lock));
+                packs.take_back(end, &ids)
+            });
+            match cut {
+                Ok(true) => {}
+                Ok(false) | Err(_) => {
+                    if let Err(e) = cut {
+                        log::warn!(target: "ckpt::store", "cannot cut the packs back after a refused rewind: {e}");
+                    }
+                    // Left as they are, found by the next put of the same bytes (marking them
+                    // for a compaction would drop them under a record that names them then);
+                    // a prune removes them while no record does.
+                    log::warn!(target: "ckpt::store", "{} small blobs of a refused rewind stay in blobs/packs until the next prune", packed.len());
+                }
+            }
+        }
+        for id in &loose {
+            match b.remove(id) {
+                Ok(()) | Err(Errno(libc::ENOENT)) => {}
+                Err(e) => {
+                    log::warn!(target: "ckpt::store", "cannot remove blob {id} of a refused rewind: {e}")
+                }
+            }
+        }
+        for shard in t.shards {
+            b.remove_shard(shard);
+        }
+    }
+}
+
+impl Drop for Added {
+    fn drop(&mut self) {
+        // Kept, unless taken back (which took the list already).
+        lock(&self.blobs.tracking).take();
+    }
 }
 
 /// Suffix of a blob stored zstd-compressed; a blob without it holds the raw bytes.
 const ZST: &str = ".zst";
 
 /// A shard directory: held by the store, or opened for one call.
-enum ShardFd<'a> {
-    Held(BorrowedFd<'a>),
+enum ShardFd {
+    Held(Arc<OwnedFd>),
     Opened(OwnedFd),
 }
 
-impl AsFd for ShardFd<'_> {
+impl AsFd for ShardFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
-            Self::Held(fd) => *fd,
+            Self::Held(fd) => fd.as_fd(),
             Self::Opened(fd) => fd.as_fd(),
         }
     }
@@ -79,6 +180,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Reads of at most this size are hashed in memory before anything is written.
 const SMALL: usize = 64 * 1024;
+
+/// The most a new blob of `size` bytes takes on a disk that allocates whole blocks of `block`
+/// bytes: a small one its bytes and its index line in a pack; a larger one a loose file of
+/// whole blocks, and a block for the shard directory it may make (compression only takes less).
+pub fn room_for(size: u64, block: u64) -> u64 {
+    /// An index line of a pack: a sha256 in hex, an offset, a length and a letter.
+    const INDEX_LINE: u64 = 100;
+    let block = block.max(1);
+    if size < SMALL as u64 {
+        size + INDEX_LINE
+    } else {
+        size.div_ceil(block)
+            .saturating_mul(block)
+            .saturating_add(block)
+    }
+}
 
 impl BlobStore {
     /// Opens (creating if needed) the blob directory under the store directory.
@@ -93,7 +210,7 @@ impl BlobStore {
             libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
             0,
         )?;
-        let shards = (0..256).map(|_| OnceLock::new()).collect();
+        let shards = (0..256).map(|_| Mutex::new(None)).collect();
         let packs = Some(super::pack::Packs::open(dir.as_fd(), true, durable)?);
         let mut s = Self {
             dir,
@@ -104,6 +221,7 @@ impl BlobStore {
             seq: AtomicU64::new(0),
             loose: None,
             put_lock: Mutex::new(()),
+            tracking: Mutex::new(None),
         };
         s.loose = Some(Mutex::new(s.scan_shards()));
         Ok(s)
@@ -126,20 +244,82 @@ impl BlobStore {
             seq: AtomicU64::new(0),
             loose: None,
             put_lock: Mutex::new(()),
+            tracking: Mutex::new(None),
         })
     }
 
-    fn shard(&self, id: &BlobId, create: bool) -> SysResult<ShardFd<'_>> {
+    fn shard(&self, id: &BlobId, create: bool) -> SysResult<ShardFd> {
         if let Some(cell) = self.shards.get(usize::from(id.as_bytes()[0])) {
-            if cell.get().is_none() {
-                // Another thread may have set it meanwhile: the same directory, so either does.
-                let _ = cell.set(self.open_shard(id, create)?);
+            if let Some(fd) = lock(cell).as_ref() {
+                return Ok(ShardFd::Held(Arc::clone(fd)));
             }
-            if let Some(fd) = cell.get() {
-                return Ok(ShardFd::Held(fd.as_fd()));
-            }
+            // Opened without the cell's lock held; another thread may set it meanwhile: the
+            // same directory, so either does.
+            let fd = Arc::new(self.open_shard(id, create)?);
+            *lock(cell) = Some(Arc::clone(&fd));
+            return Ok(ShardFd::Held(fd));
         }
         self.open_shard(id, create).map(ShardFd::Opened)
+    }
+
+    /// Removes the shard directory `shard` if it is empty, and lets go of its descriptor (the
+    /// next blob stored there makes it again).
+    fn remove_shard(&self, shard: u8) {
+        if let Some(cell) = self.shards.get(usize::from(shard)) {
+            lock(cell).take();
+        }
+        let Ok(name) = CString::new(format!("{shard:02x}")) else {
+            return;
+        };
+        match sys::unlinkat(self.dir.as_fd(), &name, libc::AT_REMOVEDIR) {
+            Ok(()) | Err(Errno(libc::ENOENT | libc::ENOTEMPTY | libc::EEXIST)) => {}
+            Err(e) => {
+                log::warn!(target: "ckpt::store", "cannot remove the empty blob shard {shard:02x}: {e}")
+            }
+        }
+    }
+
+    /// Lists the blobs this thread stores anew from now on (and the shard directories it
+    /// makes), with those of the threads that [`Self::join_tracking`], until the returned
+    /// [`Added`] is kept or taken back. `None` when another piece of work is tracked already
+    /// (then nothing is listed for this one, and nothing can be taken back).
+    pub fn track_added(self: &Arc<Self>) -> Option<Added> {
+        let mut t = lock(&self.tracking);
+        if t.is_some() {
+            return None;
+        }
+        *t = Some(Tracking {
+            threads: vec![std::thread::current().id()],
+            added: Vec::new(),
+            shards: Vec::new(),
+            packs_end: self.packs.as_ref().and_then(super::pack::Packs::mark),
+        });
+        Some(Added {
+            blobs: Arc::clone(self),
+        })
+    }
+
+    /// Lists this thread's new blobs too while the returned guard lives, when a piece of work
+    /// is tracked ([`Self::track_added`]): for the worker threads of the thread that began it.
+    pub fn join_tracking(&self) -> TrackingJoined<'_> {
+        let mut t = lock(&self.tracking);
+        let joined = t
+            .as_mut()
+            .map(|t| t.threads.push(std::thread::current().id()));
+        TrackingJoined {
+            blobs: joined.map(|()| self),
+        }
+    }
+
+    /// Notes a blob this thread stored anew, or a shard directory it made, when it is tracked.
+    fn note_added(&self, id: Option<&BlobId>, shard: Option<u8>) {
+        let mut t = lock(&self.tracking);
+        let Some(t) = t.as_mut() else { return };
+        if !t.threads.contains(&std::thread::current().id()) {
+            return;
+        }
+        t.added.extend(id.copied());
+        t.shards.extend(shard);
     }
 
     fn open_shard(&self, id: &BlobId, create: bool) -> SysResult<OwnedFd> {
@@ -147,9 +327,14 @@ impl BlobStore {
             CString::new(format!("{:02x}", id.as_bytes()[0])).map_err(|_| Errno(libc::EINVAL))?;
         if create {
             match sys::mkdirat(self.dir.as_fd(), &name, 0o700) {
-                // A new shard's name in `blobs/` is synced before a blob in it is relied on.
-                Ok(()) if self.durable => crate::tree::sync_dir(self.dir.as_fd())?,
-                Ok(()) | Err(Errno(libc::EEXIST)) => {}
+                Ok(()) => {
+                    self.note_added(None, Some(id.as_bytes()[0]));
+                    // A new shard's name in `blobs/` is synced before a blob in it is relied on.
+                    if self.durable {
+                        crate::tree::sync_dir(self.dir.as_fd())?;
+                    }
+                }
+                Err(Errno(libc::EEXIST)) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -378,6 +563,7 @@ impl BlobStore {
             } else {
                 packs.put(&id, bytes, false)?;
             }
+            self.note_added(Some(&id), None);
             return Ok(Stored {
                 id,
                 size,
@@ -415,6 +601,7 @@ impl BlobStore {
             "blob-before-rename",
         )?;
         self.note_loose(&id);
+        self.note_added(Some(&id), None);
         Ok(Stored {
             id,
             size,
@@ -622,6 +809,65 @@ mod tests {
         })
         .expect("read");
         assert_eq!(back, b"hello");
+    }
+
+    #[test]
+    fn blobs_taken_back_leave_the_blob_directory_as_it_was() {
+        let (dir, s) = store();
+        let s = Arc::new(s);
+        s.put_bytes(b"before").expect("put");
+        let listing = || {
+            let mut l: Vec<(String, u64)> = walk(&dir.path().join("blobs"));
+            l.sort();
+            l
+        };
+        let before = listing();
+        let added = s.track_added().expect("tracking");
+        assert!(s.track_added().is_none(), "one piece of work at a time");
+        s.put_bytes(b"small, new").expect("put");
+        s.put_bytes(b"before").expect("put an old one");
+        s.put_bytes(&vec![3u8; SMALL + 1]).expect("put a large one");
+        // A worker thread's blobs are listed once it joins.
+        std::thread::scope(|t| {
+            t.spawn(|| {
+                let _joined = s.join_tracking();
+                s.put_bytes(&vec![4u8; SMALL * 2])
+                    .expect("put from a worker");
+            });
+        });
+        assert_ne!(listing(), before);
+        added.take_back();
+        assert_eq!(
+            listing(),
+            before,
+            "packs cut back, loose blobs and their shards removed"
+        );
+        assert_eq!(s.list().expect("list").len(), 1);
+        // Storing goes on as before, into shards made again.
+        assert!(s.put_bytes(&vec![3u8; SMALL + 1]).expect("put again").new);
+        assert!(s.put_bytes(b"small, new").expect("put again").new);
+        // Kept, the blobs stay.
+        let added = s.track_added().expect("tracking");
+        s.put_bytes(b"kept").expect("put");
+        added.keep();
+        assert!(s.exists(&BlobId::of(b"kept")));
+    }
+
+    /// Every file below `d` with its size, and every directory (size 0), by relative path.
+    fn walk(d: &std::path::Path) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            let md = std::fs::metadata(&p).expect("stat");
+            out.push((
+                p.display().to_string(),
+                if md.is_dir() { 0 } else { md.len() },
+            ));
+            if md.is_dir() {
+                out.extend(walk(&p));
+            }
+        }
+        out
     }
 
     #[test]

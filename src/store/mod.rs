@@ -296,6 +296,41 @@ impl Store {
     pub fn journal_len(&self) -> u64 {
         sys::fstat(self.journal.as_fd()).map_or(0, |st| st.st_size as u64)
     }
+
+    /// Where the journal ends now, for [`Store::roll_back`].
+    pub fn journal_end(&self) -> Result<JournalEnd, StoreError> {
+        let st = sys::fstat(self.journal.as_fd()).map_err(io("stat journal"))?;
+        Ok(JournalEnd {
+            len: st.st_size as u64,
+            last_seq: self.index.last_seq,
+        })
+    }
+
+    /// Cuts the journal back to `end`, taken before an operation that was then refused wrote
+    /// some of its records (an append of several batches that failed part-way): the records
+    /// after it leave the journal, and the index is replayed from what stays, as an open of
+    /// the store would. Nothing happens when nothing was appended since.
+    pub fn roll_back(&mut self, end: JournalEnd) -> Result<(), StoreError> {
+        if self.index.last_seq == end.last_seq && self.journal_len() == end.len {
+            return Ok(());
+        }
+        sys::ftruncate(self.journal.as_fd(), end.len).map_err(io("cut the journal back"))?;
+        if self.durable {
+            sys::fsync(self.journal.as_fd(), true).map_err(io("sync journal"))?;
+        }
+        let bytes = sys::read_to_end(self.journal.as_fd()).map_err(io("read journal"))?;
+        let parsed = journal::parse(&bytes).map_err(StoreError::Journal)?;
+        self.index = Index::replay(&parsed.lines);
+        log::info!(target: "ckpt::store", "journal cut back to seq {} after a refused operation", end.last_seq);
+        Ok(())
+    }
+}
+
+/// Where the journal ended at one moment ([`Store::journal_end`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalEnd {
+    len: u64,
+    last_seq: Seq,
 }
 
 #[cfg(test)]
@@ -403,6 +438,34 @@ mod tests {
         let s = open(&dir);
         assert_eq!(s.index.unfinished_rewind.map(|r| r.1), Some(Turn(2)));
         assert_eq!(s.index.plan_targets(Turn(2)).len(), 1);
+    }
+
+    #[test]
+    fn a_journal_cut_back_is_as_it_was_and_replays_the_same() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = dir.path().join(".ckpt/journal.jsonl");
+        let mut s = open(&dir);
+        s.append(cap(1, "kept", PreImage::Absent)).expect("append");
+        let (bytes, captures) = (
+            std::fs::read(&journal).expect("read"),
+            s.index.captures.clone(),
+        );
+        let end = s.journal_end().expect("end");
+        s.roll_back(end).expect("nothing to cut");
+        // Several batches, all written and applied, then taken back.
+        let n = 2 * APPEND_BATCH / 64;
+        s.append_all((0..n).map(|i| cap(1, &format!("gone/{i:07}"), PreImage::Absent)))
+            .expect("append_all");
+        assert!(s.journal_len() > APPEND_BATCH as u64);
+        s.roll_back(end).expect("roll back");
+        assert_eq!(std::fs::read(&journal).expect("read"), bytes);
+        assert_eq!(s.index.captures, captures);
+        assert_eq!(s.journal_end().expect("end"), end);
+        // Appends go on from there, numbered as if nothing had been written.
+        let seq = s.append(cap(1, "next", PreImage::Absent)).expect("append");
+        assert_eq!(seq.0, end.last_seq.0 + 1);
+        drop(s);
+        assert_eq!(open(&dir).index.captures.len(), 2);
     }
 
     #[test]

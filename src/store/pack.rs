@@ -32,6 +32,15 @@ pub struct Loc {
     pub compressed: bool,
 }
 
+/// Where the packs end: the pack appended to, and the lengths of its data and index files
+/// once what is held now is written ([`Packs::mark`], [`Packs::take_back`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pack: u32,
+    size: u64,
+    idx_size: u64,
+}
+
 /// Appends a batch held in memory ([`Packs::hold_appends`]) are gathered into, until they are
 /// written in one `write(2)` each for data and index lines.
 const HOLD_LIMIT: usize = 1 << 20;
@@ -434,6 +443,39 @@ impl Packs {
             self.write_pending(w)?;
         }
         Ok(())
+    }
+
+    /// Where the packs end now (`None` for read-only packs).
+    pub fn mark(&self) -> Option<Mark> {
+        lock(&self.writer).as_ref().map(|w| Mark {
+            pack: w.pack,
+            size: w.size,
+            idx_size: w.idx_size + w.pending.lines.len() as u64,
+        })
+    }
+
+    /// Takes back the blobs `ids`, appended since `end`, by cutting the pack back to `end`:
+    /// only when they are all that was appended since (the same pack, nothing held, no other
+    /// blob past `end`). `Ok(false)` and nothing done otherwise.
+    pub fn take_back(&self, end: Mark, ids: &HashSet<BlobId>) -> SysResult<bool> {
+        let mut guard = lock(&self.writer);
+        let Some(w) = guard.as_mut() else {
+            return Ok(false);
+        };
+        if w.pack != end.pack || !w.pending.data.is_empty() || w.size < end.size {
+            return Ok(false);
+        }
+        let mut index = lock(&self.index);
+        let past = |l: &Loc| l.pack > end.pack || (l.pack == end.pack && l.off >= end.size);
+        if index.iter().any(|(id, l)| past(l) && !ids.contains(id)) {
+            return Ok(false);
+        }
+        sys::ftruncate(w.data.as_fd(), end.size)?;
+        sys::ftruncate(w.idx.as_fd(), end.idx_size)?;
+        w.size = end.size;
+        w.idx_size = end.idx_size;
+        index.retain(|_, l| !past(l));
+        Ok(true)
     }
 
     /// The stored bytes of a packed blob.

@@ -387,6 +387,25 @@ pub fn store_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
+/// The folder under the mount of `m` (its store included, which the mount hides), reached
+/// through the daemon's own root descriptor (the test runs as root, so `/proc/PID/fd` of the
+/// non-dumpable daemon is open to it).
+pub fn raw_folder(m: &Mounted) -> PathBuf {
+    let o = m.cli(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("status --json ({e}): {}", output_text(&o)));
+    let pid = v["pid"].as_u64().expect("daemon pid");
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd")).expect("daemon fds") {
+        let p = e.expect("fd").path();
+        if std::fs::read_link(&p).ok().as_deref() == Some(m.dir.as_path())
+            && p.join(".ckpt/VERSION").is_file()
+        {
+            return p;
+        }
+    }
+    panic!("no root descriptor of {} in the daemon", m.dir.display());
+}
+
 /// A tmpfs mounted on a folder (a test's project folder, before ckpt-mount mounts over it),
 /// unmounted on drop, which then also removes the folder and its parent if they are empty:
 /// the project's temporary directory could not be removed while the tmpfs was on it.

@@ -1,0 +1,450 @@
+//! Room: whether the disks hold the space a rewind needs, asked before it changes anything.
+//!
+//! A rewind first stores what it overwrites or deletes (its saves for the undo; a partial
+//! rewind's captures for the current turn), then writes what it restores into the folder. On a
+//! full disk the saves would fail half-way; so the run asks first and, when the space is not
+//! there, is refused in one line that names the space needed and free, the largest files the
+//! rewound turns created (what to delete or move) and what to do. Its dry run (a whole or
+//! partial rewind's, an undo's, a redo's) says the same and exits 1.
+//!
+//! The estimate never undercounts:
+//! - **saves**: every regular file the saves read (each inode once; the same walk as `save.rs`,
+//!   the same paths left out) takes what a new blob of its size takes ([`room_for`]: a small
+//!   one its bytes in a pack, a larger one whole blocks of the store's disk and a block for its
+//!   shard). Only when that does not fit are the files hashed, largest first, until it fits:
+//!   a file whose bytes the store holds already, or another file of the saves has, takes
+//!   nothing (the store keeps each content once).
+//! - **journal**: [`RECORD`] bytes and twice its path for each path saved, [`CLOSING`] for each
+//!   restoration and [`FRAME`] once: more than the records take.
+//! - **writes**: each file the run writes (the restorations the preview lists as written),
+//!   its size rounded up to whole blocks of the folder's disk; a block for each directory,
+//!   symlink or FIFO it makes.
+//! - What the rewind frees (the files it removes or replaces) is not counted: it is freed only
+//!   as the run goes, and not at all while a process holds such a file open.
+//!
+//! The space free is what `statvfs` of the store's and the folder's held descriptors gives a
+//! normal user (`f_bavail`). When both are on one filesystem (one device), saves and writes
+//! are counted against it together.
+//!
+//! I/O: `lstat`s what the saves would read, reads and hashes files only when the first count
+//! does not fit; changes nothing.
+
+use super::links::Anchors;
+use super::plan::Plan;
+use super::preview::Decided;
+use super::resolve::{Parents, cname, open_parent_raw};
+use crate::capture::walk_tree;
+use crate::ids::BlobId;
+use crate::relpath::RelPath;
+use crate::store::Store;
+use crate::store::blob::room_for;
+use crate::store::journal::PreImage;
+use crate::sys::{self, Errno};
+use crate::units::human_size;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, BorrowedFd};
+
+/// Journal bytes counted for each path saved, besides twice its path: more than a capture
+/// record of a path with its usual extended attributes takes.
+const RECORD: u64 = 512;
+/// Journal bytes counted for each restoration: the records that close the rewind.
+const CLOSING: u64 = 128;
+/// Journal bytes counted once: the records that begin and end the operation.
+const FRAME: u64 = 64 * 1024;
+/// How many of the largest files the rewound turns created a refusal names.
+const NAMED: usize = 3;
+
+/// What a rewind needs of the disks, against what they have free.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Space {
+    /// Bytes the store takes at most for what the rewind saves (blobs and journal records).
+    pub save_bytes: u64,
+    /// Bytes the folder takes at most for what the rewind writes.
+    pub write_bytes: u64,
+    /// Bytes free on the store's disk (`None`: unknown).
+    pub store_free: Option<u64>,
+    /// Bytes free on the folder's disk, when that is another one than the store's.
+    pub folder_free: Option<u64>,
+    /// Whether the folder and its store are on one disk.
+    pub same_disk: bool,
+    /// Whether the rewind fits (an unknown free space counts as fitting).
+    pub fits: bool,
+    /// When it does not fit, the largest files the rewound turns created (and the rewind
+    /// deletes), largest first: at most three, each a hundredth of what is missing at least
+    /// (the largest always).
+    pub created: Vec<SizedPath>,
+}
+
+/// A file and its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizedPath {
+    /// The path.
+    pub path: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+impl Space {
+    /// Whether `save_bytes` and `write_bytes` fit in the space free.
+    fn fitting(&self) -> bool {
+        if self.same_disk {
+            self.store_free
+                .is_none_or(|f| self.save_bytes.saturating_add(self.write_bytes) <= f)
+        } else {
+            self.store_free.is_none_or(|f| self.save_bytes <= f)
+                && self.folder_free.is_none_or(|f| self.write_bytes <= f)
+        }
+    }
+
+    /// The bytes missing: what must be freed for the rewind to fit (on both disks together).
+    fn missing(&self) -> u64 {
+        let store = self.store_free.unwrap_or(u64::MAX);
+        if self.same_disk {
+            return (self.save_bytes.saturating_add(self.write_bytes)).saturating_sub(store);
+        }
+        let folder = self.folder_free.unwrap_or(u64::MAX);
+        self.save_bytes.saturating_sub(store) + self.write_bytes.saturating_sub(folder)
+    }
+
+    /// Why the rewind does not fit, and what to do, in one line (without a leading capital:
+    /// the caller says first that it is refused).
+    pub fn shortfall(&self) -> String {
+        let (save, write) = (self.save_bytes, self.write_bytes);
+        let store_free = self.store_free.unwrap_or(0);
+        let mut out;
+        let short;
+        if self.same_disk {
+            let need = save.saturating_add(write);
+            let writes = if write == 0 {
+                String::new()
+            } else {
+                format!(", and {} to write into the folder", human_size(write))
+            };
+            out = format!(
+                "not enough space on the disk of the folder and its store: the rewind needs {} ({} to save what it overwrites and deletes, for its undo{writes}) and {} is free",
+                human_size(need),
+                human_size(save),
+                human_size(store_free)
+            );
+            short = format!("at least {}", human_size(need.saturating_sub(store_free)));
+        } else {
+            let folder_free = self.folder_free.unwrap_or(u64::MAX);
+            out = format!(
+                "not enough space: the rewind needs {} in the store, to save what it overwrites and deletes for its undo ({} free on its disk), and {} in the folder ({} free on its disk)",
+                human_size(save),
+                human_size(store_free),
+                human_size(write),
+                self.folder_free.map_or("?".into(), human_size)
+            );
+            let mut parts = Vec::new();
+            if save > store_free {
+                parts.push(format!(
+                    "at least {} on the store's disk",
+                    human_size(save - store_free)
+                ));
+            }
+            if write > folder_free {
+                parts.push(format!(
+                    "at least {} on the folder's disk",
+                    human_size(write - folder_free)
+                ));
+            }
+            short = parts.join(" and ");
+        }
+        if !self.created.is_empty() {
+            let named: Vec<String> = self
+                .created
+                .iter()
+                .map(|f| format!("{} ({})", f.path, human_size(f.bytes)))
+                .collect();
+            out += &format!(
+                "; the largest files the rewound turns created: {}",
+                named.join(", ")
+            );
+        }
+        out += &format!(
+            "; free {short} (delete or move files off that disk) or see what a prune would free (ckpt-mount prune --dry-run), then run it again"
+        );
+        out
+    }
+}
+
+/// The space a run of `plan` needs and the space free: `decided` is what it does to each
+/// restoration ([`super::preview::decide`]); its saves read every path of the plan and the
+/// names outside it that it rewrites in place (`anchors`), leaving out `saved` (see
+/// `save::saved_before`).
+pub(super) fn needed(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    plan: &Plan,
+    anchors: &Anchors,
+    saved: &HashSet<&RelPath>,
+    decided: &Decided,
+) -> Space {
+    let store_disk = disk(store.dir());
+    let folder_disk = disk(root);
+    let same_disk = match (&store_disk, &folder_disk) {
+        (Some(s), Some(f)) => s.dev == f.dev,
+        _ => true,
+    };
+    let store_block = store_disk.as_ref().map_or(4096, |d| d.block);
+    let folder_block = folder_disk.as_ref().map_or(4096, |d| d.block);
+    let extra = anchors.outside_plan(plan);
+    let walked = walk(root, plan, &extra, saved);
+    let journal = walked
+        .records
+        .saturating_mul(RECORD)
+        .saturating_add(walked.path_bytes.saturating_mul(2))
+        .saturating_add((plan.restore.len() as u64).saturating_mul(CLOSING))
+        .saturating_add(FRAME);
+    let blobs: u64 = walked
+        .files
+        .values()
+        .map(|f| room_for(f.size, store_block))
+        .sum();
+    let write_bytes = decided
+        .written(plan)
+        .map(|s| match &s.target {
+            PreImage::File { size, .. } => size.div_ceil(folder_block) * folder_block,
+            _ => folder_block,
+        })
+        .sum();
+    let mut created: Vec<&Found> = walked.files.values().filter(|f| f.created).collect();
+    created.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.path.cmp(&b.path)));
+    let mut space = Space {
+        save_bytes: blobs.saturating_add(journal),
+        write_bytes,
+        store_free: store_disk.map(|d| d.free),
+        folder_free: if same_disk {
+            None
+        } else {
+            folder_disk.map(|d| d.free)
+        },
+        same_disk,
+        fits: true,
+        created: Vec::new(),
+    };
+    space.fits = space.fitting();
+    if !space.fits {
+        dedup(root, store, &walked, store_block, &mut space);
+        // Named: the largest, and the next ones while they make a difference (a hundredth of
+        // what is missing at least).
+        let missing = space.missing();
+        space.created = created
+            .iter()
+            .enumerate()
+            .take_while(|(i, f)| *i == 0 || f.size.saturating_mul(100) >= missing)
+            .take(NAMED)
+            .map(|(_, f)| SizedPath {
+                path: f.path.to_string(),
+                bytes: f.size,
+            })
+            .collect();
+    }
+    space
+}
+
+/// Takes out of `space` the files of `walked` whose bytes the store holds already (or another
+/// of them has), hashed largest first, until it fits.
+fn dedup(root: BorrowedFd<'_>, store: &Store, walked: &Walked, block: u64, space: &mut Space) {
+    let mut files: Vec<(&(u64, u64), &Found)> = walked.files.iter().collect();
+    files.sort_by(|a, b| {
+        b.1.size
+            .cmp(&a.1.size)
+            .then_with(|| a.1.path.cmp(&b.1.path))
+    });
+    let mut hashed: HashSet<BlobId> = HashSet::new();
+    for (inode, f) in files {
+        if space.fitting() {
+            break;
+        }
+        let Some(id) = content_id(root, &f.path, *inode) else {
+            continue;
+        };
+        if store.blobs().exists(&id) || !hashed.insert(id) {
+            space.save_bytes = space.save_bytes.saturating_sub(room_for(f.size, block));
+        }
+    }
+    space.fits = space.fitting();
+}
+
+/// The sha256 of the file at `path`, if it still is the inode `(dev, ino)` (read without
+/// moving its access time).
+fn content_id(root: BorrowedFd<'_>, path: &RelPath, (dev, ino): (u64, u64)) -> Option<BlobId> {
+    use sha2::Digest;
+    let parent = open_parent_raw(root, path).ok()?;
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let fd = sys::openat_noatime(parent.as_fd(), &cname(path), flags).ok()?;
+    let st = sys::fstat(fd.as_fd()).ok()?;
+    if (st.st_dev, st.st_ino) != (dev, ino) {
+        return None;
+    }
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut off = 0u64;
+    loop {
+        match sys::read_full(fd.as_fd(), &mut buf, off).ok()? {
+            0 => return Some(BlobId::finish(hasher)),
+            n => {
+                hasher.update(&buf[..n]);
+                off += n as u64;
+            }
+        }
+    }
+}
+
+/// A filesystem as `statvfs` and `fstat` see it through a held descriptor.
+struct Disk {
+    dev: u64,
+    /// Bytes a normal user may still use.
+    free: u64,
+    /// Its allocation unit.
+    block: u64,
+}
+
+fn disk(fd: BorrowedFd<'_>) -> Option<Disk> {
+    let vfs = sys::fstatvfs(fd).ok()?;
+    let st = sys::fstat(fd).ok()?;
+    Some(Disk {
+        dev: st.st_dev,
+        free: vfs.f_bavail.saturating_mul(vfs.f_frsize),
+        block: vfs.f_frsize.max(512),
+    })
+}
+
+/// A regular file the saves would read.
+struct Found {
+    /// Its first name met.
+    path: RelPath,
+    size: u64,
+    /// Whether it lies at or below a path the rewind removes: a rewound turn created it.
+    created: bool,
+}
+
+/// What the saves would read: their regular files (by inode), how many paths they record and
+/// the length of those paths.
+#[derive(Default)]
+struct Walked {
+    files: HashMap<(u64, u64), Found>,
+    records: u64,
+    path_bytes: u64,
+}
+
+impl Walked {
+    fn record(&mut self, path: &RelPath) {
+        self.records += 1;
+        self.path_bytes += path.as_bytes().len() as u64;
+    }
+}
+
+/// Walks what the saves read (`save.rs`'s `read_current`): every path of the plan whose
+/// target was stored and the names `extra`, with everything below them, each once, leaving
+/// out `saved`. A path that cannot be reached counts as one record (the saves refuse it, or
+/// save it as absent).
+fn walk(root: BorrowedFd<'_>, plan: &Plan, extra: &[RelPath], saved: &HashSet<&RelPath>) -> Walked {
+    let removed: HashSet<&RelPath> = plan.remove.iter().map(|s| &s.path).collect();
+    let paths = plan
+        .steps()
+        .filter(|s| !matches!(s.target, PreImage::Skipped { .. }))
+        .map(|s| &s.path)
+        .chain(extra.iter());
+    let mut walked = Walked::default();
+    let mut seen: HashSet<RelPath> = HashSet::new();
+    let mut parents = Parents::new(root);
+    for path in paths {
+        let Ok(parent) = parents.raw(path) else {
+            if !saved.contains(path) && seen.insert(path.clone()) {
+                walked.record(path);
+            }
+            continue;
+        };
+        let below_removed = removed.contains(path);
+        let name = cname(path);
+        // A failure to read is the saves' to report: what was walked is counted.
+        let _ = walk_tree(parent, &name, path, &mut |p, dir, n| {
+            if seen.contains(p) {
+                return Ok(Some(false));
+            }
+            if saved.contains(p) {
+                return Ok(None);
+            }
+            seen.insert(p.clone());
+            walked.record(p);
+            let st = match sys::lstatat(dir, n) {
+                Ok(st) => st,
+                Err(Errno(libc::ENOENT)) => return Ok(Some(false)),
+                Err(e) => return Err(e),
+            };
+            let kind = st.st_mode & libc::S_IFMT;
+            if kind == libc::S_IFREG {
+                walked
+                    .files
+                    .entry((st.st_dev, st.st_ino))
+                    .or_insert_with(|| Found {
+                        path: p.clone(),
+                        size: st.st_size as u64,
+                        created: below_removed || removed.contains(p),
+                    });
+            }
+            Ok(Some(kind == libc::S_IFDIR))
+        });
+    }
+    walked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn space(save: u64, write: u64, store_free: u64, folder_free: Option<u64>) -> Space {
+        let mut s = Space {
+            save_bytes: save,
+            write_bytes: write,
+            store_free: Some(store_free),
+            folder_free,
+            same_disk: folder_free.is_none(),
+            fits: true,
+            created: vec![SizedPath {
+                path: "big".into(),
+                bytes: 5 << 20,
+            }],
+        };
+        s.fits = s.fitting();
+        s
+    }
+
+    #[test]
+    fn saves_and_writes_on_one_disk_are_counted_together() {
+        assert!(space(3, 4, 7, None).fits);
+        assert!(!space(3, 4, 6, None).fits);
+        assert!(space(3, 4, 3, Some(4)).fits);
+        assert!(!space(3, 4, 3, Some(3)).fits);
+        let mut unknown = space(3, 4, 0, None);
+        unknown.store_free = None;
+        assert!(unknown.fitting(), "an unknown free space refuses nothing");
+    }
+
+    #[test]
+    fn the_shortfall_names_the_numbers_the_files_and_the_remedy() {
+        assert_eq!(
+            space(7 << 20, 1 << 20, 3 << 20, None).shortfall(),
+            "not enough space on the disk of the folder and its store: the rewind needs 8.0 MiB (7.0 MiB to save what it overwrites and deletes, for its undo, and 1.0 MiB to write into the folder) and 3.0 MiB is free; the largest files the rewound turns created: big (5.0 MiB); free at least 5.0 MiB (delete or move files off that disk) or see what a prune would free (ckpt-mount prune --dry-run), then run it again"
+        );
+        assert_eq!(
+            space(7 << 20, 0, 3 << 20, None).shortfall(),
+            "not enough space on the disk of the folder and its store: the rewind needs 7.0 MiB (7.0 MiB to save what it overwrites and deletes, for its undo) and 3.0 MiB is free; the largest files the rewound turns created: big (5.0 MiB); free at least 4.0 MiB (delete or move files off that disk) or see what a prune would free (ckpt-mount prune --dry-run), then run it again"
+        );
+        assert_eq!(
+            space(7 << 20, 1 << 20, 3 << 20, Some(8 << 20)).shortfall(),
+            "not enough space: the rewind needs 7.0 MiB in the store, to save what it overwrites and deletes for its undo (3.0 MiB free on its disk), and 1.0 MiB in the folder (8.0 MiB free on its disk); the largest files the rewound turns created: big (5.0 MiB); free at least 4.0 MiB on the store's disk (delete or move files off that disk) or see what a prune would free (ckpt-mount prune --dry-run), then run it again"
+        );
+    }
+
+    #[test]
+    fn a_large_blob_takes_whole_blocks_and_a_small_one_its_bytes() {
+        assert_eq!(room_for(10, 4096), 110);
+        assert_eq!(room_for(100_000, 4096), 102_400 + 4096);
+        assert_eq!(room_for(1 << 20, 4096), (1 << 20) + 4096);
+    }
+}
