@@ -284,7 +284,7 @@ fn independent_files(decided: &[Decided<'_>]) -> usize {
         .count()
 }
 
-/// A restoration and whether the run must write it (see [`super::preview::writes`]).
+/// A restoration and whether the run must write it (see [`super::preview::decide`]).
 #[derive(Clone, Copy)]
 struct Decided<'a> {
     step: &'a Step,

@@ -20,7 +20,7 @@ pub struct Step {
     pub path: RelPath,
     /// Its state at the start of the target turn.
     pub target: PreImage,
-    /// What makes the path "already as it was" (see [`MatchRule`]).
+    /// What makes the path "already as it was" (see `MatchRule`).
     #[serde(skip)]
     pub rule: MatchRule,
 }
@@ -55,7 +55,7 @@ impl Plan {
 
 /// Builds the plan from per-path targets, oldest pre-image first (pure: no I/O); a target
 /// whose inode is among `once_linked` (inodes any record saw with more than one link) matches
-/// only on that inode ([`MatchRule::SameInode`]).
+/// only on that inode (`MatchRule::SameInode`).
 pub fn plan(targets: Vec<(RelPath, PreImage)>, once_linked: &HashSet<FileId>) -> Plan {
     let targets = share_hard_links(targets);
     // Which paths lie below one that is not a directory at the target time (covered by that
