@@ -657,8 +657,18 @@ impl Case {
                 self.trace.push(format!("{op:?},"));
             }
             _ => {
-                let got = apply(&self.m.dir, op);
+                let mut got = apply(&self.m.dir, op);
                 let want = apply(&self.plain, op);
+                if want == Err(libc::EACCES)
+                    && matches!(got, Err(libc::EPERM | libc::EISDIR | libc::ENOTDIR))
+                {
+                    // A FUSE limit, not ckpt-mount's: the kernel refuses a hard link of a
+                    // directory (EPERM), an unlink of one (EISDIR) or an rmdir of a file
+                    // (ENOTDIR) before it asks the daemon, so the permission check of the
+                    // parent that a local filesystem makes first (EACCES, seen by a normal
+                    // user) never runs. Both refuse, and the trees are compared below.
+                    got = want;
+                }
                 self.trace.push(format!("{op:?}, // {got:?}"));
                 count(&kind(op), got.is_ok());
                 assert_eq!(
@@ -765,17 +775,43 @@ fn rewind_matches_the_snapshot_of_every_turn_when_the_daemon_serves_reads() {
 #[test]
 fn rewind_matches_the_snapshot_of_every_turn_on_a_users_mount() {
     if common::user::in_user_run() {
-        check_property(&[], config().cases.div_ceil(2));
+        check_property_seeded(&[], config().cases.div_ceil(2), user_seed());
     } else if require_fuse() {
         common::user::rerun_as_user("rewind_matches_the_snapshot_of_every_turn_on_a_users_mount");
     }
 }
 
+/// The seed of the run on a user's mount: fixed, so that CI meets the same cases every time
+/// (`CKPT_MODEL_USER_SEED` picks another; a failure found there becomes a `regression_*` test).
+fn user_seed() -> u64 {
+    std::env::var("CKPT_MODEL_USER_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(29)
+}
+
 fn check_property(args: &[&str], cases: u32) {
+    check_property_with(args, ProptestConfig { cases, ..config() });
+}
+
+fn check_property_seeded(args: &[&str], cases: u32, seed: u64) {
+    eprintln!("model {args:?}: seed {seed} (CKPT_MODEL_USER_SEED)");
+    let rng_seed = proptest::test_runner::RngSeed::Fixed(seed);
+    check_property_with(
+        args,
+        ProptestConfig {
+            cases,
+            rng_seed,
+            ..config()
+        },
+    );
+}
+
+fn check_property_with(args: &[&str], config: ProptestConfig) {
     if !require_fuse() {
         return;
     }
-    let config = ProptestConfig { cases, ..config() };
+    let cases = config.cases;
     let mut runner = proptest::test_runner::TestRunner::new(config);
     let strategy = (prop::collection::vec(op(), 5..40), any::<u8>());
     let started = std::time::Instant::now();
@@ -873,6 +909,19 @@ fn regression_a_rewind_refreshes_a_listing_cached_after_an_open_file_was_removed
         ],
         7,
     );
+}
+
+/// Found by the property on a normal user's own mount (seeds 29 and 6), shrunk: a hard link of
+/// a directory into a read-only directory, or an unlink of a directory in one, fails with EPERM
+/// or EISDIR through FUSE (the kernel refuses it before it asks the daemon) and with EACCES on a
+/// local filesystem; the model takes that as the same, the trees still compared.
+#[test]
+fn regression_a_users_link_of_a_directory_into_a_read_only_one() {
+    if common::user::in_user_run() {
+        run_case(&[MkdirAll("a"), Chmod("a", 0o500), HardLink("a", "a/a")], 0);
+    } else if require_fuse() {
+        common::user::rerun_as_user("regression_a_users_link_of_a_directory_into_a_read_only_one");
+    }
 }
 
 /// Found by the property on a normal user's own mount, shrunk: a turn made the folder itself
