@@ -151,3 +151,23 @@ fn a_failed_rename_of_a_hard_linked_tree_rewrites_nothing_on_both_mounts() {
 fn a_tree_deeper_than_path_max_is_rewound_and_undone_on_both_mounts() {
     both("deep_tree.sh");
 }
+
+/// Root's only: it mounts with `--allow-other` (a user may not without `user_allow_other` in
+/// /etc/fuse.conf) and compares set-id, ACL and device behaviour with ext4, which the user's
+/// tests of `tests/ext4_semantics.rs` and `tests/non_root.rs` cover on the user's mount.
+#[test]
+fn seven_behaviours_compared_with_ext4_on_roots_mount() {
+    // xfs_io has no --version (require_program's probe): asked for by name; CI installs it.
+    let xfs_io = Command::new("sh")
+        .args(["-c", "command -v xfs_io"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        xfs_io || std::env::var("CI").as_deref() != Ok("true"),
+        "xfs_io (xfsprogs) is missing: .ci/run installs it"
+    );
+    if !require_fuse() || !require_program("setfacl") || !xfs_io {
+        return;
+    }
+    as_root(&Scripts::new(), "fuse_semantics.sh");
+}
