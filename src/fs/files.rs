@@ -350,7 +350,7 @@ impl CkptFs {
             && let Err(e) = sys::keep_atime(fd.as_fd())
         {
             let path = self.log_path(h.node, None);
-            log::warn!(target: "ckpt::fs", "reads of {path:?} through this open may leave its atime: {e}");
+            log::warn!(target: "ckpt::fs", "reads of {path} through this open may leave its atime: {e}");
         }
     }
 

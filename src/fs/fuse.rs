@@ -61,7 +61,7 @@ impl FuseAdapter {
             let id = self.fs.with_backing_fd(fh, register).ok()?;
             id.map_err(|e| {
                 let path = self.fs.log_path(node, None);
-                log::debug!(target: "ckpt::fuse", "no passthrough for {path:?}: {e}");
+                log::debug!(target: "ckpt::fuse", "no passthrough for {path}: {e}");
             })
             .ok()
         })
@@ -173,7 +173,7 @@ fn failed(fs: &CkptFs, op: &str, at: At<'_>, e: SysErrno) -> Errno {
     };
     if log::log_enabled!(target: "ckpt::fuse", level) {
         // Named by path, quoted, never by node id: the core knows the names.
-        let one = |node: INodeNo, name| format!("{:?}", fs.log_path(node.into(), name));
+        let one = |node: INodeNo, name| fs.log_path(node.into(), name);
         let path = match at.to {
             None => one(at.node, at.name),
             Some((node, name)) => format!("{} -> {}", one(at.node, at.name), one(node, name)),

@@ -169,31 +169,43 @@ impl CkptFs {
     }
 
     /// The path a log line names for `node`, or for `name` in the directory `node`: relative to
-    /// the folder (`.` for its root), `.ckpt/…` for the control files, never a node id (which
-    /// means nothing to the person reading the log). A node the table no longer names (its
-    /// last name removed, or forgotten by the kernel) is said to be one.
+    /// the folder (`.` for its root), `.ckpt/…` for the control files, in double quotes and
+    /// escaped as every path a person reads is ([`crate::quote::quote_path`]), never a node id (which means nothing to
+    /// the person reading the log). A node the table no longer names (its last name removed, or
+    /// forgotten by the kernel) is said to be one.
     pub fn log_path(&self, node: NodeId, name: Option<&OsStr>) -> String {
-        let dir = if control::is_control(node) {
+        let mut raw: Vec<u8> = if control::is_control(node) {
             let ctl = control::ENTRIES.iter().find(|(n, _)| *n == node);
-            Some(ctl.map_or(STORE_DIR.to_string(), |(_, n)| format!("{STORE_DIR}/{n}")))
+            ctl.map_or(STORE_DIR.to_string(), |(_, n)| format!("{STORE_DIR}/{n}"))
+                .into_bytes()
         } else {
             match self.path_of(node) {
-                Ok(p) => p.map(|p| p.to_string()),
+                Ok(p) => p.map(|p| p.as_bytes().to_vec()).unwrap_or_default(),
                 Err(_) => {
                     return match name {
-                        Some(n) => {
-                            format!("{} in a directory no longer named", n.to_string_lossy())
-                        }
+                        Some(n) => format!(
+                            "{} in a directory no longer named",
+                            crate::quote::quote_path(n.as_bytes())
+                        ),
                         None => "a file no longer named".to_string(),
                     };
                 }
             }
         };
-        match (dir, name) {
-            (None, None) => ".".to_string(),
-            (None, Some(n)) => n.to_string_lossy().into_owned(),
-            (Some(d), None) => d,
-            (Some(d), Some(n)) => format!("{d}/{}", n.to_string_lossy()),
+        if let Some(n) = name {
+            if !raw.is_empty() {
+                raw.push(b'/');
+            }
+            raw.extend_from_slice(n.as_bytes());
+        }
+        if raw.is_empty() {
+            raw.push(b'.');
+        }
+        // Always between double quotes, so a log line shows where the path ends; escaped as
+        // git escapes it where it needs to be (then `quote_path` adds the quotes itself).
+        match crate::quote::quote_path(&raw) {
+            std::borrow::Cow::Borrowed(plain) => format!("\"{plain}\""),
+            std::borrow::Cow::Owned(quoted) => quoted,
         }
     }
 
