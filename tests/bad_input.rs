@@ -73,23 +73,6 @@ fn setup_files(d: &Path) {
     std::fs::write(d.join("b"), "b1\n").expect("write b");
 }
 
-/// The raw store of a mounted folder, reached through the daemon's own root descriptor
-/// (`/proc/PID/fd/N` of a directory descriptor naming the folder).
-fn raw_of_mounted(m: &Mounted) -> PathBuf {
-    let o = m.cli(&["status", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("status json");
-    let pid = v["pid"].as_u64().expect("daemon pid");
-    for e in std::fs::read_dir(format!("/proc/{pid}/fd")).expect("daemon fds") {
-        let p = e.expect("fd").path();
-        if std::fs::read_link(&p).ok().as_deref() == Some(m.dir.as_path())
-            && p.join(".ckpt/VERSION").is_file()
-        {
-            return p;
-        }
-    }
-    panic!("no root descriptor of {} in the daemon", m.dir.display());
-}
-
 /// Everything on disk a case could change: the trees and the store bytes of each folder
 /// (the mounted one's real store, behind the mount), and the scratch space.
 type Snapshot = Vec<(String, BTreeMap<String, Node>, BTreeMap<String, Vec<u8>>)>;
@@ -159,7 +142,7 @@ fn every_subcommand_refuses_bad_input_in_one_line_and_changes_nothing() {
         version9,
         scratch,
     };
-    let raw = raw_of_mounted(&f.mounted);
+    let raw = common::raw_folder(&f.mounted);
 
     use Want::*;
     let cases: &[(&[&str], Want)] = &[

@@ -8,7 +8,7 @@ use common::output_text as text;
 use common::{Mounted, Tmpfs, assert_same_tree, on_a_terminal, require_fuse, store_bytes, tree};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 fn ok(o: &Output) -> String {
@@ -42,22 +42,6 @@ fn history(m: &Mounted) -> Trees {
     ok(&m.cli(&["undo"]));
     assert_same_tree(&three, &tree(&m.dir, false));
     Trees { rewound, three }
-}
-
-/// The raw store of a mounted folder, reached through the daemon's own root descriptor.
-fn raw_of_mounted(m: &Mounted) -> PathBuf {
-    let pid = json_of(&m.cli(&["status", "--json"]))["pid"]
-        .as_u64()
-        .expect("daemon pid");
-    for e in std::fs::read_dir(format!("/proc/{pid}/fd")).expect("daemon fds") {
-        let p = e.expect("fd").path();
-        if std::fs::read_link(&p).ok().as_deref() == Some(m.dir.as_path())
-            && p.join(".ckpt/VERSION").is_file()
-        {
-            return p;
-        }
-    }
-    panic!("no root descriptor of {} in the daemon", m.dir.display());
 }
 
 /// Every byte of the store below `dir` but the daemon's log (not history).
@@ -106,7 +90,7 @@ fn a_dry_run_changes_no_byte_of_the_store_and_says_what_the_prune_does() {
     }
     let mut m = Mounted::with(|d| std::fs::write(d.join("a"), "one\n").expect("write"));
     history(&m);
-    let raw = raw_of_mounted(&m);
+    let raw = common::raw_folder(&m);
     // `status` stores any staged pre-image first, as every reader of the store does.
     ok(&m.cli(&["status"]));
     let before = store(&raw);
@@ -174,7 +158,7 @@ fn off_a_terminal_a_prune_that_forgets_anything_needs_yes() {
     }
     let m = Mounted::with(|d| std::fs::write(d.join("a"), "one\n").expect("write"));
     history(&m);
-    let raw = raw_of_mounted(&m);
+    let raw = common::raw_folder(&m);
     ok(&m.cli(&["status"]));
     let before = store(&raw);
     for args in [
@@ -226,7 +210,7 @@ fn on_a_terminal_a_prune_that_forgets_shows_what_and_asks() {
     }
     let m = Mounted::with(|d| std::fs::write(d.join("a"), "one\n").expect("write"));
     history(&m);
-    let raw = raw_of_mounted(&m);
+    let raw = common::raw_folder(&m);
     ok(&m.cli(&["status"]));
     let before = store(&raw);
     // "n", Esc, an empty line: nothing changes, exit 1.

@@ -70,7 +70,7 @@ use links::Anchors;
 use links::{link_anchors, uncaptured_links};
 use save::{Attempt, read_for_partial, save_records, saved_before, saves_for_undo};
 use std::collections::HashSet;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use verify::refuse_unless_verified;
 
 /// Called with (steps done, steps in all) as a rewind applies its plan.
@@ -414,10 +414,7 @@ pub fn rewind_agent(
 
 /// Whether a directory stands at `d` now (reached without following a symlink).
 fn is_dir_now(root: BorrowedFd<'_>, d: &RelPath) -> bool {
-    resolve::open_parent_raw(root, d)
-        .ok()
-        .and_then(|fd| crate::sys::lstatat(fd.as_fd(), &resolve::cname(d)).ok())
-        .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    resolve::lstat_path(root, d).is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
 }
 
 /// Every target of a rewind to `to`, with hard-link groups formed over all of them before a

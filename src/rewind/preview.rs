@@ -29,7 +29,7 @@ use crate::relpath::RelPath;
 use crate::store::journal::PreImage;
 use crate::sys::{self, Errno};
 use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 /// Fills `report` with what running `plan` would do to the folder now, as `decided` (by
 /// [`decide`]) says for its restorations; `anchors` are the hard-link groups' surviving names
@@ -236,12 +236,8 @@ impl Restores<'_> {
     /// Whether `a` and `b` are one inode now (as `link_step` finds a link already made).
     fn one_inode(&self, a: &RelPath, b: &RelPath) -> bool {
         let root = self.parents.root();
-        let stat = |p: &RelPath| {
-            super::resolve::open_parent_raw(root, p)
-                .ok()
-                .and_then(|d| sys::lstatat(d.as_fd(), &cname(p)).ok())
-                .map(|st| (st.st_dev, st.st_ino))
-        };
+        let stat =
+            |p: &RelPath| super::resolve::lstat_path(root, p).map(|st| (st.st_dev, st.st_ino));
         stat(a).is_some_and(|x| Some(x) == stat(b))
     }
 

@@ -41,11 +41,8 @@ pub(super) fn keep_proven_gone(root: BorrowedFd<'_>, renewed: &mut Vec<Renewal>)
             }
         }
     }
-    let mut i = 0;
-    renewed.retain(|_| {
-        i += 1;
-        gone[i - 1]
-    });
+    let mut gone = gone.into_iter();
+    renewed.retain(|_| gone.next().unwrap_or(false));
 }
 
 /// Which of `ids` (by index) some name in the folder holds now, found in one walk; `None` when

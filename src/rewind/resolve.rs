@@ -15,6 +15,13 @@ pub(super) fn open_parent_raw(root: BorrowedFd<'_>, path: &RelPath) -> Result<Ow
     path.open_parent(root, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
 }
 
+/// What stands at `path` now (`lstat`, reached without following a symlink), if anything can
+/// be reached there.
+pub(super) fn lstat_path(root: BorrowedFd<'_>, path: &RelPath) -> Option<libc::stat> {
+    let parent = open_parent_raw(root, path).ok()?;
+    sys::lstatat(parent.as_fd(), &cname(path)).ok()
+}
+
 /// [`open_parent_raw`], failing with the reason a report gives: a parent that is a symlink
 /// (or lies beyond one) is refused, never followed.
 pub(super) fn open_parent(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, String> {
