@@ -5,6 +5,7 @@ use crate::capture::Capturer;
 use crate::fs::fuse::{FuseAdapter, KernelInvalidator};
 use crate::fs::{CkptFs, FsConfig, Rewound};
 use crate::ipc::{self, Request, Response};
+use crate::relpath::RelPath;
 use crate::rewind;
 use crate::store::Store;
 use crate::sys;
@@ -119,7 +120,7 @@ fn handle(
 
 /// `cat`: a file as it was when `turn` began, its bytes streamed after the answer (read from
 /// the store's blobs or the folder without the store lock, which is held only to find them).
-fn cat_reply(fs: &Arc<CkptFs>, turn: Option<u64>, path: String) -> ipc::Reply {
+fn cat_reply(fs: &Arc<CkptFs>, turn: Option<u64>, path: RelPath) -> ipc::Reply {
     let (found, blobs) = {
         let store = fs.capturer().lock();
         (
@@ -151,7 +152,7 @@ fn rewind_request(
     to: Option<u64>,
     dry_run: bool,
     undo: bool,
-    paths: &[String],
+    paths: &[RelPath],
     progress: crate::rewind::Progress<'_>,
 ) -> Response {
     let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
@@ -170,14 +171,7 @@ fn rewind_request(
             Err(e) => report_response(Err(e)),
         };
     }
-    let only: Result<Vec<crate::relpath::RelPath>, _> = paths
-        .iter()
-        .map(|p| crate::relpath::RelPath::new(p.as_bytes()))
-        .collect();
-    match only {
-        Ok(only) => report_response(fs.rewind_paths(to, &only, dry_run, progress)),
-        Err(e) => Response::fail(format!("bad path: {e}"), serde_json::Value::Null),
-    }
+    report_response(fs.rewind_paths(to, paths, dry_run, progress))
 }
 
 /// The answer to a rewind, undo or redo: its report, failed when a path could not be restored.

@@ -21,9 +21,9 @@ const MAX_TEXT: u64 = 8 << 20;
 /// One changed path.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FileChange {
-    /// The path, as text (U+FFFD in place of the bytes of a name that is not UTF-8); quoted
+    /// The path (in the JSON a string, or `{"hex": …}` for a name that is not UTF-8); quoted
     /// by [`quote_path`] wherever it is printed for a person.
-    pub path: String,
+    pub path: RelPath,
     /// `created`, `deleted`, `modified`, `mode`, `type`, `symlink`.
     pub change: String,
     /// Lines added (text files).
@@ -245,7 +245,7 @@ pub fn diff(
             Some(pre) => Version::recorded(store, pre),
             None => Version::now(root, &path),
         };
-        let p = path.lossy().into_owned();
+        let p = path.clone();
         let who: Vec<String> = programs
             .get(&path)
             .map(|s| s.iter().cloned().collect())
@@ -428,7 +428,7 @@ mod tests {
 
     fn change(path: &str, comm: &str) -> FileChange {
         FileChange {
-            path: path.into(),
+            path: RelPath::new(path.as_bytes()).expect("a valid path"),
             change: "created".into(),
             added: 1,
             removed: 0,

@@ -92,12 +92,12 @@ fn prune(
 
 /// `diff` and `show`: what changed from the start of `turn` (the current one when not given)
 /// to now, to the start of a later turn `to`, or (`show`) within turn `turn` alone, below
-/// `paths` (everything when empty). A path that is not a valid relative path is ignored.
+/// `paths` (everything when empty).
 fn diff(
     root: BorrowedFd<'_>,
     store: &Store,
     (turn, to, show): (Option<u64>, Option<u64>, bool),
-    paths: &[String],
+    only: &[RelPath],
 ) -> Result<serde_json::Value, String> {
     use crate::diff::Range;
     use crate::ids::Turn;
@@ -123,11 +123,7 @@ fn diff(
         (Some(to), false) => Range::Between(from, to),
         (None, false) => Range::Since(from),
     };
-    let only: Vec<RelPath> = paths
-        .iter()
-        .filter_map(|p| RelPath::new(p.as_bytes()).ok())
-        .collect();
-    json(crate::diff::diff(root, store, range, &only))
+    json(crate::diff::diff(root, store, range, only))
 }
 
 fn json(v: impl serde::Serialize) -> Result<serde_json::Value, String> {

@@ -62,7 +62,7 @@ pub struct SkippedCapture {
     /// The turn it belongs to.
     pub turn: u64,
     /// The path.
-    pub path: String,
+    pub path: RelPath,
     /// What the path was (`file`, `socket`, `device`).
     pub was: String,
     /// Its size in bytes, when a file.
@@ -86,7 +86,7 @@ pub fn skipped_captures(store: &Store) -> Vec<SkippedCapture> {
         .filter_map(|c| match &c.pre {
             PreImage::Skipped { was, size, reason } => Some(SkippedCapture {
                 turn: c.turn.0,
-                path: c.path.lossy().into_owned(),
+                path: c.path.clone(),
                 was: was.clone(),
                 size: *size,
                 over_max_blob: was == "file" && reason.contains(OVER_MAX_BLOB),

@@ -33,7 +33,7 @@ pub enum Request {
         undo: bool,
         /// Only these paths (relative to the folder); empty for the whole folder.
         #[serde(default)]
-        paths: Vec<String>,
+        paths: Vec<crate::relpath::RelPath>,
         /// Only what the agent changed (`rewind --agent`), with what to do with conflicts.
         #[serde(default)]
         agent: Option<crate::rewind::Conflicts>,
@@ -95,7 +95,7 @@ pub enum Request {
         /// The turn.
         turn: Option<u64>,
         /// The path, relative to the folder.
-        path: String,
+        path: crate::relpath::RelPath,
     },
     Diff {
         /// The turn.
@@ -107,7 +107,7 @@ pub enum Request {
         #[serde(default)]
         show: bool,
         /// Only these paths (and what is below them).
-        paths: Vec<String>,
+        paths: Vec<crate::relpath::RelPath>,
     },
 }
 

@@ -4,11 +4,10 @@
 //! memory. The daemon answers with it for a mounted folder, the CLI itself for an unmounted one.
 
 use crate::ids::{BlobId, Turn};
-use crate::quote::quote_path;
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::blob::BlobStore;
-use crate::store::journal::PreImage;
+use crate::store::journal::{LinkTarget, PreImage};
 use crate::sys;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -39,8 +38,8 @@ pub enum OldVersion {
     },
     /// A symbolic link.
     Symlink {
-        /// Its target, as text (lossy where it is not UTF-8).
-        target: String,
+        /// Its target, its bytes as they are (in the JSON a string, or `{"hex": …}`).
+        target: LinkTarget,
     },
 }
 
@@ -50,23 +49,21 @@ pub fn old_version(
     store: &Store,
     root: BorrowedFd<'_>,
     turn: Option<u64>,
-    path: &str,
+    rel: &RelPath,
 ) -> Result<OldVersion, String> {
     let index = store.index();
     let turn = turn.map_or_else(|| index.current_turn(), Turn);
     if !index.has_turn(turn) {
         return Err(format!("turn {turn} does not exist"));
     }
-    let rel = RelPath::new(path.as_bytes())
-        .map_err(|e| format!("{}: {e}", quote_path(path.as_bytes())))?;
     let recorded = index
         .captures
         .iter()
-        .find(|c| c.turn >= turn && c.path == rel)
+        .find(|c| c.turn >= turn && c.path == *rel)
         .map(|c| c.pre.clone());
     let when = format!("when turn {turn} began");
     match recorded {
-        None => now(root, &rel, &when),
+        None => now(root, rel, &when),
         Some(PreImage::File {
             blob, size, mode, ..
         }) => Ok(OldVersion::File {
@@ -74,9 +71,7 @@ pub fn old_version(
             size,
             mode,
         }),
-        Some(PreImage::Symlink { target, .. }) => Ok(OldVersion::Symlink {
-            target: String::from_utf8_lossy(&target.0).into_owned(),
-        }),
+        Some(PreImage::Symlink { target, .. }) => Ok(OldVersion::Symlink { target }),
         Some(PreImage::Absent) => Err(format!("{rel} did not exist {when}")),
         Some(PreImage::Dir { .. }) => Err(format!(
             "{rel} was a directory {when}; give a file inside it"
@@ -109,7 +104,7 @@ fn now(root: BorrowedFd<'_>, rel: &RelPath, when: &str) -> Result<OldVersion, St
             // An `O_PATH | O_NOFOLLOW` descriptor of a symlink reads it with an empty name.
             let target = sys::readlinkat(fd.as_fd(), c"").map_err(|e| format!("{rel}: {e}"))?;
             Ok(OldVersion::Symlink {
-                target: String::from_utf8_lossy(&target).into_owned(),
+                target: LinkTarget(target),
             })
         }
         libc::S_IFDIR => Err(format!(
@@ -124,14 +119,14 @@ fn now(root: BorrowedFd<'_>, rel: &RelPath, when: &str) -> Result<OldVersion, St
 pub fn copy_out(
     blobs: &BlobStore,
     root: BorrowedFd<'_>,
-    path: &str,
+    rel: &RelPath,
     v: &OldVersion,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let OldVersion::File { source, size, .. } = v else {
         return Ok(());
     };
-    let shown = quote_path(path.as_bytes());
+    let shown = rel;
     let mut written = 0u64;
     match source {
         Source::Store(blob) => {
@@ -144,8 +139,6 @@ pub fn copy_out(
                 .map_err(|e| std::io::Error::other(format!("{shown}: reading blob {blob}: {e}")))?;
         }
         Source::Folder => {
-            let rel = RelPath::new(path.as_bytes())
-                .map_err(|e| std::io::Error::other(format!("{shown}: {e}")))?;
             let fd = sys::open_beneath(
                 root,
                 &rel.to_cstring(),

@@ -228,3 +228,182 @@ fn assert_views(m: &Mounted, q: &BTreeMap<String, String>) {
         )
     );
 }
+
+/// A name that is not UTF-8 (Latin-1 `café.txt`, a directory named by a byte 0xff).
+const LATIN1: &[u8] = b"caf\xe9.txt";
+const ODD_DIR: &[u8] = b"dir\xff";
+
+fn os(bytes: &[u8]) -> &std::ffi::OsStr {
+    std::ffi::OsStr::from_bytes(bytes)
+}
+
+/// `ckpt-mount ARGS --dir DIR -- PATHS`.
+fn cli_with_paths(m: &Mounted, args: &[&str], paths: &[&[u8]]) -> Output {
+    let mut cmd = Command::new(common::bin());
+    cmd.args(args).arg("--dir").arg(&m.dir);
+    if !paths.is_empty() {
+        cmd.arg("--");
+    }
+    for p in paths {
+        cmd.arg(m.dir.join(os(p)));
+    }
+    cmd.output().expect("run the cli")
+}
+
+/// Every name of the folder below `dir` with its bytes, sorted.
+fn tree(dir: &std::path::Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("list") {
+            let p = e.expect("entry").path();
+            let rel = p
+                .strip_prefix(dir)
+                .expect("below")
+                .as_os_str()
+                .as_bytes()
+                .to_vec();
+            if p.is_dir() {
+                stack.push(p);
+                out.push((rel, Vec::new()));
+            } else {
+                out.push((rel, std::fs::read(&p).expect("read")));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn hex(bytes: &[u8]) -> Value {
+    let h: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    serde_json::json!({ "hex": h })
+}
+
+#[test]
+fn a_name_that_is_not_utf8_is_rewound_by_path_and_reported_by_its_bytes() {
+    if common::user::in_user_run() {
+        a_name_that_is_not_utf8_property();
+    } else if require_fuse() {
+        a_name_that_is_not_utf8_property();
+        common::user::rerun_as_user(
+            "a_name_that_is_not_utf8_is_rewound_by_path_and_reported_by_its_bytes",
+        );
+    }
+}
+
+fn a_name_that_is_not_utf8_property() {
+    let inner: Vec<u8> = [ODD_DIR, b"/f"].concat();
+    let m = Mounted::with_args(
+        |d| {
+            std::fs::write(d.join(os(LATIN1)), "one\n").expect("write");
+            std::fs::create_dir(d.join(os(ODD_DIR))).expect("mkdir");
+            std::fs::write(d.join(os(&inner)), "inner\n").expect("write");
+            std::os::unix::fs::symlink(os(LATIN1), d.join("link")).expect("symlink");
+        },
+        &[],
+    );
+    m.turn(2);
+    std::fs::write(m.dir.join(os(LATIN1)), "two\n").expect("write");
+    std::fs::write(m.dir.join(os(&inner)), "changed\n").expect("write");
+    let made: &[u8] = b"made\xfe";
+    std::fs::write(m.dir.join(os(made)), "new\n").expect("write");
+
+    // The preview names them quoted as git quotes bytes over 0x7f; --json gives the bytes.
+    let dry = cli_with_paths(&m, &["rewind", "2", "--dry-run"], &[]);
+    assert!(dry.status.success(), "{}", output_text(&dry));
+    let shown = lines(&dry);
+    for want in [
+        r#"restore  "caf\351.txt""#,
+        r#"restore  "dir\377/f""#,
+        r#"delete   "made\376""#,
+    ] {
+        assert!(shown.iter().any(|l| l == want), "no {want:?} in {shown:#?}");
+    }
+    let v = json(&cli_with_paths(
+        &m,
+        &["rewind", "2", "--dry-run", "--json"],
+        &[],
+    ));
+    let restored: BTreeSet<String> = v["restored"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    let want: BTreeSet<String> = [hex(LATIN1), hex(&inner)]
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    assert_eq!(restored, want, "{v:#}");
+    assert_eq!(v["deleted"], serde_json::json!([hex(made)]), "{v:#}");
+    let d = json(&cli_with_paths(&m, &["diff", "2", "--json"], &[]));
+    let paths: BTreeSet<String> = d
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|c| c["path"].to_string())
+        .collect();
+    let want: BTreeSet<String> = [hex(LATIN1), hex(&inner), hex(made)]
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    assert_eq!(paths, want, "{d:#}");
+
+    // `cat` finds it by its bytes.
+    let cat = cli_with_paths(&m, &["cat", "2"], &[LATIN1]);
+    assert!(cat.status.success(), "{}", output_text(&cat));
+    assert_eq!(cat.stdout, b"one\n");
+
+    // `restore --to` of a symlink whose target is not UTF-8 makes the same target.
+    std::fs::remove_file(m.dir.join("link")).expect("rm");
+    let copy = tempfile::tempdir().expect("tempdir");
+    let dest = copy.path().join("link-copy");
+    let restore = Command::new(common::bin())
+        .args(["restore", "2", "--dir"])
+        .arg(&m.dir)
+        .arg("--to")
+        .arg(&dest)
+        .arg("--")
+        .arg("link")
+        .output()
+        .expect("run restore");
+    assert!(restore.status.success(), "{}", output_text(&restore));
+    let target = std::fs::read_link(&dest).expect("a symlink");
+    assert_eq!(target.as_os_str().as_bytes(), LATIN1);
+    std::os::unix::fs::symlink(os(LATIN1), m.dir.join("link")).expect("symlink");
+
+    // A partial rewind of the directory by its name: that and nothing else changes.
+    let before = tree(&m.dir);
+    let part = cli_with_paths(&m, &["rewind", "2", "--json"], &[ODD_DIR]);
+    assert!(part.status.success(), "{}", output_text(&part));
+    let r = json(&part);
+    assert_eq!(r["only"], serde_json::json!([hex(ODD_DIR)]), "{r:#}");
+    assert_eq!(r["restored"], serde_json::json!([hex(&inner)]), "{r:#}");
+    let after = tree(&m.dir);
+    let changed: Vec<&Vec<u8>> = before
+        .iter()
+        .zip(&after)
+        .filter(|(b, a)| b != a)
+        .map(|(b, _)| &b.0)
+        .collect();
+    assert_eq!(before.len(), after.len());
+    assert_eq!(changed, [&inner], "only dir\\377/f changed");
+    assert_eq!(
+        std::fs::read(m.dir.join(os(&inner))).expect("read"),
+        b"inner\n"
+    );
+
+    // The whole rewind, reported quoted.
+    let run = cli_with_paths(&m, &["rewind", "2"], &[]);
+    assert!(run.status.success(), "{}", output_text(&run));
+    let shown = lines(&run);
+    for want in [r#"restored "caf\351.txt""#, r#"deleted  "made\376""#] {
+        assert!(shown.iter().any(|l| l == want), "no {want:?} in {shown:#?}");
+    }
+    assert_eq!(
+        std::fs::read(m.dir.join(os(LATIN1))).expect("read"),
+        b"one\n"
+    );
+    assert!(std::fs::symlink_metadata(m.dir.join(os(made))).is_err());
+}

@@ -68,7 +68,10 @@ impl Capturer {
     /// Captures, for the current turn, the files held open for writing (after a rewind).
     /// Returns the paths that could not be captured, with why (a name that could not be
     /// reached is reported as `?`).
-    pub fn begin_turn_captures(&self, open_for_write: &OpenForWrite<'_>) -> Vec<(String, Errno)> {
+    pub fn begin_turn_captures(
+        &self,
+        open_for_write: &OpenForWrite<'_>,
+    ) -> Vec<(Option<RelPath>, Errno)> {
         let mut store = self.lock_raw();
         let max_blob = self.max_blob;
         let mut failed = Vec::new();
@@ -77,10 +80,10 @@ impl Capturer {
                 if let Err(e) =
                     Self::ensure_locked(&mut store, max_blob, dir, name, path, Who::default(), None)
                 {
-                    failed.push((path.lossy().into_owned(), e));
+                    failed.push((Some(path.clone()), e));
                 }
             }
-            Err(e) => failed.push(("?".into(), e)),
+            Err(e) => failed.push((None, e)),
         });
         failed
     }

@@ -152,7 +152,7 @@ pub fn show(a: ShowArgs) -> CliResult {
 fn fetch(
     dir: Option<PathBuf>,
     given: &[PathBuf],
-    req: impl FnOnce(Vec<String>) -> Request,
+    req: impl FnOnce(Vec<crate::relpath::RelPath>) -> Request,
 ) -> Result<Vec<FileChange>, CliError> {
     let (t, paths) = super::target_with_paths(dir, given)?;
     let req = req(paths);

@@ -593,7 +593,7 @@ mod tests {
         let mut skipped = row(9, Some("big files"), &["cp"], 0);
         skipped.skipped = vec![SkippedCapture {
             turn: 9,
-            path: "data/big.bin".into(),
+            path: crate::relpath::RelPath::new(b"data/big.bin").expect("a valid path"),
             was: "file".into(),
             size: 3 << 30,
             over_max_blob: true,

@@ -339,7 +339,7 @@ fn warn_if_under_the_mount(folder: &std::path::Path) {
 pub fn target_with_paths(
     dir: Option<PathBuf>,
     paths: &[PathBuf],
-) -> Result<(Target, Vec<String>), CliError> {
+) -> Result<(Target, Vec<crate::relpath::RelPath>), CliError> {
     let t = target(dir)?;
     let folder = match &t {
         Target::Mounted(f) | Target::Offline(f) => f.clone(),
@@ -351,8 +351,13 @@ pub fn target_with_paths(
     Ok((t, rel))
 }
 
-/// A path given on the command line, as a validated path relative to `folder`.
-pub fn relative_path(folder: &std::path::Path, p: &std::path::Path) -> Result<String, CliError> {
+/// A path given on the command line, as a validated path relative to `folder` (its bytes as
+/// given: a name that is not UTF-8 is a path like any other).
+pub fn relative_path(
+    folder: &std::path::Path,
+    p: &std::path::Path,
+) -> Result<crate::relpath::RelPath, CliError> {
+    use std::os::unix::ffi::OsStrExt;
     let abs = if p.is_absolute() {
         p.to_path_buf()
     } else {
@@ -361,10 +366,16 @@ pub fn relative_path(folder: &std::path::Path, p: &std::path::Path) -> Result<St
             .unwrap_or_default()
     };
     let rel = abs.strip_prefix(folder).unwrap_or(p);
-    let s = rel.to_string_lossy().trim_end_matches('/').to_string();
-    crate::relpath::RelPath::new(s.as_bytes())
-        .map_err(|e| CliError::usage(format!("{}: {e}", p.display())))?;
-    Ok(s)
+    let mut bytes = rel.as_os_str().as_bytes();
+    while let Some(shorter) = bytes.strip_suffix(b"/") {
+        bytes = shorter;
+    }
+    crate::relpath::RelPath::new(bytes).map_err(|e| {
+        CliError::usage(format!(
+            "{}: {e}",
+            crate::quote::quote_path(p.as_os_str().as_bytes())
+        ))
+    })
 }
 
 /// Calls the daemon and turns a failure into a CLI error.

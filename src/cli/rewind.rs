@@ -204,7 +204,7 @@ enum Rewinder {
         folder: PathBuf,
         to: Option<u64>,
         undo: bool,
-        paths: Vec<String>,
+        paths: Vec<RelPath>,
         agent: Option<rewind::Conflicts>,
     },
     Offline {
@@ -223,7 +223,7 @@ impl Rewinder {
         t: Target,
         to: Option<u64>,
         undo: bool,
-        paths: Vec<String>,
+        paths: Vec<RelPath>,
         agent: Option<rewind::Conflicts>,
     ) -> Result<Self, CliError> {
         Ok(match t {
@@ -243,10 +243,7 @@ impl Rewinder {
                     store: Box::new(store),
                     to,
                     undo,
-                    paths: paths
-                        .iter()
-                        .filter_map(|p| RelPath::new(p.as_bytes()).ok())
-                        .collect(),
+                    paths,
                     agent,
                 }
             }

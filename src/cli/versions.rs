@@ -8,6 +8,7 @@ use crate::versions::OldVersion;
 use clap::Args;
 use std::io::Write;
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// `ckpt-mount cat`.
@@ -49,7 +50,7 @@ fn fetch(
     turn: Option<u64>,
     path: &Path,
     out: &mut dyn Write,
-) -> Result<(OldVersion, String), CliError> {
+) -> Result<(OldVersion, crate::relpath::RelPath), CliError> {
     let (t, paths) = super::target_with_paths(dir, &[path.to_path_buf()])?;
     let rel = paths
         .into_iter()
@@ -101,7 +102,7 @@ pub fn cat(a: CatArgs) -> CliResult {
         return Err(CliError::fail(format!(
             "{} was a symlink to {} {}; restore --to copies it out as one",
             quote_path(rel.as_bytes()),
-            quote_path(target.as_bytes()),
+            quote_path(&target.0),
             when(a.turn)
         )));
     }
@@ -151,14 +152,14 @@ pub fn restore(a: RestoreArgs) -> CliResult {
                 std::fs::remove_file(&dest)
                     .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
             }
-            std::os::unix::fs::symlink(&target, &dest)
+            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target.0), &dest)
                 .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
             println!(
                 "restored {} as it was {} to {} (a symlink to {})",
                 quote_path(rel.as_bytes()),
                 when(a.turn),
                 dest.display(),
-                quote_path(target.as_bytes())
+                quote_path(&target.0)
             );
         }
     }

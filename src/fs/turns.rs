@@ -313,10 +313,11 @@ impl CkptFs {
         let held = self.held_for_write();
         let failed = self.capture.begin_turn_captures(&|f| visit_held(&held, f));
         for (path, e) in failed {
-            log::warn!(target: "ckpt::rewind", "{path}: held open for writing, not captured for the current turn: {e}");
-            report.permanent.insert(path.clone());
+            let at = path.map_or(rewind::FailedAt::Unnamed, rewind::FailedAt::Path);
+            log::warn!(target: "ckpt::rewind", "{}: held open for writing, not captured for the current turn: {e}", at);
+            report.permanent.insert(at.clone());
             report.failed.push(rewind::Failure {
-                path,
+                path: at,
                 reason: format!(
                     "held open for writing, and its state after the operation could not be captured for the current turn ({e}): later writes through that descriptor cannot be rewound"
                 ),

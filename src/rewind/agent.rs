@@ -36,16 +36,16 @@ pub enum Conflicts {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PathActors {
     /// The path.
-    pub path: String,
+    pub path: RelPath,
     /// Who changed it (the agent first), with the process and kind of each one's first change.
     pub actors: Vec<ActorView>,
     /// For a conflict the agent alone changed: what others changed below it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub below: Option<String>,
+    pub below: Option<RelPath>,
     /// For a conflict the agent alone changed: the directory above it that a kept change made
     /// something else, or removed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub above: Option<String>,
+    pub above: Option<RelPath>,
 }
 
 /// The paths changed since the start of the turn, by who changed them.
@@ -74,9 +74,7 @@ impl AgentSplit {
                     .filter(|c| c.below.is_none() && c.above.is_none()),
             );
         }
-        out.iter()
-            .filter_map(|p| RelPath::new(p.path.as_bytes()).ok())
-            .collect()
+        out.iter().map(|p| p.path.clone()).collect()
     }
 }
 
@@ -121,10 +119,10 @@ pub fn split(
     for path in paths {
         let actors = &by_path[path];
         let entry = |below: Option<&RelPath>, above: Option<&RelPath>| PathActors {
-            path: path.lossy().into_owned(),
+            path: path.clone(),
             actors: actors.clone(),
-            below: below.map(|p| p.lossy().into_owned()),
-            above: above.map(|p| p.lossy().into_owned()),
+            below: below.cloned(),
+            above: above.cloned(),
         };
         let replaces_below = !matches!(targets.get(path), Some(PreImage::Dir { .. }));
         let below = above_kept.get(path).filter(|_| replaces_below);
@@ -241,8 +239,8 @@ mod tests {
         }
     }
 
-    fn names(list: &[PathActors]) -> Vec<&str> {
-        list.iter().map(|p| p.path.as_str()).collect()
+    fn names(list: &[PathActors]) -> Vec<std::borrow::Cow<'_, str>> {
+        list.iter().map(|p| p.path.lossy()).collect()
     }
 
     #[test]
@@ -283,7 +281,10 @@ mod tests {
             let s = split(&j.0, Turn(2), policy, &|_| true).expect("split");
             assert_eq!(names(&s.agent_only), vec!["gen/a.o"]);
             assert_eq!(names(&s.conflicts), vec!["gen"]);
-            assert_eq!(s.conflicts[0].below.as_deref(), Some("gen/notes"));
+            assert_eq!(
+                s.conflicts[0].below.as_ref().map(RelPath::lossy).as_deref(),
+                Some("gen/notes")
+            );
             let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
             assert_eq!(chosen, vec!["gen/a.o"], "{policy:?}");
         }
@@ -310,7 +311,10 @@ mod tests {
             let s = split(&j.0, Turn(2), policy, &dir_now).expect("split");
             assert_eq!(names(&s.agent_only), vec!["src/b.rs"], "{policy:?}");
             assert_eq!(names(&s.conflicts), vec!["docs/a.md"], "{policy:?}");
-            assert_eq!(s.conflicts[0].above.as_deref(), Some("docs"));
+            assert_eq!(
+                s.conflicts[0].above.as_ref().map(RelPath::lossy).as_deref(),
+                Some("docs")
+            );
             let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
             assert_eq!(chosen, vec!["src/b.rs"], "{policy:?}");
         }

@@ -253,7 +253,7 @@ fn record(
         }
         Ok(false) => report.unchanged += 1,
         Err(reason) => report.failed.push(Failure {
-            path: step.path.lossy().into_owned(),
+            path: (&step.path).into(),
             reason,
         }),
     }
@@ -378,7 +378,7 @@ fn set_dir_modes(root: BorrowedFd<'_>, mut dir_modes: Vec<(RelPath, u32)>, repor
         });
         if let Err(reason) = r {
             report.failed.push(Failure {
-                path: path.lossy().into_owned(),
+                path: path.into(),
                 reason: format!("cannot set mode: {reason}"),
             });
         }

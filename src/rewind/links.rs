@@ -101,9 +101,9 @@ impl Anchors {
     pub(super) fn report_unrestored(&self, report: &mut Report) {
         for (candidate, member) in &self.unproven {
             // Left as it is: writing into it could change a file no rewound turn touched.
-            report.permanent.insert(candidate.lossy().into_owned());
+            report.permanent.insert(candidate.into());
             report.failed.push(Failure {
-                path: candidate.lossy().into_owned(),
+                path: candidate.into(),
                 reason: format!(
                     "not restored: it may be a hard link of {member} as it was when the turn began, \
                      but its record (store version 1) cannot prove it is the same file"
@@ -111,9 +111,9 @@ impl Anchors {
             });
         }
         for first in &self.unresolved {
-            report.permanent.insert(first.lossy().into_owned());
+            report.permanent.insert(first.into());
             report.failed.push(Failure {
-                path: first.lossy().into_owned(),
+                path: first.into(),
                 reason: "restored, but it had hard links outside the rewound paths when the turn \
                          began, and its record (store version 1) cannot find them: they keep what \
                          they hold now"

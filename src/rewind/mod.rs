@@ -54,7 +54,7 @@ mod verify;
 
 pub use agent::{AgentSplit, Conflicts, PathActors};
 pub use plan::{Plan, Step, plan};
-pub use report::{Failure, Report, RewindError, Summary};
+pub use report::{FailedAt, Failure, Report, RewindError, Summary};
 pub use restore::remove_tree;
 pub use space::{SizedPath, Space};
 pub use undo::{complete_unfinished, undo_redo};
@@ -295,10 +295,10 @@ fn finish(
 /// may succeed on a second run. Such a rewind stays open, its turns in the index, so that
 /// running it again completes it instead of leaving a mix.
 fn failures_may_pass(plan: &Plan, report: &Report) -> bool {
-    let permanent: HashSet<String> = plan
+    let permanent: HashSet<FailedAt> = plan
         .steps()
         .filter(|s| matches!(s.target, PreImage::Skipped { .. }))
-        .map(|s| s.path.lossy().into_owned())
+        .map(|s| FailedAt::Path(s.path.clone()))
         .chain(report.permanent.iter().cloned())
         .collect();
     report.failed.iter().any(|f| !permanent.contains(&f.path))
@@ -357,7 +357,7 @@ fn partial(
         to,
         from: store.index().current_turn(),
         dry_run,
-        only: paths.iter().map(|p| p.lossy().into_owned()).collect(),
+        only: paths.to_vec(),
         completes_cut_off: resume.is_some(),
         ..Report::default()
     };
@@ -691,7 +691,7 @@ mod tests {
             match r {
                 Err(RewindError::Refused(problems)) => {
                     assert_eq!(problems.len(), 1, "{problems:?}");
-                    assert_eq!(problems[0].path, long);
+                    assert_eq!(problems[0].path.to_string(), long);
                 }
                 other => panic!(
                     "partial {partial}: not refused: {:?}",

@@ -21,7 +21,7 @@ use super::apply::written_bytes;
 use super::groups::{GroupKey, group_key};
 use super::links::Anchors;
 use super::plan::{Plan, Step};
-use super::report::{Failure, Report};
+use super::report::{FailedAt, Failure, Report};
 use super::resolve::{Parents, cname};
 use super::restore::{Slot, parent_for_removal};
 use crate::ids::BlobId;
@@ -115,7 +115,7 @@ impl Decided {
 
 fn fail(report: &mut Report, path: &RelPath, reason: String) {
     report.failed.push(Failure {
-        path: path.lossy().into_owned(),
+        path: path.into(),
         reason,
     });
 }
@@ -136,17 +136,17 @@ fn unrestorable(plan: &Plan, problems: Vec<Failure>) -> Vec<Failure> {
     for f in &problems {
         let blob = plan
             .steps()
-            .find(|s| s.path.lossy() == f.path)
+            .find(|s| FailedAt::Path(s.path.clone()) == f.path)
             .and_then(step_blob);
         if let Some(b) = blob {
             bad.insert(b, &f.reason);
         }
     }
-    let named: HashSet<&str> = problems.iter().map(|f| f.path.as_str()).collect();
+    let named: HashSet<&FailedAt> = problems.iter().map(|f| &f.path).collect();
     let mut out = Vec::new();
     for step in plan.steps() {
-        let path = step.path.lossy().into_owned();
-        if named.contains(path.as_str()) {
+        let path = FailedAt::Path(step.path.clone());
+        if named.contains(&path) {
             continue;
         }
         if let Some(reason) = step_blob(step).and_then(|b| bad.get(b)) {

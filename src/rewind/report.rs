@@ -14,10 +14,56 @@ use std::collections::HashSet;
 /// A path that could not be restored, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Failure {
-    /// The path, as text ([`RelPath::lossy`]: raw for the JSON; the CLI quotes it to print it).
-    pub path: String,
+    /// Where.
+    pub path: FailedAt,
     /// Why.
     pub reason: String,
+}
+
+/// Where a rewind failed: a path of the folder (in the JSON as every path is, a string or,
+/// for a name that is not UTF-8, `{"hex": …}`; the CLI quotes it to print it), or a place
+/// that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FailedAt {
+    /// A path of the folder.
+    Path(RelPath),
+    /// The store (`.ckpt`); the reason says what in it.
+    Store,
+    /// A file held open for writing whose name was not found.
+    Unnamed,
+}
+
+impl From<RelPath> for FailedAt {
+    fn from(p: RelPath) -> Self {
+        Self::Path(p)
+    }
+}
+
+impl From<&RelPath> for FailedAt {
+    fn from(p: &RelPath) -> Self {
+        Self::Path(p.clone())
+    }
+}
+
+/// As a person reads it: a path quoted as git quotes one.
+impl std::fmt::Display for FailedAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Path(p) => write!(f, "{p}"),
+            Self::Store => f.write_str(".ckpt"),
+            Self::Unnamed => f.write_str("?"),
+        }
+    }
+}
+
+impl Serialize for FailedAt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Path(p) => p.serialize(s),
+            Self::Store => s.serialize_str(".ckpt"),
+            Self::Unnamed => s.serialize_str("?"),
+        }
+    }
 }
 
 /// What a rewind did, or, in a dry run, what it would do to the folder as it is now: the same
@@ -38,7 +84,7 @@ pub struct Report {
     /// The operation-log words for an undo or redo (`undo of #7 (rewind to turn 3 …)`).
     pub op: Option<String>,
     /// The paths a partial rewind was asked for (empty for the whole folder).
-    pub only: Vec<String>,
+    pub only: Vec<RelPath>,
     /// Whether this completes a rewind that was cut off, instead of the one asked for.
     pub completes_cut_off: bool,
     /// Paths given back their earlier content or kind (the plan's own paths, shared: a copy
@@ -60,7 +106,7 @@ pub struct Report {
     /// Paths whose state changed, for cache invalidation (not serialised).
     pub changed: Vec<RelPath>,
     /// Failed paths that no second run can restore (not serialised).
-    pub permanent: HashSet<String>,
+    pub permanent: HashSet<FailedAt>,
     /// Fresh files that now stand for recorded identities (journaled, not serialised).
     pub renewed: Vec<crate::identity::Renewal>,
     /// `--agent`: who changed what since the start of the turn, and what is restored or kept.
@@ -90,7 +136,10 @@ impl Report {
         let mut failed: Vec<RelPath> = self
             .failed
             .iter()
-            .filter_map(|f| RelPath::new(f.path.as_bytes()).ok())
+            .filter_map(|f| match &f.path {
+                FailedAt::Path(p) => Some(p.clone()),
+                FailedAt::Store | FailedAt::Unnamed => None,
+            })
             .collect();
         if failed.is_empty() {
             return failed;
@@ -139,12 +188,10 @@ struct ReportJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     op: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    only: Vec<String>,
+    only: Vec<RelPath>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     completes_cut_off: bool,
-    #[serde(serialize_with = "paths_as_text")]
     restored: Vec<RelPath>,
-    #[serde(serialize_with = "paths_as_text")]
     deleted: Vec<RelPath>,
     failed: Vec<Failure>,
     unfinished: bool,
@@ -178,13 +225,6 @@ impl From<Report> for ReportJson {
             summary,
         }
     }
-}
-
-/// The report's paths as text (a name that is not UTF-8 with U+FFFD in place of its bad
-/// bytes, as the report has always shown it), written one by one: no list of strings is made
-/// for a report of 100,000 paths.
-fn paths_as_text<S: serde::Serializer>(paths: &[RelPath], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(paths.iter().map(|p| String::from_utf8_lossy(p.as_bytes())))
 }
 
 /// Why a rewind did not start.
@@ -261,7 +301,7 @@ mod tests {
 
     fn failure(path: &str) -> Failure {
         Failure {
-            path: path.into(),
+            path: p(path).into(),
             reason: "no space left".into(),
         }
     }
@@ -270,7 +310,15 @@ mod tests {
     fn a_path_that_failed_is_touched_as_much_as_one_that_changed() {
         let report = Report {
             changed: vec![p("a"), p("d/b")],
-            failed: vec![failure("d/b"), failure("c"), failure("c"), failure("")],
+            failed: vec![
+                failure("d/b"),
+                failure("c"),
+                failure("c"),
+                Failure {
+                    path: FailedAt::Store,
+                    reason: "cannot store".into(),
+                },
+            ],
             ..Report::default()
         };
         // Changed first, in order; each failed path once; nothing that is no path.
@@ -278,5 +326,28 @@ mod tests {
         let touched: Vec<&RelPath> = report.changed.iter().chain(&failed).collect();
         assert_eq!(touched, vec![&p("a"), &p("d/b"), &p("c")]);
         assert!(Report::default().failed_not_changed().is_empty());
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_keeps_its_bytes_in_the_json() {
+        let odd = RelPath::new(b"dir/caf\xe9").expect("a valid path");
+        let report = Report {
+            restored: vec![odd.clone(), p("plain")],
+            failed: vec![Failure {
+                path: odd.clone().into(),
+                reason: "gone".into(),
+            }],
+            only: vec![odd],
+            ..Report::default()
+        };
+        let json = serde_json::to_value(&report).expect("encode");
+        let hex = serde_json::json!({"hex": "6469722f636166e9"});
+        assert_eq!(json["restored"], serde_json::json!([hex, "plain"]));
+        assert_eq!(json["failed"][0]["path"], hex);
+        assert_eq!(json["only"], serde_json::json!([hex]));
+        assert_eq!(
+            crate::quote::quote_json_path(&json["restored"][0]),
+            r#""dir/caf\351""#
+        );
     }
 }

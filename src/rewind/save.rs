@@ -140,7 +140,7 @@ impl Reading<'_> {
                 }
                 Err(e) => {
                     problems.push(Failure {
-                        path: path.lossy().into_owned(),
+                        path: path.into(),
                         reason: format!("cannot open its parent to save what is there: {e}"),
                     });
                     continue;
@@ -167,7 +167,7 @@ impl Reading<'_> {
             });
             if let Err(e) = walked {
                 problems.push(Failure {
-                    path: at.unwrap_or_else(|| path.clone()).lossy().into_owned(),
+                    path: at.unwrap_or_else(|| path.clone()).into(),
                     reason: format!("cannot save what is there before changing it: {e}"),
                 });
             }
@@ -188,7 +188,7 @@ struct ReadPart {
 /// The failure of storing a rewind's saves.
 fn unstored(e: Errno) -> Failure {
     Failure {
-        path: ".ckpt/blobs/packs".into(),
+        path: super::report::FailedAt::Store,
         reason: format!("cannot store what the rewind saves for its undo: {e}"),
     }
 }
@@ -459,8 +459,12 @@ mod tests {
         for parts in 1..=4 {
             match reading(root.as_fd(), &store, &|_| false).read(&paths, parts) {
                 Err(RewindError::Refused(problems)) => {
-                    let at: Vec<&str> = problems.iter().map(|f| f.path.as_str()).collect();
-                    assert_eq!(at, [long.as_str()], "{parts} parts: {problems:?}");
+                    let at: Vec<String> = problems.iter().map(|f| f.path.to_string()).collect();
+                    assert_eq!(
+                        at,
+                        std::slice::from_ref(&long),
+                        "{parts} parts: {problems:?}"
+                    );
                 }
                 other => panic!("{parts} parts: not refused: {:?}", other.map(|r| r.len())),
             }

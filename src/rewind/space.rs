@@ -80,7 +80,7 @@ pub struct Space {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SizedPath {
     /// The path.
-    pub path: String,
+    pub path: RelPath,
     /// Its size in bytes.
     pub bytes: u64,
 }
@@ -237,7 +237,7 @@ pub(super) fn needed(
             .take_while(|(i, f)| *i == 0 || f.size.saturating_mul(100) >= missing)
             .take(NAMED)
             .map(|(_, f)| SizedPath {
-                path: f.path.to_string(),
+                path: f.path.clone(),
                 bytes: f.size,
             })
             .collect();
@@ -406,7 +406,7 @@ mod tests {
             same_disk: folder_free.is_none(),
             fits: true,
             created: vec![SizedPath {
-                path: "big".into(),
+                path: RelPath::new(b"big").expect("a valid path"),
                 bytes: 5 << 20,
             }],
         };

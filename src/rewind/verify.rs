@@ -55,7 +55,7 @@ fn verify_in_parts(plan: &Plan, store: &Store, parts: impl Fn(usize) -> usize) -
             continue;
         };
         problems.push(Failure {
-            path: step.path.lossy().into_owned(),
+            path: step.path.clone().into(),
             reason,
         });
     }
@@ -110,7 +110,7 @@ mod tests {
         targets.push((RelPath::new(b"q").expect("relpath"), file(missing[0].1)));
         let plan = super::super::plan(targets, &std::collections::HashSet::new());
         let one = verify_in_parts(&plan, &store, |_| 1);
-        let at: Vec<&str> = one.iter().map(|f| f.path.as_str()).collect();
+        let at: Vec<String> = one.iter().map(|f| f.path.to_string()).collect();
         let want: Vec<&str> = missing.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(at, want, "{one:?}");
         for (f, (_, id)) in one.iter().zip(&missing) {

@@ -69,10 +69,15 @@ struct SplitSets {
     homeless: BTreeMap<String, String>,
 }
 
+/// A path as the model names it (the model's names are UTF-8).
+fn text(p: &ckpt_mount::relpath::RelPath) -> String {
+    p.lossy().into_owned()
+}
+
 impl SplitSets {
     fn of(split: &ckpt_mount::rewind::AgentSplit) -> Self {
         let names =
-            |l: &[PathActors]| -> BTreeSet<String> { l.iter().map(|p| p.path.clone()).collect() };
+            |l: &[PathActors]| -> BTreeSet<String> { l.iter().map(|p| text(&p.path)).collect() };
         Self {
             agent_only: names(&split.agent_only),
             conflicts: names(&split.conflicts),
@@ -81,12 +86,12 @@ impl SplitSets {
                 .conflicts
                 .iter()
                 .filter(|c| c.below.is_some())
-                .map(|c| c.path.clone())
+                .map(|c| text(&c.path))
                 .collect(),
             homeless: split
                 .conflicts
                 .iter()
-                .filter_map(|c| Some((c.path.clone(), c.above.clone()?)))
+                .filter_map(|c| Some((text(&c.path), text(c.above.as_ref()?))))
                 .collect(),
         }
     }
