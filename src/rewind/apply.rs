@@ -102,7 +102,8 @@ pub(super) fn apply(
     // Only now is it known which recorded inodes lost their last name: one the plan restored
     // as a fresh file while the inode still had a name elsewhere (a name a later step
     // replaced) is gone by the end all the same, and records of its other names must follow.
-    super::renewals::keep_proven_gone(root, &mut report.renewed);
+    let linked = store.index().linked_identities();
+    super::renewals::keep_proven_gone(root, &linked, &mut report.renewed);
 }
 
 /// Steps done, for the failpoint and the progress a rewind reports, shared by the threads that

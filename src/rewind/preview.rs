@@ -82,14 +82,36 @@ pub(super) fn decide(root: BorrowedFd<'_>, plan: &Plan, anchors: &Anchors) -> De
         anchors,
         fresh: HashSet::new(),
         groups: HashSet::new(),
+        stood: None,
     };
-    Decided(plan.restore.iter().map(|step| walk.step(step)).collect())
+    let mut outcomes = Vec::with_capacity(plan.restore.len());
+    let mut stood = Vec::with_capacity(plan.restore.len());
+    for step in &plan.restore {
+        walk.stood = None;
+        outcomes.push(walk.step(step));
+        stood.push(walk.stood.take());
+    }
+    Decided(outcomes, stood)
 }
 
-/// What the run does to each restoration of a plan, in order ([`decide`]).
-pub(super) struct Decided(Vec<Result<Outcome, String>>);
+/// What the run does to each restoration of a plan, in order ([`decide`]), and what stood at
+/// each path when it was decided, where the decision looked.
+pub(super) struct Decided(Vec<Result<Outcome, String>>, Vec<Option<Stood>>);
+
+/// What stood at a restoration's own path when the preview looked: what `lstat` gave, or
+/// `None` for nothing. The count of the space a run needs takes it from here instead of asking
+/// again (`space::needed`: one `lstat` per restored path less, 5 % of a rewind of 10,000 files,
+/// docs/BENCHMARKS.md).
+pub(super) type Stood = Option<libc::stat>;
 
 impl Decided {
+    /// What stood at the path of each restoration of `plan` where the preview looked (`None`
+    /// where it did not: a path below a directory the run makes anew, a name of a hard-link
+    /// group linked or compared at another name, a path it could not reach).
+    pub(super) fn stood(&self) -> &[Option<Stood>] {
+        &self.1
+    }
+
     /// Whether the run must write each restoration (`None` where the preview found an error).
     pub(super) fn writes(self) -> Vec<Option<bool>> {
         self.0
@@ -193,6 +215,8 @@ struct Restores<'a> {
     fresh: HashSet<RelPath>,
     /// Hard-link groups whose first name has been seen.
     groups: HashSet<GroupKey>,
+    /// What the step decided last found at its own path (see [`Stood`]).
+    stood: Option<Stood>,
 }
 
 impl Restores<'_> {
@@ -254,6 +278,9 @@ impl Restores<'_> {
         let parent = self.parents.open(path)?;
         let name = cname(path);
         let mut slot = Slot::at(parent, &name, &step.target)?;
+        if *path == step.path {
+            self.stood = Some(slot.current());
+        }
         slot.rule = step.rule;
         Ok((!slot.matches(), slot.is_dir()))
     }

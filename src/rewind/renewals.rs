@@ -4,6 +4,13 @@
 //! names, in turns left in the index, then mean the new file). An inode still named somewhere
 //! is itself what those records mean.
 //!
+//! Only an inode some kept record saw with more than one link is worth it
+//! ([`crate::store::index::Index::linked_identities`]): its other names' records look for it.
+//! A record of a file that was always alone never does; it matches by content, or its path is
+//! written fresh, whichever inode stands there, so its renewal is dropped unproven. That keeps
+//! a rewind of a whole tree of single files (an `rm -rf`) from proving, and journaling, one
+//! renewal per file (docs/BENCHMARKS.md).
+//!
 //! Root's daemon asks the kernel by handle (`open_by_handle_at`). A normal user's daemon may
 //! not (`CAP_DAC_READ_SEARCH`): it looks for a name holding the inode in one walk of the
 //! folder, by the inode numbers in the listings, proving each candidate by its identity.
@@ -18,11 +25,16 @@ use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 
-/// Keeps of `renewed` the renewals whose recorded inode is proven to have no name left under
+/// Keeps of `renewed` the renewals of `linked` inodes proven to have no name left under
 /// `root`. One that cannot be proven either way (no handle and no birth time recorded) is
 /// dropped, as is one whose folder cannot be read: a renewal kept wrongly would make records
 /// of a live inode mean another file.
-pub(super) fn keep_proven_gone(root: BorrowedFd<'_>, renewed: &mut Vec<Renewal>) {
+pub(super) fn keep_proven_gone(
+    root: BorrowedFd<'_>,
+    linked: &HashSet<FileId>,
+    renewed: &mut Vec<Renewal>,
+) {
+    renewed.retain(|r| linked.contains(&r.was));
     let mut unknown: Vec<usize> = Vec::new();
     let mut gone = vec![false; renewed.len()];
     for (i, r) in renewed.iter().enumerate() {
@@ -181,13 +193,32 @@ mod tests {
                 now: fresh.clone(),
             },
         ];
-        keep_proven_gone(r, &mut renewed);
+        let linked = HashSet::from([kept.clone(), lost.clone()]);
+        keep_proven_gone(r, &linked, &mut renewed);
         assert_eq!(
             renewed.len(),
             1,
             "only the inode with no name left: {renewed:?}"
         );
         assert_eq!(renewed[0].was, lost);
+    }
+
+    #[test]
+    fn a_renewal_of_a_file_no_record_saw_linked_is_dropped_unproven() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("lost"), b"l").expect("write");
+        std::fs::write(dir.path().join("fresh"), b"f").expect("write");
+        let root = open_root(dir.path());
+        let r = root.as_fd();
+        let lost = id_of(r, c"lost");
+        let fresh = id_of(r, c"fresh");
+        std::fs::remove_file(dir.path().join("lost")).expect("rm");
+        let mut renewed = vec![Renewal {
+            was: lost,
+            now: fresh,
+        }];
+        keep_proven_gone(r, &HashSet::new(), &mut renewed);
+        assert!(renewed.is_empty(), "nothing looks for it: {renewed:?}");
     }
 
     #[test]

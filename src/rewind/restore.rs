@@ -383,6 +383,11 @@ impl<'a> Slot<'a> {
         }
     }
 
+    /// What `lstat` gave for the path when the slot was made (`None`: nothing stood there).
+    pub(super) fn current(&self) -> Option<libc::stat> {
+        self.current
+    }
+
     /// Whether a directory stands at the path.
     pub(super) fn is_dir(&self) -> bool {
         self.cur_kind == Some(libc::S_IFDIR)

@@ -31,7 +31,7 @@
 
 use super::links::Anchors;
 use super::plan::Plan;
-use super::preview::Decided;
+use super::preview::{Decided, Stood};
 use super::resolve::{Parents, cname, open_parent_raw};
 use crate::capture::walk_tree;
 use crate::ids::BlobId;
@@ -191,7 +191,7 @@ pub(super) fn needed(
     let store_block = store_disk.as_ref().map_or(4096, |d| d.block);
     let folder_block = folder_disk.as_ref().map_or(4096, |d| d.block);
     let extra = anchors.outside_plan(plan);
-    let walked = walk(root, plan, &extra, saved);
+    let walked = walk(root, (plan, decided.stood()), &extra, saved);
     let journal = walked
         .records
         .saturating_mul(RECORD)
@@ -336,23 +336,61 @@ impl Walked {
         self.records += 1;
         self.path_bytes += path.as_bytes().len() as u64;
     }
+
+    /// The regular file `st` at `path`, counted once per inode (at its first name met).
+    fn file(&mut self, path: &RelPath, st: &libc::stat, created: bool) {
+        self.files
+            .entry((st.st_dev, st.st_ino))
+            .or_insert_with(|| Found {
+                path: path.clone(),
+                size: st.st_size as u64,
+                created,
+            });
+    }
+}
+
+fn is_dir(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
 /// Walks what the saves read (`save.rs`'s `read_current`): every path of the plan whose
 /// target was stored and the names `extra`, with everything below them, each once, leaving
 /// out `saved`. A path that cannot be reached counts as one record (the saves refuse it, or
-/// save it as absent).
-fn walk(root: BorrowedFd<'_>, plan: &Plan, extra: &[RelPath], saved: &HashSet<&RelPath>) -> Walked {
+/// save it as absent). A restoration whose path the preview found holding no directory
+/// (`stood`, aligned with `plan.restore`) is counted from what the preview found.
+fn walk(
+    root: BorrowedFd<'_>,
+    (plan, stood): (&Plan, &[Option<Stood>]),
+    extra: &[RelPath],
+    saved: &HashSet<&RelPath>,
+) -> Walked {
     let removed: HashSet<&RelPath> = plan.remove.iter().map(|s| &s.path).collect();
+    let known = plan
+        .remove
+        .iter()
+        .map(|_| None)
+        .chain(stood.iter().copied());
     let paths = plan
         .steps()
-        .filter(|s| !matches!(s.target, PreImage::Skipped { .. }))
-        .map(|s| &s.path)
-        .chain(extra.iter());
+        .zip(known)
+        .filter(|(s, _)| !matches!(s.target, PreImage::Skipped { .. }))
+        .map(|(s, known)| (&s.path, known))
+        .chain(extra.iter().map(|p| (p, None)));
     let mut walked = Walked::default();
     let mut seen: HashSet<RelPath> = HashSet::new();
     let mut parents = Parents::new(root);
-    for path in paths {
+    for (path, known) in paths {
+        if let Some(st) = known.filter(|st| st.is_none_or(|st| !is_dir(&st))) {
+            // Nothing, or no directory: the one record the walk would make of it.
+            if !seen.contains(path) && !saved.contains(path) {
+                seen.insert(path.clone());
+                walked.record(path);
+                if let Some(st) = st.filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG) {
+                    walked.file(path, &st, removed.contains(path));
+                }
+            }
+            continue;
+        }
         let Ok(parent) = parents.raw(path) else {
             if !saved.contains(path) && seen.insert(path.clone()) {
                 walked.record(path);
@@ -378,14 +416,7 @@ fn walk(root: BorrowedFd<'_>, plan: &Plan, extra: &[RelPath], saved: &HashSet<&R
             };
             let kind = st.st_mode & libc::S_IFMT;
             if kind == libc::S_IFREG {
-                walked
-                    .files
-                    .entry((st.st_dev, st.st_ino))
-                    .or_insert_with(|| Found {
-                        path: p.clone(),
-                        size: st.st_size as u64,
-                        created: below_removed || removed.contains(p),
-                    });
+                walked.file(p, &st, below_removed || removed.contains(p));
             }
             Ok(Some(kind == libc::S_IFDIR))
         });
@@ -438,6 +469,71 @@ mod tests {
         assert_eq!(
             space(7 << 20, 1 << 20, 3 << 20, Some(8 << 20)).shortfall(),
             "not enough space: the rewind needs 7.0 MiB in the store, to save what it overwrites and deletes for its undo (3.0 MiB free on its disk), and 1.0 MiB in the folder (8.0 MiB free on its disk); the largest files the rewound turns created: big (5.0 MiB); free at least 4.0 MiB on the store's disk (delete or move files off that disk) or see what a prune would free (ckpt-mount prune --dry-run), then run it again"
+        );
+    }
+
+    #[test]
+    fn what_the_preview_found_counts_as_the_walk_would() {
+        use crate::store::index::tests::file;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("tree/sub")).expect("mkdir");
+        for (name, len) in [("a", 10), ("b", 5000), ("tree/x", 7), ("tree/sub/y", 9)] {
+            std::fs::write(d.join(name), vec![b'x'; len]).expect("write");
+        }
+        std::fs::hard_link(d.join("a"), d.join("a2")).expect("link");
+        std::os::unix::fs::symlink("a", d.join("s")).expect("symlink");
+        let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).expect("path");
+        let root = sys::open_path(&c, libc::O_PATH | libc::O_DIRECTORY).expect("open");
+        let r = root.as_fd();
+        let p = |s: &str| RelPath::new(s.as_bytes()).expect("path");
+        let dir_pre = PreImage::Dir {
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            xattrs: None,
+        };
+        // Files, a second name of one, a symlink, a directory, a path with nothing, a tree
+        // the rewind removes, and a path below it.
+        let targets = vec![
+            (p("a"), file("one")),
+            (p("a2"), file("two")),
+            (p("b"), file("three")),
+            (p("s"), file("four")),
+            (p("new"), file("five")),
+            (p("tree"), PreImage::Absent),
+            (p("tree/x"), file("six")),
+            (p("sub2"), dir_pre),
+        ];
+        let plan = super::super::plan(targets, &HashSet::new());
+        let anchors = super::super::links::link_anchors(r, &plan, &HashSet::new());
+        let decided = super::super::preview::decide(r, &plan, &anchors);
+        assert!(
+            decided.stood().iter().filter(|s| s.is_some()).count() >= 5,
+            "the preview looked at most paths"
+        );
+        let none = vec![None; plan.restore.len()];
+        let saved = HashSet::new();
+        let fast = walk(r, (&plan, decided.stood()), &[], &saved);
+        let slow = walk(r, (&plan, &none), &[], &saved);
+        let files = |w: &Walked| {
+            let mut v: Vec<(String, u64, bool)> = w
+                .files
+                .values()
+                .map(|f| (f.path.to_string(), f.size, f.created))
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            (fast.records, fast.path_bytes, files(&fast)),
+            (slow.records, slow.path_bytes, files(&slow))
+        );
+        assert_eq!(
+            files(&slow).len(),
+            4,
+            "a, b, tree/x, tree/sub/y: {:?}",
+            files(&slow)
         );
     }
 

@@ -272,6 +272,23 @@ impl Index {
             .collect()
     }
 
+    /// The inodes (as they stand now) that any record the index keeps saw with more than one
+    /// link: a live capture, a capture the undo and redo stacks hold (retired turns, saves,
+    /// moved captures) or a save of an operation under way. Only such an inode's records can
+    /// look for it from another name, so only its renewal is worth proving and keeping
+    /// (`rewind::renewals`); a record of a file that was always alone matches by content or
+    /// is written fresh, whichever inode stands at its path.
+    pub fn linked_identities(&self) -> std::collections::HashSet<FileId> {
+        self.captures
+            .iter()
+            .chain(self.ops.held_captures())
+            .chain(self.unfinished_saved.iter())
+            .filter(|c| c.pre.nlink() > 1)
+            .filter_map(|c| c.pre.file_id())
+            .map(|id| self.current_identity(&id))
+            .collect()
+    }
+
     /// `targets` with every recorded inode identity replaced by the one that stands for it now.
     pub fn with_current_identities(
         &self,

@@ -205,3 +205,75 @@ fn a_partial_rewind_restarts_the_capture_epoch_and_an_unfinished_one_is_remember
     assert_eq!(rows[0].text, "rewind a to turn 1 (restored 1, deleted 0)");
     assert!(rows[0].next_undo);
 }
+
+/// A file pre-image of inode `ino` with `nlink` names.
+fn file_of(ino: u64, nlink: u64) -> PreImage {
+    let mut pre = file("x");
+    if let PreImage::File {
+        ino: i, nlink: n, ..
+    } = &mut pre
+    {
+        (*i, *n) = (ino, nlink);
+    }
+    pre
+}
+
+fn id(ino: u64) -> crate::identity::FileId {
+    crate::identity::FileId {
+        ino,
+        fh: None,
+        btime: None,
+    }
+}
+
+#[test]
+fn linked_identities_count_every_record_kept_and_follow_renewals() {
+    let mut index = Index::default();
+    push(&mut index, turn(1));
+    push(&mut index, turn(2));
+    push(&mut index, cap(2, "alone", file_of(7, 1)));
+    push(&mut index, cap(2, "pair", file_of(5, 2)));
+    assert_eq!(index.linked_identities(), HashSet::from([id(5)]));
+    // A rewind retires turn 2's captures to its undo entry and saves a group it replaces:
+    // both are records an undo or a redo restores, so both count.
+    let b = push(
+        &mut index,
+        Record::RewindBegin {
+            to: Turn(1),
+            from: Turn(2),
+        },
+    );
+    push(
+        &mut index,
+        Record::Capture {
+            turn: Turn(1),
+            path: rp("group"),
+            pre: file_of(8, 3),
+            undo_of: Some(b),
+            pid: None,
+            comm: None,
+        },
+    );
+    // While the rewind runs, its saves count too.
+    assert_eq!(index.linked_identities(), HashSet::from([id(5), id(8)]));
+    push(
+        &mut index,
+        Record::RewindDone {
+            begin: b,
+            counts: None,
+        },
+    );
+    assert!(index.captures.is_empty(), "turn 2's captures retired");
+    assert_eq!(index.linked_identities(), HashSet::from([id(5), id(8)]));
+    // A renewal: records of inode 8 now mean inode 10.
+    push(
+        &mut index,
+        Record::Renewed {
+            ids: vec![crate::identity::Renewal {
+                was: id(8),
+                now: id(10),
+            }],
+        },
+    );
+    assert_eq!(index.linked_identities(), HashSet::from([id(5), id(10)]));
+}
