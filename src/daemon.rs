@@ -189,7 +189,7 @@ fn failed_paths(ok: bool) -> Option<String> {
 
 /// A request the engine answers (`status`, `log`, `diff`, `prune`, `fsck`), with the store
 /// locked; `status` also says how many nodes the kernel holds, counted before the store is
-/// locked because the node table comes first in the lock order (`crate::lock_order`). A prune
+/// locked because the node table comes first in the lock order (`crate::sync`). A prune
 /// (not its dry run, which removes nothing) also holds every capture back
 /// ([`CkptFs::with_captures_held`]): it removes the blobs no record names, and a capture stores
 /// its bytes before it records them.
@@ -218,7 +218,7 @@ fn store_query(fs: &CkptFs, folder: &str, io: &IoMode, req: &Request) -> Respons
 }
 
 /// Test builds: a panic anywhere in the daemon (a lock-order violation found by
-/// `crate::lock_order`, say) is logged and ends the process, so the mount answers `ENOTCONN`
+/// `crate::sync`, say) is logged and ends the process, so the mount answers `ENOTCONN`
 /// and the test fails at once, instead of a FUSE worker dying with its caller left waiting for
 /// a reply that never comes. The store is crash-safe (the crash tests kill the daemon on
 /// purpose), so nothing is lost that a remount does not recover.

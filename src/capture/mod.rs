@@ -28,7 +28,7 @@
 //! outside it (that file has no other name and no open descriptor). Lock order: the store,
 //! then the stager queue; the actor classifier (`actors.rs`, which may read `/proc`) is taken
 //! and released before the store; nothing takes the store while holding either
-//! (`crate::lock_order`). A rewind takes the gate exclusively, then [`Capturer::lock`].
+//! (`crate::sync`). A rewind takes the gate exclusively, then [`Capturer::lock`].
 
 mod actors;
 mod preimage;
@@ -41,19 +41,19 @@ pub use preimage::{read_open_file, read_preimage, walk_tree};
 pub use stage::{PendingStage, StageBy};
 pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError};
 
-use crate::lock_order::{Rank, Ranked};
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::actors::{Actor, AgentMark, Touch};
 use crate::store::blob::BlobStore;
 use crate::store::journal::{PreImage, Record};
+use crate::sync::{Mutex, MutexGuard, Rank};
 use crate::sys::ToErrno;
 use crate::sys::{self, Errno};
 use preimage::mirrored_state;
 use stage::Stager;
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 /// The process behind a request and what the request does, recorded with each capture and
 /// attributed once per (turn, path, actor) (`actors.rs`).
@@ -89,27 +89,17 @@ pub struct Capturer {
     stager: Mutex<Option<Stager>>,
 }
 
-/// Locks the store, whatever a panicking holder left.
+/// Locks the store (its place in the lock order: `crate::sync`).
 fn lock_store(store: &Mutex<Store>) -> StoreGuard<'_> {
-    // A panic while holding the lock would have killed the daemon; recover the data anyway.
-    Ranked::take(Rank::Store, || lock_ignoring_poison(store))
+    store.lock()
 }
 
-/// The store, locked (its place in the lock order: `crate::lock_order`).
-pub type StoreGuard<'a> = Ranked<MutexGuard<'a, Store>>;
-
-/// Locks `m`, taking the data even if a panic poisoned it.
-fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+/// The store, locked (its place in the lock order: `crate::sync`).
+pub type StoreGuard<'a> = MutexGuard<'a, Store>;
 
 impl Drop for Capturer {
     fn drop(&mut self) {
-        let stager = self
-            .stager
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let stager = self.stager.get_mut().take();
         if let Some(stager) = stager {
             stager.stop();
         }
@@ -129,8 +119,8 @@ impl Capturer {
             .marks
             .iter()
             .map(|(_, _, m)| (m.pid, m.start));
-        let actors = Mutex::new(Classifier::new(marks));
-        let store = Arc::new(Mutex::new(store));
+        let actors = Mutex::leaf(Classifier::new(marks));
+        let store = Arc::new(Mutex::ranked(Rank::Store, store));
         let stager = staged
             .ok()
             .and_then(|staged| Stager::start(&store, Arc::clone(&blobs), staged));
@@ -139,7 +129,7 @@ impl Capturer {
             blobs,
             max_blob,
             actors,
-            stager: Mutex::new(stager),
+            stager: Mutex::leaf(stager),
         }
     }
 
@@ -178,7 +168,7 @@ impl Capturer {
         if who.pid == 0 {
             return None;
         }
-        lock_ignoring_poison(&self.actors).actor(who.pid, &mut RealProcs)
+        self.actors.lock().actor(who.pid, &mut RealProcs)
     }
 
     /// Marks process `pid`, started at `start`, and what descends from it, as the agent: the
@@ -199,7 +189,7 @@ impl Capturer {
                 .append(Record::Agent(mark))
                 .map_err(|e| e.to_errno())?;
         }
-        lock_ignoring_poison(&self.actors).mark(pid, start);
+        self.actors.lock().mark(pid, start);
         Ok(true)
     }
 

@@ -12,19 +12,20 @@
 //! [`PendingStage`] token, settled or, dropped, taken as failed), and a crash window (between
 //! the record and the move) that `Store::open` recovers.
 
-use super::{Capturer, Who, lock_ignoring_poison, lock_store, read_preimage};
+use super::{Capturer, Who, lock_store, read_preimage};
 use crate::identity::FileId;
 use crate::ids::{Epoch, Seq};
 use crate::relpath::RelPath;
 use crate::store::blob::BlobStore;
 use crate::store::journal::{PreImage, Record};
 use crate::store::{Store, StoredStage};
+use crate::sync::Mutex;
 use crate::sys::ToErrno;
 use crate::sys::{self, Errno, SysResult};
 use crate::xattrs::{self, Via};
 use std::ffi::CStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 
 /// How a file enters `staged/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,9 +201,7 @@ const STAGER_BATCH: usize = 256;
 impl Capturer {
     /// A settled, done stage: its bytes are the stager's to store.
     fn hand_to_stager(&self, staged: Staged) {
-        let queue = lock_ignoring_poison(&self.stager)
-            .as_ref()
-            .map(|s| s.queue.clone());
+        let queue = self.stager.lock().as_ref().map(|s| s.queue.clone());
         if queue.is_none_or(|q| q.send(staged).is_err()) {
             // The stager stopped: store it here rather than leave it for the next settle.
             self.store_now(staged);
@@ -303,7 +302,7 @@ impl Capturer {
             && st.st_dev == store.dev()
             && !store.durable()
             && (st.st_size as u64) <= self.max_blob
-            && lock_ignoring_poison(&self.stager).is_some()
+            && self.stager.lock().is_some()
     }
 
     /// Before a descriptor that can write host inode `ino` is handed out: a pending staged

@@ -20,7 +20,7 @@ use std::os::fd::BorrowedFd;
 pub type HeldName<'a> = Result<(BorrowedFd<'a>, &'a CStr, &'a RelPath), Errno>;
 
 /// Visits every name of every file held open for writing. It runs under the store lock, so it
-/// must take no lock of its own (`crate::lock_order`): the filesystem collects the names first.
+/// must take no lock of its own (`crate::sync`): the filesystem collects the names first.
 pub type OpenForWrite<'a> = dyn Fn(&mut dyn FnMut(HeldName<'_>)) + 'a;
 
 /// Why a turn could not begin.

@@ -65,7 +65,7 @@ impl CkptFs {
             fd: None,
             kind: HandleKind::Control {
                 node,
-                snapshot: Mutex::new(Vec::new()),
+                snapshot: crate::sync::Mutex::leaf(Vec::new()),
                 unwritten: AtomicBool::new(writing),
             },
         }))
@@ -140,11 +140,7 @@ impl CkptFs {
         match node {
             CTL_TURN => format!("{}\n", self.capture.current_turn()).into_bytes(),
             CTL_REWIND => {
-                let text = self
-                    .last_report
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone();
+                let text = self.last_report.lock().clone();
                 let json = text.as_ref().map_or("{}", |t| t.get());
                 format!("{json}\n").into_bytes()
             }

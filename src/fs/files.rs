@@ -15,7 +15,7 @@ pub(super) enum HandleKind {
     },
     Control {
         node: NodeId,
-        snapshot: Mutex<Vec<u8>>,
+        snapshot: crate::sync::Mutex<Vec<u8>>,
         /// Opened for writing and nothing written yet: closing it so is an empty input.
         unwritten: AtomicBool,
     },
@@ -282,9 +282,7 @@ impl CkptFs {
     pub fn read(&self, fh: Fh, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let h = self.handle(fh)?;
         if let HandleKind::Control { node, snapshot, .. } = &h.kind {
-            let mut snap = snapshot
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut snap = snapshot.lock();
             if offset == 0 || snap.is_empty() {
                 *snap = self.control_content(*node);
             }

@@ -30,7 +30,7 @@
 //! rename are kept reachable while the kernel holds them (`Ghosts`, bounded). The daemon's
 //! descriptor count is bounded by those plus the open handles, never by the size of the tree.
 //!
-//! Lock order (written once, in `crate::lock_order`, and checked in test builds): `gate` →
+//! Lock order (written once, in `crate::sync`, and checked in test builds): `gate` →
 //! `inodes` → `dirs` → `handles` → `ghosts` → the store (inside `Capturer`). No lock but `gate`
 //! and the store is held across host I/O. Mutations take `gate` shared; a turn switch or a
 //! rewind takes it exclusively, so they see no mutation half done. The lock helpers below are
@@ -61,9 +61,9 @@ pub use turns::Rewound;
 use crate::capture::{Capturer, PendingStage, StageBy, TurnError, What, Who};
 use crate::ids::{Fh, NodeId, Turn};
 use crate::ipc::JsonText;
-use crate::lock_order::{Rank, Ranked};
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::rewind::{self, Report, RewindError};
+use crate::sync::{Mutex, MutexGuard, Rank, ReadGuard, RwLock, WriteGuard};
 use crate::sys::{self, Errno, ToErrno};
 use control::{CTL_DIR, CTL_GITIGNORE, CTL_REWIND, CTL_TURN};
 use fuser::{FileAttr, FileType};
@@ -74,7 +74,7 @@ use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Result of a core operation: the errno goes to the kernel as is.
@@ -194,19 +194,22 @@ impl CkptFs {
         Ok(Self {
             root: Arc::new(root),
             root_host,
-            inodes: RwLock::new(InodeTable::new(root_host)),
-            dirs: Mutex::new(DirCache {
-                map: HashMap::new(),
-                tick: 0,
-                cap: config.dir_cache.max(2),
-            }),
-            handles: Mutex::new(HandleTable::new()),
-            ghosts: Mutex::new(Ghosts::default()),
+            inodes: RwLock::ranked(Rank::Inodes, InodeTable::new(root_host)),
+            dirs: Mutex::ranked(
+                Rank::Dirs,
+                DirCache {
+                    map: HashMap::new(),
+                    tick: 0,
+                    cap: config.dir_cache.max(2),
+                },
+            ),
+            handles: Mutex::ranked(Rank::Handles, HandleTable::new()),
+            ghosts: Mutex::ranked(Rank::Ghosts, Ghosts::default()),
             next_fh: AtomicU64::new(1),
-            gate: RwLock::new(()),
+            gate: RwLock::ranked(Rank::Gate, ()),
             capture,
             config,
-            last_report: Mutex::new(None),
+            last_report: Mutex::leaf(None),
             invalidator: OnceLock::new(),
             passthrough: AtomicBool::new(false),
             mappable_open: AtomicUsize::new(0),
@@ -245,60 +248,32 @@ impl CkptFs {
         self.read_inodes().len()
     }
 
-    fn read_inodes(&self) -> Ranked<std::sync::RwLockReadGuard<'_, InodeTable>> {
-        Ranked::take(Rank::Inodes, || {
-            self.inodes
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        })
+    fn read_inodes(&self) -> ReadGuard<'_, InodeTable> {
+        self.inodes.read()
     }
 
-    fn write_inodes(&self) -> Ranked<std::sync::RwLockWriteGuard<'_, InodeTable>> {
-        Ranked::take(Rank::Inodes, || {
-            self.inodes
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        })
+    fn write_inodes(&self) -> WriteGuard<'_, InodeTable> {
+        self.inodes.write()
     }
 
-    fn shared_gate(&self) -> Ranked<std::sync::RwLockReadGuard<'_, ()>> {
-        Ranked::take(Rank::Gate, || {
-            self.gate
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        })
+    fn shared_gate(&self) -> ReadGuard<'_, ()> {
+        self.gate.read()
     }
 
-    fn exclusive_gate(&self) -> Ranked<std::sync::RwLockWriteGuard<'_, ()>> {
-        Ranked::take(Rank::Gate, || {
-            self.gate
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        })
+    fn exclusive_gate(&self) -> WriteGuard<'_, ()> {
+        self.gate.write()
     }
 
-    fn lock_handles(&self) -> Ranked<std::sync::MutexGuard<'_, HandleTable<Handle>>> {
-        Ranked::take(Rank::Handles, || {
-            self.handles
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        })
+    fn lock_handles(&self) -> MutexGuard<'_, HandleTable<Handle>> {
+        self.handles.lock()
     }
 
-    fn lock_ghosts(&self) -> Ranked<std::sync::MutexGuard<'_, Ghosts>> {
-        Ranked::take(Rank::Ghosts, || {
-            self.ghosts
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        })
+    fn lock_ghosts(&self) -> MutexGuard<'_, Ghosts> {
+        self.ghosts.lock()
     }
 
-    fn lock_dirs(&self) -> Ranked<std::sync::MutexGuard<'_, DirCache>> {
-        Ranked::take(Rank::Dirs, || {
-            self.dirs
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        })
+    fn lock_dirs(&self) -> MutexGuard<'_, DirCache> {
+        self.dirs.lock()
     }
 
     fn entry(&self, parent: NodeId, name: &OsStr, st: &libc::stat) -> Entry {

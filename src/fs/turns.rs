@@ -18,7 +18,7 @@ impl CkptFs {
     /// that cannot be reached is its error, so the capture that needs it fails loudly.
     ///
     /// Collected before the store is locked, so that no table lock is taken under the store
-    /// (`crate::lock_order`); the caller holds the gate exclusively, so no name changes between
+    /// (`crate::sync`); the caller holds the gate exclusively, so no name changes between
     /// this and the captures.
     pub(super) fn held_for_write(&self) -> Vec<FsResult<(Arc<OwnedFd>, CString, RelPath)>> {
         let nodes: Vec<NodeId> = self
@@ -69,10 +69,7 @@ impl CkptFs {
         let text = JsonText::of(&report)
             .map_err(|e| log::error!(target: "ckpt::rewind", "the rewind's report could not be written as JSON: {e}"))
             .ok();
-        *self
-            .last_report
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = text.clone();
+        *self.last_report.lock() = text.clone();
         Ok(Rewound { report, text })
     }
 
@@ -239,7 +236,7 @@ impl CkptFs {
     }
 
     /// One descriptor per node held open through a handle, to prove which inode a name
-    /// refers to (taken before any inode-table lock: `crate::lock_order`).
+    /// refers to (taken before any inode-table lock: `crate::sync`).
     fn open_descriptors(&self) -> HashMap<NodeId, Arc<Handle>> {
         let mut out = HashMap::new();
         for h in self.lock_handles().values() {

@@ -7,15 +7,15 @@
 //! form or another. Temp files are `.tmp-<pid>-<n>` and are removed at open.
 
 use crate::ids::BlobId;
-use crate::lock_order::{Rank, Ranked};
+use crate::sync::Mutex;
 use crate::sys::{self, Errno, SysResult};
 use crate::tree::{Durability, TempFile};
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
 const CHUNK: usize = 256 * 1024;
@@ -91,7 +91,7 @@ impl Drop for TrackingJoined<'_> {
     fn drop(&mut self) {
         if let Some(b) = self.blobs {
             let me = std::thread::current().id();
-            if let Some(t) = lock(&b.tracking).as_mut() {
+            if let Some(t) = b.tracking.lock().as_mut() {
                 t.threads.retain(|x| *x != me);
             }
         }
@@ -108,7 +108,7 @@ impl Added {
     /// them; otherwise (another writer's blob lies between) they stay, for the next prune to
     /// remove. Failures are logged and the rest still removed.
     pub fn take_back(self) {
-        let Some(t) = lock(&self.blobs.tracking).take() else {
+        let Some(t) = self.blobs.tracking.lock().take() else {
             return;
         };
         let b = &self.blobs;
@@ -119,7 +119,7 @@ impl Added {
         if let (Some(packs), false) = (&b.packs, packed.is_empty()) {
             let ids: HashSet<BlobId> = packed.iter().copied().collect();
             let cut = t.packs_end.map_or(Ok(false), |end| {
-                let _put = Ranked::take(Rank::BlobPut, || lock(&b.put_lock));
+                let _put = b.put_lock.lock();
                 packs.take_back(end, &ids)
             });
             match cut {
@@ -152,7 +152,7 @@ impl Added {
 impl Drop for Added {
     fn drop(&mut self) {
         // Kept, unless taken back (which took the list already).
-        lock(&self.blobs.tracking).take();
+        self.blobs.tracking.lock().take();
     }
 }
 
@@ -172,10 +172,6 @@ impl AsFd for ShardFd {
             Self::Opened(fd) => fd.as_fd(),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Reads of at most this size are hashed in memory before anything is written.
@@ -210,7 +206,7 @@ impl BlobStore {
             libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
             0,
         )?;
-        let shards = (0..256).map(|_| Mutex::new(None)).collect();
+        let shards = (0..256).map(|_| Mutex::leaf(None)).collect();
         let packs = Some(super::pack::Packs::open(dir.as_fd(), true, durable)?);
         let mut s = Self {
             dir,
@@ -220,10 +216,10 @@ impl BlobStore {
             compress: std::sync::atomic::AtomicBool::new(false),
             seq: AtomicU64::new(0),
             loose: None,
-            put_lock: Mutex::new(()),
-            tracking: Mutex::new(None),
+            put_lock: Mutex::ranked(crate::sync::Rank::BlobPut, ()),
+            tracking: Mutex::leaf(None),
         };
-        s.loose = Some(Mutex::new(s.scan_shards()));
+        s.loose = Some(Mutex::leaf(s.scan_shards()));
         Ok(s)
     }
 
@@ -243,20 +239,20 @@ impl BlobStore {
             compress: std::sync::atomic::AtomicBool::new(false),
             seq: AtomicU64::new(0),
             loose: None,
-            put_lock: Mutex::new(()),
-            tracking: Mutex::new(None),
+            put_lock: Mutex::ranked(crate::sync::Rank::BlobPut, ()),
+            tracking: Mutex::leaf(None),
         })
     }
 
     fn shard(&self, id: &BlobId, create: bool) -> SysResult<ShardFd> {
         if let Some(cell) = self.shards.get(usize::from(id.as_bytes()[0])) {
-            if let Some(fd) = lock(cell).as_ref() {
+            if let Some(fd) = cell.lock().as_ref() {
                 return Ok(ShardFd::Held(Arc::clone(fd)));
             }
             // Opened without the cell's lock held; another thread may set it meanwhile: the
             // same directory, so either does.
             let fd = Arc::new(self.open_shard(id, create)?);
-            *lock(cell) = Some(Arc::clone(&fd));
+            *cell.lock() = Some(Arc::clone(&fd));
             return Ok(ShardFd::Held(fd));
         }
         self.open_shard(id, create).map(ShardFd::Opened)
@@ -266,7 +262,7 @@ impl BlobStore {
     /// next blob stored there makes it again).
     fn remove_shard(&self, shard: u8) {
         if let Some(cell) = self.shards.get(usize::from(shard)) {
-            lock(cell).take();
+            cell.lock().take();
         }
         let Ok(name) = CString::new(format!("{shard:02x}")) else {
             return;
@@ -284,7 +280,7 @@ impl BlobStore {
     /// [`Added`] is kept or taken back. `None` when another piece of work is tracked already
     /// (then nothing is listed for this one, and nothing can be taken back).
     pub fn track_added(self: &Arc<Self>) -> Option<Added> {
-        let mut t = lock(&self.tracking);
+        let mut t = self.tracking.lock();
         if t.is_some() {
             return None;
         }
@@ -302,7 +298,7 @@ impl BlobStore {
     /// Lists this thread's new blobs too while the returned guard lives, when a piece of work
     /// is tracked ([`Self::track_added`]): for the worker threads of the thread that began it.
     pub fn join_tracking(&self) -> TrackingJoined<'_> {
-        let mut t = lock(&self.tracking);
+        let mut t = self.tracking.lock();
         let joined = t
             .as_mut()
             .map(|t| t.threads.push(std::thread::current().id()));
@@ -313,7 +309,7 @@ impl BlobStore {
 
     /// Notes a blob this thread stored anew, or a shard directory it made, when it is tracked.
     fn note_added(&self, id: Option<&BlobId>, shard: Option<u8>) {
-        let mut t = lock(&self.tracking);
+        let mut t = self.tracking.lock();
         let Some(t) = t.as_mut() else { return };
         if !t.threads.contains(&std::thread::current().id()) {
             return;
@@ -390,7 +386,7 @@ impl BlobStore {
             return Some(loc.compressed);
         }
         if let Some(loose) = &self.loose
-            && !lock(loose).contains(id)
+            && !loose.lock().contains(id)
         {
             return None;
         }
@@ -548,7 +544,7 @@ impl BlobStore {
         if bytes.len() <= SMALL
             && let Some(packs) = &self.packs
         {
-            let _put = Ranked::take(Rank::BlobPut, || lock(&self.put_lock));
+            let _put = self.put_lock.lock();
             packs.write_held_of_others()?;
             if self.exists(&id) {
                 return Ok(Stored {
@@ -670,7 +666,7 @@ impl BlobStore {
             return Ok(());
         }
         if let Some(loose) = &self.loose {
-            lock(loose).remove(id);
+            loose.lock().remove(id);
         }
         let shard = self.shard(id, false)?;
         let (raw, zst) = Self::names(id)?;
@@ -682,7 +678,7 @@ impl BlobStore {
 
     /// Rewrites the packs without the blobs `remove` dropped from them.
     pub fn compact(&self) -> SysResult<()> {
-        let _put = Ranked::take(Rank::BlobPut, || lock(&self.put_lock));
+        let _put = self.put_lock.lock();
         self.packs
             .as_ref()
             .map_or(Ok(()), super::pack::Packs::compact)
@@ -690,7 +686,7 @@ impl BlobStore {
 
     fn note_loose(&self, id: &BlobId) {
         if let Some(loose) = &self.loose {
-            lock(loose).insert(*id);
+            loose.lock().insert(*id);
         }
     }
 

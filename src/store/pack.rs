@@ -10,11 +10,12 @@
 //! torn or point past the end of their data file are ignored when loading.
 
 use crate::ids::BlobId;
+use crate::sync::Mutex;
 use crate::sys::{self, Errno, SysResult};
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A pack is closed for appends past this size.
 const PACK_LIMIT: u64 = 256 << 20;
@@ -161,10 +162,6 @@ fn name(pack: u32, ext: &str) -> CString {
     CString::new(format!("pack-{pack}.{ext}")).unwrap_or_default()
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// Parses one index line (a line whose first field is not a blob id is not one).
 fn parse_line(line: &[u8], pack: u32) -> Option<(BlobId, Loc)> {
     let text = std::str::from_utf8(line).ok()?;
@@ -233,16 +230,16 @@ impl Packs {
         }
         let packs = Self {
             dir,
-            index: Mutex::new(index),
-            readers: Mutex::new(HashMap::new()),
-            writer: Mutex::new(None),
-            dead: Mutex::new(HashSet::new()),
+            index: Mutex::leaf(index),
+            readers: Mutex::leaf(HashMap::new()),
+            writer: Mutex::leaf(None),
+            dead: Mutex::leaf(HashSet::new()),
             durable,
             limit: PACK_LIMIT,
         };
         if writable {
             let last = packs_last(&packs)?;
-            *lock(&packs.writer) = Some(packs.open_writer(last)?);
+            *packs.writer.lock() = Some(packs.open_writer(last)?);
         }
         Ok(packs)
     }
@@ -271,7 +268,7 @@ impl Packs {
     /// Holds this thread's appends in memory until the guard is finished or dropped (see
     /// `Pending`). When another thread holds them already, nothing is held for this one.
     pub fn hold_appends(&self) -> HeldAppends<'_> {
-        let mut guard = lock(&self.writer);
+        let mut guard = self.writer.lock();
         let active = match guard.as_mut() {
             Some(w) if w.holders.is_empty() => {
                 w.holders.push(std::thread::current().id());
@@ -290,7 +287,7 @@ impl Packs {
     /// stored because the index has it (a stager's file whose bytes a rewind just saved), so
     /// that what it journals next never names bytes still in memory.
     pub fn write_held_of_others(&self) -> SysResult<()> {
-        let mut guard = lock(&self.writer);
+        let mut guard = self.writer.lock();
         match guard.as_mut() {
             Some(w) if !w.holders.is_empty() && !w.holds_for_this_thread() => self.write_pending(w),
             _ => Ok(()),
@@ -299,7 +296,7 @@ impl Packs {
 
     /// Adds this thread to a hold that is on; `false` when none is (the packs were closed).
     fn join_holding(&self) -> bool {
-        let mut guard = lock(&self.writer);
+        let mut guard = self.writer.lock();
         match guard.as_mut() {
             Some(w) if !w.holders.is_empty() => {
                 w.holders.push(std::thread::current().id());
@@ -312,7 +309,7 @@ impl Packs {
     /// Writes the held appends and stops holding for this thread. A loss is reported to every
     /// holder until the last one stops.
     fn stop_holding(&self) -> SysResult<()> {
-        let mut guard = lock(&self.writer);
+        let mut guard = self.writer.lock();
         let Some(w) = guard.as_mut() else {
             return Ok(());
         };
@@ -368,7 +365,7 @@ impl Packs {
                 }
                 let _ = sys::ftruncate(data.as_fd(), start);
                 let _ = sys::ftruncate(idx.as_fd(), *idx_size);
-                let mut index = lock(&self.index);
+                let mut index = self.index.lock();
                 for id in &pending.ids {
                     index.remove(id);
                 }
@@ -383,7 +380,7 @@ impl Packs {
 
     /// The bytes of `loc` while they are still held, not written.
     fn read_held(&self, loc: Loc) -> Option<Vec<u8>> {
-        let guard = lock(&self.writer);
+        let guard = self.writer.lock();
         let w = guard.as_ref()?;
         let start = w.size - w.pending.data.len() as u64;
         if w.pack != loc.pack || loc.off < start {
@@ -400,13 +397,13 @@ impl Packs {
 
     /// Where a blob is, if packed.
     pub fn get(&self, id: &BlobId) -> Option<Loc> {
-        lock(&self.index).get(id).copied()
+        self.index.lock().get(id).copied()
     }
 
     /// Appends a blob's stored bytes (`compressed` says whether they are zstd).
     pub fn put(&self, id: &BlobId, stored: &[u8], compressed: bool) -> SysResult<()> {
         let len = u32::try_from(stored.len()).map_err(|_| Errno(libc::EFBIG))?;
-        let mut guard = lock(&self.writer);
+        let mut guard = self.writer.lock();
         let Some(w) = guard.as_mut() else {
             return Err(Errno(libc::EROFS));
         };
@@ -430,7 +427,7 @@ impl Packs {
             .extend_from_slice(format!("{id} {off} {len} {kind}\n").as_bytes());
         w.pending.ids.push(*id);
         w.size += u64::from(len);
-        lock(&self.index).insert(
+        self.index.lock().insert(
             *id,
             Loc {
                 pack: w.pack,
@@ -447,7 +444,7 @@ impl Packs {
 
     /// Where the packs end now (`None` for read-only packs).
     pub fn mark(&self) -> Option<Mark> {
-        lock(&self.writer).as_ref().map(|w| Mark {
+        self.writer.lock().as_ref().map(|w| Mark {
             pack: w.pack,
             size: w.size,
             idx_size: w.idx_size + w.pending.lines.len() as u64,
@@ -458,14 +455,14 @@ impl Packs {
     /// only when they are all that was appended since (the same pack, nothing held, no other
     /// blob past `end`). `Ok(false)` and nothing done otherwise.
     pub fn take_back(&self, end: Mark, ids: &HashSet<BlobId>) -> SysResult<bool> {
-        let mut guard = lock(&self.writer);
+        let mut guard = self.writer.lock();
         let Some(w) = guard.as_mut() else {
             return Ok(false);
         };
         if w.pack != end.pack || !w.pending.data.is_empty() || w.size < end.size {
             return Ok(false);
         }
-        let mut index = lock(&self.index);
+        let mut index = self.index.lock();
         let past = |l: &Loc| l.pack > end.pack || (l.pack == end.pack && l.off >= end.size);
         if index.iter().any(|(id, l)| past(l) && !ids.contains(id)) {
             return Ok(false);
@@ -484,7 +481,7 @@ impl Packs {
             return Ok(bytes);
         }
         let fd = {
-            let mut readers = lock(&self.readers);
+            let mut readers = self.readers.lock();
             match readers.get(&loc.pack) {
                 Some(fd) => fd.clone(),
                 None => {
@@ -509,8 +506,9 @@ impl Packs {
 
     /// Every packed blob with its stored length.
     pub fn entries(&self) -> Vec<(BlobId, u64)> {
-        let dead = lock(&self.dead);
-        lock(&self.index)
+        let dead = self.dead.lock();
+        self.index
+            .lock()
             .iter()
             .filter(|(id, _)| !dead.contains(*id))
             .map(|(id, l)| (*id, u64::from(l.len)))
@@ -519,8 +517,8 @@ impl Packs {
 
     /// Marks a packed blob for removal by the next [`Packs::compact`].
     pub fn remove(&self, id: &BlobId) -> bool {
-        if lock(&self.index).contains_key(id) {
-            lock(&self.dead).insert(*id);
+        if self.index.lock().contains_key(id) {
+            self.dead.lock().insert(*id);
             true
         } else {
             false
@@ -530,17 +528,17 @@ impl Packs {
     /// Rewrites the packs without the removed blobs (prune): live blobs are copied into a new
     /// pack, which is synced before the old packs are deleted.
     pub fn compact(&self) -> SysResult<()> {
-        let dead: HashSet<BlobId> = std::mem::take(&mut *lock(&self.dead));
+        let dead: HashSet<BlobId> = std::mem::take(&mut *self.dead.lock());
         if dead.is_empty() {
             return Ok(());
         }
-        let old: Vec<(BlobId, Loc)> = lock(&self.index).iter().map(|(k, v)| (*k, *v)).collect();
+        let old: Vec<(BlobId, Loc)> = self.index.lock().iter().map(|(k, v)| (*k, *v)).collect();
         let old_packs: HashSet<u32> = old.iter().map(|(_, l)| l.pack).collect();
         let next = old_packs.iter().max().map_or(0, |m| m + 1);
         {
             // Held appends are written to the pack they were counted in, and the hold goes on
             // in the new one.
-            let mut guard = lock(&self.writer);
+            let mut guard = self.writer.lock();
             let mut fresh = self.open_writer(next)?;
             if let Some(w) = guard.as_mut() {
                 self.write_pending(w)?;
@@ -557,7 +555,7 @@ impl Packs {
         }
         // `put` rolls over to a further pack past PACK_LIMIT: every pack from `next` on is new,
         // and each is synced (with the directory naming it) before the old ones go.
-        let last = lock(&self.writer).as_ref().map_or(next, |w| w.pack);
+        let last = self.writer.lock().as_ref().map_or(next, |w| w.pack);
         for p in next..=last {
             for ext in ["dat", "idx"] {
                 let fd = sys::openat(
@@ -570,19 +568,21 @@ impl Packs {
             }
         }
         self.sync_dir()?;
-        lock(&self.readers).retain(|p, _| !old_packs.contains(p));
+        self.readers.lock().retain(|p, _| !old_packs.contains(p));
         for p in old_packs {
             let _ = sys::unlinkat(self.dir.as_fd(), &name(p, "idx"), 0);
             let _ = sys::unlinkat(self.dir.as_fd(), &name(p, "dat"), 0);
         }
-        lock(&self.index).retain(|id, l| fresh.contains_key(id) && l.pack >= next);
+        self.index
+            .lock()
+            .retain(|id, l| fresh.contains_key(id) && l.pack >= next);
         self.sync_dir()
     }
 }
 
 /// The pack to append to: the newest one.
 fn packs_last(p: &Packs) -> SysResult<u32> {
-    Ok(lock(&p.index).values().map(|l| l.pack).max().unwrap_or(0))
+    Ok(p.index.lock().values().map(|l| l.pack).max().unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //! such open and given back with the last release.
 
 use crate::ids::{Fh, NodeId};
+use crate::sync::{Mutex, MutexGuard};
 use fuser::BackingId;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 
 /// Above this many nodes remembered, a release also forgets the nodes no open holds any more.
 const PRUNE_ABOVE: usize = 4096;
@@ -24,7 +25,7 @@ struct Held<Id> {
 
 impl<Id> Default for BackingIds<Id> {
     fn default() -> Self {
-        Self(Mutex::new(Held {
+        Self(Mutex::leaf(Held {
             by_handle: HashMap::new(),
             by_node: HashMap::new(),
         }))
@@ -33,7 +34,7 @@ impl<Id> Default for BackingIds<Id> {
 
 impl<Id> BackingIds<Id> {
     fn lock(&self) -> MutexGuard<'_, Held<Id>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0.lock()
     }
 
     /// The backing id to pass handle `fh` of `node` through with: the node's own if an open
