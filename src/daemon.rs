@@ -91,13 +91,12 @@ fn handle(
             undo,
             paths,
             agent,
-        } => match agent {
-            Some(conflicts) => {
-                let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
-                report_response(fs.rewind_agent(to, conflicts, dry_run, progress))
-            }
-            None => rewind_request(fs, to, dry_run, undo, &paths, progress),
-        },
+        } => {
+            let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
+            let mode = rewind::Mode::from_dry_run(dry_run);
+            let req = rewind::Request::from_fields(to, (undo, paths, agent), mode);
+            rewind_request(fs, &req, progress)
+        }
         Request::MarkAgent { mark } => {
             log::info!(target: "ckpt::actors", "agent marked by {}: {} (pid {}, start {})", mark.via, crate::quote::quote_path(mark.comm.as_bytes()), mark.pid, mark.start);
             match fs.capturer().mark_agent(mark) {
@@ -108,7 +107,15 @@ fn handle(
                 ),
             }
         }
-        Request::Undo { redo, dry_run } => report_response(fs.undo_redo(redo, dry_run, progress)),
+        Request::Undo { redo, dry_run } => {
+            let way = if redo {
+                rewind::Direction::Redo
+            } else {
+                rewind::Direction::Undo
+            };
+            let mode = rewind::Mode::from_dry_run(dry_run);
+            report_response(fs.undo_redo(way, mode, progress))
+        }
         Request::Relabel { turn, label } => match fs.relabel(crate::ids::Turn(turn), label) {
             Ok(()) => Response::ok(serde_json::json!({ "turn": turn })),
             Err(e) => Response::fail(e, serde_json::Value::Null),
@@ -145,33 +152,24 @@ fn cat_reply(fs: &Arc<CkptFs>, turn: Option<u64>, path: RelPath) -> ipc::Reply {
     }
 }
 
-/// `rewind`: the whole folder, or only `paths`, as at the start of turn `to` (the current turn
-/// when not given).
+/// `rewind`: the answer to `req`, its report's JSON text sent as `.ckpt/rewind` keeps it.
 fn rewind_request(
     fs: &CkptFs,
-    to: Option<u64>,
-    dry_run: bool,
-    undo: bool,
-    paths: &[RelPath],
+    req: &rewind::Request,
     progress: crate::rewind::Progress<'_>,
 ) -> Response {
-    let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
-    if paths.is_empty() {
-        return match fs.rewind(rewind::Request { to, dry_run, undo }, progress) {
-            // The answer is the text `.ckpt/rewind` keeps: written once, sent from there.
-            Ok(Rewound {
-                report,
-                text: Some(text),
-            }) => {
-                let ok = report.ok();
-                drop(report);
-                Response::with_shared(ok, failed_paths(ok), text)
-            }
-            Ok(Rewound { report, text: None }) => report_response(Ok(report)),
-            Err(e) => report_response(Err(e)),
-        };
+    match fs.rewind(req, progress) {
+        Ok(Rewound {
+            report,
+            text: Some(text),
+        }) => {
+            let ok = report.ok();
+            drop(report);
+            Response::with_shared(ok, failed_paths(ok), text)
+        }
+        Ok(Rewound { report, text: None }) => report_response(Ok(report)),
+        Err(e) => report_response(Err(e)),
     }
-    report_response(fs.rewind_paths(to, paths, dry_run, progress))
 }
 
 /// The answer to a rewind, undo or redo: its report, failed when a path could not be restored.
@@ -343,11 +341,8 @@ fn complete_cut_off(
         crate::info::pending_rewind(store.index()),
     ) {
         announce_cut_off(&pending);
-        let req = rewind::Request {
-            to,
-            ..Default::default()
-        };
-        let report = rewind::rewind(root, store, req, &|_, _| {})
+        let req = rewind::Request::folder(to);
+        let report = rewind::run(root, store, &req, max_blob, &|_, _| {})
             .map_err(|e| format!("completing the cut-off {} failed: {e}", pending.what))?;
         lines.push(completed_line(&pending, &report));
     }

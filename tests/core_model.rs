@@ -2442,17 +2442,14 @@ impl Case {
 
     fn rewind(&mut self, k: u64, seen: Option<Observed>) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
-        let req = rewind::Request {
+        let req = rewind::Request::folder(Turn(k));
+        let dry = rewind::Request::To {
             to: Turn(k),
-            dry_run: false,
-            undo: false,
+            scope: rewind::Scope::Folder,
+            mode: rewind::Mode::Preview,
         };
-        let dry = rewind::Request {
-            dry_run: true,
-            ..req
-        };
-        let preview = self.fs().rewind(dry, &|_, _| {}).map(|r| r.report);
-        let r = match self.fs().rewind(req, &|_, _| {}) {
+        let preview = self.fs().rewind(&dry, &|_, _| {}).map(|r| r.report);
+        let r = match self.fs().rewind(&req, &|_, _| {}) {
             Ok(r) => {
                 // The text the CLI is answered with is the report, as `.ckpt/rewind` keeps it.
                 let text = serde_json::to_string(&r.report).expect("encode the report");
@@ -2554,8 +2551,13 @@ impl Case {
     fn undo_redo(&mut self, redo: bool, seen: Option<Observed>) -> Result<(), Failure> {
         let what = if redo { "redo" } else { "undo" };
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
-        let preview = self.fs().undo_redo(redo, true, &|_, _| {});
-        let r = self.fs().undo_redo(redo, false, &|_, _| {});
+        let way = if redo {
+            rewind::Direction::Redo
+        } else {
+            rewind::Direction::Undo
+        };
+        let preview = self.fs().undo_redo(way, rewind::Mode::Preview, &|_, _| {});
+        let r = self.fs().undo_redo(way, rewind::Mode::Apply, &|_, _| {});
         let popped = if redo {
             self.redo_stack.pop()
         } else {
@@ -2646,11 +2648,17 @@ impl Case {
     ) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let rel = RelPath::new(o.as_bytes()).expect("a valid path");
+        let partial = |mode| rewind::Request::To {
+            to: Turn(k),
+            scope: rewind::Scope::Paths(vec![rel.clone()]),
+            mode,
+        };
         let preview = self
             .fs()
-            .rewind_paths(Turn(k), std::slice::from_ref(&rel), true, &|_, _| {});
-        let r = match self.fs().rewind_paths(Turn(k), &[rel], false, &|_, _| {}) {
-            Ok(r) => r,
+            .rewind(&partial(rewind::Mode::Preview), &|_, _| {})
+            .map(|r| r.report);
+        let r = match self.fs().rewind(&partial(rewind::Mode::Apply), &|_, _| {}) {
+            Ok(r) => r.report,
             Err(e) => return fail("core-error", format!("rewind_paths({k}, {o:?}): {e}")),
         };
         Self::report_ok(&format!("rewind_paths({k}, {o:?})"), &r)?;

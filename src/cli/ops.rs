@@ -207,7 +207,13 @@ impl Held {
                 Ok(resp.data)
             }
             Via::Store(root, store) => {
-                crate::rewind::undo_redo(root.as_fd(), store, redo, dry_run, &|_, _| {})
+                let way = if redo {
+                    crate::rewind::Direction::Redo
+                } else {
+                    crate::rewind::Direction::Undo
+                };
+                let mode = crate::rewind::Mode::from_dry_run(dry_run);
+                crate::rewind::undo_redo(root.as_fd(), store, way, mode, &|_, _| {})
                     .map(|r| serde_json::to_value(&r).unwrap_or_default())
                     .map_err(|e| CliError::fail(e.to_string()))
             }

@@ -211,10 +211,8 @@ enum Rewinder {
         folder: PathBuf,
         root: OwnedFd,
         store: Box<Store>,
-        to: u64,
-        undo: bool,
-        paths: Vec<RelPath>,
-        agent: Option<rewind::Conflicts>,
+        /// The request, its mode set for each run.
+        req: rewind::Request,
     },
 }
 
@@ -236,15 +234,14 @@ impl Rewinder {
             },
             Target::Offline(folder) => {
                 let (root, store) = super::open_offline(&folder)?;
-                let to = to.unwrap_or_else(|| store.index().current_turn().0);
+                let to = crate::ids::Turn(to.unwrap_or_else(|| store.index().current_turn().0));
+                let req =
+                    rewind::Request::from_fields(to, (undo, paths, agent), rewind::Mode::Apply);
                 Self::Offline {
                     folder,
                     root,
                     store: Box::new(store),
-                    to,
-                    undo,
-                    paths,
-                    agent,
+                    req,
                 }
             }
         })
@@ -254,7 +251,11 @@ impl Rewinder {
     fn running(&self) -> super::interrupt::Running {
         let (folder, undo, in_daemon) = match self {
             Self::Mounted { folder, undo, .. } => (folder, *undo, true),
-            Self::Offline { folder, undo, .. } => (folder, *undo, false),
+            Self::Offline { folder, req, .. } => (
+                folder,
+                matches!(req, rewind::Request::UndoLast { .. }),
+                false,
+            ),
         };
         let what = if undo { "undo" } else { "rewind" };
         super::interrupt::Running::new(what, folder, in_daemon)
@@ -293,34 +294,21 @@ impl Rewinder {
                 }
             }
             Self::Offline {
-                root,
-                store,
-                to,
-                undo,
-                paths,
-                agent,
-                ..
+                root, store, req, ..
             } => {
                 let progress = |done: usize, total: usize| {
                     bar.set_length(total as u64);
                     bar.set_position(done as u64);
                 };
-                let root = root.as_fd();
-                let max_blob = crate::capture::DEFAULT_MAX_BLOB;
-                let result = if let Some(conflicts) = *agent {
-                    let to = crate::ids::Turn(*to);
-                    rewind::rewind_agent(root, store, to, conflicts, dry_run, max_blob, &progress)
-                } else if paths.is_empty() {
-                    let req = rewind::Request {
-                        to: crate::ids::Turn(*to),
-                        dry_run,
-                        undo: *undo,
-                    };
-                    rewind::rewind(root, store, req, &progress)
-                } else {
-                    let to = crate::ids::Turn(*to);
-                    rewind::rewind_paths(root, store, to, paths, dry_run, max_blob, &progress)
+                let mode = rewind::Mode::from_dry_run(dry_run);
+                let req = match req.clone() {
+                    rewind::Request::To { to, scope, .. } => {
+                        rewind::Request::To { to, scope, mode }
+                    }
+                    rewind::Request::UndoLast { .. } => rewind::Request::UndoLast { mode },
                 };
+                let max_blob = crate::capture::DEFAULT_MAX_BLOB;
+                let result = rewind::run(root.as_fd(), store, &req, max_blob, &progress);
                 match result {
                     Ok(report) => Answer {
                         report: Some(serde_json::to_value(&report).unwrap_or_default()),

@@ -160,16 +160,12 @@ impl CkptFs {
             CTL_REWIND => {
                 let input = control::parse_rewind(data).ok_or(Errno(libc::EINVAL))?;
                 let req = match input {
-                    control::RewindInput::To(n) => rewind::Request {
-                        to: n,
-                        ..Default::default()
-                    },
-                    control::RewindInput::Undo => rewind::Request {
-                        undo: true,
-                        ..Default::default()
+                    control::RewindInput::To(n) => rewind::Request::folder(n),
+                    control::RewindInput::Undo => rewind::Request::UndoLast {
+                        mode: rewind::Mode::Apply,
                     },
                 };
-                match self.rewind(req, &|_, _| {}) {
+                match self.rewind(&req, &|_, _| {}) {
                     Ok(r) if r.report.ok() => Ok(()),
                     // Partly restored: the report (readable from .ckpt/rewind) says what failed.
                     Ok(_) => Err(Errno(libc::EIO)),

@@ -9,12 +9,12 @@ impl CkptFs {
     /// [`rewind::undo_redo`]).
     pub fn undo_redo(
         &self,
-        redo: bool,
-        dry_run: bool,
+        way: rewind::Direction,
+        mode: rewind::Mode,
         progress: rewind::Progress<'_>,
     ) -> Result<Report, RewindError> {
-        self.rewind_part(dry_run, &mut |root, store| {
-            rewind::undo_redo(root, store, redo, dry_run, progress)
+        self.rewind_part(mode == rewind::Mode::Preview, &mut |root, store| {
+            rewind::undo_redo(root, store, way, mode, progress)
         })
     }
 

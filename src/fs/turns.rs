@@ -9,7 +9,8 @@ use crate::identity::FileId;
 pub struct Rewound {
     /// The report.
     pub report: Report,
-    /// It, as JSON (`None`: it could not be encoded).
+    /// A whole rewind's report as JSON, kept for `.ckpt/rewind` (`None` for a partial one, or
+    /// when it could not be encoded).
     pub text: Option<Arc<JsonText>>,
 }
 
@@ -53,16 +54,22 @@ impl CkptFs {
         self.capture.begin_turn(n, label, &|f| visit_held(&held, f))
     }
 
-    /// Rewinds the folder while holding back every other mutation, then invalidates the
-    /// kernel's caches for everything that changed.
+    /// Runs the rewind `req` (see [`rewind::run`]) while holding back every other mutation,
+    /// then invalidates the kernel's caches for everything that changed. A whole rewind's
+    /// report, written as JSON once, is what `.ckpt/rewind` shows from then on.
     pub fn rewind(
         &self,
-        req: rewind::Request,
+        req: &rewind::Request,
         progress: rewind::Progress<'_>,
     ) -> Result<Rewound, RewindError> {
-        let report = self.rewind_part(req.dry_run, &mut |root, store| {
-            rewind::rewind(root, store, req, progress)
+        let max_blob = self.capture.max_blob();
+        let dry_run = req.mode() == rewind::Mode::Preview;
+        let report = self.rewind_part(dry_run, &mut |root, store| {
+            rewind::run(root, store, req, max_blob, progress)
         })?;
+        if !req.whole() {
+            return Ok(Rewound { report, text: None });
+        }
         // Nothing in a report fails to encode (plain fields, string keys); were it to, the
         // rewind has happened all the same: `.ckpt/rewind` shows no report, and the CLI's
         // answer says it could not be encoded.
@@ -71,35 +78,6 @@ impl CkptFs {
             .ok();
         *self.last_report.lock() = text.clone();
         Ok(Rewound { report, text })
-    }
-
-    /// Rewinds only some paths (see [`rewind::rewind_paths`]), holding back other mutations.
-    pub fn rewind_paths(
-        &self,
-        to: Turn,
-        paths: &[RelPath],
-        dry_run: bool,
-        progress: rewind::Progress<'_>,
-    ) -> Result<Report, RewindError> {
-        let max_blob = self.capture.max_blob();
-        self.rewind_part(dry_run, &mut |root, store| {
-            rewind::rewind_paths(root, store, to, paths, dry_run, max_blob, progress)
-        })
-    }
-
-    /// Rewinds only what the agent changed (see [`rewind::rewind_agent`]), holding back other
-    /// mutations.
-    pub fn rewind_agent(
-        &self,
-        to: Turn,
-        conflicts: rewind::Conflicts,
-        dry_run: bool,
-        progress: rewind::Progress<'_>,
-    ) -> Result<Report, RewindError> {
-        let max_blob = self.capture.max_blob();
-        self.rewind_part(dry_run, &mut |root, store| {
-            rewind::rewind_agent(root, store, to, conflicts, dry_run, max_blob, progress)
-        })
     }
 
     /// Runs an operation that changes the folder (`run`: a rewind, whole or partial, an undo or

@@ -57,7 +57,7 @@ pub use plan::{Plan, Step, plan};
 pub use report::{FailedAt, Failure, Report, RewindError, Summary};
 pub use restore::remove_tree;
 pub use space::{SizedPath, Space};
-pub use undo::{complete_unfinished, undo_redo};
+pub use undo::{Direction, complete_unfinished, undo_redo};
 pub use verify::verify;
 
 use crate::ids::{Seq, Turn};
@@ -120,30 +120,148 @@ fn millis(d: std::time::Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-/// What to rewind.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Request {
-    /// Target turn (ignored with `undo`).
-    pub to: Turn,
-    /// Plan only.
-    pub dry_run: bool,
-    /// Undo the last rewind instead.
-    pub undo: bool,
+/// What a rewind gives back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scope {
+    /// The whole folder: later turns leave the index (an undo brings them back).
+    Folder,
+    /// Only these paths, what lies below them, and a directory above them where none stands:
+    /// a change of the current turn, itself an operation.
+    Paths(Vec<RelPath>),
+    /// Only what the agent changed since the turn began, with what to do with the paths
+    /// others changed too: a partial rewind of those paths.
+    Agent(Conflicts),
 }
 
-/// Runs a rewind on the folder behind `root` with its open store. The caller must hold back
-/// every other mutation of the folder while this runs.
-pub fn rewind(
+/// Whether a rewind changes the folder, or only says what it would change (the same lists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Plan and report; change nothing.
+    Preview,
+    /// Change the folder.
+    Apply,
+}
+
+impl Mode {
+    /// [`Mode::Preview`] when `dry_run`.
+    pub fn from_dry_run(dry_run: bool) -> Self {
+        if dry_run { Self::Preview } else { Self::Apply }
+    }
+
+    fn dry_run(self) -> bool {
+        self == Self::Preview
+    }
+}
+
+/// One rewind, as every caller asks for it: the daemon for the CLI's socket and for
+/// `.ckpt/rewind`, the CLI itself on an unmounted folder, the mount completing a cut-off one.
+/// [`run`] is its one entry point.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// `scope` as it was at the start of turn `to`.
+    To {
+        /// The turn whose start is given back.
+        to: Turn,
+        /// What is given back.
+        scope: Scope,
+        /// Whether anything changes.
+        mode: Mode,
+    },
+    /// Take back the last whole rewind (`rewind --undo`; `undo` takes back any operation).
+    UndoLast {
+        /// Whether anything changes.
+        mode: Mode,
+    },
+}
+
+impl Request {
+    /// The whole folder as at the start of `to`, changed.
+    pub fn folder(to: Turn) -> Self {
+        Self::To {
+            to,
+            scope: Scope::Folder,
+            mode: Mode::Apply,
+        }
+    }
+
+    /// What the wire's fields ask for (`ipc::Request::Rewind`, the CLI's flags): the agent's
+    /// changes when `agent` is given, else the paths when some are, else the whole folder or,
+    /// with `undo`, the last whole rewind taken back.
+    pub fn from_fields(
+        to: Turn,
+        (undo, paths, agent): (bool, Vec<RelPath>, Option<Conflicts>),
+        mode: Mode,
+    ) -> Self {
+        let scope = match (agent, paths.is_empty()) {
+            (Some(conflicts), _) => Scope::Agent(conflicts),
+            (None, false) => Scope::Paths(paths),
+            (None, true) if undo => return Self::UndoLast { mode },
+            (None, true) => Scope::Folder,
+        };
+        Self::To { to, scope, mode }
+    }
+
+    /// Whether anything changes.
+    pub fn mode(&self) -> Mode {
+        match self {
+            Self::To { mode, .. } | Self::UndoLast { mode } => *mode,
+        }
+    }
+
+    /// Whether it gives back the whole folder (its report is the one `.ckpt/rewind` shows).
+    pub fn whole(&self) -> bool {
+        matches!(
+            self,
+            Self::To {
+                scope: Scope::Folder,
+                ..
+            } | Self::UndoLast { .. }
+        )
+    }
+}
+
+/// Runs `req` on the folder behind `root` with its open store; `max_blob` bounds what a
+/// partial rewind captures for the current turn. The caller must hold back every other
+/// mutation of the folder while this runs.
+pub fn run(
     root: BorrowedFd<'_>,
     store: &mut Store,
-    req: Request,
+    req: &Request,
+    max_blob: u64,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
-    if req.undo {
-        return undo::rewind_undo(root, store, req.dry_run, progress);
+    let dry_run = req.mode().dry_run();
+    match req {
+        Request::UndoLast { .. } => undo::rewind_undo(root, store, dry_run, progress),
+        Request::To {
+            to,
+            scope: Scope::Folder,
+            ..
+        } => rewind(root, store, *to, req.mode(), progress),
+        Request::To {
+            to,
+            scope: Scope::Paths(paths),
+            ..
+        } => rewind_paths(root, store, *to, paths, dry_run, max_blob, progress),
+        Request::To {
+            to,
+            scope: Scope::Agent(conflicts),
+            ..
+        } => rewind_agent(root, store, *to, *conflicts, dry_run, max_blob, progress),
     }
+}
+
+/// Rewinds the whole folder to the start of turn `to`.
+fn rewind(
+    root: BorrowedFd<'_>,
+    store: &mut Store,
+    to: Turn,
+    mode: Mode,
+    progress: Progress<'_>,
+) -> Result<Report, RewindError> {
+    let preview = mode.dry_run();
     if store.index().unfinished_rewind.is_none()
-        && let Some(r) = complete_unfinished(root, store, req.dry_run, DEFAULT_MAX_BLOB, progress)?
+        && let Some(r) = complete_unfinished(root, store, preview, DEFAULT_MAX_BLOB, progress)?
     {
         return Ok(r);
     }
@@ -153,7 +271,7 @@ pub fn rewind(
         to,
         targets,
         resume,
-    } = targets_for(store, req)?;
+    } = targets_for(store, to)?;
     let plan = plan(
         store.index().with_current_identities(targets),
         &store.index().once_linked(),
@@ -162,12 +280,11 @@ pub fn rewind(
     let mut report = Report {
         to,
         from,
-        dry_run: req.dry_run,
-        undo: req.undo,
+        dry_run: preview,
         completes_cut_off: resume.is_some(),
         ..Report::default()
     };
-    if req.dry_run {
+    if preview {
         let anchors = link_anchors(root, &plan, &HashSet::new());
         dry_run(root, store, (&plan, &anchors), false, &mut report);
         return Ok(report);
@@ -241,7 +358,7 @@ struct Chosen {
 }
 
 /// What `req` rewinds to: the turn of a rewind that was cut off, else the turn asked for.
-fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
+fn targets_for(store: &Store, to: Turn) -> Result<Chosen, RewindError> {
     if let Some((begin, to, _)) = store.index().unfinished_rewind {
         // A rewind was cut off: finish it first, whatever was asked.
         log::warn!(target: "ckpt::rewind", "completing the rewind to turn {to} that was cut off");
@@ -251,15 +368,15 @@ fn targets_for(store: &Store, req: Request) -> Result<Chosen, RewindError> {
             resume: Some(begin),
         })
     } else {
-        if !store.index().has_turn(req.to) {
+        if !store.index().has_turn(to) {
             return Err(RewindError::NoSuchTurn {
-                turn: req.to,
+                turn: to,
                 known: store.index().turns.iter().map(|t| t.turn).collect(),
             });
         }
         Ok(Chosen {
-            to: req.to,
-            targets: store.index().plan_targets(req.to),
+            to,
+            targets: store.index().plan_targets(to),
             resume: None,
         })
     }
@@ -311,7 +428,7 @@ fn failures_may_pass(plan: &Plan, report: &Report) -> bool {
 /// recorded as skipped, with its reason). It is also an operation of its own (`op_begin` /
 /// `op_done`): what it overwrites that the current turn had captured already is saved for its
 /// undo (whatever its size), so `undo` gives the folder back exactly as it was.
-pub fn rewind_paths(
+fn rewind_paths(
     root: BorrowedFd<'_>,
     store: &mut Store,
     to: Turn,
@@ -374,7 +491,7 @@ fn partial(
 /// [`Conflicts::Rewind`], what the agent and others both changed), keeping every other path as
 /// it is: a partial rewind of exactly those paths (`agent.rs` chooses them), whose report says
 /// who changed what. Like any partial rewind it is an operation that `undo` takes back.
-pub fn rewind_agent(
+fn rewind_agent(
     root: BorrowedFd<'_>,
     store: &mut Store,
     to: Turn,
@@ -682,11 +799,8 @@ mod tests {
                     &none,
                 )
             } else {
-                let req = Request {
-                    to: Turn(2),
-                    ..Request::default()
-                };
-                rewind(root.as_fd(), &mut store, req, &none)
+                let req = Request::folder(Turn(2));
+                run(root.as_fd(), &mut store, &req, u64::MAX, &none)
             };
             match r {
                 Err(RewindError::Refused(problems)) => {

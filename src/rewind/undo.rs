@@ -19,15 +19,26 @@ use crate::store::ops::{Change, OpBegin, OpKind, OpWhat};
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
 
-/// Runs `undo` (or, with `redo`, `redo`): reverts the newest operation on the undo stack (or
-/// re-applies the newest one undone). A dry run previews what it would change in the folder.
+/// Which way an operation of the log is taken: back, or again after it was taken back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Take back the newest operation in effect (`undo`).
+    Undo,
+    /// Run again the newest operation undone (`redo`).
+    Redo,
+}
+
+/// Runs `undo` or `redo` (`way`): reverts the newest operation on the undo stack, or re-applies
+/// the newest one undone. A preview (`mode`) says what it would change in the folder.
 pub fn undo_redo(
     root: BorrowedFd<'_>,
     store: &mut Store,
-    redo: bool,
-    dry_run: bool,
+    way: Direction,
+    mode: super::Mode,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
+    let redo = way == Direction::Redo;
+    let dry_run = mode == super::Mode::Preview;
     if let Some(r) = complete_unfinished(
         root,
         store,
@@ -39,7 +50,7 @@ pub fn undo_redo(
     }
     if store.index().unfinished_rewind.is_some() {
         // A whole rewind cut off: it is completed first, as any rewind would.
-        return super::rewind(root, store, super::Request::default(), progress);
+        return super::rewind(root, store, Turn::default(), super::Mode::Apply, progress);
     }
     let kind = if redo { OpKind::Redo } else { OpKind::Undo };
     let Some((top, targets)) = store.index().revert_plan(redo) else {
@@ -79,7 +90,8 @@ pub(super) fn rewind_undo(
     if !is_rewind && index.ops.unfinished.is_none() && index.unfinished_rewind.is_none() {
         return Err(RewindError::NothingToUndo);
     }
-    let mut report = undo_redo(root, store, false, dry_run, progress)?;
+    let mode = super::Mode::from_dry_run(dry_run);
+    let mut report = undo_redo(root, store, Direction::Undo, mode, progress)?;
     report.undo = true;
     Ok(report)
 }

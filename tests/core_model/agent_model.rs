@@ -280,9 +280,17 @@ impl Case {
             Conflicts::Keep
         };
         let what = format!("rewind_agent({k}, {policy:?})");
-        let preview = self.fs().rewind_agent(Turn(k), policy, true, &|_, _| {});
-        let r = match self.fs().rewind_agent(Turn(k), policy, false, &|_, _| {}) {
-            Ok(r) => r,
+        let agent = |mode| rewind::Request::To {
+            to: Turn(k),
+            scope: rewind::Scope::Agent(policy),
+            mode,
+        };
+        let preview = self
+            .fs()
+            .rewind(&agent(rewind::Mode::Preview), &|_, _| {})
+            .map(|r| r.report);
+        let r = match self.fs().rewind(&agent(rewind::Mode::Apply), &|_, _| {}) {
+            Ok(r) => r.report,
             Err(e) => return fail("core-error", format!("{what}: {e}")),
         };
         Self::report_ok(&what, &r)?;
