@@ -266,8 +266,12 @@ fn run_inner(
     // Opened before the mount: afterwards this path leads into the mount itself.
     let root = sys::open_path(&cpath, libc::O_PATH | libc::O_DIRECTORY)
         .map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
-    let mut store = Store::open(root.as_fd(), true, opts.durable)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut store = Store::open(
+        root.as_fd(),
+        crate::store::IfMissing::Create,
+        crate::tree::Durability::from_flag(opts.durable),
+    )
+    .map_err(|e| format!("{}: {e}", dir.display()))?;
     init_log(&store, foreground);
     // A user's session starts the daemon with a soft limit of 1,024 descriptors, which a
     // rewind of a big tree exceeds (EMFILE on lookups and opens); the hard limit is allowed.

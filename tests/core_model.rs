@@ -1306,7 +1306,12 @@ impl Core {
         let root = dir.path().to_path_buf();
         let c = CString::new(root.as_os_str().as_bytes()).expect("no NUL in the folder path");
         let fd = sys::open_path(&c, libc::O_PATH | libc::O_DIRECTORY).expect("open the folder");
-        let store = Store::open(fd.as_fd(), true, false).expect("open the store");
+        let store = Store::open(
+            fd.as_fd(),
+            ckpt_mount::store::IfMissing::Create,
+            ckpt_mount::tree::Durability::Lazy,
+        )
+        .expect("open the store");
         let capturer = Capturer::new(store, DEFAULT_MAX_BLOB);
         let fs = CkptFs::new(fd, capturer, FsConfig::default()).expect("the core");
         Self {

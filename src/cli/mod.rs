@@ -405,8 +405,12 @@ pub fn open_offline(
     folder: &std::path::Path,
 ) -> Result<(std::os::fd::OwnedFd, crate::store::Store), CliError> {
     let root = open_folder(folder)?;
-    let store = crate::store::Store::open(std::os::fd::AsFd::as_fd(&root), false, false)
-        .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
+    let store = crate::store::Store::open(
+        std::os::fd::AsFd::as_fd(&root),
+        crate::store::IfMissing::Refuse,
+        crate::tree::Durability::Lazy,
+    )
+    .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
     Ok((root, store))
 }
 

@@ -195,7 +195,8 @@ pub fn room_for(size: u64, block: u64) -> u64 {
 
 impl BlobStore {
     /// Opens (creating if needed) the blob directory under the store directory.
-    pub fn open(store: BorrowedFd<'_>, durable: bool) -> SysResult<Self> {
+    pub fn open(store: BorrowedFd<'_>, durability: Durability) -> SysResult<Self> {
+        let durable = durability == Durability::Synced;
         match sys::mkdirat(store, c"blobs", 0o700) {
             Ok(()) | Err(Errno(libc::EEXIST)) => {}
             Err(e) => return Err(e),
@@ -207,7 +208,11 @@ impl BlobStore {
             0,
         )?;
         let shards = (0..256).map(|_| Mutex::leaf(None)).collect();
-        let packs = Some(super::pack::Packs::open(dir.as_fd(), true, durable)?);
+        let packs = Some(super::pack::Packs::open(
+            dir.as_fd(),
+            super::pack::Access::ReadWrite,
+            durability,
+        )?);
         let mut s = Self {
             dir,
             packs,
@@ -232,7 +237,12 @@ impl BlobStore {
             0,
         )?;
         Ok(Self {
-            packs: super::pack::Packs::open(dir.as_fd(), false, false).ok(),
+            packs: super::pack::Packs::open(
+                dir.as_fd(),
+                super::pack::Access::ReadOnly,
+                Durability::Lazy,
+            )
+            .ok(),
             dir,
             shards: Vec::new(),
             durable: false,
@@ -777,7 +787,7 @@ mod tests {
     fn store() -> (tempfile::TempDir, BlobStore) {
         let dir = tempfile::tempdir().expect("tempdir");
         let fd = std::fs::File::open(dir.path()).expect("open");
-        let s = BlobStore::open(fd.as_fd(), false).expect("blob store");
+        let s = BlobStore::open(fd.as_fd(), crate::tree::Durability::Lazy).expect("blob store");
         (dir, s)
     }
 
@@ -875,7 +885,7 @@ mod tests {
         drop(s);
         // Reopened: the loose blob is found by the scan at open, so it is not stored twice.
         let d = std::fs::File::open(dir.path()).expect("open");
-        let s = BlobStore::open(d.as_fd(), false).expect("reopen");
+        let s = BlobStore::open(d.as_fd(), crate::tree::Durability::Lazy).expect("reopen");
         assert!(!s.put_bytes(&big).expect("put again").new);
         // Deleted by hand under a running store: found missing on disk, stored again.
         let hex = first.id.to_hex();

@@ -521,7 +521,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("f"), b"content").expect("write");
         let root = std::fs::File::open(dir.path()).expect("open");
-        let mut s = Store::open(root.as_fd(), true, false).expect("store");
+        let mut s = Store::open(
+            root.as_fd(),
+            crate::store::IfMissing::Create,
+            crate::tree::Durability::Lazy,
+        )
+        .expect("store");
         let f = std::fs::File::open(dir.path().join("f")).expect("open f");
         let stored = s.blobs.put_fd(f.as_fd()).expect("put");
         s.append(Record::Capture {
@@ -638,7 +643,7 @@ mod tests {
         let root = std::fs::File::open(dir.path()).expect("open");
         drop(root);
         let d = std::fs::File::open(dir.path().join(".ckpt")).expect("open");
-        let b = BlobStore::open(d.as_fd(), false).expect("blobs");
+        let b = BlobStore::open(d.as_fd(), crate::tree::Durability::Lazy).expect("blobs");
         b.put_bytes(b"nobody refers to me").expect("put");
         let r = run(&dir);
         assert_eq!(kinds(&r), vec!["blob-orphan"]);

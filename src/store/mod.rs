@@ -158,12 +158,28 @@ fn open_journal(d: BorrowedFd<'_>) -> Result<(OwnedFd, Index), StoreError> {
     Ok((journal, Index::replay(&parsed.lines)))
 }
 
+/// What [`Store::open`] does when the folder has no store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfMissing {
+    /// Make a new one and begin turn 1 (`mount`).
+    Create,
+    /// Refuse ([`StoreError::Missing`]): reading a folder's history never makes one.
+    Refuse,
+}
+
 impl Store {
-    /// Opens the store of the folder behind `root`, taking its lock. With `create`, makes a new
-    /// store (and begins turn 1) when none exists. A store whose files are not laid out as one
-    /// (a symlink, blobs without a journal, no `VERSION`: [`layout`]) is refused before
-    /// anything in it is written, the lock file included.
-    pub fn open(root: BorrowedFd<'_>, create: bool, durable: bool) -> Result<Self, StoreError> {
+    /// Opens the store of the folder behind `root`, taking its lock; `missing` says whether a
+    /// folder without one gets a new one (beginning turn 1), and `durability` how records and
+    /// blobs are persisted (`--durable`: synced before the change they guard). A store whose
+    /// files are not laid out as one (a symlink, blobs without a journal, no `VERSION`:
+    /// [`layout`]) is refused before anything in it is written, the lock file included.
+    pub fn open(
+        root: BorrowedFd<'_>,
+        missing: IfMissing,
+        durability: crate::tree::Durability,
+    ) -> Result<Self, StoreError> {
+        let create = missing == IfMissing::Create;
+        let durable = durability == crate::tree::Durability::Synced;
         let dir = open_store_dir(root, create)?;
         let d = dir.as_fd();
         layout::check(d)?;
@@ -171,7 +187,7 @@ impl Store {
         check_version(d, create)?;
         make_control_guards(d)?;
         let (journal, index) = open_journal(d)?;
-        let blobs = std::sync::Arc::new(BlobStore::open(d, durable).map_err(io("open blobs"))?);
+        let blobs = std::sync::Arc::new(BlobStore::open(d, durability).map_err(io("open blobs"))?);
         let (staged, dev) = open_staged_dir(d)?;
         let mut store = Self {
             dir,
@@ -341,7 +357,12 @@ mod tests {
 
     fn open(dir: &tempfile::TempDir) -> Store {
         let f = std::fs::File::open(dir.path()).expect("open");
-        Store::open(f.as_fd(), true, false).expect("store")
+        Store::open(
+            f.as_fd(),
+            crate::store::IfMissing::Create,
+            crate::tree::Durability::Lazy,
+        )
+        .expect("store")
     }
 
     #[test]
@@ -475,7 +496,11 @@ mod tests {
         std::fs::write(dir.path().join(".ckpt/VERSION"), "ckpt-mount store 9\n").expect("write");
         let f = std::fs::File::open(dir.path()).expect("open");
         assert!(matches!(
-            Store::open(f.as_fd(), true, false),
+            Store::open(
+                f.as_fd(),
+                crate::store::IfMissing::Create,
+                crate::tree::Durability::Lazy
+            ),
             Err(StoreError::Version(_))
         ));
     }

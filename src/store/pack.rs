@@ -188,9 +188,25 @@ fn parse_line(line: &[u8], pack: u32) -> Option<(BlobId, Loc)> {
     ))
 }
 
+/// Whether [`Packs::open`] may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Creates `packs/` when missing, and appends to the last pack.
+    ReadWrite,
+    /// Reads only (`BlobStore::open_readonly`: `fsck`, a look at a store another process has).
+    ReadOnly,
+}
+
 impl Packs {
-    /// Opens (with `writable`, creating) `packs/` under the blob directory and loads every index.
-    pub fn open(blobs: BorrowedFd<'_>, writable: bool, durable: bool) -> SysResult<Self> {
+    /// Opens `packs/` under the blob directory (creating it for [`Access::ReadWrite`]) and loads
+    /// every index; `durability` says whether appends are synced.
+    pub fn open(
+        blobs: BorrowedFd<'_>,
+        access: Access,
+        durability: crate::tree::Durability,
+    ) -> SysResult<Self> {
+        let writable = access == Access::ReadWrite;
+        let durable = durability == crate::tree::Durability::Synced;
         if writable {
             match sys::mkdirat(blobs, c"packs", 0o700) {
                 Ok(()) | Err(Errno(libc::EEXIST)) => {}
@@ -596,7 +612,8 @@ mod tests {
         let a: BlobId = "a".repeat(64).parse().expect("blob id");
         let b: BlobId = "b".repeat(64).parse().expect("blob id");
         {
-            let p = Packs::open(d.as_fd(), true, false).expect("packs");
+            let p = Packs::open(d.as_fd(), Access::ReadWrite, crate::tree::Durability::Lazy)
+                .expect("packs");
             p.put(&a, b"alpha", false).expect("put");
             p.put(&b, b"beta!", true).expect("put");
             assert_eq!(p.read(p.get(&a).expect("a")).expect("read"), b"alpha");
@@ -608,7 +625,8 @@ mod tests {
             format!("{} 999 5 r\n{} 0 5", "c".repeat(64), "d".repeat(64)).as_bytes(),
         );
         std::fs::write(&idx, text).expect("write idx");
-        let p = Packs::open(d.as_fd(), true, false).expect("reopen");
+        let p = Packs::open(d.as_fd(), Access::ReadWrite, crate::tree::Durability::Lazy)
+            .expect("reopen");
         assert_eq!(p.entries().len(), 2);
         assert!(p.get(&b).expect("b").compressed);
         assert!(p.remove(&a));
@@ -616,7 +634,8 @@ mod tests {
         assert!(p.get(&a).is_none());
         assert_eq!(p.read(p.get(&b).expect("b")).expect("read"), b"beta!");
         assert!(!dir.path().join("packs/pack-0.dat").exists());
-        let p = Packs::open(d.as_fd(), false, false).expect("reopen read-only");
+        let p = Packs::open(d.as_fd(), Access::ReadOnly, crate::tree::Durability::Lazy)
+            .expect("reopen read-only");
         assert_eq!(p.entries(), vec![(b, 5)]);
     }
 
@@ -629,7 +648,7 @@ mod tests {
 
     /// The blobs a fresh open of the packs finds.
     fn on_disk(d: &std::fs::File) -> Vec<(BlobId, u64)> {
-        let mut e = Packs::open(d.as_fd(), false, false)
+        let mut e = Packs::open(d.as_fd(), Access::ReadOnly, crate::tree::Durability::Lazy)
             .expect("reopen")
             .entries();
         e.sort();
@@ -641,7 +660,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = std::fs::File::open(dir.path()).expect("open");
         let ids = ids(6);
-        let mut p = Packs::open(d.as_fd(), true, false).expect("packs");
+        let mut p = Packs::open(d.as_fd(), Access::ReadWrite, crate::tree::Durability::Lazy)
+            .expect("packs");
         p.limit = 50; // rolls over to a new pack while holding
         let held = p.hold_appends();
         for (i, id) in ids[..4].iter().enumerate() {
@@ -675,7 +695,8 @@ mod tests {
         assert_eq!(on_disk(&d).len(), 6);
         held.finish().expect("finish");
         assert_eq!(on_disk(&d).len(), 7);
-        let reopened = Packs::open(d.as_fd(), false, false).expect("reopen");
+        let reopened = Packs::open(d.as_fd(), Access::ReadOnly, crate::tree::Durability::Lazy)
+            .expect("reopen");
         for (i, id) in ids[..4].iter().enumerate() {
             let loc = reopened.get(id).expect("packed");
             let want = format!("held blob {i:02}!");
@@ -696,7 +717,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = std::fs::File::open(dir.path()).expect("open");
         let ids = ids(5);
-        let p = Packs::open(d.as_fd(), true, false).expect("packs");
+        let p = Packs::open(d.as_fd(), Access::ReadWrite, crate::tree::Durability::Lazy)
+            .expect("packs");
         let held = p.hold_appends();
         p.put(&ids[0], b"the holder's", false).expect("put");
         std::thread::scope(|s| {
@@ -749,7 +771,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = std::fs::File::open(dir.path()).expect("open");
         let ids = ids(12);
-        let mut p = Packs::open(d.as_fd(), true, false).expect("packs");
+        let mut p = Packs::open(d.as_fd(), Access::ReadWrite, crate::tree::Durability::Lazy)
+            .expect("packs");
         p.limit = 40; // a new pack every few blobs
         for (i, id) in ids.iter().enumerate() {
             p.put(id, format!("blob number {i:02}").as_bytes(), false)
@@ -772,6 +795,9 @@ mod tests {
             .count();
         assert!(packs > 2, "the compaction rolled over ({packs} pack files)");
         drop(p);
-        check(&Packs::open(d.as_fd(), false, false).expect("reopen"));
+        check(
+            &Packs::open(d.as_fd(), Access::ReadOnly, crate::tree::Durability::Lazy)
+                .expect("reopen"),
+        );
     }
 }

@@ -221,7 +221,12 @@ mod tests {
     fn store_without_journal() -> tempfile::TempDir {
         let t = tempfile::tempdir().expect("tempdir");
         {
-            let s = super::super::Store::open(root(&t).as_fd(), true, false).expect("store");
+            let s = super::super::Store::open(
+                root(&t).as_fd(),
+                crate::store::IfMissing::Create,
+                crate::tree::Durability::Lazy,
+            )
+            .expect("store");
             s.blobs().put_bytes(b"the only copy").expect("put");
         }
         std::fs::remove_file(t.path().join(".ckpt/journal.jsonl")).expect("rm");
@@ -247,7 +252,12 @@ mod tests {
         );
         assert!(aside.join("VERSION").is_file());
         assert!(!t.path().join(".ckpt/blobs").exists());
-        let s = super::super::Store::open(root(&t).as_fd(), false, false).expect("reopen");
+        let s = super::super::Store::open(
+            root(&t).as_fd(),
+            crate::store::IfMissing::Refuse,
+            crate::tree::Durability::Lazy,
+        )
+        .expect("reopen");
         assert_eq!(s.index().current_turn(), crate::ids::Turn(1));
         assert!(s.blobs().list().expect("list").is_empty());
         drop(s);
