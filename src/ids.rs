@@ -42,6 +42,26 @@ impl BlobId {
         Self(id)
     }
 
+    /// The id of every byte of the file open as `fd`, read from offset 0 to its end (the
+    /// descriptor's own offset is left alone): what a blob of the file's content would be
+    /// named, for the comparisons that decide whether a file needs writing or storing.
+    pub fn of_file(fd: std::os::fd::BorrowedFd<'_>) -> crate::sys::SysResult<Self> {
+        let mut hasher = Sha256::new();
+        // Under the allocator's threshold for a mapping of its own: a rewind's decision hashes
+        // every same-sized file it may leave, and a mapping per file would cost two syscalls.
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut off = 0u64;
+        loop {
+            match crate::sys::read_full(fd, &mut buf, off)? {
+                0 => return Ok(Self::finish(hasher)),
+                n => {
+                    hasher.update(&buf[..n]);
+                    off += n as u64;
+                }
+            }
+        }
+    }
+
     /// The sha256 itself.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
@@ -234,6 +254,20 @@ number_id! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_files_id_is_the_id_of_its_bytes_whatever_its_size_or_offset() {
+        use std::io::{Seek, Write};
+        for len in [0usize, 1, 64 * 1024, 64 * 1024 + 1, 300_000] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let mut f = tempfile::tempfile().expect("tempfile");
+            f.write_all(&bytes).expect("write");
+            // The descriptor's offset is at the end: the id reads from 0 all the same.
+            assert_eq!(f.stream_position().expect("position"), len as u64);
+            let id = BlobId::of_file(std::os::fd::AsFd::as_fd(&f)).expect("hash");
+            assert_eq!(id, BlobId::of(&bytes), "{len} bytes");
+        }
+    }
 
     #[test]
     fn blob_ids_are_lower_case_sha256_hex() {

@@ -20,7 +20,7 @@ use crate::store::Store;
 use crate::store::journal::{PreImage, Xattr};
 use crate::sys::{self, Errno};
 use crate::xattrs::{self, Via};
-use sha2::{Digest, Sha256};
+
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -413,20 +413,7 @@ impl<'a> Slot<'a> {
         if !same_inode {
             return false;
         }
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut off = 0u64;
-        loop {
-            match sys::read_full(fd.as_fd(), &mut buf, off) {
-                Ok(0) => break,
-                Ok(n) => {
-                    hasher.update(&buf[..n]);
-                    off += n as u64;
-                }
-                Err(_) => return false,
-            }
-        }
-        BlobId::finish(hasher) == *blob
+        BlobId::of_file(fd.as_fd()).is_ok_and(|id| id == *blob)
     }
 
     /// Whether the inode at the path is proven another than the one the record names (a

@@ -272,7 +272,6 @@ fn dedup(root: BorrowedFd<'_>, store: &Store, walked: &Walked, block: u64, space
 /// The sha256 of the file at `path`, if it still is the inode `(dev, ino)` (read without
 /// moving its access time).
 fn content_id(root: BorrowedFd<'_>, path: &RelPath, (dev, ino): (u64, u64)) -> Option<BlobId> {
-    use sha2::Digest;
     let parent = open_parent_raw(root, path).ok()?;
     let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
     let fd = sys::openat_noatime(parent.as_fd(), &cname(path), flags).ok()?;
@@ -280,18 +279,7 @@ fn content_id(root: BorrowedFd<'_>, path: &RelPath, (dev, ino): (u64, u64)) -> O
     if (st.st_dev, st.st_ino) != (dev, ino) {
         return None;
     }
-    let mut hasher = sha2::Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut off = 0u64;
-    loop {
-        match sys::read_full(fd.as_fd(), &mut buf, off).ok()? {
-            0 => return Some(BlobId::finish(hasher)),
-            n => {
-                hasher.update(&buf[..n]);
-                off += n as u64;
-            }
-        }
-    }
+    BlobId::of_file(fd.as_fd()).ok()
 }
 
 /// A filesystem as `statvfs` and `fstat` see it through a held descriptor.
