@@ -90,8 +90,10 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
             Vec::new()
         }
     };
-    let torn_only = !bytes.is_empty() && journal::parse(&bytes).is_ok_and(|p| p.lines.is_empty());
-    if torn_only && let Err(e) = super::layout::check_torn_only(store_dir) {
+    let torn_only = journal::parse(&bytes).map_or(Ok(()), |p| {
+        super::layout::check_torn_only(store_dir, &p, bytes.len())
+    });
+    if let Err(e) = torn_only {
         add(finding(Severity::Error, "layout", e.to_string()));
         return report;
     }

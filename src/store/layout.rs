@@ -312,9 +312,17 @@ pub fn check(d: BorrowedFd<'_>) -> Result<Contents, StoreError> {
     Ok(Contents::History)
 }
 
-/// When the journal turned out to hold no whole record (only a torn first append): refused
-/// like an empty one if blobs or staged pre-images are there, for the same reason.
-pub fn check_torn_only(d: BorrowedFd<'_>) -> Result<(), StoreError> {
+/// A journal of `len` bytes whose parse (`parsed`) found no whole record (only a torn first
+/// append) is refused like an empty one if blobs or staged pre-images are there, for the same
+/// reason: the store's open, `fsck` and `fsck --start-over` ask here alike.
+pub fn check_torn_only(
+    d: BorrowedFd<'_>,
+    parsed: &super::journal::Parsed,
+    len: usize,
+) -> Result<(), StoreError> {
+    if len == 0 || !parsed.lines.is_empty() {
+        return Ok(());
+    }
     let held = held(d)?;
     if held.any() {
         return Err(refused(LayoutError::NoJournal {

@@ -146,10 +146,9 @@ fn open_journal(d: BorrowedFd<'_>) -> Result<(OwnedFd, Index), StoreError> {
     .map_err(io("open journal"))?;
     let bytes = sys::read_to_end(journal.as_fd()).map_err(io("read journal"))?;
     let parsed = journal::parse(&bytes).map_err(StoreError::Journal)?;
-    if parsed.lines.is_empty() && !bytes.is_empty() {
-        // Cutting the torn line would leave an empty journal: not over blobs it cannot name.
-        layout::check_torn_only(d)?;
-    }
+    // Cutting a torn line that is all there is would leave an empty journal: not over blobs
+    // it cannot name.
+    layout::check_torn_only(d, &parsed, bytes.len())?;
     if parsed.valid_len < bytes.len() {
         log::warn!(target: "ckpt::store", "journal has a torn last line of {} bytes; cutting it off", bytes.len() - parsed.valid_len);
         sys::ftruncate(journal.as_fd(), parsed.valid_len as u64)

@@ -115,8 +115,8 @@ fn torn_only(d: BorrowedFd<'_>) -> Result<(), StoreError> {
         .map_err(io("open journal"))?;
     let bytes = sys::read_to_end(fd.as_fd()).map_err(io("read journal"))?;
     match super::journal::parse(&bytes) {
-        Ok(p) if p.lines.is_empty() => layout::check_torn_only(d),
-        _ => Ok(()),
+        Ok(parsed) => layout::check_torn_only(d, &parsed, bytes.len()),
+        Err(_) => Ok(()),
     }
 }
 
