@@ -158,9 +158,11 @@ pub struct Plan {
 enum Forget {
     /// Only these blobs, which no record names: the journal stays.
     UnnamedBlobs(Vec<BlobId>),
-    /// The journal, rewritten as `lines`, then these blobs, which no kept record names.
+    /// The journal, rewritten as `lines` (`text`, encoded once: its length is what the plan
+    /// counts, its bytes what the prune writes), then these blobs, which no kept record names.
     History {
         lines: Vec<Line>,
+        text: Vec<u8>,
         blobs: Vec<BlobId>,
     },
 }
@@ -222,21 +224,35 @@ fn keep_from(store: &Store, policy: Policy, sizes: &HashMap<BlobId, u64>, before
 
 /// Plans a prune of `store` by `policy`, changing nothing.
 pub fn plan(store: &Store, policy: Policy) -> Result<Plan, StoreError> {
-    let sizes: HashMap<BlobId, u64> = store
+    plan_with(store, policy, &blob_sizes(store)?)
+}
+
+/// Every blob of `store` with its size on disk.
+fn blob_sizes(store: &Store) -> Result<HashMap<BlobId, u64>, StoreError> {
+    Ok(store
         .blobs
         .list()
         .map_err(io("list blobs"))?
         .into_iter()
-        .collect();
+        .collect())
+}
+
+/// [`plan`], with the store's blobs listed already (`sizes`): a preview plans up to three
+/// prunes of one store.
+fn plan_with(
+    store: &Store,
+    policy: Policy,
+    sizes: &HashMap<BlobId, u64>,
+) -> Result<Plan, StoreError> {
     let blob_bytes: u64 = sizes.values().sum();
     let journal_now = store.journal_len();
     let before = blob_bytes + journal_now;
-    let keep_from = keep_from(store, policy, &sizes, before);
+    let keep_from = keep_from(store, policy, sizes, before);
     let first = store.index.turns.first().map_or(Turn(0), |t| t.turn);
     let (forget, journal_after, report) = if keep_from <= first && policy.undo == UndoHistory::Keep
     {
         let named = super::fsck::named_blobs(&read_journal(store)?);
-        let blobs = unused(&sizes, &named);
+        let blobs = unused(sizes, &named);
         let report = PruneReport {
             undo_history: UndoHistory::Keep,
             ..PruneReport::default()
@@ -259,9 +275,10 @@ pub fn plan(store: &Store, policy: Policy) -> Result<Plan, StoreError> {
         };
         let lines = kept_lines(store, keep_from, pruned);
         let named: HashSet<BlobId> = lines.iter().filter_map(file_blob).collect();
-        let blobs = unused(&sizes, &named);
-        let len = lines.iter().map(|l| journal::encode(l).len() as u64).sum();
-        (Forget::History { lines, blobs }, len, report)
+        let blobs = unused(sizes, &named);
+        let text: Vec<u8> = lines.iter().flat_map(journal::encode).collect();
+        let len = text.len() as u64;
+        (Forget::History { lines, text, blobs }, len, report)
     };
     let blobs = match &forget {
         Forget::UnnamedBlobs(b) | Forget::History { blobs: b, .. } => b,
@@ -293,9 +310,10 @@ pub fn plan(store: &Store, policy: Policy) -> Result<Plan, StoreError> {
 /// What `prune --dry-run` says: the plan, and what the further ways to free space would
 /// free.
 pub fn preview(store: &Store, policy: Policy) -> Result<PruneReport, StoreError> {
-    let mut report = plan(store, policy)?.report;
+    let sizes = blob_sizes(store)?;
+    let mut report = plan_with(store, policy, &sizes)?.report;
     let more = |p: Policy| -> Result<Option<u64>, StoreError> {
-        let freed = plan(store, p)?.report.freed_bytes;
+        let freed = plan_with(store, p, &sizes)?.report.freed_bytes;
         Ok((freed > report.freed_bytes).then_some(freed))
     };
     if report.undo_history == UndoHistory::Keep {
@@ -318,8 +336,8 @@ pub fn preview(store: &Store, policy: Policy) -> Result<PruneReport, StoreError>
 pub fn apply(store: &mut Store, plan: Plan) -> Result<PruneReport, StoreError> {
     let blobs = match plan.forget {
         Forget::UnnamedBlobs(blobs) => blobs,
-        Forget::History { lines, blobs } => {
-            rewrite_journal(store, lines)?;
+        Forget::History { lines, text, blobs } => {
+            rewrite_journal(store, lines, &text)?;
             blobs
         }
     };
@@ -433,18 +451,15 @@ fn archive(index: &super::Index) -> Vec<super::ops::ArchivedOp> {
         .collect()
 }
 
-/// Writes the journal anew as `lines` (see [`kept_lines`]) and replays them.
-fn rewrite_journal(store: &mut Store, lines: Vec<Line>) -> Result<(), StoreError> {
-    let mut bytes = Vec::new();
-    for l in &lines {
-        bytes.extend(journal::encode(l));
-    }
+/// Writes the journal anew as `lines` (see [`kept_lines`]), encoded as `bytes`, and replays
+/// them.
+fn rewrite_journal(store: &mut Store, lines: Vec<Line>, bytes: &[u8]) -> Result<(), StoreError> {
     let d = store.dir.as_fd();
     let tmp = c"journal.jsonl.new";
     // A leftover of a prune cut off by a crash (the name is the prune's alone).
     let _ = sys::unlinkat(d, tmp, 0);
     let file = TempFile::create(d, tmp.into()).map_err(io("write new journal"))?;
-    sys::write_all(file.fd(), &bytes, 0).map_err(io("write new journal"))?;
+    sys::write_all(file.fd(), bytes, 0).map_err(io("write new journal"))?;
     // Synced, renamed over the journal, the directory synced: the rule of `crate::tree`.
     file.persist(
         d,
