@@ -44,6 +44,7 @@ mod plan;
 mod preview;
 mod renewals;
 mod report;
+mod request;
 mod resolve;
 mod restore;
 mod save;
@@ -55,6 +56,7 @@ mod verify;
 pub use agent::{AgentSplit, Conflicts, PathActors};
 pub use plan::{Plan, Step, plan};
 pub use report::{FailedAt, Failure, Report, RewindError, Summary};
+pub use request::{Mode, Request, Scope};
 pub use restore::remove_tree;
 pub use space::{SizedPath, Space};
 pub use undo::{Direction, complete_unfinished, undo_redo};
@@ -118,106 +120,6 @@ pub(crate) fn log_took(what: &str, since: std::time::Instant) {
 
 fn millis(d: std::time::Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
-}
-
-/// What a rewind gives back.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Scope {
-    /// The whole folder: later turns leave the index (an undo brings them back).
-    Folder,
-    /// Only these paths, what lies below them, and a directory above them where none stands:
-    /// a change of the current turn, itself an operation.
-    Paths(Vec<RelPath>),
-    /// Only what the agent changed since the turn began, with what to do with the paths
-    /// others changed too: a partial rewind of those paths.
-    Agent(Conflicts),
-}
-
-/// Whether a rewind changes the folder, or only says what it would change (the same lists).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Plan and report; change nothing.
-    Preview,
-    /// Change the folder.
-    Apply,
-}
-
-impl Mode {
-    /// [`Mode::Preview`] when `dry_run`.
-    pub fn from_dry_run(dry_run: bool) -> Self {
-        if dry_run { Self::Preview } else { Self::Apply }
-    }
-
-    fn dry_run(self) -> bool {
-        self == Self::Preview
-    }
-}
-
-/// One rewind, as every caller asks for it: the daemon for the CLI's socket and for
-/// `.ckpt/rewind`, the CLI itself on an unmounted folder, the mount completing a cut-off one.
-/// [`run`] is its one entry point.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Request {
-    /// `scope` as it was at the start of turn `to`.
-    To {
-        /// The turn whose start is given back.
-        to: Turn,
-        /// What is given back.
-        scope: Scope,
-        /// Whether anything changes.
-        mode: Mode,
-    },
-    /// Take back the last whole rewind (`rewind --undo`; `undo` takes back any operation).
-    UndoLast {
-        /// Whether anything changes.
-        mode: Mode,
-    },
-}
-
-impl Request {
-    /// The whole folder as at the start of `to`, changed.
-    pub fn folder(to: Turn) -> Self {
-        Self::To {
-            to,
-            scope: Scope::Folder,
-            mode: Mode::Apply,
-        }
-    }
-
-    /// What the wire's fields ask for (`ipc::Request::Rewind`, the CLI's flags): the agent's
-    /// changes when `agent` is given, else the paths when some are, else the whole folder or,
-    /// with `undo`, the last whole rewind taken back.
-    pub fn from_fields(
-        to: Turn,
-        (undo, paths, agent): (bool, Vec<RelPath>, Option<Conflicts>),
-        mode: Mode,
-    ) -> Self {
-        let scope = match (agent, paths.is_empty()) {
-            (Some(conflicts), _) => Scope::Agent(conflicts),
-            (None, false) => Scope::Paths(paths),
-            (None, true) if undo => return Self::UndoLast { mode },
-            (None, true) => Scope::Folder,
-        };
-        Self::To { to, scope, mode }
-    }
-
-    /// Whether anything changes.
-    pub fn mode(&self) -> Mode {
-        match self {
-            Self::To { mode, .. } | Self::UndoLast { mode } => *mode,
-        }
-    }
-
-    /// Whether it gives back the whole folder (its report is the one `.ckpt/rewind` shows).
-    pub fn whole(&self) -> bool {
-        matches!(
-            self,
-            Self::To {
-                scope: Scope::Folder,
-                ..
-            } | Self::UndoLast { .. }
-        )
-    }
 }
 
 /// Runs `req` on the folder behind `root` with its open store; `max_blob` bounds what a
