@@ -6,8 +6,8 @@
 //! are set last, deepest first, so a read-only directory never blocks its own children.
 //! A rewind saves what it overwrites or deletes (records with `undo_of`) before changing it.
 //!
-//! The stages, in the order [`rewind`] and [`rewind_paths`] run them, and the files that hold
-//! them:
+//! The stages, in the order [`run`] runs them for a whole or a partial rewind, and the files
+//! that hold them:
 //!
 //! 1. **plan** (`plan.rs`, pure): the journal's targets become a [`Plan`]; names that were one
 //!    inode share one target (`links.rs`).

@@ -41,7 +41,7 @@ impl Mode {
 
 /// One rewind, as every caller asks for it: the daemon for the CLI's socket and for
 /// `.ckpt/rewind`, the CLI itself on an unmounted folder, the mount completing a cut-off one.
-/// [`run`] is its one entry point.
+/// [`run`](super::run) is its one entry point.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     /// `scope` as it was at the start of turn `to`.

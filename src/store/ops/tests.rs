@@ -45,6 +45,24 @@ fn undo_or_redo(index: &mut Index, kind: OpKind) {
     );
 }
 
+/// Begins a rewind from turn `from` to `to` that saves `pre` of `path` for its undo; returns
+/// the seq of its beginning.
+fn rewind_saving(index: &mut Index, (to, from): (Turn, Turn), path: &str, pre: PreImage) -> Seq {
+    let b = push(index, Record::RewindBegin { to, from });
+    push(
+        index,
+        Record::Capture {
+            turn: to,
+            path: rp(path),
+            pre,
+            undo_of: Some(b),
+            pid: None,
+            comm: None,
+        },
+    );
+    b
+}
+
 fn turns_of(index: &Index) -> Vec<u64> {
     index.turns.iter().map(|t| t.turn.0).collect()
 }
@@ -99,24 +117,7 @@ fn undo_two_deep_then_redo_gives_back_each_index_state() {
     push(&mut index, turn(1));
     push(&mut index, turn(2));
     push(&mut index, cap(2, "f", file("two")));
-    let b = push(
-        &mut index,
-        Record::RewindBegin {
-            to: Turn(1),
-            from: Turn(2),
-        },
-    );
-    push(
-        &mut index,
-        Record::Capture {
-            turn: Turn(1),
-            path: rp("f"),
-            pre: file("now"),
-            undo_of: Some(b),
-            pid: None,
-            comm: None,
-        },
-    );
+    let b = rewind_saving(&mut index, (Turn(1), Turn(2)), "f", file("now"));
     push(
         &mut index,
         Record::RewindDone {
@@ -236,24 +237,7 @@ fn linked_identities_count_every_record_kept_and_follow_renewals() {
     assert_eq!(index.linked_identities(), HashSet::from([id(5)]));
     // A rewind retires turn 2's captures to its undo entry and saves a group it replaces:
     // both are records an undo or a redo restores, so both count.
-    let b = push(
-        &mut index,
-        Record::RewindBegin {
-            to: Turn(1),
-            from: Turn(2),
-        },
-    );
-    push(
-        &mut index,
-        Record::Capture {
-            turn: Turn(1),
-            path: rp("group"),
-            pre: file_of(8, 3),
-            undo_of: Some(b),
-            pid: None,
-            comm: None,
-        },
-    );
+    let b = rewind_saving(&mut index, (Turn(1), Turn(2)), "group", file_of(8, 3));
     // While the rewind runs, its saves count too.
     assert_eq!(index.linked_identities(), HashSet::from([id(5), id(8)]));
     push(
