@@ -294,18 +294,15 @@ impl CkptFs {
         // The source does not exist: let the kernel give its exact errno, capture nothing.
         let src = sys::lstatat(ends.sdir.as_fd(), &ends.sc)?;
         let dst = sys::lstatat(ends.ddir.as_fd(), &ends.dc).ok();
-        let same_inode = dst.is_some_and(|d| HostId::of(&d) == HostId::of(&src));
+        let seen = RenameSeen {
+            src,
+            dst,
+            flags,
+            to: (newparent, newname),
+        };
+        let same_inode = seen.same_inode();
         let staged = if ends.spath != ends.dpath {
-            self.capture_rename(
-                &ends,
-                &src,
-                dst.as_ref(),
-                same_inode,
-                flags,
-                newparent,
-                newname,
-                caller,
-            )?
+            self.capture_rename(&ends, &seen, caller)?
         } else {
             None
         };
@@ -371,19 +368,20 @@ impl CkptFs {
     /// destination when it is a directory), and the destination, which a rename over a
     /// regular file stages by a hard link instead of reading it (an editor's or `sed -i`'s
     /// save; see `Capturer::stage`). Returns the staged capture to settle after the rename.
-    #[allow(clippy::too_many_arguments)] // the rename's own arguments, passed through
     fn capture_rename(
         &self,
         ends: &RenameEnds,
-        src: &libc::stat,
-        dst: Option<&libc::stat>,
-        same_inode: bool,
-        flags: u32,
-        newparent: NodeId,
-        newname: &OsStr,
+        seen: &RenameSeen<'_>,
         caller: Caller,
     ) -> FsResult<Option<PendingStage<'_>>> {
         let who = Who::new(caller.pid, What::Rename);
+        let RenameSeen {
+            src,
+            dst,
+            flags,
+            to: (newparent, newname),
+        } = *seen;
+        let same_inode = seen.same_inode();
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let (sdir, ddir) = (ends.sdir.as_fd(), ends.ddir.as_fd());
         // A directory is captured with everything below it (and mirrored at the destination);
@@ -409,7 +407,7 @@ impl CkptFs {
                     ddir,
                     &ends.dc,
                     &ends.dpath,
-                    d,
+                    &d,
                     held_open,
                     who,
                     StageBy::Link,
@@ -439,6 +437,24 @@ impl CkptFs {
         {
             self.lock_ghosts().insert(node, Arc::new(fd));
         }
+    }
+}
+
+/// What a rename found before it ran: what stood at the source and the destination, the flags
+/// it was asked with, and the destination's parent node and name (as the kernel named them).
+#[derive(Clone, Copy)]
+struct RenameSeen<'a> {
+    src: libc::stat,
+    dst: Option<libc::stat>,
+    flags: u32,
+    to: (NodeId, &'a OsStr),
+}
+
+impl RenameSeen<'_> {
+    /// Whether both names are already the one inode (a rename that only drops the source).
+    fn same_inode(&self) -> bool {
+        self.dst
+            .is_some_and(|d| HostId::of(&d) == HostId::of(&self.src))
     }
 }
 
