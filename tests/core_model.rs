@@ -2645,6 +2645,33 @@ impl Case {
         Ok(())
     }
 
+    /// Rewinds `scope` to the start of turn `k` after its preview (`what` names it in a
+    /// failure): the run must succeed with every path restored, and change exactly what the
+    /// preview said.
+    fn previewed_rewind(
+        &self,
+        what: &str,
+        k: u64,
+        scope: rewind::Scope,
+    ) -> Result<rewind::Report, Failure> {
+        let req = |mode| rewind::Request::To {
+            to: Turn(k),
+            scope: scope.clone(),
+            mode,
+        };
+        let preview = self
+            .fs()
+            .rewind(&req(rewind::Mode::Preview), &|_, _| {})
+            .map(|r| r.report);
+        let r = match self.fs().rewind(&req(rewind::Mode::Apply), &|_, _| {}) {
+            Ok(r) => r.report,
+            Err(e) => return fail("core-error", format!("{what}: {e}")),
+        };
+        Self::report_ok(what, &r)?;
+        Self::preview_was_exact(what, preview, &r)?;
+        Ok(r)
+    }
+
     fn rewind_paths(
         &mut self,
         k: u64,
@@ -2653,23 +2680,9 @@ impl Case {
     ) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
         let rel = RelPath::new(o.as_bytes()).expect("a valid path");
-        let partial = |mode| rewind::Request::To {
-            to: Turn(k),
-            scope: rewind::Scope::Paths(vec![rel.clone()]),
-            mode,
-        };
-        let preview = self
-            .fs()
-            .rewind(&partial(rewind::Mode::Preview), &|_, _| {})
-            .map(|r| r.report);
-        let r = match self.fs().rewind(&partial(rewind::Mode::Apply), &|_, _| {}) {
-            Ok(r) => r.report,
-            Err(e) => return fail("core-error", format!("rewind_paths({k}, {o:?}): {e}")),
-        };
-        Self::report_ok(&format!("rewind_paths({k}, {o:?})"), &r)?;
-        Self::preview_was_exact(&format!("rewind_paths({k}, {o:?})"), preview, &r)?;
-        let after = observe(&self.core.root);
         let what = format!("rewind_paths({k}, {o:?})");
+        self.previewed_rewind(&what, k, rewind::Scope::Paths(vec![rel]))?;
+        let after = observe(&self.core.root);
         let x = expect_partial(&before, &self.model.file_ids(), &self.turns[&k], o);
         let strip = |s: &Snap| Snap {
             kind: s.kind.clone(),

@@ -280,21 +280,7 @@ impl Case {
             Conflicts::Keep
         };
         let what = format!("rewind_agent({k}, {policy:?})");
-        let agent = |mode| rewind::Request::To {
-            to: Turn(k),
-            scope: rewind::Scope::Agent(policy),
-            mode,
-        };
-        let preview = self
-            .fs()
-            .rewind(&agent(rewind::Mode::Preview), &|_, _| {})
-            .map(|r| r.report);
-        let r = match self.fs().rewind(&agent(rewind::Mode::Apply), &|_, _| {}) {
-            Ok(r) => r.report,
-            Err(e) => return fail("core-error", format!("{what}: {e}")),
-        };
-        Self::report_ok(&what, &r)?;
-        Self::preview_was_exact(&what, preview, &r)?;
+        let r = self.previewed_rewind(&what, k, rewind::Scope::Agent(policy))?;
         let Some(split) = &r.agent else {
             return fail("agent-split", format!("{what}: the report has no split"));
         };
