@@ -108,11 +108,7 @@ fn handle(
             }
         }
         Request::Undo { redo, dry_run } => {
-            let way = if redo {
-                rewind::Direction::Redo
-            } else {
-                rewind::Direction::Undo
-            };
+            let way = rewind::Direction::from_redo(redo);
             let mode = rewind::Mode::from_dry_run(dry_run);
             report_response(fs.undo_redo(way, mode, progress))
         }

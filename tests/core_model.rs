@@ -2556,11 +2556,7 @@ impl Case {
     fn undo_redo(&mut self, redo: bool, seen: Option<Observed>) -> Result<(), Failure> {
         let what = if redo { "redo" } else { "undo" };
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
-        let way = if redo {
-            rewind::Direction::Redo
-        } else {
-            rewind::Direction::Undo
-        };
+        let way = rewind::Direction::from_redo(redo);
         let preview = self.fs().undo_redo(way, rewind::Mode::Preview, &|_, _| {});
         let r = self.fs().undo_redo(way, rewind::Mode::Apply, &|_, _| {});
         let popped = if redo {

@@ -207,11 +207,7 @@ impl Held {
                 Ok(resp.data)
             }
             Via::Store(root, store) => {
-                let way = if redo {
-                    crate::rewind::Direction::Redo
-                } else {
-                    crate::rewind::Direction::Undo
-                };
+                let way = crate::rewind::Direction::from_redo(redo);
                 let mode = crate::rewind::Mode::from_dry_run(dry_run);
                 crate::rewind::undo_redo(root.as_fd(), store, way, mode, &|_, _| {})
                     .map(|r| serde_json::to_value(&r).unwrap_or_default())

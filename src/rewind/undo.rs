@@ -28,6 +28,13 @@ pub enum Direction {
     Redo,
 }
 
+impl Direction {
+    /// [`Direction::Redo`] when `redo` (the wire's and the CLI's flag).
+    pub fn from_redo(redo: bool) -> Self {
+        if redo { Self::Redo } else { Self::Undo }
+    }
+}
+
 /// Runs `undo` or `redo` (`way`): reverts the newest operation on the undo stack, or re-applies
 /// the newest one undone. A preview (`mode`) says what it would change in the folder.
 pub fn undo_redo(
