@@ -140,12 +140,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("a.txt"), b"a\n").expect("file");
         let root = std::fs::File::open(dir.path()).expect("open");
-        let mut store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let mut store = Store::for_test(root.as_fd()).expect("store");
         let status = query(root.as_fd(), &mut store, "f", None, &Request::Status).expect("status");
         assert_eq!(status["turn"], 1, "{status}");
         let diff = Request::Diff {

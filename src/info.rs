@@ -604,12 +604,7 @@ mod tests {
         fn new() -> Self {
             let dir = tempfile::tempdir().expect("tempdir");
             let root = std::fs::File::open(dir.path()).expect("open");
-            let store = Store::open(
-                root.as_fd(),
-                crate::store::IfMissing::Create,
-                crate::tree::Durability::Lazy,
-            )
-            .expect("store");
+            let store = Store::for_test(root.as_fd()).expect("store");
             Self { dir, root, store }
         }
 
@@ -798,12 +793,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("big"), vec![b'x'; 100]).expect("write");
         let root = std::fs::File::open(dir.path()).expect("open");
-        let store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let store = Store::for_test(root.as_fd()).expect("store");
         let pre = crate::capture::read_preimage(store.blobs(), root.as_fd(), c"big", 10)
             .expect("pre-image");
         let PreImage::Skipped { reason, was, .. } = pre else {

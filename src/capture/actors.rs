@@ -517,12 +517,7 @@ mod tests {
         );
         // A remount replays the same: the dedup set is the journal's.
         drop(cap);
-        let store = crate::store::Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("reopen");
+        let store = crate::store::Store::reopen_for_test(root.as_fd()).expect("reopen");
         let seq = store.index().capture_seq_now(&f).expect("captured");
         assert_eq!(store.index().actors.by_capture[&seq].len(), 2);
         assert_eq!(store.index().actors.marks.len(), 1);

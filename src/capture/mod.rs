@@ -396,12 +396,7 @@ mod tests {
     pub(super) fn project() -> (tempfile::TempDir, std::fs::File, Capturer) {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = std::fs::File::open(dir.path()).expect("open root");
-        let store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let store = Store::for_test(root.as_fd()).expect("store");
         (dir, root, Capturer::new(store, DEFAULT_MAX_BLOB))
     }
 

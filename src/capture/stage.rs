@@ -525,12 +525,7 @@ mod tests {
 
         // Replayed from the journal: both resolutions hold.
         drop(cap);
-        let store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("reopen");
+        let store = Store::reopen_for_test(root.as_fd()).expect("reopen");
         assert_eq!(
             captured_bytes(&store),
             vec![b"kept bytes".to_vec(), b"removed bytes".to_vec()]
@@ -554,12 +549,7 @@ mod tests {
         assert_eq!(staged_files(&dir), 0, "a stored pre-image leaves staged/");
         // Replayed from the journal: the resolution holds.
         drop(cap);
-        let store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("reopen");
+        let store = Store::reopen_for_test(root.as_fd()).expect("reopen");
         let c = store.index().captures.last().expect("a capture");
         assert_eq!(content_of(&store, &c.pre), b"turn-start bytes");
     }
@@ -602,12 +592,7 @@ mod tests {
     fn a_stage_stored_after_a_prune_renumbered_the_journal_is_not_recorded_twice() {
         let (dir, root, cap) = project();
         drop(cap);
-        let mut store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let mut store = Store::reopen_for_test(root.as_fd()).expect("store");
         // A line the prune drops (turn 1's), for the one it adds (its `pruned` record): the
         // renumbered journal then gives the next capture the seq of the staged one.
         store
@@ -758,12 +743,7 @@ mod tests {
         let (dir, root, cap) = project();
         drop(cap);
         // A bare store: dropping it is a daemon killed (no stager, nothing settled at exit).
-        let mut store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let mut store = Store::reopen_for_test(root.as_fd()).expect("store");
         std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
         std::fs::write(dir.path().join("sub/kept"), b"still here").expect("write");
         let sub = std::fs::File::open(dir.path().join("sub")).expect("sub");
@@ -794,12 +774,7 @@ mod tests {
         }
         drop(store);
         std::fs::write(dir.path().join(".ckpt/staged/999"), b"stray").expect("stray");
-        let store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("reopen");
+        let store = Store::reopen_for_test(root.as_fd()).expect("reopen");
         assert!(store.index().pending.is_empty());
         let pre_of = |p: &str| {
             let c = store.index().captures.iter().find(|c| c.path == rp(p));

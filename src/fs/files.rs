@@ -472,12 +472,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("f"), b"bytes").expect("write");
         let root = std::fs::File::open(dir.path()).expect("open the folder");
-        let store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let store = Store::for_test(root.as_fd()).expect("store");
         let fs = CkptFs::new(
             OwnedFd::from(root),
             Capturer::new(store, DEFAULT_MAX_BLOB),

@@ -653,12 +653,7 @@ mod tests {
     fn a_rewind_refused_while_saving_leaves_nothing_in_the_store() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = std::fs::File::open(dir.path()).expect("open");
-        let mut store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let mut store = Store::for_test(root.as_fd()).expect("store");
         // Turn 2 created these paths; the last one's name is too long for any filesystem, so
         // saving what stands there fails after the others were stored (a large file as a
         // loose blob in a new shard, small ones in the pack).
@@ -725,12 +720,7 @@ mod tests {
         }
         // What the store holds replays as it was: turn 2 current, its captures in place.
         drop(store);
-        let store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("reopen");
+        let store = Store::reopen_for_test(root.as_fd()).expect("reopen");
         assert_eq!(store.index().current_turn(), Turn(2));
         assert_eq!(store.index().plan_targets(Turn(2)).len(), paths.len());
     }

@@ -399,12 +399,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let named = tree(dir.path());
         let root = std::fs::File::open(dir.path()).expect("open");
-        let store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let store = Store::for_test(root.as_fd()).expect("store");
         let paths: Vec<&RelPath> = named.iter().collect();
         let skip_none = |_: &RelPath| false;
         let skip_inner = |p: &RelPath| p.as_bytes().ends_with(b"/inner");
@@ -438,12 +433,7 @@ mod tests {
         }
         // Every blob a reading stored is on disk and whole once it returned.
         drop(store);
-        let reopened = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("reopen");
+        let reopened = Store::reopen_for_test(root.as_fd()).expect("reopen");
         let one = reading(root.as_fd(), &reopened, &|_| false)
             .read(&paths, 3)
             .expect("read");
@@ -459,12 +449,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let named = tree(dir.path());
         let root = std::fs::File::open(dir.path()).expect("open");
-        let store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let store = Store::for_test(root.as_fd()).expect("store");
         // A name no path may have on this filesystem: each part that walks there fails.
         let long = format!("deep/d4/{}", "n".repeat(300));
         let mut paths: Vec<&RelPath> = named.iter().collect();

@@ -91,12 +91,7 @@ mod tests {
     fn blobs_verified_in_parts_give_the_problems_one_reading_gives_in_plan_order() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = std::fs::File::open(dir.path()).expect("open");
-        let store = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let store = Store::for_test(root.as_fd()).expect("store");
         let good = store.blobs().put_bytes(b"stored bytes").expect("put").id;
         let mut targets = Vec::new();
         let mut missing = Vec::new();

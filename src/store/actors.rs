@@ -413,12 +413,7 @@ mod tests {
     fn touches_follow_their_captures_through_rewinds_undos_and_prunes() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = std::fs::File::open(dir.path()).expect("root");
-        let mut s = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let mut s = Store::for_test(root.as_fd()).expect("store");
         s.append(Record::Agent(AgentMark {
             pid: 30,
             start: 9,
@@ -492,12 +487,7 @@ mod tests {
         assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim3"]);
         assert_eq!(s.index().actors.marks.len(), 1);
         drop(s);
-        let s = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("reopen");
+        let s = Store::reopen_for_test(root.as_fd()).expect("reopen");
         assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim3"]);
         let text = std::fs::read_to_string(dir.path().join(".ckpt/journal.jsonl")).expect("read");
         let parsed = crate::store::journal::parse(text.as_bytes()).expect("parse");

@@ -523,12 +523,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("f"), b"content").expect("write");
         let root = std::fs::File::open(dir.path()).expect("open");
-        let mut s = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let mut s = Store::for_test(root.as_fd()).expect("store");
         let f = std::fs::File::open(dir.path().join("f")).expect("open f");
         let stored = s.blobs.put_fd(f.as_fd()).expect("put");
         s.append(Record::Capture {

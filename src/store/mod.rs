@@ -166,6 +166,19 @@ pub enum IfMissing {
     Refuse,
 }
 
+#[cfg(test)]
+impl Store {
+    /// A unit test's store: made when the folder has none, persisted lazily.
+    pub(crate) fn for_test(root: BorrowedFd<'_>) -> Result<Self, StoreError> {
+        Self::open(root, IfMissing::Create, crate::tree::Durability::Lazy)
+    }
+
+    /// A unit test's store opened again: refused when the folder has none.
+    pub(crate) fn reopen_for_test(root: BorrowedFd<'_>) -> Result<Self, StoreError> {
+        Self::open(root, IfMissing::Refuse, crate::tree::Durability::Lazy)
+    }
+}
+
 impl Store {
     /// Opens the store of the folder behind `root`, taking its lock; `missing` says whether a
     /// folder without one gets a new one (beginning turn 1), and `durability` how records and
@@ -356,12 +369,7 @@ mod tests {
 
     fn open(dir: &tempfile::TempDir) -> Store {
         let f = std::fs::File::open(dir.path()).expect("open");
-        Store::open(
-            f.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store")
+        Store::for_test(f.as_fd()).expect("store")
     }
 
     #[test]
@@ -495,11 +503,7 @@ mod tests {
         std::fs::write(dir.path().join(".ckpt/VERSION"), "ckpt-mount store 9\n").expect("write");
         let f = std::fs::File::open(dir.path()).expect("open");
         assert!(matches!(
-            Store::open(
-                f.as_fd(),
-                crate::store::IfMissing::Create,
-                crate::tree::Durability::Lazy
-            ),
+            Store::for_test(f.as_fd()),
             Err(StoreError::Version(_))
         ));
     }

@@ -573,12 +573,7 @@ mod tests {
     fn keep_turns_drops_the_oldest_and_their_blobs() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = std::fs::File::open(dir.path()).expect("open");
-        let mut s = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let mut s = Store::for_test(root.as_fd()).expect("store");
         file_cap(&mut s, 1, "a", b"turn one bytes");
         for t in 2..=4 {
             s.append(Record::Turn {
@@ -603,12 +598,7 @@ mod tests {
         assert_eq!(s.index.plan_targets(Turn(3)).len(), 1);
         drop(s);
         // The rewritten journal replays to the same index, and appends still work.
-        let mut s = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("reopen");
+        let mut s = Store::reopen_for_test(root.as_fd()).expect("reopen");
         assert_eq!(
             s.index.turns.iter().map(|t| t.turn.0).collect::<Vec<_>>(),
             vec![3, 4]
@@ -626,12 +616,7 @@ mod tests {
     fn max_size_keeps_the_current_turn() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = std::fs::File::open(dir.path()).expect("open");
-        let mut s = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let mut s = Store::for_test(root.as_fd()).expect("store");
         file_cap(&mut s, 1, "a", &[1u8; 5000]);
         s.append(Record::Turn {
             turn: Turn(2),
@@ -655,12 +640,7 @@ mod tests {
     /// that retires turns 2 and 3 (kept for its undo), and a blob no record names.
     fn history(dir: &tempfile::TempDir) -> (std::fs::File, Store) {
         let root = std::fs::File::open(dir.path()).expect("open");
-        let mut s = Store::open(
-            root.as_fd(),
-            crate::store::IfMissing::Create,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("store");
+        let mut s = Store::for_test(root.as_fd()).expect("store");
         file_cap(&mut s, 1, "a", &[1u8; 4000]);
         for t in 2..=3u8 {
             s.append(Record::Turn {

@@ -221,12 +221,7 @@ mod tests {
     fn store_without_journal() -> tempfile::TempDir {
         let t = tempfile::tempdir().expect("tempdir");
         {
-            let s = super::super::Store::open(
-                root(&t).as_fd(),
-                crate::store::IfMissing::Create,
-                crate::tree::Durability::Lazy,
-            )
-            .expect("store");
+            let s = super::super::Store::for_test(root(&t).as_fd()).expect("store");
             s.blobs().put_bytes(b"the only copy").expect("put");
         }
         std::fs::remove_file(t.path().join(".ckpt/journal.jsonl")).expect("rm");
@@ -252,12 +247,7 @@ mod tests {
         );
         assert!(aside.join("VERSION").is_file());
         assert!(!t.path().join(".ckpt/blobs").exists());
-        let s = super::super::Store::open(
-            root(&t).as_fd(),
-            crate::store::IfMissing::Refuse,
-            crate::tree::Durability::Lazy,
-        )
-        .expect("reopen");
+        let s = super::super::Store::reopen_for_test(root(&t).as_fd()).expect("reopen");
         assert_eq!(s.index().current_turn(), crate::ids::Turn(1));
         assert!(s.blobs().list().expect("list").is_empty());
         drop(s);
