@@ -18,6 +18,7 @@ use super::plan::{Plan, Step};
 use super::report::{Failure, Report};
 use super::resolve::{Parents, cname, open_parent};
 use super::restore::{TEMP_PREFIX, link_step, remove_step, restore_step};
+use super::step::{Cause, Op, Outcome, Rewrite, StepError, StepResult, sys_err};
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::PreImage;
@@ -58,12 +59,12 @@ pub(super) fn sweep_temps(root: BorrowedFd<'_>, plan: &Plan) {
 
 /// Applies `plan` (see the order above), calling `progress` before each step and recording
 /// in `report` what changed and what failed. A step that fails is reported and the others
-/// still run. `writes` says which restorations write, decided before anything changed as the
-/// preview decides it ([`super::preview::decide`]).
+/// still run. `writes` says which restorations are rewritten whatever stands there, decided
+/// before anything changed as the preview decides it ([`super::preview::decide`]).
 pub(super) fn apply(
     root: BorrowedFd<'_>,
     store: &Store,
-    (plan, writes): (&Plan, Vec<Option<bool>>),
+    (plan, writes): (&Plan, Vec<Rewrite>),
     anchors: &Anchors,
     report: &mut Report,
     progress: Progress<'_>,
@@ -86,7 +87,7 @@ pub(super) fn apply(
         .restore
         .iter()
         .zip(writes)
-        .map(|(step, write)| Decided { step, write })
+        .map(|(step, rewrite)| Decided { step, rewrite })
         .collect();
     let restorer = Restorer {
         root,
@@ -191,7 +192,7 @@ impl<'a> Restorer<'a> {
         run: &[Decided<'_>],
         parts: usize,
         report: &mut Report,
-    ) -> Vec<Result<bool, String>> {
+    ) -> Vec<StepResult<Outcome>> {
         let (root, store, steps) = (self.root, self.store, self.steps);
         let part = |part: &[Decided<'_>], progress: Option<Progress<'_>>| {
             let mut parents = Parents::new(root);
@@ -202,13 +203,12 @@ impl<'a> Restorer<'a> {
                 if let Some(progress) = progress {
                     progress(done, steps.total);
                 }
-                let write = d.write == Some(true);
                 let mut no_dirs = Vec::new();
                 let result = restore_step(
                     &mut parents,
                     store,
                     d.step,
-                    write,
+                    d.rewrite,
                     &mut no_dirs,
                     &mut renewed,
                 );
@@ -231,7 +231,7 @@ impl<'a> Restorer<'a> {
             report.renewed.extend(renewed);
         }
         for (d, result) in run.iter().zip(&results) {
-            if matches!(result, Ok(true)) {
+            if matches!(result, Ok(Outcome::Changed)) {
                 report.bytes += written_bytes(&d.step.target);
             }
         }
@@ -244,20 +244,27 @@ impl<'a> Restorer<'a> {
 fn record(
     report: &mut Report,
     step: &Step,
-    result: Result<bool, String>,
+    result: StepResult<Outcome>,
     done: fn(&mut Report) -> &mut Vec<RelPath>,
 ) {
     match result {
-        Ok(true) => {
+        Ok(Outcome::Changed) => {
             done(report).push(step.path.clone());
             report.changed.push(step.path.clone());
         }
-        Ok(false) => report.unchanged += 1,
-        Err(reason) => report.failed.push(Failure {
-            path: (&step.path).into(),
-            reason,
-        }),
+        Ok(Outcome::Unchanged) => report.unchanged += 1,
+        Err(e) => fail(report, &step.path, &e),
     }
+}
+
+/// Notes in `report` that `path` failed with `e`: the report keeps the reason as text, as it
+/// is sent; the log keeps what was being done and the errno.
+fn fail(report: &mut Report, path: &RelPath, e: &StepError) {
+    log::debug!(target: "ckpt::rewind", "{path}: {:?} failed ({}): {e}", e.op, e.errno());
+    report.failed.push(Failure {
+        path: path.into(),
+        reason: e.to_string(),
+    });
 }
 
 /// How many of the first `decided` restorations can be carried out in any order, on several
@@ -289,7 +296,7 @@ fn independent_files(decided: &[Decided<'_>]) -> usize {
 #[derive(Clone, Copy)]
 struct Decided<'a> {
     step: &'a Step,
-    write: Option<bool>,
+    rewrite: Rewrite,
 }
 
 /// Restores one step, as a member of its hard-link group when its target has more than one
@@ -303,14 +310,14 @@ fn restore_in_group(
     first_of_inode: &mut HashMap<GroupKey, RelPath>,
     dir_modes: &mut Vec<(RelPath, u32)>,
     report: &mut Report,
-) -> Result<bool, String> {
+) -> StepResult<Outcome> {
     let step = decided.step;
     let group = group_key(&step.target).filter(|_| step.target.nlink() > 1);
     match group {
         // A later name is linked to the first, and counted restored whether or not it was
         // linked already, as the preview counts it.
         Some(key) => match first_of_inode.get(&key) {
-            Some(first) => link_step(parents, first, &step.path).map(|_| true),
+            Some(first) => link_step(parents, first, &step.path).map(|_| Outcome::Changed),
             None => {
                 first_of_inode.insert(key.clone(), step.path.clone());
                 let relinked = match anchors.found.get(&key) {
@@ -318,13 +325,13 @@ fn restore_in_group(
                         report.changed.push(anchor.clone());
                         link_step(parents, anchor, &step.path)
                     }
-                    _ => Ok(false),
+                    _ => Ok(Outcome::Unchanged),
                 };
                 // Relinked to the anchor, the path changed even when its content then
                 // matches (the anchor holds the group's inode as it was).
                 relinked.and_then(|linked| {
                     restore_counted(parents, store, decided, dir_modes, report)
-                        .map(|written| written || linked)
+                        .map(|written| written.or(linked))
                 })
             }
         },
@@ -339,20 +346,20 @@ fn restore_counted(
     decided: Decided<'_>,
     dir_modes: &mut Vec<(RelPath, u32)>,
     report: &mut Report,
-) -> Result<bool, String> {
-    let Decided { step, write } = decided;
-    let changed = restore_step(
+) -> StepResult<Outcome> {
+    let Decided { step, rewrite } = decided;
+    let outcome = restore_step(
         parents,
         store,
         step,
-        write == Some(true),
+        rewrite,
         dir_modes,
         &mut report.renewed,
     )?;
-    if changed {
+    if outcome.changed() {
         report.bytes += written_bytes(&step.target);
     }
-    Ok(changed)
+    Ok(outcome)
 }
 
 /// The bytes restoring `target` writes: a file's size, nothing for any other kind.
@@ -367,21 +374,25 @@ pub(super) fn written_bytes(target: &PreImage) -> u64 {
 fn set_dir_modes(root: BorrowedFd<'_>, mut dir_modes: Vec<(RelPath, u32)>, report: &mut Report) {
     dir_modes.sort_by_key(|d| std::cmp::Reverse(d.0.depth()));
     for (path, mode) in dir_modes {
-        let r = open_parent(root, &path).and_then(|parent| {
-            let fd = sys::openat(
-                parent.as_fd(),
-                &cname(&path),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-                0,
-            )
-            .map_err(|e| e.to_string())?;
-            sys::fchmod_any(fd.as_fd(), mode).map_err(|e| e.to_string())
-        });
-        if let Err(reason) = r {
-            report.failed.push(Failure {
-                path: path.into(),
-                reason: format!("cannot set mode: {reason}"),
-            });
+        if let Err(e) = set_dir_mode(root, &path, mode) {
+            fail(report, &path, &e);
         }
     }
+}
+
+/// Gives the directory at `path` its `mode`; every failure, opening its parent included, is
+/// one of setting its mode.
+fn set_dir_mode(root: BorrowedFd<'_>, path: &RelPath, mode: u32) -> StepResult<()> {
+    let parent = open_parent(root, path).map_err(|e| match e.cause {
+        Cause::Parent(p) => StepError::new(Op::SetMode, Cause::Parent(p)).on(path),
+        _ => e,
+    })?;
+    let fd = sys::openat(
+        parent.as_fd(),
+        &cname(path),
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        0,
+    )
+    .map_err(sys_err(Op::SetMode))?;
+    sys::fchmod_any(fd.as_fd(), mode).map_err(|e| sys_err(Op::SetMode)(e).on(path))
 }

@@ -21,7 +21,9 @@
 //!    for the undo (a whole rewind, between `RewindBegin` and the changes) or for the current
 //!    turn (a partial rewind).
 //! 4. **apply** (`apply.rs` for the order, `restore.rs` for each path): removals,
-//!    restorations and links through descriptors, directory modes last.
+//!    restorations and links through descriptors, directory modes last. Each step ends in an
+//!    outcome (changed or unchanged) or a `StepError` saying what it was doing, on which path,
+//!    with which errno (`step.rs`); the report keeps its text as the failure's reason.
 //!    A dry run stops after verification and previews instead (`preview.rs`): each step of the
 //!    plan checked against the folder as it is now, by the rules `apply.rs` and `restore.rs`
 //!    follow, so its report lists what the run would change and what it could not restore.
@@ -49,6 +51,7 @@ mod resolve;
 mod restore;
 mod save;
 mod space;
+mod step;
 mod undo;
 mod unlock;
 mod verify;
@@ -73,6 +76,7 @@ use links::{link_anchors, uncaptured_links};
 use save::{Attempt, read_for_partial, save_records, saved_before, saves_for_undo};
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
+use step::Rewrite;
 use verify::refuse_unless_verified;
 
 /// Called with (steps done, steps in all) as a rewind applies its plan.
@@ -560,14 +564,15 @@ fn dry_run(
 
 /// Refuses the run of `plan` before it changes or stores anything when the disks lack the
 /// room it needs (`space.rs`), naming the space needed and free, the largest files the rewound
-/// turns created and what to do; else which of its restorations it writes (decided, as its
-/// preview decides it, on the folder as it stands before anything changes).
+/// turns created and what to do; else which of its restorations it writes whatever stands
+/// there (decided, as its preview decides it, on the folder as it stands before anything
+/// changes).
 fn room_for_run(
     root: BorrowedFd<'_>,
     store: &Store,
     (plan, anchors): (&Plan, &Anchors),
     partial: bool,
-) -> Result<Vec<Option<bool>>, RewindError> {
+) -> Result<Vec<Rewrite>, RewindError> {
     let started = std::time::Instant::now();
     let decided = preview::decide(root, plan, anchors);
     log_took("what to write decided", started);

@@ -23,7 +23,8 @@ use super::links::Anchors;
 use super::plan::{Plan, Step};
 use super::report::{FailedAt, Failure, Report};
 use super::resolve::{Parents, cname};
-use super::restore::{Slot, parent_for_removal};
+use super::restore::{Slot, cannot_restore, parent_for_removal};
+use super::step::{Op, Outcome, Rewrite, StepResult, sys_err};
 use crate::ids::BlobId;
 use crate::relpath::RelPath;
 use crate::store::journal::PreImage;
@@ -44,20 +45,20 @@ pub(super) fn preview(
     let mut parents = Parents::new(root);
     for step in &plan.remove {
         match stands_now(&mut parents, &step.path) {
-            Ok(true) => report.deleted.push(step.path.clone()),
-            Ok(false) => report.unchanged += 1,
-            Err(reason) => fail(report, &step.path, reason),
+            Ok(Outcome::Changed) => report.deleted.push(step.path.clone()),
+            Ok(Outcome::Unchanged) => report.unchanged += 1,
+            Err(e) => fail(report, &step.path, e.to_string()),
         }
     }
-    for (step, outcome) in plan.restore.iter().zip(&decided.0) {
-        match outcome {
-            Ok(Outcome::Unchanged) => report.unchanged += 1,
-            Ok(Outcome::Linked) => report.restored.push(step.path.clone()),
-            Ok(Outcome::Written) => {
+    for (step, decision) in plan.restore.iter().zip(&decided.0) {
+        match decision {
+            Ok(Decision::Unchanged) => report.unchanged += 1,
+            Ok(Decision::Linked) => report.restored.push(step.path.clone()),
+            Ok(Decision::Written) => {
                 report.restored.push(step.path.clone());
                 report.bytes += written_bytes(&step.target);
             }
-            Err(reason) => fail(report, &step.path, reason.clone()),
+            Err(e) => fail(report, &step.path, e.to_string()),
         }
     }
     anchors.report_unrestored(report);
@@ -96,7 +97,7 @@ pub(super) fn decide(root: BorrowedFd<'_>, plan: &Plan, anchors: &Anchors) -> De
 
 /// What the run does to each restoration of a plan, in order ([`decide`]), and what stood at
 /// each path when it was decided, where the decision looked.
-pub(super) struct Decided(Vec<Result<Outcome, String>>, Vec<Option<Stood>>);
+pub(super) struct Decided(Vec<StepResult<Decision>>, Vec<Option<Stood>>);
 
 /// What stood at a restoration's own path when the preview looked: what `lstat` gave, or
 /// `None` for nothing. The count of the space a run needs takes it from here instead of asking
@@ -112,14 +113,15 @@ impl Decided {
         &self.1
     }
 
-    /// Whether the run must write each restoration (`None` where the preview found an error).
-    pub(super) fn writes(self) -> Vec<Option<bool>> {
+    /// Whether the run must write each restoration whatever stands there: those the preview
+    /// lists as restored. One it found an error at is met again by the run, which reports it
+    /// (or writes it where the error passed and the path does not match).
+    pub(super) fn writes(self) -> Vec<Rewrite> {
         self.0
             .into_iter()
-            .map(|o| match o {
-                Ok(Outcome::Unchanged) => Some(false),
-                Ok(Outcome::Written | Outcome::Linked) => Some(true),
-                Err(_) => None,
+            .map(|d| match d {
+                Ok(Decision::Written | Decision::Linked) => Rewrite::Always,
+                Ok(Decision::Unchanged) | Err(_) => Rewrite::UnlessMatching,
             })
             .collect()
     }
@@ -130,7 +132,7 @@ impl Decided {
         plan.restore
             .iter()
             .zip(&self.0)
-            .filter(|(_, o)| matches!(o, Ok(Outcome::Written)))
+            .filter(|(_, d)| matches!(d, Ok(Decision::Written)))
             .map(|(s, _)| s)
     }
 }
@@ -183,20 +185,21 @@ fn unrestorable(plan: &Plan, problems: Vec<Failure>) -> Vec<Failure> {
     all
 }
 
-/// Whether something stands at `path` now, reached as the run's removal reaches it.
-fn stands_now(parents: &mut Parents<'_>, path: &RelPath) -> Result<bool, String> {
+/// What the run's removal would do to `path` now: changed where something stands, reached as
+/// the removal reaches it.
+fn stands_now(parents: &mut Parents<'_>, path: &RelPath) -> StepResult<Outcome> {
     let Some(parent) = parent_for_removal(parents, path)? else {
-        return Ok(false);
+        return Ok(Outcome::Unchanged);
     };
     match sys::lstatat(parent, &cname(path)) {
-        Ok(_) => Ok(true),
-        Err(Errno(libc::ENOENT)) => Ok(false),
-        Err(e) => Err(format!("cannot remove: {e}")),
+        Ok(_) => Ok(Outcome::Changed),
+        Err(Errno(libc::ENOENT)) => Ok(Outcome::Unchanged),
+        Err(e) => Err(sys_err(Op::Remove)(e).on(path)),
     }
 }
 
 /// What restoring one step would do.
-pub(super) enum Outcome {
+pub(super) enum Decision {
     /// Nothing: the path already holds its target.
     Unchanged,
     /// Content written or a path made (the report lists it as restored).
@@ -223,20 +226,20 @@ impl Restores<'_> {
     /// What the run would do to `step`'s path, as `apply.rs`'s `restore_in_group` does it: a
     /// later name of a hard-link group is linked; the first is compared where the group's
     /// inode stands now (the name the run relinks it to first, or the path itself).
-    fn step(&mut self, step: &Step) -> Result<Outcome, String> {
-        match &step.target {
-            PreImage::Skipped { reason, .. } => return Err(format!("not restored: {reason}")),
-            PreImage::Staged { .. } => {
-                return Err("not restored: its staged pre-image was never stored".into());
-            }
-            _ => {}
+    fn step(&mut self, step: &Step) -> StepResult<Decision> {
+        // An absent target is no restoration: the run meets it after reaching the path, and
+        // so does the comparison below.
+        if let Some(e) =
+            cannot_restore(&step.target).filter(|_| !matches!(step.target, PreImage::Absent))
+        {
+            return Err(e.on(&step.path));
         }
         let group = group_key(&step.target).filter(|_| step.target.nlink() > 1);
         let mut probe = &step.path;
         let mut relinked = false;
         if let Some(key) = group {
             if !self.groups.insert(key.clone()) {
-                return Ok(Outcome::Linked);
+                return Ok(Decision::Linked);
             }
             if let Some(anchor) = self.anchors.found.get(&key)
                 && *anchor != step.path
@@ -245,15 +248,15 @@ impl Restores<'_> {
                 relinked = !self.one_inode(anchor, &step.path);
             }
         }
-        let (changes, dir_stands) = self.compare(probe, step)?;
+        let (changes, dir_stands) = self.compare(probe, step).map_err(|e| e.on(&step.path))?;
         let changes = changes || relinked;
         if matches!(step.target, PreImage::Dir { .. }) && !dir_stands {
             self.fresh.insert(step.path.clone());
         }
         Ok(if changes {
-            Outcome::Written
+            Decision::Written
         } else {
-            Outcome::Unchanged
+            Decision::Unchanged
         })
     }
 
@@ -267,7 +270,7 @@ impl Restores<'_> {
 
     /// Whether giving `path` the target of `step` changes it, and whether a directory stands there
     /// now.
-    fn compare(&mut self, path: &RelPath, step: &Step) -> Result<(bool, bool), String> {
+    fn compare(&mut self, path: &RelPath, step: &Step) -> StepResult<(bool, bool)> {
         let mut above = path.parent();
         while let Some(a) = above {
             if self.fresh.contains(&a) {

@@ -5,6 +5,7 @@
 //!
 //! I/O: opens (`O_PATH`) directories of the folder; it changes nothing.
 
+use super::step::{Cause, Op, ParentError, StepError};
 use crate::relpath::RelPath;
 use crate::sys::{self, Errno};
 use std::ffi::CString;
@@ -24,14 +25,14 @@ pub(super) fn lstat_path(root: BorrowedFd<'_>, path: &RelPath) -> Option<libc::s
 
 /// [`open_parent_raw`], failing with the reason a report gives: a parent that is a symlink
 /// (or lies beyond one) is refused, never followed.
-pub(super) fn open_parent(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, String> {
+pub(super) fn open_parent(root: BorrowedFd<'_>, path: &RelPath) -> Result<OwnedFd, StepError> {
     open_parent_raw(root, path).map_err(|e| refusal(root, path, e))
 }
 
 /// Why the directory holding `path` could not be opened (`e`), as a report gives it.
-fn refusal(root: BorrowedFd<'_>, path: &RelPath, e: Errno) -> String {
-    match e.0 {
-        libc::ELOOP | libc::EXDEV => "a parent directory is a symlink: refused".to_string(),
+fn refusal(root: BorrowedFd<'_>, path: &RelPath, e: Errno) -> StepError {
+    let why = match e.0 {
+        libc::ELOOP | libc::EXDEV => ParentError::Symlink,
         // The parent itself is a symlink (opened as the link, which is not a directory).
         libc::ENOTDIR
             if path.parent().is_some_and(|p| {
@@ -40,12 +41,13 @@ fn refusal(root: BorrowedFd<'_>, path: &RelPath, e: Errno) -> String {
                     .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
             }) =>
         {
-            "a parent directory is a symlink: refused".to_string()
+            ParentError::Symlink
         }
-        libc::ENOTDIR => "a parent is not a directory".to_string(),
-        libc::ENOENT => "its parent directory is missing".to_string(),
-        _ => format!("cannot open its parent: {e}"),
-    }
+        libc::ENOTDIR => ParentError::NotDir,
+        libc::ENOENT => ParentError::Missing,
+        _ => ParentError::Other(e),
+    };
+    StepError::new(Op::OpenParent, Cause::Parent(why)).on(path)
 }
 
 /// The directory holding each path of a walk over the plan, kept open from one path to the
@@ -81,7 +83,7 @@ impl<'r> Parents<'r> {
     }
 
     /// [`open_parent`], reusing the directory last opened when it is `path`'s.
-    pub(super) fn open(&mut self, path: &RelPath) -> Result<BorrowedFd<'_>, String> {
+    pub(super) fn open(&mut self, path: &RelPath) -> Result<BorrowedFd<'_>, StepError> {
         let root = self.root;
         self.raw(path).map_err(|e| refusal(root, path, e))
     }

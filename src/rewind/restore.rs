@@ -13,6 +13,7 @@
 
 use super::plan::{MatchRule, Step};
 use super::resolve::{Parents, cname, open_parent};
+use super::step::{Cause, Node, Op, Outcome, Rewrite, StepError, StepResult, sys_err};
 use crate::identity::{FileId, Same};
 use crate::ids::BlobId;
 use crate::relpath::RelPath;
@@ -24,12 +25,14 @@ use crate::xattrs::{self, Via};
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-/// Removes whatever is at `path`; `Ok(false)` when nothing was there.
-pub(super) fn remove_step(parents: &mut Parents<'_>, path: &RelPath) -> Result<bool, String> {
+/// Removes whatever is at `path` (unchanged when nothing was there).
+pub(super) fn remove_step(parents: &mut Parents<'_>, path: &RelPath) -> StepResult<Outcome> {
     let Some(parent) = parent_for_removal(parents, path)? else {
-        return Ok(false);
+        return Ok(Outcome::Unchanged);
     };
-    remove_tree(parent, &cname(path)).map_err(|e| format!("cannot remove: {e}"))
+    remove_tree(parent, &cname(path))
+        .map(Outcome::changed_if)
+        .map_err(|e| sys_err(Op::Remove)(e).on(path))
 }
 
 /// The directory holding `path`, for its removal; `None` when the path cannot stand (its
@@ -38,7 +41,7 @@ pub(super) fn remove_step(parents: &mut Parents<'_>, path: &RelPath) -> Result<b
 pub(super) fn parent_for_removal<'p>(
     parents: &'p mut Parents<'_>,
     path: &RelPath,
-) -> Result<Option<BorrowedFd<'p>>, String> {
+) -> StepResult<Option<BorrowedFd<'p>>> {
     let root = parents.root();
     match parents.open(path) {
         Ok(p) => Ok(Some(p)),
@@ -144,20 +147,19 @@ fn set_attributes(
     xattrs: Option<&[Xattr]>,
     mode: Option<u32>,
     known: Option<&libc::stat>,
-) -> Result<(), String> {
-    let stat = || sys::fstat(fd).map_err(|e| format!("cannot stat: {e}"));
+) -> StepResult<()> {
+    let stat = || sys::fstat(fd).map_err(sys_err(Op::Stat));
     let mut st = match known {
         Some(st) => *st,
         None => stat()?,
     };
     let mut changed = false;
     if as_root() && (st.st_uid, st.st_gid) != owner {
-        sys::fchown(fd, owner.0, owner.1).map_err(|e| format!("cannot set owner: {e}"))?;
+        sys::fchown(fd, owner.0, owner.1).map_err(sys_err(Op::SetOwner))?;
         changed = true;
     }
     if let Some(x) = xattrs {
-        changed |=
-            xattrs::apply(via, x).map_err(|e| format!("cannot set extended attributes: {e}"))?;
+        changed |= xattrs::apply(via, x).map_err(sys_err(Op::SetXattrs))?;
     }
     if let Some(mode) = mode {
         if changed {
@@ -165,7 +167,7 @@ fn set_attributes(
             st = stat()?;
         }
         if st.st_mode & 0o7777 != mode {
-            sys::fchmod_any(fd, mode).map_err(|e| format!("cannot set mode: {e}"))?;
+            sys::fchmod_any(fd, mode).map_err(sys_err(Op::SetMode))?;
         }
     }
     Ok(())
@@ -176,11 +178,11 @@ fn set_attributes(
 fn set_attributes_at(
     dir: BorrowedFd<'_>,
     name: &CStr,
-    what: &str,
+    what: Node,
     (owner, xattrs, mode): ((u32, u32), Option<&[Xattr]>, Option<u32>),
-) -> Result<(), String> {
+) -> StepResult<()> {
     let fd = sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
-        .map_err(|e| format!("cannot open {what}: {e}"))?;
+        .map_err(sys_err(Op::OpenNode(what)))?;
     set_attributes(fd.as_fd(), Via::Path(fd.as_fd()), owner, xattrs, mode, None)
 }
 
@@ -204,33 +206,39 @@ fn attributes_match(
     owner_ok && mode_ok && xattrs_ok
 }
 
-/// An errno as the reason a step failed: `what`, then the error.
-fn err(what: &str) -> impl Fn(Errno) -> String + '_ {
-    move |e: Errno| format!("{what}: {e}")
-}
-
-/// Restores one path; `Ok(false)` when it already matched. With `write`, it is written even
-/// if it matches now (the run decided so before it began, as its preview did).
+/// Restores one path (unchanged when it already matched). With [`Rewrite::Always`], it is
+/// written even if it matches now (the run decided so before it began, as its preview did).
 pub(super) fn restore_step(
     parents: &mut Parents<'_>,
     store: &Store,
     step: &Step,
-    write: bool,
+    rewrite: Rewrite,
     dir_modes: &mut Vec<(RelPath, u32)>,
     renewed: &mut Vec<crate::identity::Renewal>,
-) -> Result<bool, String> {
+) -> StepResult<Outcome> {
+    restore_at(parents, store, step, rewrite, (dir_modes, renewed)).map_err(|e| e.on(&step.path))
+}
+
+/// [`restore_step`], its error not yet naming the path.
+fn restore_at(
+    parents: &mut Parents<'_>,
+    store: &Store,
+    step: &Step,
+    rewrite: Rewrite,
+    (dir_modes, renewed): (&mut Vec<(RelPath, u32)>, &mut Vec<crate::identity::Renewal>),
+) -> StepResult<Outcome> {
     let parent = parents.open(&step.path)?;
     let name = cname(&step.path);
     let mut at = Slot::at(parent, &name, &step.target)?;
-    at.write = write;
+    at.rewrite = rewrite;
     at.rule = step.rule;
+    if let Some(e) = cannot_restore(&step.target) {
+        return Err(e);
+    }
     match &step.target {
-        PreImage::Absent => Err("internal: absent target in the restore list".into()),
-        PreImage::Skipped { reason, .. } => Err(format!("not restored: {reason}")),
-        // Every staged pre-image is stored before a rewind plans; one left is a journal that
-        // never resolved it.
-        PreImage::Staged { .. } => {
-            Err("not restored: its staged pre-image was never stored".into())
+        // Answered by `cannot_restore` above.
+        PreImage::Absent | PreImage::Skipped { .. } | PreImage::Staged { .. } => {
+            Err(StepError::new(Op::Target, Cause::AbsentTarget))
         }
         PreImage::Dir {
             mode,
@@ -238,9 +246,9 @@ pub(super) fn restore_step(
             gid,
             xattrs,
         } => {
-            let changed = at.restore_dir((*uid, *gid), xattrs.as_deref())?;
+            let outcome = at.restore_dir((*uid, *gid), xattrs.as_deref())?;
             dir_modes.push((step.path.clone(), *mode));
-            Ok(changed)
+            Ok(outcome)
         }
         PreImage::File {
             blob,
@@ -266,6 +274,24 @@ pub(super) fn restore_step(
     }
 }
 
+/// Why `target` cannot be restored at all, as the run and its preview both say it: a capture
+/// that was skipped, a staged pre-image never stored, or a target that is no state to give
+/// (`None`: it can be restored).
+pub(super) fn cannot_restore(target: &PreImage) -> Option<StepError> {
+    let cause = match target {
+        PreImage::Absent => Cause::AbsentTarget,
+        PreImage::Skipped { reason, .. } => Cause::Skipped(reason.clone()),
+        // Every staged pre-image is stored before a rewind plans; one left is a journal that
+        // never resolved it.
+        PreImage::Staged { .. } => Cause::NeverStored,
+        PreImage::Dir { .. }
+        | PreImage::File { .. }
+        | PreImage::Symlink { .. }
+        | PreImage::Fifo { .. } => return None,
+    };
+    Some(StepError::new(Op::Target, cause))
+}
+
 /// A path [`restore_step`] is giving its recorded state (or a dry run is looking at): the
 /// directory holding it, its name there, what stands there now, and the record.
 pub(super) struct Slot<'a> {
@@ -277,8 +303,8 @@ pub(super) struct Slot<'a> {
     cur_kind: Option<u32>,
     /// The state the path must be given.
     target: &'a PreImage,
-    /// Written even when it matches (decided before the run began).
-    write: bool,
+    /// Whether it is written even when it matches (decided before the run began).
+    rewrite: Rewrite,
     /// What makes it match (the plan's [`MatchRule`] of the step).
     pub(super) rule: MatchRule,
 }
@@ -289,11 +315,11 @@ impl<'a> Slot<'a> {
         dir: BorrowedFd<'a>,
         name: &'a CStr,
         target: &'a PreImage,
-    ) -> Result<Self, String> {
+    ) -> StepResult<Self> {
         let current = match sys::lstatat(dir, name) {
             Ok(st) => Some(st),
             Err(Errno(libc::ENOENT)) => None,
-            Err(e) => return Err(format!("cannot stat: {e}")),
+            Err(e) => return Err(sys_err(Op::Stat)(e)),
         };
         Ok(Self {
             dir,
@@ -301,7 +327,7 @@ impl<'a> Slot<'a> {
             current,
             cur_kind: current.map(|st| st.st_mode & libc::S_IFMT),
             target,
-            write: false,
+            rewrite: Rewrite::UnlessMatching,
             rule: MatchRule::Content,
         })
     }
@@ -315,7 +341,7 @@ impl<'a> Slot<'a> {
     /// now shares its inode with another name (a rewind linked it there): only a fresh file
     /// parts them again.
     pub(super) fn matches(&self) -> bool {
-        if self.write {
+        if self.rewrite == Rewrite::Always {
             return false;
         }
         match self.target {
@@ -450,9 +476,9 @@ impl<'a> Slot<'a> {
     fn install(
         &self,
         tmp: &CStr,
-        finished: Result<(), String>,
+        finished: StepResult<()>,
         renewed: &mut Vec<crate::identity::Renewal>,
-    ) -> Result<bool, String> {
+    ) -> StepResult<Outcome> {
         let put = Install {
             dir: self.dir,
             tmp,
@@ -465,21 +491,21 @@ impl<'a> Slot<'a> {
     /// A directory: made where there is none (whatever stands there removed first), then given
     /// its owner and attributes unless they match. Its mode is set later, with every other
     /// directory's (`set_dir_modes` in `apply.rs`).
-    fn restore_dir(&self, owner: (u32, u32), xattrs: Option<&[Xattr]>) -> Result<bool, String> {
+    fn restore_dir(&self, owner: (u32, u32), xattrs: Option<&[Xattr]>) -> StepResult<Outcome> {
         let exists = self.cur_kind == Some(libc::S_IFDIR);
         let matched = self.matches();
         if !exists {
             if self.current.is_some() {
-                remove_tree(self.dir, self.name).map_err(err("cannot remove what is there"))?;
+                remove_tree(self.dir, self.name).map_err(sys_err(Op::RemoveExisting))?;
             }
-            sys::mkdirat(self.dir, self.name, 0o700).map_err(err("cannot create directory"))?;
+            sys::mkdirat(self.dir, self.name, 0o700).map_err(sys_err(Op::CreateDir))?;
         }
         if !matched {
             // The mode is set with the others, last (see `set_dir_modes`).
             let attrs = (owner, xattrs, None);
-            set_attributes_at(self.dir, self.name, "the directory", attrs)?;
+            set_attributes_at(self.dir, self.name, Node::Dir, attrs)?;
         }
-        Ok(!matched)
+        Ok(Outcome::changed_if(!matched))
     }
 
     /// A regular file with the bytes of `blob`: written in place when the inode there is proven
@@ -492,10 +518,10 @@ impl<'a> Slot<'a> {
         mode: u32,
         xattrs: Option<&[Xattr]>,
         renewed: &mut Vec<crate::identity::Renewal>,
-    ) -> Result<bool, String> {
+    ) -> StepResult<Outcome> {
         if self.matches() {
             // The same bytes and attributes: rewriting would change nothing but its times.
-            return Ok(false);
+            return Ok(Outcome::Unchanged);
         }
         let attrs = |fd: BorrowedFd<'_>, known: Option<&libc::stat>| {
             set_attributes(fd, Via::Open(fd), owner, xattrs, Some(mode), known)
@@ -505,23 +531,23 @@ impl<'a> Slot<'a> {
             // Written over, then cut to length, not opened with O_TRUNC: ext4 takes a
             // truncation to zero for a replace-by-truncate and starts writing the file back
             // when it is closed, a block write per file in a large rewind (docs/BENCHMARKS.md).
-            let fd = open_in_place(self.dir, self.name).map_err(err("cannot open for writing"))?;
-            let st = sys::fstat(fd.as_fd()).map_err(err("cannot stat"))?;
+            let fd = open_in_place(self.dir, self.name).map_err(sys_err(Op::OpenForWriting))?;
+            let st = sys::fstat(fd.as_fd()).map_err(sys_err(Op::Stat))?;
             if self
                 .current
                 .is_none_or(|cur| (cur.st_dev, cur.st_ino) != (st.st_dev, st.st_ino))
             {
-                return Err("the file changed while the rewind ran: not written".into());
+                return Err(StepError::new(Op::Write, Cause::ChangedMeanwhile));
             }
-            let written = copy_blob(store, blob, fd.as_fd()).map_err(err("cannot write"))?;
+            let written = copy_blob(store, blob, fd.as_fd()).map_err(sys_err(Op::Write))?;
             if st.st_size as u64 > written {
-                sys::ftruncate(fd.as_fd(), written).map_err(err("cannot truncate"))?;
+                sys::ftruncate(fd.as_fd(), written).map_err(sys_err(Op::Truncate))?;
             }
             // The write and the cut change neither owner nor mode, except that they drop the
             // set-id bits of a writer without CAP_FSETID: only then is the inode asked again.
             let setid = st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0;
             attrs(fd.as_fd(), (!setid).then_some(&st))?;
-            return Ok(true);
+            return Ok(Outcome::Changed);
         }
         // Anything else, a file whose identity cannot be proven included, is replaced by a
         // fresh file: never a write into an inode that may be another file.
@@ -532,9 +558,9 @@ impl<'a> Slot<'a> {
             libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
             0o600,
         )
-        .map_err(err("cannot create"))?;
+        .map_err(sys_err(Op::Create))?;
         let written = copy_blob(store, blob, fd.as_fd())
-            .map_err(err("cannot write"))
+            .map_err(sys_err(Op::Write))
             .and_then(|_| attrs(fd.as_fd(), None));
         self.install(&tmp, written, renewed)
     }
@@ -548,22 +574,22 @@ impl<'a> Slot<'a> {
         owner: (u32, u32),
         xattrs: Option<&[Xattr]>,
         renewed: &mut Vec<crate::identity::Renewal>,
-    ) -> Result<bool, String> {
+    ) -> StepResult<Outcome> {
         if self.matches() {
-            return Ok(false);
+            return Ok(Outcome::Unchanged);
         }
         if self.links_to(link) && self.proven_same(libc::S_IFLNK) {
             // The recorded inode (hard links included): its owner and attributes only.
             let attrs = (owner, xattrs, None);
-            set_attributes_at(self.dir, self.name, "the symlink", attrs)?;
-            return Ok(true);
+            set_attributes_at(self.dir, self.name, Node::Symlink, attrs)?;
+            return Ok(Outcome::Changed);
         }
         let tmp = temp_name();
-        let t =
-            CString::new(link.to_vec()).map_err(|_| "symlink target contains NUL".to_string())?;
-        sys::symlinkat(&t, self.dir, &tmp).map_err(err("cannot create symlink"))?;
+        let t = CString::new(link.to_vec())
+            .map_err(|_| StepError::new(Op::CreateSymlink, Cause::NulInTarget))?;
+        sys::symlinkat(&t, self.dir, &tmp).map_err(sys_err(Op::CreateSymlink))?;
         let attrs = (owner, xattrs, None);
-        let finished = set_attributes_at(self.dir, &tmp, "the new symlink", attrs);
+        let finished = set_attributes_at(self.dir, &tmp, Node::NewSymlink, attrs);
         self.install(&tmp, finished, renewed)
     }
 
@@ -574,15 +600,15 @@ impl<'a> Slot<'a> {
         mode: u32,
         xattrs: Option<&[Xattr]>,
         renewed: &mut Vec<crate::identity::Renewal>,
-    ) -> Result<bool, String> {
+    ) -> StepResult<Outcome> {
         if self.matches() {
-            return Ok(false);
+            return Ok(Outcome::Unchanged);
         }
         let tmp = temp_name();
         sys::mknodat(self.dir, &tmp, libc::S_IFIFO | (mode & 0o7777), 0)
-            .map_err(err("cannot create fifo"))?;
+            .map_err(sys_err(Op::CreateFifo))?;
         let attrs = (owner, xattrs, Some(mode));
-        let finished = set_attributes_at(self.dir, &tmp, "the new fifo", attrs);
+        let finished = set_attributes_at(self.dir, &tmp, Node::NewFifo, attrs);
         self.install(&tmp, finished, renewed)
     }
 }
@@ -601,17 +627,17 @@ impl Install<'_> {
     /// notes the renewal of the record's identity; else removes it and gives the error.
     fn finish(
         &self,
-        finished: Result<(), String>,
+        finished: StepResult<()>,
         target: &PreImage,
         renewed: &mut Vec<crate::identity::Renewal>,
-    ) -> Result<bool, String> {
+    ) -> StepResult<Outcome> {
         if let Err(e) = finished {
             let _ = sys::unlinkat(self.dir, self.tmp, 0);
             return Err(e);
         }
         replace_with(self.dir, self.tmp, self.name, self.cur_kind)?;
         note_renewal(self.dir, self.name, target, renewed);
-        Ok(true)
+        Ok(Outcome::Changed)
     }
 }
 
@@ -639,12 +665,12 @@ fn replace_with(
     tmp: &CStr,
     name: &CStr,
     cur_kind: Option<u32>,
-) -> Result<bool, String> {
+) -> StepResult<Outcome> {
     if cur_kind == Some(libc::S_IFDIR)
         && let Err(e) = remove_tree(dir, name)
     {
         let _ = sys::unlinkat(dir, tmp, 0);
-        return Err(format!("cannot remove the directory there: {e}"));
+        return Err(sys_err(Op::RemoveDirThere)(e));
     }
     // A rewind's installs are not synced one by one: the journal's `rewind_done` record, written
     // after them, is what a crash is judged by (an unfinished rewind is completed at the next
@@ -657,8 +683,8 @@ fn replace_with(
         crate::tree::Durability::Lazy,
         "rewind-before-rename",
     )
-    .map_err(|e| format!("cannot move into place: {e}"))?;
-    Ok(true)
+    .map_err(sys_err(Op::MoveIntoPlace))?;
+    Ok(Outcome::Changed)
 }
 
 /// Makes `path` a hard link of the inode at `first` (a temp link moved over whatever stands
@@ -667,20 +693,22 @@ pub(super) fn link_step(
     parents: &mut Parents<'_>,
     first: &RelPath,
     path: &RelPath,
-) -> Result<bool, String> {
+) -> StepResult<Outcome> {
     let fparent = open_parent(parents.root(), first)?;
     let parent = parents.open(path)?;
     let (fname, name) = (cname(first), cname(path));
     let fst =
-        sys::lstatat(fparent.as_fd(), &fname).map_err(|e| format!("cannot stat {first}: {e}"))?;
+        sys::lstatat(fparent.as_fd(), &fname).map_err(|e| sys_err(Op::StatLinked)(e).on(first))?;
     let cur = sys::lstatat(parent, &name).ok();
     // Two names that exist at once with one number and device are one inode.
     if cur.is_some_and(|st| st.st_ino == fst.st_ino && st.st_dev == fst.st_dev) {
-        return Ok(false);
+        return Ok(Outcome::Unchanged);
     }
     let tmp = temp_name();
-    sys::linkat(fparent.as_fd(), &fname, parent, &tmp).map_err(|e| format!("cannot link: {e}"))?;
+    sys::linkat(fparent.as_fd(), &fname, parent, &tmp)
+        .map_err(|e| sys_err(Op::Link)(e).on(path))?;
     replace_with(parent, &tmp, &name, cur.map(|st| st.st_mode & libc::S_IFMT))
+        .map_err(|e| e.on(path))
 }
 
 /// Writes a blob's original bytes into `dst` from offset 0 (decompressing when stored so);
