@@ -31,11 +31,16 @@
 //!    stays open. The journal records that close it (the files it recreated, then
 //!    `RewindDone` unless a failure may pass on a second run) are written by this file.
 //!
+//! A run carries its folder, store, limits, progress and mode as one `Rewinder`
+//! (`rewinder.rs`): its methods are the kinds of run (whole, paths, agent; undo and redo in
+//! `undo.rs`), and every run that changes the folder ends in its one `carry_out` (room, saves,
+//! journal, apply, close), framed as a whole rewind, a partial one or an undo/redo.
+//!
 //! `resolve.rs` opens the directory holding a path, for every stage; `parts.rs` splits a
 //! large rewind's saves, its verification and the runs of independent files it restores over
-//! the machine's cores. This file holds the entry
-//! points, their inputs and the journal records that frame a rewind, and re-exports the public
-//! types of the stages, so every path `crate::rewind::X` stays as it was.
+//! the machine's cores. This file holds the entry point [`run`], the journal records that close
+//! a rewind, and re-exports the public types of the stages, so every path `crate::rewind::X`
+//! stays as it was.
 
 mod agent;
 mod apply;
@@ -49,6 +54,7 @@ mod report;
 mod request;
 mod resolve;
 mod restore;
+mod rewinder;
 mod save;
 mod space;
 mod step;
@@ -65,19 +71,11 @@ pub use space::{SizedPath, Space};
 pub use undo::{Direction, complete_unfinished, undo_redo};
 pub use verify::verify;
 
-use crate::ids::{Seq, Turn};
-use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::journal::{PreImage, Record};
-use apply::{apply, sweep_temps};
-use groups::share_hard_links;
-use links::Anchors;
-use links::{link_anchors, uncaptured_links};
-use save::{Attempt, read_for_partial, save_records, saved_before, saves_for_undo};
+use rewinder::{Limits, Rewinder};
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
-use step::Rewrite;
-use verify::refuse_unless_verified;
 
 /// Called with (steps done, steps in all) as a rewind applies its plan.
 pub type Progress<'a> = &'a dyn Fn(usize, usize);
@@ -127,8 +125,9 @@ fn millis(d: std::time::Duration) -> String {
 }
 
 /// Runs `req` on the folder behind `root` with its open store; `max_blob` bounds what a
-/// partial rewind captures for the current turn. The caller must hold back every other
-/// mutation of the folder while this runs.
+/// partial rewind captures for the current turn (a whole rewind, and `rewind --undo`, complete
+/// a partial rewind cut off by a crash under the default bound). The caller must hold back
+/// every other mutation of the folder while this runs.
 pub fn run(
     root: BorrowedFd<'_>,
     store: &mut Store,
@@ -136,112 +135,31 @@ pub fn run(
     max_blob: u64,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
-    let dry_run = req.mode().dry_run();
+    let limits = if req.whole() {
+        Limits::default()
+    } else {
+        Limits { max_blob }
+    };
+    let mut rewinder = Rewinder::new(root, store, limits, progress, req.mode());
     match req {
-        Request::UndoLast { .. } => undo::rewind_undo(root, store, dry_run, progress),
+        Request::UndoLast { .. } => rewinder.undo_last(),
         Request::To {
             to,
             scope: Scope::Folder,
             ..
-        } => rewind(root, store, *to, req.mode(), progress),
+        } => rewinder.whole(*to),
         Request::To {
             to,
             scope: Scope::Paths(paths),
             ..
-        } => rewind_paths(root, store, *to, paths, dry_run, max_blob, progress),
+        } => rewinder.paths(*to, paths),
         Request::To {
             to,
             scope: Scope::Agent(conflicts),
             ..
-        } => rewind_agent(root, store, *to, *conflicts, dry_run, max_blob, progress),
+        } => rewinder.agent(*to, *conflicts),
     }
 }
-
-/// Rewinds the whole folder to the start of turn `to`.
-fn rewind(
-    root: BorrowedFd<'_>,
-    store: &mut Store,
-    to: Turn,
-    mode: Mode,
-    progress: Progress<'_>,
-) -> Result<Report, RewindError> {
-    let preview = mode.dry_run();
-    if store.index().unfinished_rewind.is_none()
-        && let Some(r) = complete_unfinished(root, store, preview, DEFAULT_MAX_BLOB, progress)?
-    {
-        return Ok(r);
-    }
-    let mut times = StageTimes::start();
-    let from = store.index().current_turn();
-    let Chosen {
-        to,
-        targets,
-        resume,
-    } = targets_for(store, to)?;
-    let plan = plan(
-        store.index().with_current_identities(targets),
-        &store.index().once_linked(),
-    );
-    times.end("plan");
-    let mut report = Report {
-        to,
-        from,
-        dry_run: preview,
-        completes_cut_off: resume.is_some(),
-        ..Report::default()
-    };
-    if preview {
-        let anchors = link_anchors(root, &plan, &HashSet::new());
-        dry_run(root, store, (&plan, &anchors), false, &mut report);
-        return Ok(report);
-    }
-    refuse_unless_verified(&plan, store)?;
-    times.end("verify");
-    if resume.is_some() {
-        // Temp files a run of this rewind cut off by a crash left behind.
-        sweep_temps(root, &plan);
-    }
-    // Names outside the plan that the rewind rewrites in place (the surviving links of its
-    // hard-link groups) are saved with everything else.
-    let anchors = link_anchors(root, &plan, &HashSet::new());
-    let writes = room_for_run(root, store, (&plan, &anchors), false)?;
-    times.end("room");
-    // What the rewind overwrites is read before the journal says it began: a failure here
-    // refuses the rewind with nothing changed, nothing left open and nothing left in the store.
-    let attempt = Attempt::begin(store)?;
-    let saves = match saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan)) {
-        Ok(saves) => saves,
-        Err(e) => return Err(attempt.refuse(store, e)),
-    };
-    times.end("read saves");
-    let begin = resume.unwrap_or(Seq(store.index().last_seq.0 + 1));
-    let open = resume.is_none().then_some(Record::RewindBegin { to, from });
-    attempt.journal(
-        store,
-        open.into_iter().chain(save_records(saves, to, begin)),
-    )?;
-    times.end("journal saves");
-    apply(
-        root,
-        store,
-        (&plan, writes),
-        &anchors,
-        &mut report,
-        progress,
-    );
-    times.end("apply");
-    let steps = plan.remove.len() + plan.restore.len();
-    finish(store, plan, &mut report, |counts| Record::RewindDone {
-        begin,
-        counts,
-    })?;
-    times.end("close");
-    times.log(steps);
-    Ok(report)
-}
-
-/// The default `--max-blob`, for captures a partial rewind completed after a crash takes.
-const DEFAULT_MAX_BLOB: u64 = crate::capture::DEFAULT_MAX_BLOB;
 
 /// What a report says the run changed, as the operation log keeps it.
 fn counts_of(report: &Report) -> crate::store::ops::OpCounts {
@@ -249,42 +167,6 @@ fn counts_of(report: &Report) -> crate::store::ops::OpCounts {
         restored: report.restored.len() as u64,
         deleted: report.deleted.len() as u64,
         failed: report.failed.len() as u64,
-    }
-}
-
-/// What a whole rewind works from.
-struct Chosen {
-    /// The turn whose start the folder is given.
-    to: Turn,
-    /// Per path, its state then: its oldest pre-image in the rewound turns.
-    targets: Vec<(RelPath, PreImage)>,
-    /// Where the journal says a rewind that was cut off began, when this run completes it
-    /// instead of what was asked.
-    resume: Option<Seq>,
-}
-
-/// What `req` rewinds to: the turn of a rewind that was cut off, else the turn asked for.
-fn targets_for(store: &Store, to: Turn) -> Result<Chosen, RewindError> {
-    if let Some((begin, to, _)) = store.index().unfinished_rewind {
-        // A rewind was cut off: finish it first, whatever was asked.
-        log::warn!(target: "ckpt::rewind", "completing the rewind to turn {to} that was cut off");
-        Ok(Chosen {
-            to,
-            targets: store.index().plan_targets(to),
-            resume: Some(begin),
-        })
-    } else {
-        if !store.index().has_turn(to) {
-            return Err(RewindError::NoSuchTurn {
-                turn: to,
-                known: store.index().turns.iter().map(|t| t.turn).collect(),
-            });
-        }
-        Ok(Chosen {
-            to,
-            targets: store.index().plan_targets(to),
-            resume: None,
-        })
     }
 }
 
@@ -325,264 +207,6 @@ fn failures_may_pass(plan: &Plan, report: &Report) -> bool {
         .chain(report.permanent.iter().cloned())
         .collect();
     report.failed.iter().any(|f| !permanent.contains(&f.path))
-}
-
-/// Rewinds only `paths` (what lies below them, and the directories above them) to the start of
-/// turn `to`. This is a change made in the current turn like any other: what it overwrites is
-/// captured for the current turn first, so no turn leaves the index, and rewinding the current
-/// turn undoes it, under the same `max_blob` limit as any other capture (a bigger file is
-/// recorded as skipped, with its reason). It is also an operation of its own (`op_begin` /
-/// `op_done`): what it overwrites that the current turn had captured already is saved for its
-/// undo (whatever its size), so `undo` gives the folder back exactly as it was.
-fn rewind_paths(
-    root: BorrowedFd<'_>,
-    store: &mut Store,
-    to: Turn,
-    paths: &[RelPath],
-    dry_run: bool,
-    max_blob: u64,
-    progress: Progress<'_>,
-) -> Result<Report, RewindError> {
-    if let Some(r) = complete_unfinished(root, store, dry_run, max_blob, progress)? {
-        return Ok(r);
-    }
-    partial(root, store, (to, paths), dry_run, max_blob, progress, None)
-}
-
-/// A partial rewind of `paths`; `resume` is the `op_begin` of a run cut off by a crash,
-/// completed now.
-fn partial(
-    root: BorrowedFd<'_>,
-    store: &mut Store,
-    (to, paths): (Turn, &[RelPath]),
-    dry_run: bool,
-    max_blob: u64,
-    progress: Progress<'_>,
-    resume: Option<Seq>,
-) -> Result<Report, RewindError> {
-    let all = all_targets(store, to)?;
-    // What lies at or below a path asked for is restored; an ancestor only where no directory
-    // stands now (then as it was at the start of the turn): one that exists keeps its mode,
-    // owner, xattrs and times, as nobody asked to rewind it.
-    let targets: Vec<(RelPath, PreImage)> = all
-        .iter()
-        .filter(|(p, pre)| {
-            paths.iter().any(|o| {
-                p.starts_with(o)
-                    || (o.starts_with(p)
-                        && matches!(pre, PreImage::Dir { .. })
-                        && !is_dir_now(root, p))
-            })
-        })
-        .cloned()
-        .collect();
-    let report = Report {
-        to,
-        from: store.index().current_turn(),
-        dry_run,
-        only: paths.to_vec(),
-        completes_cut_off: resume.is_some(),
-        ..Report::default()
-    };
-    let chosen = Partial {
-        all,
-        targets,
-        paths,
-        max_blob,
-    };
-    rewind_partial(root, store, chosen, report, progress, resume)
-}
-
-/// Rewinds what only the agent changed since the start of turn `to` (and, with
-/// [`Conflicts::Rewind`], what the agent and others both changed), keeping every other path as
-/// it is: a partial rewind of exactly those paths (`agent.rs` chooses them), whose report says
-/// who changed what. Like any partial rewind it is an operation that `undo` takes back.
-fn rewind_agent(
-    root: BorrowedFd<'_>,
-    store: &mut Store,
-    to: Turn,
-    conflicts: Conflicts,
-    dry_run: bool,
-    max_blob: u64,
-    progress: Progress<'_>,
-) -> Result<Report, RewindError> {
-    if let Some(r) = complete_unfinished(root, store, dry_run, max_blob, progress)? {
-        return Ok(r);
-    }
-    let all = all_targets(store, to)?;
-    let dir_now = |d: &RelPath| is_dir_now(root, d);
-    let split = agent::split(store.index(), to, conflicts, &dir_now)?;
-    let paths = split.chosen();
-    let wanted: HashSet<&RelPath> = paths.iter().collect();
-    let targets: Vec<(RelPath, PreImage)> = all
-        .iter()
-        .filter(|(p, _)| wanted.contains(p))
-        .cloned()
-        .collect();
-    let report = Report {
-        to,
-        from: store.index().current_turn(),
-        dry_run,
-        agent: Some(split),
-        ..Report::default()
-    };
-    let chosen = Partial {
-        all,
-        targets,
-        paths: &paths,
-        max_blob,
-    };
-    rewind_partial(root, store, chosen, report, progress, None)
-}
-
-/// Whether a directory stands at `d` now (reached without following a symlink).
-fn is_dir_now(root: BorrowedFd<'_>, d: &RelPath) -> bool {
-    resolve::lstat_path(root, d).is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-}
-
-/// Every target of a rewind to `to`, with hard-link groups formed over all of them before a
-/// partial rewind chooses: a name's own first capture may come after a write through another
-/// name of its inode, whose earlier capture holds the bytes of the start of the turn.
-fn all_targets(store: &Store, to: Turn) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
-    if !store.index().has_turn(to) {
-        return Err(RewindError::NoSuchTurn {
-            turn: to,
-            known: store.index().turns.iter().map(|t| t.turn).collect(),
-        });
-    }
-    Ok(share_hard_links(
-        store
-            .index()
-            .with_current_identities(store.index().plan_targets(to)),
-    ))
-}
-
-/// What a partial rewind works from: every target of the turn, the chosen ones, the paths
-/// asked for and the capture limit.
-struct Partial<'a> {
-    all: Vec<(RelPath, PreImage)>,
-    targets: Vec<(RelPath, PreImage)>,
-    paths: &'a [RelPath],
-    max_blob: u64,
-}
-
-/// Runs a partial rewind (see [`rewind_paths`]): what it overwrites is captured for the current
-/// turn and saved for its undo between its `op_begin` and the changes, and `op_done` closes it.
-fn rewind_partial(
-    root: BorrowedFd<'_>,
-    store: &mut Store,
-    chosen: Partial<'_>,
-    mut report: Report,
-    progress: Progress<'_>,
-    resume: Option<Seq>,
-) -> Result<Report, RewindError> {
-    let Partial {
-        all,
-        mut targets,
-        paths,
-        max_blob,
-    } = chosen;
-    targets.extend(uncaptured_links(root, &all, &targets, paths));
-    let plan = plan(targets, &store.index().once_linked());
-    // A name outside the chosen paths that a rewound turn changed no longer holds what it held
-    // when the turn began: it is no anchor (in a whole rewind every such name is in the plan).
-    let changed: HashSet<&RelPath> = all.iter().map(|(p, _)| p).collect();
-    let anchors = link_anchors(root, &plan, &changed);
-    if report.dry_run {
-        dry_run(root, store, (&plan, &anchors), true, &mut report);
-        return Ok(report);
-    }
-    refuse_unless_verified(&plan, store)?;
-    if resume.is_some() {
-        sweep_temps(root, &plan);
-    }
-    let writes = room_for_run(root, store, (&plan, &anchors), true)?;
-    let extra = anchors.outside_plan(&plan);
-    let attempt = Attempt::begin(store)?;
-    let (captures, saves) = match read_for_partial(root, store, &plan, &extra, max_blob) {
-        Ok(read) => read,
-        Err(e) => return Err(attempt.refuse(store, e)),
-    };
-    let begin = resume.unwrap_or(Seq(store.index().last_seq.0 + 1));
-    let op = resume.is_none().then(|| {
-        Record::OpBegin(crate::store::ops::OpBegin {
-            kind: crate::store::ops::OpKind::RewindPaths,
-            to: Some(report.to),
-            paths: paths.to_vec(),
-            target: None,
-        })
-    });
-    let records = op
-        .into_iter()
-        .chain(captures.into_iter().map(|(path, pre)| Record::Capture {
-            turn: report.from,
-            path,
-            pre,
-            undo_of: None,
-            pid: None,
-            comm: None,
-        }))
-        .chain(save_records(saves, report.from, begin));
-    attempt.journal(store, records)?;
-    crate::failpoint::hit("partial-after-saves");
-    apply(
-        root,
-        store,
-        (&plan, writes),
-        &anchors,
-        &mut report,
-        progress,
-    );
-    finish(store, plan, &mut report, |counts| Record::OpDone {
-        begin,
-        counts,
-    })?;
-    Ok(report)
-}
-
-/// The dry run of `plan` (with the hard-link `anchors` the run would relink to) into `report`:
-/// what the run would do to the folder as it is now (`preview.rs`), and whether the disks
-/// have the room it needs (`space.rs`), its saves those of a `partial` rewind or not. A blob
-/// missing or damaged refuses the run: the preview then says so and nothing more.
-fn dry_run(
-    root: BorrowedFd<'_>,
-    store: &Store,
-    (plan, anchors): (&Plan, &Anchors),
-    partial: bool,
-    report: &mut Report,
-) {
-    let problems = verify(plan, store);
-    if !problems.is_empty() {
-        preview::refused(plan, problems, report);
-        return;
-    }
-    let decided = preview::decide(root, plan, anchors);
-    preview::preview(root, plan, anchors, &decided, report);
-    let saved = saved_before(store, partial);
-    report.space = Some(space::needed(root, store, plan, anchors, &saved, &decided));
-}
-
-/// Refuses the run of `plan` before it changes or stores anything when the disks lack the
-/// room it needs (`space.rs`), naming the space needed and free, the largest files the rewound
-/// turns created and what to do; else which of its restorations it writes whatever stands
-/// there (decided, as its preview decides it, on the folder as it stands before anything
-/// changes).
-fn room_for_run(
-    root: BorrowedFd<'_>,
-    store: &Store,
-    (plan, anchors): (&Plan, &Anchors),
-    partial: bool,
-) -> Result<Vec<Rewrite>, RewindError> {
-    let started = std::time::Instant::now();
-    let decided = preview::decide(root, plan, anchors);
-    log_took("what to write decided", started);
-    let saved = saved_before(store, partial);
-    let space = space::needed(root, store, plan, anchors, &saved, &decided);
-    if !space.fits {
-        log::warn!(target: "ckpt::rewind", "rewind refused before changing anything: {}", space.shortfall());
-        return Err(RewindError::NoSpace(Box::new(space)));
-    }
-    Ok(decided.writes())
 }
 
 /// Records the files the rewind recreated for records that carry an identity, so those records
@@ -632,6 +256,8 @@ const RENEWALS_PER_RECORD: usize = 1000;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::Turn;
+    use crate::relpath::RelPath;
     use std::collections::BTreeMap;
     use std::os::fd::AsFd;
 
@@ -695,20 +321,16 @@ mod tests {
             .collect();
         let none = |_: usize, _: usize| {};
         for partial in [false, true] {
-            let r = if partial {
-                rewind_paths(
-                    root.as_fd(),
-                    &mut store,
-                    Turn(2),
-                    &asked,
-                    false,
-                    u64::MAX,
-                    &none,
-                )
+            let req = if partial {
+                Request::To {
+                    to: Turn(2),
+                    scope: Scope::Paths(asked.clone()),
+                    mode: Mode::Apply,
+                }
             } else {
-                let req = Request::folder(Turn(2));
-                run(root.as_fd(), &mut store, &req, u64::MAX, &none)
+                Request::folder(Turn(2))
             };
+            let r = run(root.as_fd(), &mut store, &req, u64::MAX, &none);
             match r {
                 Err(RewindError::Refused(problems)) => {
                     assert_eq!(problems.len(), 1, "{problems:?}");

@@ -259,14 +259,25 @@ pub(super) fn saves_for_undo(
     plan: &Plan,
     extra: &[RelPath],
 ) -> Result<Vec<(RelPath, PreImage)>, RewindError> {
-    let already = saved_before(store, false);
+    let already = saved_before(store, Saving::ForUndo);
     read_current(root, store, plan, extra, &|p| already.contains(p), u64::MAX)
 }
 
+/// What a run reads before it changes the folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Saving {
+    /// The saves for its undo only (a whole rewind, an undo, a redo).
+    ForUndo,
+    /// A partial rewind's two readings: captures for the current turn of what it had not
+    /// captured, and saves for the undo of what it had.
+    Partial,
+}
+
 /// The paths a rewind's saves leave out: those a run of it cut off by a crash saved already
-/// and, for a `partial` rewind, captured for the current turn. Every other path it changes is
+/// and, for a partial rewind, captured for the current turn. Every other path it changes is
 /// read (a partial rewind's in two readings: captures and saves).
-pub(super) fn saved_before(store: &Store, partial: bool) -> HashSet<&RelPath> {
+pub(super) fn saved_before(store: &Store, saving: Saving) -> HashSet<&RelPath> {
+    let partial = saving == Saving::Partial;
     let index = store.index();
     let mut out: HashSet<&RelPath> = HashSet::new();
     if partial && index.ops.unfinished.is_none() {
@@ -315,7 +326,7 @@ pub(super) fn read_for_partial(
     let captured = &index.captured_now;
     if index.ops.unfinished.is_some() {
         // The epoch restarted when the cut-off run began: what it captured or saved is kept.
-        let kept = saved_before(store, true);
+        let kept = saved_before(store, Saving::Partial);
         let captures = read_current(root, store, plan, extra, &|p| kept.contains(p), max_blob)?;
         return Ok((captures, Vec::new()));
     }

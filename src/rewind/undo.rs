@@ -7,10 +7,11 @@
 //! and `op_done`; cut off by a crash, the next mount, rewind, undo or redo completes it first
 //! (`complete_unfinished`), with the same targets: the index does not change until `op_done`.
 
-use super::{
-    Attempt, Progress, Report, RewindError, apply, finish, link_anchors, partial, plan,
-    refuse_unless_verified, room_for_run, save_records, saves_for_undo, sweep_temps,
-};
+use super::links::link_anchors;
+use super::plan::plan;
+use super::rewinder::{Frame, Limits, Rewinder};
+use super::save::Saving;
+use super::{Mode, Progress, Report, RewindError};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
@@ -33,6 +34,27 @@ impl Direction {
     pub fn from_redo(redo: bool) -> Self {
         if redo { Self::Redo } else { Self::Undo }
     }
+
+    /// The kind of operation that takes this way.
+    fn kind(self) -> OpKind {
+        match self {
+            Self::Undo => OpKind::Undo,
+            Self::Redo => OpKind::Redo,
+        }
+    }
+
+    /// Whether this is a redo (the index's flag).
+    fn redo(self) -> bool {
+        self == Self::Redo
+    }
+
+    /// The error when there is nothing to take this way.
+    fn nothing(self) -> RewindError {
+        match self {
+            Self::Undo => RewindError::NoOpToUndo,
+            Self::Redo => RewindError::NothingToRedo,
+        }
+    }
 }
 
 /// Runs `undo` or `redo` (`way`): reverts the newest operation on the undo stack, or re-applies
@@ -41,70 +63,15 @@ pub fn undo_redo(
     root: BorrowedFd<'_>,
     store: &mut Store,
     way: Direction,
-    mode: super::Mode,
+    mode: Mode,
     progress: Progress<'_>,
 ) -> Result<Report, RewindError> {
-    let redo = way == Direction::Redo;
-    let dry_run = mode == super::Mode::Preview;
-    if let Some(r) = complete_unfinished(
-        root,
-        store,
-        dry_run,
-        crate::capture::DEFAULT_MAX_BLOB,
-        progress,
-    )? {
-        return Ok(r);
-    }
-    if store.index().unfinished_rewind.is_some() {
-        // A whole rewind cut off: it is completed first, as any rewind would.
-        return super::rewind(root, store, Turn::default(), super::Mode::Apply, progress);
-    }
-    let kind = if redo { OpKind::Redo } else { OpKind::Undo };
-    let Some((top, targets)) = store.index().revert_plan(redo) else {
-        return Err(if redo {
-            RewindError::NothingToRedo
-        } else {
-            RewindError::NoOpToUndo
-        });
-    };
-    let target = top.op;
-    let folder = matches!(top.change, Change::Folder { .. });
-    run(
-        root,
-        store,
-        (kind, target),
-        folder.then_some(targets),
-        dry_run,
-        None,
-        progress,
-    )
-}
-
-/// `rewind --undo`: `undo`, when the newest operation in effect is a rewind (whole or partial).
-pub(super) fn rewind_undo(
-    root: BorrowedFd<'_>,
-    store: &mut Store,
-    dry_run: bool,
-    progress: Progress<'_>,
-) -> Result<Report, RewindError> {
-    let index = store.index();
-    let is_rewind = index
-        .ops
-        .undo
-        .last()
-        .and_then(|a| index.ops.get(a.op))
-        .is_some_and(|o| matches!(o.what, OpWhat::Rewind { .. } | OpWhat::RewindPaths { .. }));
-    if !is_rewind && index.ops.unfinished.is_none() && index.unfinished_rewind.is_none() {
-        return Err(RewindError::NothingToUndo);
-    }
-    let mode = super::Mode::from_dry_run(dry_run);
-    let mut report = undo_redo(root, store, Direction::Undo, mode, progress)?;
-    report.undo = true;
-    Ok(report)
+    Rewinder::new(root, store, Limits::default(), progress, mode).undo_redo(way)
 }
 
 /// Completes a partial rewind, undo or redo that a crash cut off (`None` when there is none).
 /// Its saves are kept; what it had not saved is saved now, and its plan applied again.
+/// `max_blob` bounds what a partial rewind captures for the current turn.
 pub fn complete_unfinished(
     root: BorrowedFd<'_>,
     store: &mut Store,
@@ -112,45 +79,155 @@ pub fn complete_unfinished(
     max_blob: u64,
     progress: Progress<'_>,
 ) -> Result<Option<Report>, RewindError> {
-    let Some(u) = store.index().ops.unfinished.clone() else {
-        return Ok(None);
-    };
-    log::warn!(target: "ckpt::rewind", "completing operation #{} that was cut off", u.id);
-    let report = match u.op.kind {
-        OpKind::RewindPaths => {
-            let to = u.op.to.unwrap_or(Turn(0));
-            let paths = u.op.paths.clone();
-            partial(
-                root,
-                store,
-                (to, &paths),
-                dry_run,
-                max_blob,
-                progress,
-                Some(u.begin),
-            )?
+    let mode = Mode::from_dry_run(dry_run);
+    Rewinder::new(root, store, Limits { max_blob }, progress, mode).complete_unfinished()
+}
+
+impl Rewinder<'_> {
+    /// Runs `undo` or `redo` (`way`), see [`undo_redo`].
+    pub(super) fn undo_redo(&mut self, way: Direction) -> Result<Report, RewindError> {
+        if let Some(r) = self.complete_unfinished()? {
+            return Ok(r);
         }
-        OpKind::Undo | OpKind::Redo => {
-            let redo = u.op.kind == OpKind::Redo;
-            let (top, targets) = store.index().revert_plan(redo).ok_or(if redo {
-                RewindError::NothingToRedo
-            } else {
-                RewindError::NoOpToUndo
-            })?;
-            let folder = matches!(top.change, Change::Folder { .. });
-            let target = u.op.target.unwrap_or(top.op);
-            run(
-                root,
-                store,
-                (u.op.kind, target),
-                folder.then_some(targets),
-                dry_run,
-                Some(u.begin),
-                progress,
-            )?
+        if self.store.index().unfinished_rewind.is_some() {
+            // A whole rewind cut off: it is completed first, as any rewind would, and for
+            // real even when only a preview was asked (it must be completed before anything
+            // else can be said).
+            self.mode = Mode::Apply;
+            return self.whole(Turn::default());
         }
-    };
-    Ok(Some(report))
+        let Some((top, targets)) = self.store.index().revert_plan(way.redo()) else {
+            return Err(way.nothing());
+        };
+        let target = top.op;
+        let folder = matches!(top.change, Change::Folder { .. });
+        self.revert((way, target), folder.then_some(targets), None)
+    }
+
+    /// `rewind --undo`: `undo`, when the newest operation in effect is a rewind (whole or
+    /// partial).
+    pub(super) fn undo_last(&mut self) -> Result<Report, RewindError> {
+        let index = self.store.index();
+        let is_rewind = index
+            .ops
+            .undo
+            .last()
+            .and_then(|a| index.ops.get(a.op))
+            .is_some_and(|o| matches!(o.what, OpWhat::Rewind { .. } | OpWhat::RewindPaths { .. }));
+        if !is_rewind && index.ops.unfinished.is_none() && index.unfinished_rewind.is_none() {
+            return Err(RewindError::NothingToUndo);
+        }
+        let mut report = self.undo_redo(Direction::Undo)?;
+        report.undo = true;
+        Ok(report)
+    }
+
+    /// Completes a partial rewind, undo or redo that a crash cut off (`None` when there is
+    /// none), see [`complete_unfinished`].
+    pub(super) fn complete_unfinished(&mut self) -> Result<Option<Report>, RewindError> {
+        let Some(u) = self.store.index().ops.unfinished.clone() else {
+            return Ok(None);
+        };
+        log::warn!(target: "ckpt::rewind", "completing operation #{} that was cut off", u.id);
+        let report = match u.op.kind {
+            OpKind::RewindPaths => {
+                let to = u.op.to.unwrap_or(Turn(0));
+                self.partial(to, &u.op.paths, Some(u.begin))?
+            }
+            OpKind::Undo | OpKind::Redo => {
+                let way = Direction::from_redo(u.op.kind == OpKind::Redo);
+                let (top, targets) = self
+                    .store
+                    .index()
+                    .revert_plan(way.redo())
+                    .ok_or(way.nothing())?;
+                let folder = matches!(top.change, Change::Folder { .. });
+                let target = u.op.target.unwrap_or(top.op);
+                self.revert((way, target), folder.then_some(targets), Some(u.begin))?
+            }
+        };
+        Ok(Some(report))
+    }
+
+    /// Runs one undo or redo (`way`) of operation `target`: `targets` are the states to give
+    /// back (`None` for an operation that changed no path: a turn switch or a relabel).
+    /// `resume` is the `op_begin` of a run cut off by a crash.
+    fn revert(
+        &mut self,
+        (way, target): (Direction, u64),
+        targets: Option<Vec<(RelPath, PreImage)>>,
+        resume: Option<Seq>,
+    ) -> Result<Report, RewindError> {
+        let from = self.store.index().current_turn();
+        let mut report = self.revert_report((way, target), from, resume);
+        let open = OpBegin {
+            kind: way.kind(),
+            to: None,
+            paths: Vec::new(),
+            target: Some(target),
+        };
+        let Some(targets) = targets else {
+            if !self.previews() {
+                self.revert_in_log_only(open, resume)?;
+            }
+            return Ok(report);
+        };
+        let index = self.store.index();
+        let plan = plan(index.with_current_identities(targets), &index.once_linked());
+        let anchors = link_anchors(self.root, &plan, &HashSet::new());
+        if self.previews() {
+            self.dry_run((&plan, &anchors), Saving::ForUndo, &mut report);
+            return Ok(report);
+        }
+        self.verified(&plan, resume)?;
+        let frame = Frame::Revert { open, from, way };
+        self.carry_out(plan, &anchors, frame, resume, &mut report)?;
+        report.to = self.store.index().current_turn();
+        Ok(report)
+    }
+
+    /// The report of an undo or redo (`way`) of operation `target`, before it runs.
+    fn revert_report(
+        &self,
+        (way, target): (Direction, u64),
+        from: Turn,
+        resume: Option<Seq>,
+    ) -> Report {
+        let entry = self.store.index().ops.get(target);
+        let word = if way.redo() { "redo" } else { "undo" };
+        let text = entry.map_or_else(
+            || format!("{word} of #{target}"),
+            |e| format!("{word} of #{target}: {}", e.words()),
+        );
+        Report {
+            to: entry.map_or(from, |e| turn_after(&e.what, way.redo(), from)),
+            from,
+            dry_run: self.previews(),
+            op: Some(text),
+            completes_cut_off: resume.is_some(),
+            ..Report::default()
+        }
+    }
+
+    /// Reverts an operation that changed no path (a turn switch, a relabel): its `op_begin`
+    /// (`open`, unless a run cut off wrote it already) and `op_done`, in one append.
+    fn revert_in_log_only(
+        &mut self,
+        open: OpBegin,
+        resume: Option<Seq>,
+    ) -> Result<(), RewindError> {
+        let begin = resume.unwrap_or(Seq(self.store.index().last_seq.0 + 1));
+        let mut records = Vec::new();
+        if resume.is_none() {
+            records.push(Record::OpBegin(open));
+        }
+        records.push(Record::OpDone {
+            begin,
+            counts: None,
+        });
+        self.store.append_all(records).map_err(RewindError::Store)?;
+        Ok(())
+    }
 }
 
 /// The turn current after undoing (or redoing) operation `what`.
@@ -161,102 +238,4 @@ fn turn_after(what: &OpWhat, redo: bool, now: Turn) -> Turn {
         (OpWhat::Turn { turn, .. }, true) => *turn,
         _ => now,
     }
-}
-
-/// Runs one undo or redo of operation `target`: `targets` are the states to give back (`None`
-/// for an operation that changed no path: a turn switch or a relabel). `resume` is the
-/// `op_begin` of a run cut off by a crash.
-fn run(
-    root: BorrowedFd<'_>,
-    store: &mut Store,
-    (kind, target): (OpKind, u64),
-    targets: Option<Vec<(RelPath, PreImage)>>,
-    dry_run: bool,
-    resume: Option<Seq>,
-    progress: Progress<'_>,
-) -> Result<Report, RewindError> {
-    let redo = kind == OpKind::Redo;
-    let from = store.index().current_turn();
-    let entry = store.index().ops.get(target).cloned();
-    let word = if redo { "redo" } else { "undo" };
-    let text = entry.as_ref().map_or_else(
-        || format!("{word} of #{target}"),
-        |e| format!("{word} of #{target}: {}", e.words()),
-    );
-    let mut report = Report {
-        to: entry
-            .as_ref()
-            .map_or(from, |e| turn_after(&e.what, redo, from)),
-        from,
-        dry_run,
-        op: Some(text),
-        completes_cut_off: resume.is_some(),
-        ..Report::default()
-    };
-    let begin = resume.unwrap_or(Seq(store.index().last_seq.0 + 1));
-    let open = Record::OpBegin(OpBegin {
-        kind,
-        to: None,
-        paths: Vec::new(),
-        target: Some(target),
-    });
-    let Some(targets) = targets else {
-        if !dry_run {
-            let mut records = Vec::new();
-            if resume.is_none() {
-                records.push(open);
-            }
-            records.push(Record::OpDone {
-                begin,
-                counts: None,
-            });
-            store.append_all(records).map_err(RewindError::Store)?;
-        }
-        return Ok(report);
-    };
-    let plan = plan(
-        store.index().with_current_identities(targets),
-        &store.index().once_linked(),
-    );
-    let anchors = link_anchors(root, &plan, &HashSet::new());
-    if dry_run {
-        super::dry_run(root, store, (&plan, &anchors), false, &mut report);
-        return Ok(report);
-    }
-    refuse_unless_verified(&plan, store)?;
-    if resume.is_some() {
-        sweep_temps(root, &plan);
-    }
-    let writes = room_for_run(root, store, (&plan, &anchors), false)?;
-    // What the run overwrites is saved (for its own undo) before anything changes; a failure
-    // here refuses it with nothing changed, nothing begun and nothing left in the store.
-    let attempt = Attempt::begin(store)?;
-    let saves = match saves_for_undo(root, store, &plan, &anchors.outside_plan(&plan)) {
-        Ok(saves) => saves,
-        Err(e) => return Err(attempt.refuse(store, e)),
-    };
-    let open = resume.is_none().then_some(open);
-    attempt.journal(
-        store,
-        open.into_iter().chain(save_records(saves, from, begin)),
-    )?;
-    crate::failpoint::hit(if redo {
-        "redo-after-saves"
-    } else {
-        "undo-after-saves"
-    });
-    apply(
-        root,
-        store,
-        (&plan, writes),
-        &anchors,
-        &mut report,
-        progress,
-    );
-    finish(store, plan, &mut report, |counts| Record::OpDone {
-        begin,
-        counts,
-    })?;
-    report.to = store.index().current_turn();
-    Ok(report)
 }
