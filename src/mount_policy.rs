@@ -146,14 +146,50 @@ pub fn home_dirs() -> Vec<PathBuf> {
         .collect()
 }
 
+/// Why a folder cannot be mounted over.
+#[derive(Debug)]
+pub enum FolderError {
+    /// It cannot be opened (resolved to its canonical path).
+    Open {
+        /// The folder as given.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It is not a directory (its canonical path).
+    NotDir(PathBuf),
+    /// The rule refuses it.
+    Refused(Refusal),
+}
+
+impl std::fmt::Display for FolderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Open { dir, source } => write!(f, "cannot open {}: {source}", dir.display()),
+            Self::NotDir(canon) => write!(f, "{} is not a directory", canon.display()),
+            Self::Refused(r) => f.write_str(&r.line()),
+        }
+    }
+}
+
+impl std::error::Error for FolderError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Open { source, .. } => Some(source),
+            Self::NotDir(_) | Self::Refused(_) => None,
+        }
+    }
+}
+
 /// Checks that `dir` exists, is a directory and may be mounted over; returns its canonical
-/// path, or the one line saying why not.
-pub fn check_folder(dir: &Path, force: bool) -> Result<PathBuf, String> {
-    let canon = dir
-        .canonicalize()
-        .map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+/// path, or why not.
+pub fn check_folder(dir: &Path, force: bool) -> Result<PathBuf, FolderError> {
+    let canon = dir.canonicalize().map_err(|source| FolderError::Open {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     if !canon.is_dir() {
-        return Err(format!("{} is not a directory", canon.display()));
+        return Err(FolderError::NotDir(canon));
     }
     let points: Vec<PathBuf> = crate::mounts::mounts()
         .into_iter()
@@ -161,7 +197,7 @@ pub fn check_folder(dir: &Path, force: bool) -> Result<PathBuf, String> {
         .map(|m| m.point)
         .collect();
     match refusal(&canon, &home_dirs(), &points, force) {
-        Some(r) => Err(r.line()),
+        Some(r) => Err(FolderError::Refused(r)),
         None => Ok(canon),
     }
 }

@@ -3,11 +3,63 @@
 //! The demo prints the comparison; the tests assert it.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Why the seed scenario could not be built or run.
+#[derive(Debug)]
+pub enum SeedError {
+    /// `sh` could not be started.
+    Spawn(std::io::Error),
+    /// A script exited with an error.
+    Script {
+        /// The script.
+        script: String,
+        /// What it wrote to stderr, trimmed.
+        stderr: String,
+    },
+    /// A file of the project could not be written.
+    Write {
+        /// Its name in the project.
+        name: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A recipe's scratch directory could not be made.
+    Scratch {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for SeedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Spawn(e) => write!(f, "cannot run sh: {e}"),
+            Self::Script { script, stderr } => write!(f, "`{script}` failed: {stderr}"),
+            Self::Write { name, source } => write!(f, "write {name}: {source}"),
+            // The demo has always said only why: the directory is a temp one of its own.
+            Self::Scratch { source, .. } => write!(f, "{source}"),
+        }
+    }
+}
+
+impl std::error::Error for SeedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Spawn(e) | Self::Write { source: e, .. } | Self::Scratch { source: e, .. } => {
+                Some(e)
+            }
+            Self::Script { .. } => None,
+        }
+    }
+}
+
 /// Runs a shell script in `dir`; fails with its stderr.
-pub fn sh(dir: &Path, script: &str) -> Result<String, String> {
+pub fn sh(dir: &Path, script: &str) -> Result<String, SeedError> {
     let out = Command::new("sh")
         .arg("-ec")
         .arg(script)
@@ -17,12 +69,12 @@ pub fn sh(dir: &Path, script: &str) -> Result<String, String> {
         .env("GIT_COMMITTER_NAME", "seed")
         .env("GIT_COMMITTER_EMAIL", "seed@example.invalid")
         .output()
-        .map_err(|e| format!("cannot run sh: {e}"))?;
+        .map_err(SeedError::Spawn)?;
     if !out.status.success() {
-        return Err(format!(
-            "`{script}` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(SeedError::Script {
+            script: script.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -35,9 +87,12 @@ fn styles(lines: usize, tag: &str) -> String {
 
 /// Builds the project as the user left it before turn 2: committed site, an ignored `.env`,
 /// an uncommitted title change and an untracked `notes.md`.
-pub fn build_project(dir: &Path) -> Result<(), String> {
+pub fn build_project(dir: &Path) -> Result<(), SeedError> {
     let w = |name: &str, body: &str| {
-        std::fs::write(dir.join(name), body).map_err(|e| format!("write {name}: {e}"))
+        std::fs::write(dir.join(name), body).map_err(|source| SeedError::Write {
+            name: name.to_string(),
+            source,
+        })
     };
     w(
         "index.html",
@@ -125,11 +180,14 @@ pub const RECIPES: [(&str, &str, &str); 4] = [
 ];
 
 /// Runs each recipe on a fresh copy in `scratch` and lists the files it gets wrong.
-pub fn run_recipes(scratch: &Path) -> Result<Vec<(String, Vec<String>)>, String> {
+pub fn run_recipes(scratch: &Path) -> Result<Vec<(String, Vec<String>)>, SeedError> {
     let mut out = Vec::new();
     for (i, (name, before, after)) in RECIPES.iter().enumerate() {
         let dir = scratch.join(format!("recipe{i}/site"));
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&dir).map_err(|source| SeedError::Scratch {
+            dir: dir.clone(),
+            source,
+        })?;
         build_project(&dir)?;
         let pre = snapshot(&dir);
         sh(&dir, before)?;

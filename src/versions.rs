@@ -8,8 +8,9 @@ use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::blob::BlobStore;
 use crate::store::journal::{LinkTarget, PreImage};
-use crate::sys;
+use crate::sys::{self, Errno};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd};
 
@@ -43,27 +44,132 @@ pub enum OldVersion {
     },
 }
 
-/// The version of `path` at the start of `turn` (the current turn when `None`), or the one
-/// line saying why there is none to copy out.
+/// Why a path has no version to copy out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionError {
+    /// The turn asked for is not in the index.
+    NoSuchTurn(Turn),
+    /// What the path was when `turn` began has no bytes to give.
+    NoBytes {
+        /// The path asked for.
+        path: RelPath,
+        /// The turn whose start was asked for.
+        turn: Turn,
+        /// Why.
+        why: NoBytes,
+    },
+    /// A system call on what stands in the folder now failed.
+    Io {
+        /// The path asked for.
+        path: RelPath,
+        /// What was being done.
+        doing: Reading,
+        /// The errno.
+        errno: Errno,
+    },
+}
+
+/// Why the version of a path has no bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoBytes {
+    /// The path did not exist.
+    Absent,
+    /// The path did not exist, and does not now (no turn since changed it).
+    AbsentNow,
+    /// It was a directory.
+    Dir,
+    /// It was a FIFO.
+    Fifo,
+    /// It was a socket or a device.
+    Special,
+    /// It was not captured, for this reason (over `--max-blob`, say).
+    NotCaptured(String),
+    /// Its capture is still being stored.
+    Staged,
+}
+
+/// What [`VersionError::Io`] was doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Opening the path beneath the folder's root.
+    Open,
+    /// `fstat` of it.
+    Stat,
+    /// Reading the symlink.
+    Readlink,
+}
+
+impl fmt::Display for VersionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoSuchTurn(turn) => write!(f, "turn {turn} does not exist"),
+            Self::NoBytes { path, turn, why } => {
+                let when = format!("when turn {turn} began");
+                match why {
+                    NoBytes::Absent => write!(f, "{path} did not exist {when}"),
+                    NoBytes::AbsentNow => {
+                        write!(f, "{path} did not exist {when} (and does not now)")
+                    }
+                    NoBytes::Dir => {
+                        write!(f, "{path} was a directory {when}; give a file inside it")
+                    }
+                    NoBytes::Fifo => write!(f, "{path} was a FIFO {when}: it has no bytes"),
+                    NoBytes::Special => {
+                        write!(f, "{path} was a special file {when}: it has no bytes")
+                    }
+                    NoBytes::NotCaptured(reason) => write!(
+                        f,
+                        "{path} was not captured {when} ({reason}), so its bytes are not in the store"
+                    ),
+                    NoBytes::Staged => write!(
+                        f,
+                        "{path}: its bytes from {when} are still being stored; try again"
+                    ),
+                }
+            }
+            // The operation stays out of the line, as it always has: the path and the errno
+            // say enough to the person reading it.
+            Self::Io { path, errno, .. } => write!(f, "{path}: {errno}"),
+        }
+    }
+}
+
+impl std::error::Error for VersionError {}
+
+/// The one line an answer on the socket carries (`ipc::Response::fail`).
+impl From<VersionError> for String {
+    fn from(e: VersionError) -> Self {
+        e.to_string()
+    }
+}
+
+/// The version of `path` at the start of `turn` (the current turn when `None`), or why there
+/// is none to copy out.
 pub fn old_version(
     store: &Store,
     root: BorrowedFd<'_>,
     turn: Option<u64>,
     rel: &RelPath,
-) -> Result<OldVersion, String> {
+) -> Result<OldVersion, VersionError> {
     let index = store.index();
     let turn = turn.map_or_else(|| index.current_turn(), Turn);
     if !index.has_turn(turn) {
-        return Err(format!("turn {turn} does not exist"));
+        return Err(VersionError::NoSuchTurn(turn));
     }
     let recorded = index
         .captures
         .iter()
         .find(|c| c.turn >= turn && c.path == *rel)
         .map(|c| c.pre.clone());
-    let when = format!("when turn {turn} began");
+    let no_bytes = |why| {
+        Err(VersionError::NoBytes {
+            path: rel.clone(),
+            turn,
+            why,
+        })
+    };
     match recorded {
-        None => now(root, rel, &when),
+        None => now(root, rel, turn),
         Some(PreImage::File {
             blob, size, mode, ..
         }) => Ok(OldVersion::File {
@@ -72,28 +178,34 @@ pub fn old_version(
             mode,
         }),
         Some(PreImage::Symlink { target, .. }) => Ok(OldVersion::Symlink { target }),
-        Some(PreImage::Absent) => Err(format!("{rel} did not exist {when}")),
-        Some(PreImage::Dir { .. }) => Err(format!(
-            "{rel} was a directory {when}; give a file inside it"
-        )),
-        Some(PreImage::Fifo { .. }) => Err(format!("{rel} was a FIFO {when}: it has no bytes")),
-        Some(PreImage::Skipped { reason, .. }) => Err(format!(
-            "{rel} was not captured {when} ({reason}), so its bytes are not in the store"
-        )),
-        Some(PreImage::Staged { .. }) => Err(format!(
-            "{rel}: its bytes from {when} are still being stored; try again"
-        )),
+        Some(PreImage::Absent) => no_bytes(NoBytes::Absent),
+        Some(PreImage::Dir { .. }) => no_bytes(NoBytes::Dir),
+        Some(PreImage::Fifo { .. }) => no_bytes(NoBytes::Fifo),
+        Some(PreImage::Skipped { reason, .. }) => no_bytes(NoBytes::NotCaptured(reason)),
+        Some(PreImage::Staged { .. }) => no_bytes(NoBytes::Staged),
     }
 }
 
 /// The version of a path no turn since changed: what stands in the folder now.
-fn now(root: BorrowedFd<'_>, rel: &RelPath, when: &str) -> Result<OldVersion, String> {
+fn now(root: BorrowedFd<'_>, rel: &RelPath, turn: Turn) -> Result<OldVersion, VersionError> {
+    let io = |doing| {
+        move |errno| VersionError::Io {
+            path: rel.clone(),
+            doing,
+            errno,
+        }
+    };
+    let no_bytes = |why| VersionError::NoBytes {
+        path: rel.clone(),
+        turn,
+        why,
+    };
     let fd = sys::open_beneath(root, &rel.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0)
         .map_err(|e| match e.0 {
-            libc::ENOENT => format!("{rel} did not exist {when} (and does not now)"),
-            _ => format!("{rel}: {e}"),
+            libc::ENOENT => no_bytes(NoBytes::AbsentNow),
+            _ => io(Reading::Open)(e),
         })?;
-    let st = sys::fstat(fd.as_fd()).map_err(|e| format!("{rel}: {e}"))?;
+    let st = sys::fstat(fd.as_fd()).map_err(io(Reading::Stat))?;
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => Ok(OldVersion::File {
             source: Source::Folder,
@@ -102,15 +214,13 @@ fn now(root: BorrowedFd<'_>, rel: &RelPath, when: &str) -> Result<OldVersion, St
         }),
         libc::S_IFLNK => {
             // An `O_PATH | O_NOFOLLOW` descriptor of a symlink reads it with an empty name.
-            let target = sys::readlinkat(fd.as_fd(), c"").map_err(|e| format!("{rel}: {e}"))?;
+            let target = sys::readlinkat(fd.as_fd(), c"").map_err(io(Reading::Readlink))?;
             Ok(OldVersion::Symlink {
                 target: LinkTarget(target),
             })
         }
-        libc::S_IFDIR => Err(format!(
-            "{rel} was a directory {when}; give a file inside it"
-        )),
-        _ => Err(format!("{rel} was a special file {when}: it has no bytes")),
+        libc::S_IFDIR => Err(no_bytes(NoBytes::Dir)),
+        _ => Err(no_bytes(NoBytes::Special)),
     }
 }
 

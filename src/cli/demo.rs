@@ -39,12 +39,12 @@ pub fn run(a: DemoArgs) -> CliResult {
         .map_err(|e| CliError::fail(e.to_string()))?;
     let site = tmp.path().join("site");
     std::fs::create_dir(&site).map_err(|e| CliError::fail(e.to_string()))?;
-    seed::build_project(&site).map_err(CliError::fail)?;
+    seed::build_project(&site).map_err(|e| CliError::fail(e.to_string()))?;
     let before = seed::snapshot(&site);
     me(&["mount"], &site)?;
     let result = (|| {
-        seed::sh(&site, "echo 2 > .ckpt/turn").map_err(CliError::fail)?;
-        seed::sh(&site, seed::AGENT_TURN).map_err(CliError::fail)?;
+        seed::sh(&site, "echo 2 > .ckpt/turn").map_err(|e| CliError::fail(e.to_string()))?;
+        seed::sh(&site, seed::AGENT_TURN).map_err(|e| CliError::fail(e.to_string()))?;
         let after_turn = seed::snapshot(&site);
         println!(
             "agent turn 2 changed: {}",
@@ -57,7 +57,7 @@ pub fn run(a: DemoArgs) -> CliResult {
     let unmounted = me(&["unmount"], &site);
     let ours = result?;
     unmounted?;
-    let recipes = seed::run_recipes(tmp.path()).map_err(CliError::fail)?;
+    let recipes = seed::run_recipes(tmp.path()).map_err(|e| CliError::fail(e.to_string()))?;
     println!();
     println!("{:<40} files wrong after undoing turn 2", "recipe");
     println!(

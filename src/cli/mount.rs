@@ -62,7 +62,8 @@ pub fn mount(a: MountArgs) -> CliResult {
     if !a.foreground {
         recover_dead_mount(&a.dir)?;
     }
-    let dir = crate::mount_policy::check_folder(&a.dir, a.force).map_err(CliError::fail)?;
+    let dir = crate::mount_policy::check_folder(&a.dir, a.force)
+        .map_err(|e| CliError::fail(e.to_string()))?;
     let opts = MountOptions {
         dir: dir.clone(),
         max_blob: a.max_blob,

@@ -44,7 +44,8 @@ pub fn run(a: RunArgs) -> CliResult {
     super::mount::recover_dead_mount(&folder)?;
     let mounted_before = crate::mounts::is_ckpt_mount(&folder);
     if !mounted_before {
-        let dir = crate::mount_policy::check_folder(&folder, a.force).map_err(CliError::fail)?;
+        let dir = crate::mount_policy::check_folder(&folder, a.force)
+            .map_err(|e| CliError::fail(e.to_string()))?;
         let args = super::mount::MountArgs {
             dir: dir.clone(),
             foreground: false,
