@@ -72,7 +72,7 @@ fn relabel(a: &TurnArgs, r: &[String]) -> CliResult {
         Target::Offline(folder) => {
             let (_root, mut store) = super::open_offline(&folder)?;
             crate::store::ops::relabel(&mut store, crate::ids::Turn(n), label)
-                .map_err(CliError::fail)?;
+                .map_err(|e| CliError::fail(e.to_string()))?;
         }
     }
     println!("{n}");

@@ -21,6 +21,6 @@ impl CkptFs {
     /// Gives turn `turn` the label `label` (an operation of the log).
     pub fn relabel(&self, turn: Turn, label: Option<String>) -> Result<(), String> {
         let mut store = self.capture.lock();
-        crate::store::ops::relabel(&mut store, turn, label)
+        crate::store::ops::relabel(&mut store, turn, label).map_err(|e| e.to_string())
     }
 }

@@ -424,24 +424,59 @@ impl OpLog {
     }
 }
 
+/// Why a turn could not be relabelled.
+#[derive(Debug)]
+pub enum RelabelError {
+    /// The turn is not live.
+    NoSuchTurn {
+        /// The turn asked for.
+        turn: Turn,
+        /// The turns that are.
+        known: Vec<Turn>,
+    },
+    /// The record could not be appended.
+    Store(super::StoreError),
+}
+
+impl std::fmt::Display for RelabelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoSuchTurn { turn, known } => {
+                let known: Vec<String> = known.iter().map(Turn::to_string).collect();
+                write!(
+                    f,
+                    "turn {turn} does not exist (turns: {})",
+                    known.join(", ")
+                )
+            }
+            Self::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RelabelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Store(e) => Some(e),
+            Self::NoSuchTurn { .. } => None,
+        }
+    }
+}
+
 /// Appends a `relabel` of `turn` to the store (refused for a turn that is not live).
-pub fn relabel(store: &mut super::Store, turn: Turn, label: Option<String>) -> Result<(), String> {
+pub fn relabel(
+    store: &mut super::Store,
+    turn: Turn,
+    label: Option<String>,
+) -> Result<(), RelabelError> {
     if !store.index().has_turn(turn) {
-        let known: Vec<String> = store
-            .index()
-            .turns
-            .iter()
-            .map(|t| t.turn.to_string())
-            .collect();
-        return Err(format!(
-            "turn {turn} does not exist (turns: {})",
-            known.join(", ")
-        ));
+        let known = store.index().turns.iter().map(|t| t.turn).collect();
+        return Err(RelabelError::NoSuchTurn { turn, known });
     }
     store
         .append(super::journal::Record::Relabel { turn, label })
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(RelabelError::Store)
 }
 
 /// One row of `ckpt-mount op log`.
