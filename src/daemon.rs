@@ -478,7 +478,7 @@ fn open_session(
     if opts.allow_other {
         options.push_str(",allow_other");
     }
-    let device = crate::fusermount::mount(dir, &options).map_err(failed)?;
+    let device = crate::fusermount::mount(dir, &options).map_err(|e| failed(e.to_string()))?;
     // Worker channels are clones made by opening /dev/fuse again; a user who cannot open it
     // shares the one descriptor the helper handed over.
     cfg.clone_fd = crate::fusermount::device_opens();

@@ -66,23 +66,82 @@ pub fn has_cap_sys_admin() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
 }
 
+/// Why the helper did not mount.
+#[derive(Debug)]
+pub enum MountError {
+    /// No helper is installed.
+    NoHelper,
+    /// `/dev/fuse` does not open for this user (its uid).
+    DeviceClosed(u32),
+    /// The socket pair the descriptor comes back over could not be made.
+    SocketPair(std::io::Error),
+    /// The helper could not be started.
+    Spawn {
+        /// The helper.
+        helper: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The helper sent no descriptor and said nothing: how it ended, and the receive's errno.
+    Silent {
+        /// The helper.
+        helper: PathBuf,
+        /// Its exit status, or why it could not be waited for.
+        status: std::io::Result<std::process::ExitStatus>,
+        /// Why nothing was received.
+        errno: sys::Errno,
+    },
+    /// The helper sent no descriptor and said why: its first line on stderr.
+    Said(String),
+}
+
+impl std::fmt::Display for MountError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoHelper => write!(
+                f,
+                "cannot mount as a user without {HELPER}: install fuse3 (it provides {HELPER}), or run as root"
+            ),
+            Self::DeviceClosed(uid) => write!(
+                f,
+                "/dev/fuse is not open to this user (uid {uid}): as root, run `chmod 0666 /dev/fuse` (what distributions' udev rules do) or `setfacl -m u:$USER:rw /dev/fuse`, or mount as root"
+            ),
+            Self::SocketPair(e) => write!(f, "cannot make a socket pair: {e}"),
+            Self::Spawn { helper, source } => {
+                write!(f, "cannot run {}: {source}", helper.display())
+            }
+            Self::Silent {
+                helper,
+                status: Ok(s),
+                errno,
+            } => write!(
+                f,
+                "{} failed ({s}) and sent no descriptor: {errno}",
+                helper.display()
+            ),
+            Self::Silent {
+                helper,
+                status: Err(w),
+                ..
+            } => write!(f, "{} failed: {w}", helper.display()),
+            Self::Said(line) => f.write_str(line),
+        }
+    }
+}
+
+impl std::error::Error for MountError {}
+
 /// Mounts FUSE at `dir` through the helper with the `-o` options `options`; returns the
-/// `/dev/fuse` descriptor to serve. The error is one line: the helper's own message when it
-/// gave one.
-pub fn mount(dir: &Path, options: &str) -> Result<OwnedFd, String> {
-    let helper = helper().ok_or_else(|| {
-        format!("cannot mount as a user without {HELPER}: install fuse3 (it provides {HELPER}), or run as root")
-    })?;
+/// `/dev/fuse` descriptor to serve. The error displays as one line: the helper's own message
+/// when it gave one.
+pub fn mount(dir: &Path, options: &str) -> Result<OwnedFd, MountError> {
+    let helper = helper().ok_or(MountError::NoHelper)?;
     // The helper opens the device with the user's own rights (it drops its set-uid ones
     // first), so a device closed to the user fails there too; say what helps instead.
     if !device_opens() {
-        return Err(format!(
-            "/dev/fuse is not open to this user (uid {}): as root, run `chmod 0666 /dev/fuse` (what distributions' udev rules do) or `setfacl -m u:$USER:rw /dev/fuse`, or mount as root",
-            sys::geteuid()
-        ));
+        return Err(MountError::DeviceClosed(sys::geteuid()));
     }
-    let (ours, theirs) =
-        UnixStream::pair().map_err(|e| format!("cannot make a socket pair: {e}"))?;
+    let (ours, theirs) = UnixStream::pair().map_err(MountError::SocketPair)?;
     let mut cmd = Command::new(&helper);
     cmd.arg("-o")
         .arg(options)
@@ -93,9 +152,10 @@ pub fn mount(dir: &Path, options: &str) -> Result<OwnedFd, String> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     sys::inherit_fd(&mut cmd, theirs.as_raw_fd());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", helper.display()))?;
+    let mut child = cmd.spawn().map_err(|source| MountError::Spawn {
+        helper: helper.clone(),
+        source,
+    })?;
     // Only the helper may hold the other end now, so its exit ends our receive.
     drop(theirs);
     let received = sys::recv_fd(ours.as_fd());
@@ -106,15 +166,15 @@ pub fn mount(dir: &Path, options: &str) -> Result<OwnedFd, String> {
     let status = child.wait();
     match received {
         Ok(fd) => Ok(fd),
-        Err(e) => {
+        Err(errno) => {
             let said = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-            Err(match (said, status) {
-                ("", Ok(s)) => format!(
-                    "{} failed ({s}) and sent no descriptor: {e}",
-                    helper.display()
-                ),
-                ("", Err(w)) => format!("{} failed: {w}", helper.display()),
-                (line, _) => line.trim().to_string(),
+            Err(match said {
+                "" => MountError::Silent {
+                    helper,
+                    status,
+                    errno,
+                },
+                line => MountError::Said(line.trim().to_string()),
             })
         }
     }
