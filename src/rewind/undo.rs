@@ -194,13 +194,16 @@ impl Rewinder<'_> {
         resume: Option<Seq>,
     ) -> Report {
         let entry = self.store.index().ops.get(target);
-        let word = if way.redo() { "redo" } else { "undo" };
+        let word = match way {
+            Direction::Undo => "undo",
+            Direction::Redo => "redo",
+        };
         let text = entry.map_or_else(
             || format!("{word} of #{target}"),
             |e| format!("{word} of #{target}: {}", e.words()),
         );
         Report {
-            to: entry.map_or(from, |e| turn_after(&e.what, way.redo(), from)),
+            to: entry.map_or(from, |e| turn_after(&e.what, way, from)),
             from,
             dry_run: self.previews(),
             op: Some(text),
@@ -230,12 +233,12 @@ impl Rewinder<'_> {
     }
 }
 
-/// The turn current after undoing (or redoing) operation `what`.
-fn turn_after(what: &OpWhat, redo: bool, now: Turn) -> Turn {
-    match (what, redo) {
-        (OpWhat::Rewind { from, .. } | OpWhat::Turn { from, .. }, false) => *from,
-        (OpWhat::Rewind { to, .. }, true) => *to,
-        (OpWhat::Turn { turn, .. }, true) => *turn,
+/// The turn current after taking operation `what` the `way` asked.
+fn turn_after(what: &OpWhat, way: Direction, now: Turn) -> Turn {
+    match (what, way) {
+        (OpWhat::Rewind { from, .. } | OpWhat::Turn { from, .. }, Direction::Undo) => *from,
+        (OpWhat::Rewind { to, .. }, Direction::Redo) => *to,
+        (OpWhat::Turn { turn, .. }, Direction::Redo) => *turn,
         _ => now,
     }
 }
