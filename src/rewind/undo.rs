@@ -90,9 +90,9 @@ impl Rewinder<'_> {
             return Ok(r);
         }
         if self.store.index().unfinished_rewind.is_some() {
-            // A whole rewind cut off: it is completed first, as any rewind would, and for
-            // real even when only a preview was asked (it must be completed before anything
-            // else can be said).
+            // A whole rewind cut off: it is completed first, as any rewind would. It has
+            // always been applied here, a preview asked for or not (the mount completes such a
+            // rewind when it starts, so a preview rarely gets here).
             self.mode = Mode::Apply;
             return self.whole(Turn::default());
         }
