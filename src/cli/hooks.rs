@@ -114,7 +114,7 @@ pub fn run(a: HooksArgs) -> CliResult {
     let agent = t.agent;
     let is_ours = move |e: &Json| e.str_of("command").is_some_and(|c| runs_our_hook(c, agent));
     let (old_text, mut value) = settings::read(&path)
-        .map_err(CliError::fail)?
+        .map_err(|e| CliError::fail(e.to_string()))?
         .unwrap_or_else(|| (String::new(), Json::Object(Vec::new())));
     let title = agent.title();
     let shown = path.display();
@@ -126,7 +126,7 @@ pub fn run(a: HooksArgs) -> CliResult {
             &is_ours,
             &path,
         )
-        .map_err(CliError::fail)?;
+        .map_err(|e| CliError::fail(e.to_string()))?;
         let done = match added {
             Added::AlreadyThere => {
                 format!("the {title} hook is already in {shown}; nothing changed")
@@ -193,7 +193,7 @@ fn apply(c: &Change, dry_run: bool) -> CliResult {
         println!("{}, and the file, which held nothing else", c.done);
     } else {
         if c.changed {
-            settings::write(c.path, c.new_text).map_err(CliError::fail)?;
+            settings::write(c.path, c.new_text).map_err(|e| CliError::fail(e.to_string()))?;
         }
         println!("{}", c.done);
     }

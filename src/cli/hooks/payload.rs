@@ -3,8 +3,9 @@
 //! the prompt's first line, and never blocks the prompt: a failure is shown to the user the
 //! way each agent shows a hook's message, and the exit code stays 0.
 
-use super::super::{CliResult, turn};
+use super::super::{CliError, CliResult, turn};
 use clap::{Args, ValueEnum};
+use serde::{Deserialize, Deserializer};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -64,7 +65,7 @@ fn prompt_hook() {
     let mut text = String::new();
     let outcome = match std::io::stdin().read_to_string(&mut text) {
         Ok(_) => begin(&text),
-        Err(e) => Err(format!("cannot read the hook's payload: {e}")),
+        Err(e) => Err(HookError::ReadPayload(e)),
     };
     if let Err(message) = outcome {
         let line = format!("ckpt-mount: {message}");
@@ -74,40 +75,131 @@ fn prompt_hook() {
     }
 }
 
+/// Why a hook begun no turn, or did not mark the agent: the message the user is shown.
+#[derive(Debug)]
+enum HookError {
+    /// Stdin could not be read.
+    ReadPayload(std::io::Error),
+    /// The payload is not JSON.
+    NotJson(serde_json::Error),
+    /// No `cwd` in the payload, and no working directory of our own.
+    NoWorkingDir(std::io::Error),
+    /// The agent process that ran the hook is not found.
+    NoCaller,
+    /// Beginning the turn or marking the agent failed (the CLI's one line).
+    Command(CliError),
+}
+
+impl std::fmt::Display for HookError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ReadPayload(e) => write!(f, "cannot read the hook's payload: {e}"),
+            Self::NotJson(e) => {
+                write!(f, "the hook's payload is not JSON ({e}); no turn was begun")
+            }
+            Self::NoWorkingDir(e) => write!(f, "no working directory: {e}"),
+            Self::NoCaller => f.write_str(
+                "cannot find the agent process that ran the hook; its changes are not told apart",
+            ),
+            Self::Command(e) => f.write_str(&e.message),
+        }
+    }
+}
+
+impl From<CliError> for HookError {
+    fn from(e: CliError) -> Self {
+        Self::Command(e)
+    }
+}
+
+/// What the hook reads of a prompt payload (Claude Code, Codex and Gemini CLI send the same
+/// fields). A field missing, or of another type, reads as none: a hook must not stop the
+/// agent over a payload it half understands.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct PromptPayload {
+    /// The agent's working directory.
+    #[serde(deserialize_with = "text")]
+    cwd: Option<String>,
+    /// The prompt.
+    #[serde(deserialize_with = "text")]
+    prompt: Option<String>,
+    /// The agent's session id.
+    #[serde(deserialize_with = "text")]
+    session_id: Option<String>,
+}
+
+/// What the hook reads of Codex's `notify` payload (same leniency as [`PromptPayload`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct NotifyPayload {
+    /// The event; only `agent-turn-complete` begins a turn.
+    #[serde(rename = "type", deserialize_with = "text")]
+    kind: Option<String>,
+    /// The agent's working directory.
+    #[serde(deserialize_with = "text")]
+    cwd: Option<String>,
+    /// The prompts of the turn that ended; the last one labels the next turn.
+    #[serde(rename = "input-messages", deserialize_with = "last_text")]
+    last_input: Option<String>,
+    /// Codex's thread, its session.
+    #[serde(rename = "thread-id", deserialize_with = "text")]
+    thread_id: Option<String>,
+}
+
+/// A payload read from JSON text: an error when it is not JSON; a value that is not an object
+/// (or fields of other types) read as nothing given.
+fn payload<T: Default + serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    let value: serde_json::Value = serde_json::from_str(text)?;
+    Ok(serde_json::from_value(value).unwrap_or_default())
+}
+
+/// A field that is a string, else none.
+fn text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => Some(s),
+        _ => None,
+    })
+}
+
+/// A list's last item, when the field is a list and that item a string; else none.
+fn last_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Array(mut items) => match items.pop() {
+            Some(serde_json::Value::String(s)) => Some(s),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
 /// Begins the next turn for a prompt payload; the error is the message for the user.
-fn begin(text: &str) -> Result<(), String> {
-    let payload: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| format!("the hook's payload is not JSON ({e}); no turn was begun"))?;
-    let cwd = working_dir(&payload)?;
-    let label = payload["prompt"].as_str().and_then(label_of);
-    let session = payload["session_id"].as_str().map(str::to_string);
-    if turn::begin_next(&cwd, label)
-        .map_err(|e| e.message)?
-        .is_some()
-    {
-        mark_caller(&cwd, session)?;
+fn begin(text: &str) -> Result<(), HookError> {
+    let payload: PromptPayload = payload(text).map_err(HookError::NotJson)?;
+    let cwd = working_dir(payload.cwd.as_deref())?;
+    let label = payload.prompt.as_deref().and_then(label_of);
+    if turn::begin_next(&cwd, label)?.is_some() {
+        mark_caller(&cwd, payload.session_id)?;
     }
     Ok(())
 }
 
 /// Marks the agent CLI that ran this hook (and what it runs) as the agent in the mounted folder
 /// containing `cwd`, with the agent's session id when its payload gave one.
-fn mark_caller(cwd: &Path, session: Option<String>) -> Result<(), String> {
+fn mark_caller(cwd: &Path, session: Option<String>) -> Result<(), HookError> {
     let Some(folder) = crate::mounts::find_folder(cwd) else {
         return Ok(());
     };
-    let caller = super::super::agent::hook_caller()
-        .ok_or("cannot find the agent process that ran the hook; its changes are not told apart")?;
-    super::super::agent::mark(&folder, caller, None, "hook", session)
-        .map(drop)
-        .map_err(|e| e.message)
+    let caller = super::super::agent::hook_caller().ok_or(HookError::NoCaller)?;
+    super::super::agent::mark(&folder, caller, None, "hook", session)?;
+    Ok(())
 }
 
 /// The payload's `cwd`, else this process's working directory (where the agent ran us).
-fn working_dir(payload: &serde_json::Value) -> Result<PathBuf, String> {
-    match payload["cwd"].as_str() {
+fn working_dir(cwd: Option<&str>) -> Result<PathBuf, HookError> {
+    match cwd {
         Some(c) if !c.is_empty() => Ok(PathBuf::from(c)),
-        _ => std::env::current_dir().map_err(|e| format!("no working directory: {e}")),
+        _ => std::env::current_dir().map_err(HookError::NoWorkingDir),
     }
 }
 
@@ -116,28 +208,23 @@ fn working_dir(payload: &serde_json::Value) -> Result<PathBuf, String> {
 /// mount-scripts/README.md). The next turn's prompt is not known yet, so the label names the
 /// prompt it follows.
 fn codex_notify(arg: &str) {
-    let Ok(payload) = serde_json::from_str::<serde_json::Value>(arg) else {
+    let Ok(payload) = payload::<NotifyPayload>(arg) else {
         return notify_failed("the notify payload is not JSON; no turn was begun");
     };
-    if payload["type"].as_str() != Some("agent-turn-complete") {
+    if payload.kind.as_deref() != Some("agent-turn-complete") {
         return;
     }
-    let cwd = match working_dir(&payload) {
+    let cwd = match working_dir(payload.cwd.as_deref()) {
         Ok(c) => c,
-        Err(e) => return notify_failed(&e),
+        Err(e) => return notify_failed(&e.to_string()),
     };
-    let last = payload["input-messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .and_then(|m| m.as_str())
-        .and_then(label_of);
+    let last = payload.last_input.as_deref().and_then(label_of);
     let label = last.map(|l| format!("after: {l}"));
     match turn::begin_next(&cwd, label) {
         Err(e) => notify_failed(&e.message),
         Ok(Some(_)) => {
-            let session = payload["thread-id"].as_str().map(str::to_string);
-            if let Err(e) = mark_caller(&cwd, session) {
-                notify_failed(&e);
+            if let Err(e) = mark_caller(&cwd, payload.thread_id) {
+                notify_failed(&e.to_string());
             }
         }
         Ok(None) => {}
@@ -188,5 +275,24 @@ mod tests {
         let cut = label_of(&long).expect("label");
         assert_eq!(cut.chars().count(), LABEL_MAX);
         assert!(cut.ends_with('…'));
+    }
+
+    #[test]
+    fn a_payload_field_of_another_type_reads_as_none() {
+        let p: PromptPayload =
+            payload(r#"{"cwd": 3, "prompt": "fix it", "session_id": null}"#).expect("json");
+        assert_eq!(
+            (p.cwd, p.prompt.as_deref(), p.session_id),
+            (None, Some("fix it"), None)
+        );
+        let n: NotifyPayload = payload(
+            r#"{"type": "agent-turn-complete", "input-messages": ["a", "b"], "thread-id": "t"}"#,
+        )
+        .expect("json");
+        assert_eq!(n.last_input.as_deref(), Some("b"));
+        assert_eq!(n.thread_id.as_deref(), Some("t"));
+        let not_an_object: NotifyPayload = payload("[1]").expect("json");
+        assert!(not_an_object.kind.is_none());
+        assert!(payload::<PromptPayload>("{").is_err());
     }
 }

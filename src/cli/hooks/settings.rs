@@ -5,7 +5,7 @@
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A JSON value whose objects keep their keys in the order of the file.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,28 +129,84 @@ impl Serialize for Json {
     }
 }
 
+/// Why a settings file was not read or written: the file, and what is wrong with it. Nothing
+/// was written when it is said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsError {
+    /// The file (or, for [`Problem::CreateDir`], the folder).
+    pub path: PathBuf,
+    /// What is wrong.
+    pub problem: Problem,
+}
+
+/// What [`SettingsError`] found wrong; an I/O error or a parser's is kept as its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// Reading the file failed.
+    Read(String),
+    /// The file is not JSON.
+    NotJson(String),
+    /// The file is JSON, not a JSON object.
+    NotAnObject,
+    /// Its `hooks` are not of the shape the agents document: which part.
+    Shape(String),
+    /// It is a symlink to nothing.
+    DanglingSymlink(String),
+    /// The file has no parent folder.
+    NoParent,
+    /// Its folder cannot be created.
+    CreateDir(String),
+    /// Writing it failed.
+    Write(String),
+}
+
+impl SettingsError {
+    fn new(path: &Path, problem: Problem) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            problem,
+        }
+    }
+}
+
+impl std::fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = self.path.display();
+        match &self.problem {
+            Problem::Read(e) => write!(f, "cannot read {path}: {e}"),
+            Problem::NotJson(e) => write!(
+                f,
+                "{path} is not valid JSON ({e}); nothing was written: fix it, or add the hook by hand (see mount-scripts/README.md)"
+            ),
+            Problem::NotAnObject => {
+                write!(f, "{path} does not hold a JSON object; nothing was written")
+            }
+            Problem::Shape(what) => write!(f, "{path}: {what}; nothing was written"),
+            Problem::DanglingSymlink(e) => write!(f, "{path} is a symlink to nothing: {e}"),
+            Problem::NoParent => write!(f, "{path} has no parent folder"),
+            Problem::CreateDir(e) => write!(f, "cannot create {path}: {e}"),
+            Problem::Write(e) => write!(f, "cannot write {path}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
 /// Reads a settings file: `Ok(None)` when there is none, an empty object for an empty file,
 /// and a one-line refusal when it is not a JSON object.
-pub fn read(path: &Path) -> Result<Option<(String, Json)>, String> {
+pub fn read(path: &Path) -> Result<Option<(String, Json)>, SettingsError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return Err(SettingsError::new(path, Problem::Read(e.to_string()))),
     };
     if text.trim().is_empty() {
         return Ok(Some((text, Json::Object(Vec::new()))));
     }
-    let value: Json = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "{} is not valid JSON ({e}); nothing was written: fix it, or add the hook by hand (see mount-scripts/README.md)",
-            path.display()
-        )
-    })?;
+    let value: Json = serde_json::from_str(&text)
+        .map_err(|e| SettingsError::new(path, Problem::NotJson(e.to_string())))?;
     if !matches!(value, Json::Object(_)) {
-        return Err(format!(
-            "{} does not hold a JSON object; nothing was written",
-            path.display()
-        ));
+        return Err(SettingsError::new(path, Problem::NotAnObject));
     }
     Ok(Some((text, value)))
 }
@@ -173,14 +229,14 @@ pub enum Added {
     Appended,
 }
 
-/// The event's list of matcher groups in `root["hooks"][event]`, made when missing; refuses a
+/// The event's list of matcher groups in `"hooks"."<event>"` of `root`, made when missing; refuses a
 /// shape the agents do not document instead of overwriting it.
 fn event_groups<'a>(
     root: &'a mut Json,
     event: &str,
     path: &Path,
-) -> Result<&'a mut Vec<Json>, String> {
-    let bad = |what: &str| format!("{}: {what}; nothing was written", path.display());
+) -> Result<&'a mut Vec<Json>, SettingsError> {
+    let bad = |what: &str| SettingsError::new(path, Problem::Shape(what.to_string()));
     let Json::Object(top) = root else {
         return Err(bad("not a JSON object"));
     };
@@ -211,7 +267,7 @@ fn entries_mut(group: &mut Json) -> Option<&mut Vec<Json>> {
     }
 }
 
-/// Adds `entry` to `root["hooks"][event]` unless an entry that `is_ours` is there; an entry of
+/// Adds `entry` to `"hooks"."<event>"` of `root` unless an entry that `is_ours` is there; an entry of
 /// ours with a different command is replaced in place, so a reinstall after the binary moved
 /// leaves one entry.
 pub fn add(
@@ -220,7 +276,7 @@ pub fn add(
     entry: Json,
     is_ours: &dyn Fn(&Json) -> bool,
     path: &Path,
-) -> Result<Added, String> {
+) -> Result<Added, SettingsError> {
     let groups = event_groups(root, event, path)?;
     let mut result = None;
     for group in groups.iter_mut() {
@@ -248,7 +304,7 @@ pub fn add(
     Ok(Added::Appended)
 }
 
-/// Removes every entry that `is_ours` from `root["hooks"][event]`, then whatever that left
+/// Removes every entry that `is_ours` from `"hooks"."<event>"` of `root`, then whatever that left
 /// empty (its matcher group, the event's list, `hooks`), and nothing else. Returns how many
 /// entries it removed.
 pub fn remove(root: &mut Json, event: &str, is_ours: &dyn Fn(&Json) -> bool) -> usize {
@@ -279,7 +335,7 @@ pub fn remove(root: &mut Json, event: &str, is_ours: &dyn Fn(&Json) -> bool) -> 
     removed
 }
 
-/// Every `command` string in `root["hooks"][event]`.
+/// Every `command` string in `"hooks"."<event>"` of `root`.
 pub fn commands(root: &Json, event: &str) -> Vec<String> {
     let Some(Json::Array(groups)) = root.get("hooks").and_then(|h| h.get(event)) else {
         return Vec::new();
@@ -297,20 +353,21 @@ pub fn commands(root: &Json, event: &str) -> Vec<String> {
 
 /// Writes `text` to the settings file: through a symlink to the file it names (dotfile
 /// managers link these), by a temp file renamed over it, with the old file's permissions.
-pub fn write(path: &Path, text: &str) -> Result<(), String> {
+pub fn write(path: &Path, text: &str) -> Result<(), SettingsError> {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
     let target = match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path)
-            .map_err(|e| format!("{} is a symlink to nothing: {e}", path.display()))?,
+            .map_err(|e| SettingsError::new(path, Problem::DanglingSymlink(e.to_string())))?,
         _ => path.to_path_buf(),
     };
     let dir = target
         .parent()
-        .ok_or_else(|| format!("{} has no parent folder", target.display()))?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        .ok_or_else(|| SettingsError::new(&target, Problem::NoParent))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| SettingsError::new(dir, Problem::CreateDir(e.to_string())))?;
     let mode = std::fs::metadata(&target).map_or(0o644, |m| m.permissions().mode() & 0o7777);
-    let fail = |e: std::io::Error| format!("cannot write {}: {e}", target.display());
+    let fail = |e: std::io::Error| SettingsError::new(&target, Problem::Write(e.to_string()));
     let mut tmp = tempfile::Builder::new()
         .prefix(".ckpt-mount-")
         .tempfile_in(dir)
