@@ -8,7 +8,7 @@
 use crate::ids::Turn;
 use crate::relpath::RelPath;
 use crate::store::StoreError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
 /// A path that could not be restored, and why.
@@ -22,7 +22,9 @@ pub struct Failure {
 
 /// Where a rewind failed: a path of the folder (in the JSON as every path is, a string or,
 /// for a name that is not UTF-8, `{"hex": …}`; the CLI quotes it to print it), or a place
-/// that is not one.
+/// that is not one: the store, `".ckpt"` (no path of the folder is that: the store is hidden
+/// from it), or a file whose name was not found, `null` (not `"?"`, which a file may be
+/// named).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum FailedAt {
     /// A path of the folder.
@@ -60,9 +62,34 @@ impl Serialize for FailedAt {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Self::Path(p) => p.serialize(s),
-            Self::Store => s.serialize_str(".ckpt"),
-            Self::Unnamed => s.serialize_str("?"),
+            Self::Store => s.serialize_str(STORE),
+            Self::Unnamed => s.serialize_none(),
         }
+    }
+}
+
+/// What [`FailedAt::Store`] is in the JSON.
+const STORE: &str = ".ckpt";
+
+/// Read back as written: `null` is the unnamed file, `".ckpt"` the store (which no path of the
+/// folder can be: [`RelPath::new`] refuses it), anything else a path.
+impl<'de> Deserialize<'de> for FailedAt {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// A path as text (maybe the store), or in its other form (`{"hex": …}`).
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Other(RelPath),
+        }
+        Ok(match Option::<Raw>::deserialize(d)? {
+            None => Self::Unnamed,
+            Some(Raw::Text(t)) if t == STORE => Self::Store,
+            Some(Raw::Text(t)) => {
+                Self::Path(RelPath::new(t.as_bytes()).map_err(serde::de::Error::custom)?)
+            }
+            Some(Raw::Other(p)) => Self::Path(p),
+        })
     }
 }
 
@@ -349,5 +376,34 @@ mod tests {
             crate::quote::quote_json_path(&json["restored"][0]),
             r#""dir/caf\351""#
         );
+    }
+
+    #[test]
+    fn where_a_rewind_failed_reads_back_as_written() {
+        let odd = RelPath::new(b"caf\xe9").expect("a valid path");
+        let places = [
+            FailedAt::Path(p("?")),
+            FailedAt::Path(p("dir/a")),
+            FailedAt::Path(odd),
+            FailedAt::Store,
+            FailedAt::Unnamed,
+        ];
+        for at in places {
+            let json = serde_json::to_value(&at).expect("encode");
+            let back: FailedAt = serde_json::from_value(json.clone()).expect("decode");
+            assert_eq!(back, at, "{json}");
+        }
+        // A file named `?` and the file whose name was not found no longer read the same.
+        assert_eq!(
+            serde_json::to_value(FailedAt::Unnamed).expect("encode"),
+            serde_json::Value::Null
+        );
+        assert_eq!(
+            serde_json::to_value(FailedAt::Path(p("?"))).expect("encode"),
+            serde_json::json!("?")
+        );
+        // As a person reads them: as before.
+        assert_eq!(FailedAt::Unnamed.to_string(), "?");
+        assert_eq!(FailedAt::Store.to_string(), ".ckpt");
     }
 }
