@@ -74,17 +74,27 @@ fn handle(
     req: Request,
     progress: crate::rewind::Progress<'_>,
 ) -> Response {
-    match req {
+    use crate::engine::{DiffQuery, PruneQuery, Query};
+    use crate::ipc::{MarkAgentAnswer, TurnAnswer};
+    let query = match req {
         Request::Turn { set: None, .. } => {
-            Response::ok(serde_json::json!({ "turn": fs.capturer().current_turn() }))
+            return Response::ok(&TurnAnswer {
+                turn: fs.capturer().current_turn(),
+                changed: None,
+            });
         }
         Request::Turn {
             set: Some(n),
             label,
-        } => match fs.begin_turn(n, label) {
-            Ok(changed) => Response::ok(serde_json::json!({ "turn": n, "changed": changed })),
-            Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
-        },
+        } => {
+            return match fs.begin_turn(n, label) {
+                Ok(changed) => Response::ok(&TurnAnswer {
+                    turn: n,
+                    changed: Some(changed),
+                }),
+                Err(e) => Response::fail(e.to_string()),
+            };
+        }
         Request::Rewind {
             to,
             dry_run,
@@ -95,30 +105,68 @@ fn handle(
             let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
             let mode = rewind::Mode::from_dry_run(dry_run);
             let req = rewind::Request::from_fields(to, (undo, paths, agent), mode);
-            rewind_request(fs, &req, progress)
+            return rewind_request(fs, &req, progress);
         }
         Request::MarkAgent { mark } => {
             log::info!(target: "ckpt::actors", "agent marked by {}: {} (pid {}, start {})", mark.via, crate::quote::quote_path(mark.comm.as_bytes()), mark.pid, mark.start);
-            match fs.capturer().mark_agent(mark) {
-                Ok(added) => Response::ok(serde_json::json!({ "added": added })),
-                Err(e) => Response::fail(
-                    format!("cannot record the agent: {e}"),
-                    serde_json::Value::Null,
-                ),
-            }
+            return match fs.capturer().mark_agent(mark) {
+                Ok(added) => Response::ok(&MarkAgentAnswer { added }),
+                Err(e) => Response::fail(format!("cannot record the agent: {e}")),
+            };
         }
         Request::Undo { redo, dry_run } => {
             let way = rewind::Direction::from_redo(redo);
             let mode = rewind::Mode::from_dry_run(dry_run);
-            report_response(fs.undo_redo(way, mode, progress))
+            return report_response(fs.undo_redo(way, mode, progress));
         }
-        Request::Relabel { turn, label } => match fs.relabel(crate::ids::Turn(turn), label) {
-            Ok(()) => Response::ok(serde_json::json!({ "turn": turn })),
-            Err(e) => Response::fail(e, serde_json::Value::Null),
-        },
+        Request::Relabel { turn, label } => {
+            return match fs.relabel(crate::ids::Turn(turn), label) {
+                Ok(()) => Response::ok(&TurnAnswer {
+                    turn,
+                    changed: None,
+                }),
+                Err(e) => Response::fail(e),
+            };
+        }
+        // Streamed by the caller ([`cat_reply`]) before it comes here; answered the same way
+        // should it ever come.
+        Request::Cat { .. } => {
+            return Response::fail("a file's bytes are streamed, not answered as JSON");
+        }
         // What reads or tidies the store: the engine's.
-        store_request => store_query(fs, folder, io, &store_request),
-    }
+        Request::Status => Query::Status,
+        Request::Log => Query::Log,
+        Request::OpLog => Query::OpLog,
+        Request::DaemonLog { lines } => Query::DaemonLog { lines },
+        Request::Fsck => Query::Fsck,
+        Request::Diff {
+            turn,
+            to,
+            show,
+            paths,
+        } => Query::Diff(DiffQuery {
+            turn,
+            to,
+            show,
+            paths,
+        }),
+        Request::Prune {
+            keep_turns,
+            max_size,
+            undo,
+            dry_run,
+            expect,
+        } => Query::Prune(PruneQuery {
+            policy: crate::store::prune::Policy {
+                keep_turns,
+                max_size,
+                undo,
+            },
+            dry_run,
+            expect,
+        }),
+    };
+    store_query(fs, folder, io, &query)
 }
 
 /// `cat`: a file as it was when `turn` began, its bytes streamed after the answer (read from
@@ -133,15 +181,14 @@ fn cat_reply(fs: &Arc<CkptFs>, turn: Option<u64>, path: RelPath) -> ipc::Reply {
     };
     let version = match found {
         Ok(v) => v,
-        Err(e) => return Response::fail(e, serde_json::Value::Null).into(),
+        Err(e) => return Response::fail(e).into(),
     };
     let root = match fs.root().try_clone_to_owned() {
         Ok(r) => r,
-        Err(e) => return Response::fail(format!("dup: {e}"), serde_json::Value::Null).into(),
+        Err(e) => return Response::fail(format!("dup: {e}")).into(),
     };
-    let data = serde_json::to_value(&version).unwrap_or_default();
     ipc::Reply {
-        response: Response::ok(data),
+        response: Response::ok(&version),
         stream: Some(Box::new(move |out| {
             crate::versions::copy_out(&blobs, root.as_fd(), &path, &version, out)
         })),
@@ -168,11 +215,12 @@ fn rewind_request(
     }
 }
 
-/// The answer to a rewind, undo or redo: its report, failed when a path could not be restored.
+/// The answer to a rewind, undo or redo: its report (a [`rewind::ReportJson`]), failed when a
+/// path could not be restored.
 fn report_response(result: Result<rewind::Report, rewind::RewindError>) -> Response {
     match result {
         Ok(r) => Response::with_text(r.ok(), failed_paths(r.ok()), &r),
-        Err(e) => Response::fail(e.to_string(), serde_json::Value::Null),
+        Err(e) => Response::fail(e.to_string()),
     }
 }
 
@@ -181,33 +229,38 @@ fn failed_paths(ok: bool) -> Option<String> {
     (!ok).then(|| "some paths could not be restored".to_string())
 }
 
-/// A request the engine answers (`status`, `log`, `diff`, `prune`, `fsck`), with the store
+/// A query the engine answers (`status`, `log`, `diff`, `prune`, `fsck`), with the store
 /// locked; `status` also says how many nodes the kernel holds, counted before the store is
 /// locked because the node table comes first in the lock order (`crate::sync`). A prune
 /// (not its dry run, which removes nothing) also holds every capture back
 /// ([`CkptFs::with_captures_held`]): it removes the blobs no record names, and a capture stores
 /// its bytes before it records them.
-fn store_query(fs: &CkptFs, folder: &str, io: &IoMode, req: &Request) -> Response {
-    let nodes = matches!(req, Request::Status).then(|| fs.node_count());
-    let query = || {
+fn store_query(fs: &CkptFs, folder: &str, io: &IoMode, query: &crate::engine::Query) -> Response {
+    use crate::engine::{Answer, Query};
+    let nodes = matches!(query, Query::Status).then(|| fs.node_count());
+    let ask = || {
         let mut store = fs.capturer().lock();
-        crate::engine::query(fs.root(), &mut store, folder, Some(std::process::id()), req)
+        crate::engine::query(
+            fs.root(),
+            &mut store,
+            folder,
+            Some(std::process::id()),
+            query,
+        )
     };
-    let answer = if matches!(req, Request::Prune { dry_run: false, .. }) {
-        fs.with_captures_held(query)
-    } else {
-        query()
+    let answer = match query {
+        Query::Prune(p) if !p.dry_run => fs.with_captures_held(ask),
+        _ => ask(),
     };
     match answer {
-        Ok(mut v) => {
-            if let Some(n) = nodes {
-                v["nodes"] = serde_json::json!(n);
-                v["io"] = serde_json::json!(io.describe(fs.passthrough()));
-                v["uid"] = serde_json::json!(sys::geteuid());
-            }
-            Response::ok(v)
+        Ok(Answer::Status(mut status)) => {
+            status.nodes = nodes;
+            status.io = Some(io.describe(fs.passthrough()));
+            status.uid = Some(sys::geteuid());
+            Response::ok(&status)
         }
-        Err(e) => Response::fail(e, serde_json::Value::Null),
+        Ok(answer) => Response::ok(&answer),
+        Err(e) => Response::fail(e.to_string()),
     }
 }
 

@@ -1,93 +1,238 @@
 //! The work of the commands that read or tidy a store (`status`, `status --log`, `log`,
-//! `diff`, `prune`, `fsck`), in one place: the daemon runs it for the CLI's requests with its store locked, and
-//! the CLI runs it itself on a folder that is not mounted, so the two answers cannot differ.
+//! `op log`, `diff`, `prune`, `fsck`), in one place: the daemon runs it for the CLI's requests
+//! with its store locked, and the CLI runs it itself on a folder that is not mounted, so the
+//! two answers cannot differ.
 //!
-//! Turn switches and rewinds are not here: on a mounted folder they go through the filesystem
-//! core (`CkptFs::begin_turn`, `CkptFs::rewind`), which holds every other change back while they
-//! run and invalidates the kernel's caches after; offline, the CLI calls `crate::rewind` on the
-//! opened store itself.
+//! A [`Query`] in, a typed [`Answer`] out: the answer is what the daemon sends as its reply's
+//! data, and what the CLI reads back as the same type. Turn switches and rewinds are not
+//! queries: on a mounted folder they go through the filesystem core (`CkptFs::begin_turn`,
+//! `CkptFs::rewind`), which holds every other change back while they run and invalidates the
+//! kernel's caches after; offline, the CLI calls `crate::rewind` on the opened store itself.
 
-use crate::ipc::Request;
+use crate::daemon_log::{DaemonLog, DaemonLogError};
+use crate::diff::FileChange;
+use crate::ids::Turn;
+use crate::info::{Status, TurnRow};
 use crate::relpath::RelPath;
-use crate::store::Store;
+use crate::store::fsck::FsckReport;
+use crate::store::ops::OpRow;
+use crate::store::prune::{Policy, PruneReport, Unrecoverable};
+use crate::store::{Store, StoreError};
+use serde::Serialize;
 use std::os::fd::BorrowedFd;
 
-/// Answers `req` from `store`, as the JSON the CLI prints or reads, or says why not (a turn
-/// switch or a rewind is not the engine's: see the module header). `root` is the folder's root (`diff` and `log`
-/// compare with the folder as it is now), `folder` its name for `status`, and `daemon` the pid
-/// of the daemon answering (`None` offline).
+/// What the engine answers: a request that reads or tidies the store, and nothing else.
+#[derive(Debug, Clone)]
+pub enum Query {
+    /// `status`.
+    Status,
+    /// `log`: a row per turn.
+    Log,
+    /// `op log`: a row per operation, newest first.
+    OpLog,
+    /// `status --log`: the last `lines` lines of the daemon's log.
+    DaemonLog {
+        /// How many lines.
+        lines: usize,
+    },
+    /// `fsck`.
+    Fsck,
+    /// `diff` and `show`.
+    Diff(DiffQuery),
+    /// `prune`, or its dry run.
+    Prune(PruneQuery),
+}
+
+/// `diff` and `show`: changes from the start of `turn` (default: current) to now, or to the
+/// start of `to`, or (`show`) what turn `turn` alone changed, below `paths`.
+#[derive(Debug, Clone)]
+pub struct DiffQuery {
+    /// The turn.
+    pub turn: Option<u64>,
+    /// The later turn whose start ends the range (default: now).
+    pub to: Option<u64>,
+    /// Only what turn `turn` changed.
+    pub show: bool,
+    /// Only these paths (and what is below them); everything when empty.
+    pub paths: Vec<RelPath>,
+}
+
+/// `prune`: what to keep, whether only to plan, and (applying) what the preview the user
+/// answered made unrecoverable.
+#[derive(Debug, Clone)]
+pub struct PruneQuery {
+    /// What to keep.
+    pub policy: Policy,
+    /// Plan only.
+    pub dry_run: bool,
+    /// Go ahead only if the prune makes exactly this unrecoverable.
+    pub expect: Option<Unrecoverable>,
+}
+
+/// The engine's answer to a [`Query`], one variant per query; written as the payload alone
+/// (untagged), which is the JSON the CLI prints with `--json`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Answer {
+    /// To [`Query::Status`].
+    Status(Box<Status>),
+    /// To [`Query::Log`].
+    Log(Vec<TurnRow>),
+    /// To [`Query::OpLog`].
+    OpLog(Vec<OpRow>),
+    /// To [`Query::DaemonLog`].
+    DaemonLog(DaemonLog),
+    /// To [`Query::Fsck`].
+    Fsck(FsckReport),
+    /// To [`Query::Diff`].
+    Diff(Vec<FileChange>),
+    /// To [`Query::Prune`].
+    Prune(PruneReport),
+}
+
+/// An [`Answer`] taken for another query's (a caller's mistake, said in one line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtherAnswer {
+    /// The answer wanted.
+    pub wanted: &'static str,
+}
+
+impl std::fmt::Display for OtherAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the engine answered another query than {}", self.wanted)
+    }
+}
+
+impl std::error::Error for OtherAnswer {}
+
+/// Each answer's payload taken out of an [`Answer`].
+macro_rules! answers {
+    ($($variant:ident => $ty:ty),* $(,)?) => {$(
+        impl TryFrom<Answer> for $ty {
+            type Error = OtherAnswer;
+            fn try_from(a: Answer) -> Result<Self, OtherAnswer> {
+                match a {
+                    Answer::$variant(v) => Ok(v),
+                    _ => Err(OtherAnswer { wanted: stringify!($variant) }),
+                }
+            }
+        }
+    )*};
+}
+
+impl TryFrom<Answer> for Status {
+    type Error = OtherAnswer;
+    fn try_from(a: Answer) -> Result<Self, OtherAnswer> {
+        match a {
+            Answer::Status(v) => Ok(*v),
+            _ => Err(OtherAnswer { wanted: "Status" }),
+        }
+    }
+}
+
+answers!(
+    Log => Vec<TurnRow>,
+    OpLog => Vec<OpRow>,
+    DaemonLog => DaemonLog,
+    Fsck => FsckReport,
+    Diff => Vec<FileChange>,
+    Prune => PruneReport,
+);
+
+/// Why the engine could not answer.
+#[derive(Debug)]
+pub enum EngineError {
+    /// A turn asked for is not in the history.
+    NoSuchTurn(Turn),
+    /// A range `N..M` whose end is not after its start.
+    BackwardRange {
+        /// Its start.
+        from: Turn,
+        /// Its end.
+        to: Turn,
+    },
+    /// A prune would now make something else unrecoverable than its preview showed.
+    HistoryChanged,
+    /// The store failed (planning or applying a prune).
+    Store(StoreError),
+    /// The daemon's log could not be read.
+    DaemonLog(DaemonLogError),
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoSuchTurn(t) => write!(f, "turn {t} does not exist"),
+            Self::BackwardRange { from, to } => write!(
+                f,
+                "a range of turns N..M needs N before M (got {from}..{to})"
+            ),
+            Self::HistoryChanged => f.write_str(
+                "the history changed since the preview: nothing pruned; run the prune again to see what it would forget now",
+            ),
+            Self::Store(e) => write!(f, "{e}"),
+            Self::DaemonLog(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Store(e) => Some(e),
+            Self::DaemonLog(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for EngineError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+/// Answers `query` from `store`. `root` is the folder's root (`diff` and `log` compare with the
+/// folder as it is now), `folder` its name for `status`, and `daemon` the pid of the daemon
+/// answering (`None` offline).
 pub fn query(
     root: BorrowedFd<'_>,
     store: &mut Store,
     folder: &str,
     daemon: Option<u32>,
-    req: &Request,
-) -> Result<serde_json::Value, String> {
-    match req {
-        Request::Status => json(crate::info::status(store, folder, daemon)),
-        Request::Log => json(crate::info::log_rows(store, root)),
-        Request::OpLog => json(crate::store::ops::op_rows(store.index())),
-        Request::DaemonLog { lines } => crate::info::daemon_log(store, *lines).and_then(json),
-        Request::Fsck => json(crate::store::fsck::check(store.dir())),
-        Request::Diff {
-            turn,
-            to,
-            show,
-            paths,
-        } => diff(root, store, (*turn, *to, *show), paths),
-        Request::Prune {
-            keep_turns,
-            max_size,
-            undo,
-            dry_run,
-            expect,
-        } => {
-            let policy = crate::store::prune::Policy {
-                keep_turns: *keep_turns,
-                max_size: *max_size,
-                undo: *undo,
-            };
-            if *dry_run {
-                crate::store::prune::preview(store, policy)
-                    .map_err(|e| e.to_string())
-                    .and_then(json)
-            } else {
-                prune(store, policy, expect.as_ref())
-            }
+    query: &Query,
+) -> Result<Answer, EngineError> {
+    Ok(match query {
+        Query::Status => Answer::Status(Box::new(crate::info::status(store, folder, daemon))),
+        Query::Log => Answer::Log(crate::info::log_rows(store, root)),
+        Query::OpLog => Answer::OpLog(crate::store::ops::op_rows(store.index())),
+        Query::DaemonLog { lines } => Answer::DaemonLog(
+            crate::daemon_log::daemon_log(store, *lines).map_err(EngineError::DaemonLog)?,
+        ),
+        Query::Fsck => Answer::Fsck(crate::store::fsck::check(store.dir())),
+        Query::Diff(q) => Answer::Diff(diff(root, store, q)?),
+        Query::Prune(q) if q.dry_run => {
+            Answer::Prune(crate::store::prune::preview(store, q.policy)?)
         }
-        Request::Cat { .. } => Err("a file's bytes are streamed, not answered as JSON".into()),
-        Request::Turn { .. }
-        | Request::Rewind { .. }
-        | Request::Undo { .. }
-        | Request::Relabel { .. } => {
-            Err("turn switches and rewinds are not answered from the store alone".into())
-        }
-        Request::MarkAgent { .. } => {
-            Err("only a mounted folder's daemon can tell the agent's changes apart".into())
-        }
-    }
+        Query::Prune(q) => Answer::Prune(prune(store, q.policy, q.expect.as_ref())?),
+    })
 }
 
 /// `prune` (not its dry run), refused when it would make anything else unrecoverable than
 /// `expect` (what the preview the user said yes to showed).
 fn prune(
     store: &mut Store,
-    policy: crate::store::prune::Policy,
-    expect: Option<&crate::store::prune::Unrecoverable>,
-) -> Result<serde_json::Value, String> {
+    policy: Policy,
+    expect: Option<&Unrecoverable>,
+) -> Result<PruneReport, EngineError> {
     use crate::store::prune;
-    let plan = prune::plan(store, policy).map_err(|e| e.to_string())?;
+    let plan = prune::plan(store, policy)?;
     if let Some(expect) = expect
         && *expect != plan.report().unrecoverable
     {
-        return Err(
-            "the history changed since the preview: nothing pruned; run the prune again to see what it would forget now"
-                .into(),
-        );
+        return Err(EngineError::HistoryChanged);
     }
-    prune::apply(store, plan)
-        .map_err(|e| e.to_string())
-        .and_then(json)
+    Ok(prune::apply(store, plan)?)
 }
 
 /// `diff` and `show`: what changed from the start of `turn` (the current one when not given)
@@ -96,38 +241,30 @@ fn prune(
 fn diff(
     root: BorrowedFd<'_>,
     store: &Store,
-    (turn, to, show): (Option<u64>, Option<u64>, bool),
-    only: &[RelPath],
-) -> Result<serde_json::Value, String> {
+    q: &DiffQuery,
+) -> Result<Vec<FileChange>, EngineError> {
     use crate::diff::Range;
-    use crate::ids::Turn;
     let index = store.index();
-    let from = turn.map_or_else(|| index.current_turn(), Turn);
+    let from = q.turn.map_or_else(|| index.current_turn(), Turn);
     if !index.has_turn(from) {
-        return Err(format!("turn {from} does not exist"));
+        return Err(EngineError::NoSuchTurn(from));
     }
-    let range = match (to.map(Turn), show) {
+    let range = match (q.to.map(Turn), q.show) {
         // The turn alone ends where the next live turn begins; the last one, now.
         (_, true) => match index.turns.iter().find(|t| t.turn > from) {
             Some(next) => Range::Between(from, next.turn),
             None => Range::Since(from),
         },
         (Some(to), false) if to <= from => {
-            return Err(format!(
-                "a range of turns N..M needs N before M (got {from}..{to})"
-            ));
+            return Err(EngineError::BackwardRange { from, to });
         }
         (Some(to), false) if !index.has_turn(to) => {
-            return Err(format!("turn {to} does not exist"));
+            return Err(EngineError::NoSuchTurn(to));
         }
         (Some(to), false) => Range::Between(from, to),
         (None, false) => Range::Since(from),
     };
-    json(crate::diff::diff(root, store, range, only))
-}
-
-fn json(v: impl serde::Serialize) -> Result<serde_json::Value, String> {
-    serde_json::to_value(v).map_err(|e| e.to_string())
+    Ok(crate::diff::diff(root, store, range, &q.paths))
 }
 
 #[cfg(test)]
@@ -141,35 +278,31 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), b"a\n").expect("file");
         let root = std::fs::File::open(dir.path()).expect("open");
         let mut store = Store::for_test(root.as_fd()).expect("store");
-        let status = query(root.as_fd(), &mut store, "f", None, &Request::Status).expect("status");
-        assert_eq!(status["turn"], 1, "{status}");
-        let diff = Request::Diff {
-            turn: Some(9),
-            to: None,
-            show: false,
-            paths: Vec::new(),
+        let mut ask = |q: &Query| query(root.as_fd(), &mut store, "f", None, q);
+        let status = Status::try_from(ask(&Query::Status).expect("status")).expect("a status");
+        assert_eq!(status.turn, 1, "{status:?}");
+        let diff = |turn| {
+            Query::Diff(DiffQuery {
+                turn,
+                to: None,
+                show: false,
+                paths: Vec::new(),
+            })
         };
         assert_eq!(
-            query(root.as_fd(), &mut store, "f", None, &diff),
-            Err("turn 9 does not exist".to_string())
+            ask(&diff(Some(9))).map_err(|e| e.to_string()).err(),
+            Some("turn 9 does not exist".to_string())
         );
-        let diff = Request::Diff {
-            turn: None,
-            to: None,
-            show: false,
-            paths: Vec::new(),
-        };
-        let changes = query(root.as_fd(), &mut store, "f", None, &diff).expect("diff");
-        assert_eq!(changes, serde_json::json!([]), "nothing captured yet");
-        let log = Request::DaemonLog { lines: 50 };
-        let log = query(root.as_fd(), &mut store, "f", None, &log).expect("daemon log");
-        assert_eq!(log, serde_json::json!({"exists": false, "lines": []}));
-        let fsck = query(root.as_fd(), &mut store, "f", None, &Request::Fsck).expect("fsck");
-        assert_eq!(fsck["findings"], serde_json::json!([]), "{fsck}");
-        let turn = Request::Turn {
-            set: Some(2),
-            label: None,
-        };
-        assert!(query(root.as_fd(), &mut store, "f", None, &turn).is_err());
+        let changes = ask(&diff(None)).expect("diff");
+        let json = serde_json::to_value(&changes).expect("encode");
+        assert_eq!(json, serde_json::json!([]), "nothing captured yet");
+        let log = ask(&Query::DaemonLog { lines: 50 }).expect("daemon log");
+        let json = serde_json::to_value(&log).expect("encode");
+        assert_eq!(json, serde_json::json!({"exists": false, "lines": []}));
+        let fsck = ask(&Query::Fsck).expect("fsck");
+        let json = serde_json::to_value(&fsck).expect("encode");
+        assert_eq!(json["findings"], serde_json::json!([]), "{json}");
+        // A turn switch or a rewind is no query: the type has no such variant.
+        assert!(Vec::<TurnRow>::try_from(fsck).is_err());
     }
 }

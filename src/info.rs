@@ -1,7 +1,7 @@
-//! Status, the per-turn log and the daemon's log, computed from an open store (the daemon's or
-//! an offline one). Both status and the log name the captures that stored nothing (a file over
-//! `--max-blob`, a socket, a device): a rewind cannot restore those, and the user should learn
-//! it when it happens, not at rewind time.
+//! Status and the per-turn log, computed from an open store (the daemon's or an offline one;
+//! the daemon's log is `crate::daemon_log`). Both name the captures that stored nothing (a
+//! file over `--max-blob`, a socket, a device): a rewind cannot restore those, and the user
+//! should learn it when it happens, not at rewind time.
 //!
 //! The log describes each turn as it stood when it ended, by the rule `diff N..M` and rewinds
 //! use (`crate::diff::Range`): the state of a path at the start of turn M is the oldest
@@ -14,10 +14,10 @@ use crate::store::Store;
 use crate::store::actors::{ActorView, AgentMark};
 use crate::store::index::{Capture, Index, TurnInfo};
 use crate::store::journal::PreImage;
-use crate::sys::{self, Errno};
+use crate::sys;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 /// One row of `ckpt-mount log`: a turn as it stood when it ended (the current one: now).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -281,8 +281,11 @@ fn count_turn(
     row
 }
 
-/// `ckpt-mount status` data.
-#[derive(Debug, Clone, Serialize)]
+/// `ckpt-mount status` data: what the engine computes from the store, and what the daemon of
+/// a mounted folder adds of its own. A field an older daemon did not send reads as its
+/// default (`status` then leaves out what it would say of it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Status {
     /// The folder.
     pub folder: String,
@@ -324,12 +327,52 @@ pub struct Status {
     /// Captures of the active turns that stored nothing: a rewind cannot restore these paths.
     pub skipped: Vec<SkippedCapture>,
     /// The agent marks of the folder's history, oldest first; empty when none was marked
-    /// (every change then counts as one actor).
-    pub agents: Vec<AgentMark>,
+    /// (every change then counts as one actor). None only in an older daemon's answer.
+    pub agents: Option<Vec<AgentMark>>,
     /// A rewind, undo or redo that began and did not end, which the next mount, rewind, undo
     /// or redo completes first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending: Option<Pending>,
+    /// The daemon's: how many nodes the kernel holds (none offline).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<usize>,
+    /// The daemon's: how file reads and writes are served, and why (none offline).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<String>,
+    /// The daemon's: the user it runs as (none offline).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+}
+
+/// What an answer without a field says of it: nothing is deduplicated, and the store is
+/// never too large to warn of.
+impl Default for Status {
+    fn default() -> Self {
+        Self {
+            folder: String::new(),
+            mounted: false,
+            pid: None,
+            turn: 0,
+            captures_this_turn: 0,
+            store_bytes: 0,
+            journal_bytes: 0,
+            blobs: 0,
+            preimage_bytes: 0,
+            preimage_blob_bytes: 0,
+            unused_blob_bytes: 0,
+            dedup_ratio: 1.0,
+            turns: Vec::new(),
+            warn_bytes: u64::MAX,
+            free_bytes: None,
+            disk_bytes: None,
+            skipped: Vec::new(),
+            agents: None,
+            pending: None,
+            nodes: None,
+            io: None,
+            uid: None,
+        }
+    }
 }
 
 /// A rewind (whole or partial), undo or redo that began and did not end: cut off by a crash
@@ -459,14 +502,19 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
         free_bytes: free,
         disk_bytes: disk,
         skipped: skipped_captures(store),
-        agents: store
-            .index()
-            .actors
-            .marks
-            .iter()
-            .map(|(_, _, m)| m.clone())
-            .collect(),
+        agents: Some(
+            store
+                .index()
+                .actors
+                .marks
+                .iter()
+                .map(|(_, _, m)| m.clone())
+                .collect(),
+        ),
         pending: pending(store.index()),
+        nodes: None,
+        io: None,
+        uid: None,
     }
 }
 
@@ -484,62 +532,6 @@ pub const NEARLY_FULL: u64 = 256 << 20;
 /// The store size `status` warns past: 1 GiB, or 10 % of the `free` bytes when that is less.
 fn warn_threshold(free: Option<u64>) -> u64 {
     (1u64 << 30).min(free.unwrap_or(u64::MAX) / 10)
-}
-
-/// The end of the daemon's log, `.ckpt/daemon.log` (a daemon in the background logs there).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct DaemonLog {
-    /// Whether the file exists (a daemon run with `--foreground` logs to its terminal instead).
-    pub exists: bool,
-    /// Its last lines, oldest first.
-    pub lines: Vec<String>,
-}
-
-/// The last `n` lines of the daemon's log in the store, read through the store's descriptor.
-pub fn daemon_log(store: &Store, n: usize) -> Result<DaemonLog, String> {
-    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
-    let fd = match sys::openat(store.dir(), c"daemon.log", flags, 0) {
-        Ok(fd) => fd,
-        Err(Errno(libc::ENOENT)) => {
-            return Ok(DaemonLog {
-                exists: false,
-                lines: Vec::new(),
-            });
-        }
-        Err(e) => return Err(format!("cannot open .ckpt/daemon.log: {e}")),
-    };
-    let lines = tail(fd.as_fd(), n).map_err(|e| format!("cannot read .ckpt/daemon.log: {e}"))?;
-    Ok(DaemonLog {
-        exists: true,
-        lines,
-    })
-}
-
-/// The last `n` lines of the file at `fd`, read backwards a chunk at a time until they are
-/// all in (a last line without its newline, being written, counts as a line).
-fn tail(fd: BorrowedFd<'_>, n: usize) -> Result<Vec<String>, Errno> {
-    const CHUNK: u64 = 64 * 1024;
-    let size = sys::fstat(fd)?.st_size as u64;
-    let mut start = size;
-    let mut bytes: Vec<u8> = Vec::new();
-    // One newline more than lines wanted proves the first of them whole.
-    while start > 0 && bytes.iter().filter(|b| **b == b'\n').count() <= n {
-        let from = start.saturating_sub(CHUNK);
-        let mut chunk = vec![0u8; (start - from) as usize];
-        let got = sys::read_full(fd, &mut chunk, from)?;
-        chunk.truncate(got);
-        chunk.extend_from_slice(&bytes);
-        bytes = chunk;
-        start = from;
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let mut lines: Vec<&str> = text.lines().collect();
-    if start > 0 && !lines.is_empty() {
-        // Begins mid-line: not one of the lines asked for.
-        lines.remove(0);
-    }
-    let keep = lines.len().saturating_sub(n);
-    Ok(lines[keep..].iter().map(|l| (*l).to_string()).collect())
 }
 
 #[cfg(test)]
@@ -801,28 +793,5 @@ mod tests {
         };
         assert_eq!(was, "file");
         assert!(reason.contains(OVER_MAX_BLOB), "{reason}");
-    }
-
-    #[test]
-    fn the_tail_is_the_last_lines_however_the_chunks_fall() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("log");
-        let text: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
-        std::fs::write(&path, &text).expect("write");
-        let f = std::fs::File::open(&path).expect("open");
-        assert_eq!(
-            tail(f.as_fd(), 3).expect("tail"),
-            vec!["line 19997", "line 19998", "line 19999"]
-        );
-        let all = tail(f.as_fd(), 50_000).expect("tail");
-        assert_eq!(all.len(), 20_000);
-        assert_eq!(all[0], "line 0");
-        assert!(tail(f.as_fd(), 0).expect("tail").is_empty());
-        std::fs::write(&path, "a\nbeing writ").expect("write");
-        let f = std::fs::File::open(&path).expect("open");
-        assert_eq!(tail(f.as_fd(), 1).expect("tail"), vec!["being writ"]);
-        std::fs::write(&path, "").expect("write");
-        let f = std::fs::File::open(&path).expect("open");
-        assert!(tail(f.as_fd(), 5).expect("tail").is_empty());
     }
 }

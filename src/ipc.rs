@@ -2,6 +2,7 @@
 //! response line, over an abstract Unix socket named after the folder. Only root and the
 //! daemon's own user may connect (checked with `SO_PEERCRED`).
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Write};
@@ -111,6 +112,60 @@ pub enum Request {
     },
 }
 
+/// The request that asks a mounted folder's daemon the engine's `query`.
+impl From<crate::engine::Query> for Request {
+    fn from(query: crate::engine::Query) -> Self {
+        use crate::engine::{DiffQuery, PruneQuery, Query};
+        match query {
+            Query::Status => Self::Status,
+            Query::Log => Self::Log,
+            Query::OpLog => Self::OpLog,
+            Query::DaemonLog { lines } => Self::DaemonLog { lines },
+            Query::Fsck => Self::Fsck,
+            Query::Diff(DiffQuery {
+                turn,
+                to,
+                show,
+                paths,
+            }) => Self::Diff {
+                turn,
+                to,
+                show,
+                paths,
+            },
+            Query::Prune(PruneQuery {
+                policy,
+                dry_run,
+                expect,
+            }) => Self::Prune {
+                keep_turns: policy.keep_turns,
+                max_size: policy.max_size,
+                undo: policy.undo,
+                dry_run,
+                expect,
+            },
+        }
+    }
+}
+
+/// The answer to [`Request::Turn`] and [`Request::Relabel`]: the turn current now (or the one
+/// relabelled), and for a switch whether it began a new turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnAnswer {
+    /// The turn.
+    pub turn: u64,
+    /// A switch: whether it changed the current turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<bool>,
+}
+
+/// The answer to [`Request::MarkAgent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkAgentAnswer {
+    /// Whether the mark is new (a process marked already is not marked twice).
+    pub added: bool,
+}
+
 /// Bytes that follow an answer's line on the connection (`cat`, `restore`): written straight
 /// to the socket, so a large file never sits whole in the daemon's memory. The answer says how
 /// many (`data.size`), and the client reads exactly that many.
@@ -133,22 +188,71 @@ impl From<Response> for Reply {
     }
 }
 
-/// The daemon's answer.
-#[derive(Debug, Clone, Deserialize)]
+/// The daemon's answer line, as it sends it: `{"ok": …, "error": …, "data": …}`, the data
+/// being one of the typed answers (a [`crate::rewind::ReportJson`], a
+/// [`crate::info::Status`], …) written as JSON text once. The client reads it back as an
+/// [`Answer`] of that type.
+#[derive(Debug, Clone, Serialize)]
 pub struct Response {
+    /// Whether the request succeeded.
+    pub ok: bool,
+    /// One line saying what went wrong.
+    pub error: Option<String>,
+    /// The payload as JSON text (`null` when there is none): a rewind's report of 100,000
+    /// paths as a `Value` tree was twice its text, at the rewind's memory peak.
+    #[serde(serialize_with = "shared_text")]
+    pub data: Option<Arc<JsonText>>,
+}
+
+/// Writes shared JSON text as the JSON it holds (`null` for none).
+fn shared_text<S: serde::Serializer>(
+    text: &Option<Arc<JsonText>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match text {
+        Some(text) => text.serialize(s),
+        None => s.serialize_none(),
+    }
+}
+
+/// A daemon's answer as the client reads it, its payload typed: the same type the daemon
+/// (or, for an unmounted folder, the CLI itself) wrote.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Answer<T> {
     /// Whether the request succeeded.
     pub ok: bool,
     /// One line saying what went wrong.
     #[serde(default)]
     pub error: Option<String>,
-    /// The payload.
-    #[serde(default)]
-    pub data: serde_json::Value,
-    /// The payload as JSON text already, sent in place of `data` (the daemon's side only): a
-    /// rewind's report of 100,000 paths as a `Value` tree was twice its text, at the rewind's
-    /// memory peak.
-    #[serde(skip)]
-    pub raw: Option<Arc<JsonText>>,
+    /// The payload: none when the request failed before producing one (a rewind that could
+    /// not restore every path fails with its report).
+    pub data: Option<T>,
+}
+
+/// Why a call to the daemon gave no answer to read.
+#[derive(Debug)]
+pub enum CallError {
+    /// The connection failed, or closed before the answer.
+    Io(std::io::Error),
+    /// The answer came but is not the answer the request has (a daemon of another version).
+    BadAnswer(serde_json::Error),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "{e}"),
+            Self::BadAnswer(e) => write!(f, "its answer cannot be read: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+impl From<std::io::Error> for CallError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
 }
 
 /// A value written as JSON text once, shared where it is kept and where it is sent: a full
@@ -176,48 +280,26 @@ impl Serialize for JsonText {
     }
 }
 
-/// Written with `raw` as `data` when there is one: the same line either way.
-impl Serialize for Response {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Response", 3)?;
-        st.serialize_field("ok", &self.ok)?;
-        st.serialize_field("error", &self.error)?;
-        match &self.raw {
-            Some(raw) => st.serialize_field("data", &**raw)?,
-            None => st.serialize_field("data", &self.data)?,
-        }
-        st.end()
-    }
-}
-
 impl Response {
-    /// A success.
-    pub fn ok(data: serde_json::Value) -> Self {
-        Self {
-            ok: true,
-            error: None,
-            data,
-            raw: None,
-        }
+    /// A success whose payload is `value`.
+    pub fn ok<T: Serialize>(value: &T) -> Self {
+        Self::with_text(true, None, value)
     }
-    /// A failure.
-    pub fn fail(msg: impl Into<String>, data: serde_json::Value) -> Self {
+
+    /// A failure without a payload.
+    pub fn fail(msg: impl Into<String>) -> Self {
         Self {
             ok: false,
             error: Some(msg.into()),
-            data,
-            raw: None,
+            data: None,
         }
     }
-    /// An answer whose payload is `value` written as JSON text once ([`Self::raw`]).
+
+    /// An answer whose payload is `value` written as JSON text once.
     pub fn with_text<T: Serialize>(ok: bool, error: Option<String>, value: &T) -> Self {
         match JsonText::of(value) {
             Ok(text) => Self::with_shared(ok, error, text),
-            Err(e) => Self::fail(
-                format!("cannot encode the answer: {e}"),
-                serde_json::Value::Null,
-            ),
+            Err(e) => Self::fail(format!("cannot encode the answer: {e}")),
         }
     }
 
@@ -226,8 +308,7 @@ impl Response {
         Self {
             ok,
             error,
-            data: serde_json::Value::Null,
-            raw: Some(text),
+            data: Some(text),
         }
     }
 }
@@ -277,7 +358,6 @@ pub fn serve(
                 let reply: Reply = if !allowed {
                     Response::fail(
                         "permission denied: only the folder's owner or root may control it",
-                        serde_json::Value::Null,
                     )
                     .into()
                 } else {
@@ -291,10 +371,7 @@ pub fn serve(
                     };
                     match serde_json::from_str::<Request>(&line) {
                         Ok(req) => handle(req, &progress),
-                        Err(e) => {
-                            Response::fail(format!("bad request: {e}"), serde_json::Value::Null)
-                                .into()
-                        }
+                        Err(e) => Response::fail(format!("bad request: {e}")).into(),
                     }
                 };
                 // Written through a buffer, not made into one line first: a rewind's report is
@@ -320,75 +397,83 @@ pub fn serve(
     }
 }
 
-/// Sends one request to the daemon of `folder`.
-pub fn call(folder: &Path, req: &Request) -> std::io::Result<Response> {
+/// Sends one request to the daemon of `folder`, and reads its answer as a `T`.
+pub fn call<T: DeserializeOwned>(folder: &Path, req: &Request) -> Result<Answer<T>, CallError> {
     call_with_progress(folder, req, &mut |_, _| {})
 }
 
+/// A progress line: `{"progress": [done, total]}`.
+#[derive(Deserialize)]
+struct ProgressLine {
+    progress: (u64, u64),
+}
+
 /// As [`call`], passing progress reports to `on_progress`.
-pub fn call_with_progress(
+pub fn call_with_progress<T: DeserializeOwned>(
     folder: &Path,
     req: &Request,
     on_progress: &mut dyn FnMut(u64, u64),
-) -> std::io::Result<Response> {
-    let addr = SocketAddr::from_abstract_name(socket_name(folder).as_bytes())?;
-    let conn = UnixStream::connect_addr(&addr)?;
-    conn.set_read_timeout(Some(Duration::from_secs(3600)))?;
-    let mut out = serde_json::to_vec(req).map_err(std::io::Error::other)?;
-    out.push(b'\n');
-    (&conn).write_all(&out)?;
+) -> Result<Answer<T>, CallError> {
+    let conn = send(folder, req)?;
     let mut reader = BufReader::new(&conn);
     loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the daemon closed the connection",
-            ));
-        }
-        let value: serde_json::Value =
-            serde_json::from_str(&line).map_err(std::io::Error::other)?;
-        if let Some(p) = value.get("progress").and_then(|p| p.as_array()) {
-            let n = |i: usize| p.get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
-            on_progress(n(0), n(1));
+        let line = read_line(&mut reader)?;
+        // Only a progress line begins so; an answer begins with `{"ok"`.
+        if line.starts_with("{\"progress\"") {
+            let p: ProgressLine = serde_json::from_str(&line).map_err(CallError::BadAnswer)?;
+            on_progress(p.progress.0, p.progress.1);
             continue;
         }
-        return serde_json::from_value(value).map_err(std::io::Error::other);
+        return serde_json::from_str(&line).map_err(CallError::BadAnswer);
     }
 }
 
-/// As [`call`], for an answer followed by bytes (`cat`): copies exactly `data.size` bytes to
-/// `out` after a successful answer.
+/// As [`call`], for an answer followed by bytes (`cat`): copies exactly the file's size in
+/// bytes to `out` after a successful answer.
 pub fn call_streaming(
     folder: &Path,
     req: &Request,
     out: &mut dyn Write,
-) -> std::io::Result<Response> {
+) -> Result<Answer<crate::versions::OldVersion>, CallError> {
+    use crate::versions::OldVersion;
+    let conn = send(folder, req)?;
+    let mut reader = BufReader::new(&conn);
+    let line = read_line(&mut reader)?;
+    let answer: Answer<OldVersion> = serde_json::from_str(&line).map_err(CallError::BadAnswer)?;
+    if let (true, Some(OldVersion::File { size, .. })) = (answer.ok, &answer.data) {
+        let size = *size;
+        let copied = std::io::copy(&mut std::io::Read::take(&mut reader, size), out)?;
+        if copied != size {
+            return Err(CallError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the daemon sent {copied} of {size} bytes (see status --log)"),
+            )));
+        }
+    }
+    Ok(answer)
+}
+
+/// Connects to the daemon of `folder` and sends `req`, one line.
+fn send(folder: &Path, req: &Request) -> std::io::Result<UnixStream> {
     let addr = SocketAddr::from_abstract_name(socket_name(folder).as_bytes())?;
     let conn = UnixStream::connect_addr(&addr)?;
     conn.set_read_timeout(Some(Duration::from_secs(3600)))?;
     let mut line = serde_json::to_vec(req).map_err(std::io::Error::other)?;
     line.push(b'\n');
     (&conn).write_all(&line)?;
-    let mut reader = BufReader::new(&conn);
-    let mut answer = String::new();
-    if reader.read_line(&mut answer)? == 0 {
+    Ok(conn)
+}
+
+/// The next line the daemon sends; the end of the connection before it is an error.
+fn read_line(reader: &mut impl BufRead) -> std::io::Result<String> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
         return Err(std::io::Error::new(
             std::io::ErrorKind::UnexpectedEof,
             "the daemon closed the connection",
         ));
     }
-    let resp: Response = serde_json::from_str(&answer).map_err(std::io::Error::other)?;
-    if let (true, Some(size)) = (resp.ok, resp.data["size"].as_u64()) {
-        let copied = std::io::copy(&mut std::io::Read::take(&mut reader, size), out)?;
-        if copied != size {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("the daemon sent {copied} of {size} bytes (see status --log)"),
-            ));
-        }
-    }
-    Ok(resp)
+    Ok(line)
 }
 
 #[cfg(test)]
@@ -406,22 +491,33 @@ mod tests {
             let error = (!ok).then(|| "some paths could not be restored".to_string());
             let line = serde_json::to_string(&Response::with_text(ok, error.clone(), &payload))
                 .expect("encode");
-            let back: Response = serde_json::from_str(&line).expect("decode");
+            let back: Answer<serde_json::Value> = serde_json::from_str(&line).expect("decode");
             assert_eq!(
                 (back.ok, back.error, back.data),
-                (ok, error, payload.clone())
+                (ok, error, Some(payload.clone()))
             );
-            // The answer made of the value reads back the same.
-            let by_value = Response {
-                ok,
-                error: (!ok).then(|| "some paths could not be restored".to_string()),
-                data: payload.clone(),
-                raw: None,
-            };
-            let again: Response =
-                serde_json::from_str(&serde_json::to_string(&by_value).expect("encode"))
-                    .expect("decode");
-            assert_eq!(again.data, payload);
         }
+    }
+
+    #[test]
+    fn a_failure_without_a_payload_reads_back_as_none_of_any_type() {
+        let line = serde_json::to_string(&Response::fail("turn 9 does not exist")).expect("encode");
+        assert_eq!(
+            line,
+            r#"{"ok":false,"error":"turn 9 does not exist","data":null}"#
+        );
+        let back: Answer<crate::info::Status> = serde_json::from_str(&line).expect("decode");
+        assert_eq!(
+            (back.ok, back.error.as_deref()),
+            (false, Some("turn 9 does not exist"))
+        );
+        assert!(back.data.is_none());
+    }
+
+    #[test]
+    fn an_answer_of_the_wrong_shape_is_an_error_not_a_panic() {
+        let line = r#"{"ok":true,"error":null,"data":{"turn":"three"}}"#;
+        let back = serde_json::from_str::<Answer<crate::ipc::TurnAnswer>>(line);
+        assert!(back.is_err());
     }
 }

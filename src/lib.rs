@@ -9,6 +9,7 @@
 pub mod capture;
 pub mod cli;
 pub mod daemon;
+pub mod daemon_log;
 pub mod diff;
 pub mod engine;
 pub mod errno;

@@ -5,7 +5,7 @@
 
 use super::CliError;
 use crate::capture::read_proc;
-use crate::ipc::Request;
+use crate::ipc::{MarkAgentAnswer, Request};
 use crate::store::actors::AgentMark;
 use std::path::Path;
 
@@ -33,11 +33,8 @@ pub fn mark(
         via: via.into(),
         session,
     };
-    let resp = super::call(folder, &Request::MarkAgent { mark })?;
-    if !resp.ok {
-        return Err(CliError::fail(resp.error.unwrap_or_default()));
-    }
-    Ok(resp.data["added"].as_bool().unwrap_or(false))
+    let answer: MarkAgentAnswer = super::ask_daemon(folder, &Request::MarkAgent { mark })?;
+    Ok(answer.added)
 }
 
 /// The agent CLI behind a hook: this process's parent, or, when that is a shell the agent ran

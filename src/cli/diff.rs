@@ -1,8 +1,8 @@
 //! `diff`: what changed since the start of a turn.
 
-use super::{CliError, CliResult, Target};
+use super::{CliError, CliResult};
 use crate::diff::{self, FileChange};
-use crate::ipc::Request;
+use crate::engine::{DiffQuery, Query};
 use crate::quote::quote_path;
 use clap::Args;
 use clap::builder::{PathBufValueParser, TypedValueParser};
@@ -125,7 +125,7 @@ fn colour(text: &str) -> String {
 pub fn run(a: DiffArgs) -> CliResult {
     let given: Vec<PathBuf> = a.paths.into_iter().chain(a.paths_after_dashes).collect();
     let span = a.turn;
-    let changes = fetch(a.dir, &given, |paths| Request::Diff {
+    let changes = fetch(a.dir, &given, |paths| DiffQuery {
         turn: span.map(|s| s.from),
         to: span.and_then(|s| s.to),
         show: false,
@@ -137,7 +137,7 @@ pub fn run(a: DiffArgs) -> CliResult {
 
 /// Runs `show`: what one turn alone changed.
 pub fn show(a: ShowArgs) -> CliResult {
-    let changes = fetch(a.dir, &a.paths, |paths| Request::Diff {
+    let changes = fetch(a.dir, &a.paths, |paths| DiffQuery {
         turn: a.turn,
         to: None,
         show: true,
@@ -152,21 +152,12 @@ pub fn show(a: ShowArgs) -> CliResult {
 fn fetch(
     dir: Option<PathBuf>,
     given: &[PathBuf],
-    req: impl FnOnce(Vec<crate::relpath::RelPath>) -> Request,
+    req: impl FnOnce(Vec<crate::relpath::RelPath>) -> DiffQuery,
 ) -> Result<Vec<FileChange>, CliError> {
     let (t, paths) = super::target_with_paths(dir, given)?;
-    let req = req(paths);
-    let v = match t {
-        Target::Mounted(folder) => {
-            let resp = super::call(&folder, &req)?;
-            if !resp.ok {
-                return Err(CliError::fail(resp.error.unwrap_or_default()));
-            }
-            resp.data
-        }
-        Target::Offline(folder) => super::query_offline(&folder, &req)?.map_err(CliError::fail)?,
-    };
-    serde_json::from_value(v).map_err(|e| CliError::fail(e.to_string()))
+    super::query(t, Query::Diff(req(paths)), |_, e| {
+        CliError::fail(e.to_string())
+    })
 }
 
 fn print_changes(changes: &[FileChange], stat: bool, json: bool) {

@@ -3,7 +3,7 @@
 
 use super::{CliError, CliResult, Target};
 use crate::ipc::Request;
-use crate::store::fsck;
+use crate::store::fsck::{self, FsckReport, Severity};
 use crate::store::layout::Contents;
 use crate::store::start_over::StartOver;
 use clap::Args;
@@ -32,75 +32,65 @@ pub fn run(a: FsckArgs) -> CliResult {
     if a.start_over {
         return start_over(a);
     }
-    let (folder, value) = match super::target(a.dir)? {
+    let (folder, report) = match super::target(a.dir)? {
         Target::Mounted(folder) => {
-            let resp = super::call(&folder, &Request::Fsck)?;
-            if !resp.ok {
-                return Err(CliError::fail(resp.error.unwrap_or_default()));
-            }
-            (folder, resp.data)
+            let report: FsckReport = super::ask_daemon(&folder, &Request::Fsck)?;
+            (folder, report)
         }
         Target::Offline(folder) => {
-            let value = offline(&folder)?;
-            (folder, value)
+            let report = offline(&folder)?;
+            (folder, report)
         }
     };
-    let findings = value["findings"].as_array().cloned().unwrap_or_default();
-    if let Some(f) = findings.iter().find(|f| f["kind"] == "layout") {
+    if let Some(f) = report.findings.iter().find(|f| f.kind == "layout") {
         // Not laid out as a store (a symlink, blobs without a journal …): refused in one line,
         // as every other command refuses it.
         return Err(CliError::fail(format!(
             "{}: {}",
             folder.display(),
-            f["detail"]
-                .as_str()
-                .unwrap_or("the store is not laid out as one")
+            f.detail
         )));
     }
-    if let Some(f) = findings.iter().find(|f| f["kind"] == "version") {
+    if let Some(f) = report.findings.iter().find(|f| f.kind == "version") {
         // Not a store of this format: nothing else in it was checked, so refuse in one line.
         return Err(CliError::fail(format!(
             "the store cannot be checked: {}",
-            f["detail"].as_str().unwrap_or("unknown format")
+            f.detail
         )));
     }
-    print_report(&value, &findings, a.json)
+    print_report(&report, a.json)
 }
 
 /// The check of an unmounted folder's store, reached through descriptors: a `.ckpt` that is a
 /// symlink is refused, never followed.
-fn offline(folder: &Path) -> Result<serde_json::Value, CliError> {
+fn offline(folder: &Path) -> Result<FsckReport, CliError> {
     let root = super::open_folder(folder)?;
     let store = crate::store::open_store_dir(root.as_fd(), false)
         .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
-    serde_json::to_value(fsck::check(store.as_fd())).map_err(|e| CliError::fail(e.to_string()))
+    Ok(fsck::check(store.as_fd()))
 }
 
 /// Prints the findings (or the whole report as JSON); fails when one is an error.
-fn print_report(
-    value: &serde_json::Value,
-    findings: &[serde_json::Value],
-    json: bool,
-) -> CliResult {
-    let errors = findings.iter().filter(|f| f["severity"] == "error").count();
+fn print_report(report: &FsckReport, json: bool) -> CliResult {
+    let findings = &report.findings;
+    let errors = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(value).unwrap_or_default()
-        );
+        super::print_json(report);
     } else {
         for f in findings {
-            println!(
-                "{:<5} {:<18} {}",
-                f["severity"].as_str().unwrap_or("?"),
-                f["kind"].as_str().unwrap_or("?"),
-                f["detail"].as_str().unwrap_or("")
-            );
+            let severity = match f.severity {
+                Severity::Warn => "warn",
+                Severity::Error => "error",
+            };
+            println!("{:<5} {:<18} {}", severity, f.kind, f.detail);
         }
         println!(
             "{} records, {} blobs: {} errors, {} warnings",
-            value["records"],
-            value["blobs"],
+            report.records,
+            report.blobs,
             errors,
             findings.len() - errors
         );
@@ -110,6 +100,23 @@ fn print_report(
     } else {
         Err(CliError::fail(format!("the store has {errors} errors")))
     }
+}
+
+/// What `fsck --start-over --json` prints: where the old store went, what it held, and why.
+#[derive(Debug, serde::Serialize)]
+struct SetAside {
+    /// The folder.
+    folder: String,
+    /// Where its old store's files are now, relative to the folder.
+    set_aside: String,
+    /// Blobs moved.
+    blobs: usize,
+    /// Their bytes.
+    bytes: u64,
+    /// Staged files moved.
+    staged: usize,
+    /// Why the store could not be opened.
+    why: String,
 }
 
 /// `fsck --start-over`: only on an unmounted folder (the daemon holds the store, and a mount
@@ -132,15 +139,14 @@ fn start_over(a: FsckArgs) -> CliResult {
     match done {
         StartOver::SetAside { path, why, held } => {
             if a.json {
-                let v = serde_json::json!({
-                    "folder": shown.to_string(),
-                    "set_aside": path,
-                    "blobs": held.blobs,
-                    "bytes": held.bytes,
-                    "staged": held.staged,
-                    "why": why.to_string(),
+                super::print_json(&SetAside {
+                    folder: shown.to_string(),
+                    set_aside: path,
+                    blobs: held.blobs,
+                    bytes: held.bytes,
+                    staged: held.staged,
+                    why: why.to_string(),
                 });
-                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             } else {
                 println!(
                     "set the old store aside in {shown}/{path}: {held}, deleting nothing; a new history begins at turn 1"

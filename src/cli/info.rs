@@ -3,10 +3,12 @@
 //! Sizes are printed in binary units and times to the minute in the local time zone; `--json`
 //! keeps exact bytes and Unix times.
 
-use super::{CliError, CliResult, Target};
-use crate::info::{SkippedCapture, TurnRow};
-use crate::ipc::Request;
+use super::{CliError, CliResult};
+use crate::daemon_log::DaemonLog;
+use crate::engine::Query;
+use crate::info::{SkippedCapture, Status, TurnRow};
 use crate::quote::quote_path;
+use crate::store::actors::AgentMark;
 use crate::units::{CivilTime, human_size, unix_seconds};
 use clap::Args;
 use std::io::IsTerminal;
@@ -51,18 +53,15 @@ pub struct StatusArgs {
     pub dir: Option<PathBuf>,
 }
 
-fn fetch(dir: Option<PathBuf>, req: Request) -> Result<serde_json::Value, CliError> {
-    match super::target(dir)? {
-        Target::Mounted(folder) => {
-            let resp = super::call(&folder, &req)?;
-            if resp.ok {
-                Ok(resp.data)
-            } else {
-                Err(CliError::fail(resp.error.unwrap_or_default()))
-            }
-        }
-        Target::Offline(folder) => super::query_offline(&folder, &req)?.map_err(CliError::fail),
-    }
+/// The engine's answer to `query` (see [`super::query`]); offline, its refusal is said as it is.
+fn fetch<T>(dir: Option<PathBuf>, query: Query) -> Result<T, CliError>
+where
+    T: serde::de::DeserializeOwned
+        + TryFrom<crate::engine::Answer, Error = crate::engine::OtherAnswer>,
+{
+    super::query(super::target(dir)?, query, |_, e| {
+        CliError::fail(e.to_string())
+    })
 }
 
 /// The width to fit tables in: `$COLUMNS` when set (as `ls` reads it), else the terminal's,
@@ -288,13 +287,11 @@ impl LogColumns {
 
 /// Runs `log`.
 pub fn log(a: LogArgs) -> CliResult {
-    let v = fetch(a.dir, Request::Log)?;
+    let rows: Vec<TurnRow> = fetch(a.dir, Query::Log)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        super::print_json(&rows);
         return Ok(());
     }
-    let rows: Vec<TurnRow> = serde_json::from_value(v)
-        .map_err(|e| CliError::fail(format!("the log's answer is not as expected: {e}")))?;
     print!("{}", log_table(&rows, a.utc, output_width()));
     Ok(())
 }
@@ -388,52 +385,51 @@ pub fn status(a: StatusArgs) -> CliResult {
     if a.log {
         return daemon_log(a);
     }
-    let v = fetch(a.dir, Request::Status)?;
+    let v: Status = fetch(a.dir, Query::Status)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        super::print_json(&v);
         return Ok(());
     }
     print!("{}", status_text(&v));
     Ok(())
 }
 
-/// What `status` prints, from the daemon's (or the store's) JSON answer: sizes in binary
-/// units, and what the store holds against what it takes on disk.
-fn status_text(v: &serde_json::Value) -> String {
-    let n = |k: &str| v[k].as_u64().unwrap_or(0);
-    let mut out = format!("folder:   {}\n", v["folder"].as_str().unwrap_or("?"));
-    match v["pid"].as_u64() {
-        Some(pid) => out += &format!("mounted:  yes (daemon pid {pid}, uid {})\n", v["uid"]),
+/// What `status` prints, from the daemon's (or the store's) answer: sizes in binary units,
+/// and what the store holds against what it takes on disk.
+fn status_text(v: &Status) -> String {
+    let mut out = format!("folder:   {}\n", v.folder);
+    match v.pid {
+        Some(pid) => out += &format!("mounted:  yes (daemon pid {pid}, uid {})\n", or_null(v.uid)),
         None => out += "mounted:  no\n",
     }
-    if let Some(io) = v["io"].as_str() {
+    if let Some(io) = &v.io {
         out += &format!("file I/O: {io}\n");
     }
     out += &format!(
         "turn:     {} ({} paths captured in it)\n",
-        v["turn"], v["captures_this_turn"]
+        v.turn, v.captures_this_turn
     );
-    let blobs = n("blobs");
+    let blobs = v.blobs;
     out += &format!(
         "store:    {} on disk ({blobs} {}, journal {})\n",
-        human_size(n("store_bytes")),
+        human_size(v.store_bytes),
         if blobs == 1 { "blob" } else { "blobs" },
-        human_size(n("journal_bytes"))
+        human_size(v.journal_bytes)
     );
-    if n("preimage_bytes") == 0 {
+    if v.preimage_bytes == 0 {
         out += "          no file pre-images kept\n";
     } else {
         out += &format!(
             "          stored {} for {} of file pre-images ({:.1}× by dedup and compression)\n",
-            human_size(n("preimage_blob_bytes")),
-            human_size(n("preimage_bytes")),
-            v["dedup_ratio"].as_f64().unwrap_or(1.0)
+            human_size(v.preimage_blob_bytes),
+            human_size(v.preimage_bytes),
+            v.dedup_ratio
         );
     }
-    if n("unused_blob_bytes") > 0 {
+    if v.unused_blob_bytes > 0 {
         out += &format!(
             "          {} in blobs no turn or undo needs (ckpt-mount prune --dry-run says what a prune frees)\n",
-            human_size(n("unused_blob_bytes"))
+            human_size(v.unused_blob_bytes)
         );
     }
     out += &pending_text(v);
@@ -444,13 +440,16 @@ fn status_text(v: &serde_json::Value) -> String {
         // The store's size against a free space of next to nothing says nothing more.
         out += &disk;
     }
-    out += &agent_text(&v["agents"]);
-    let skipped: Vec<SkippedCapture> =
-        serde_json::from_value(v["skipped"].clone()).unwrap_or_default();
-    for line in skipped_lines(&skipped, true) {
+    out += &agent_text(v.agents.as_deref());
+    for line in skipped_lines(&v.skipped, true) {
         out += &format!("warning:  {line}\n");
     }
     out
+}
+
+/// A number of an answer as JSON writes it: `null` when the answer has none.
+fn or_null(n: Option<u32>) -> String {
+    n.map_or_else(|| "null".to_string(), |n| n.to_string())
 }
 
 /// The `pending:` line of `status`: a rewind, undo or redo that began and did not end, and
@@ -458,13 +457,13 @@ fn status_text(v: &serde_json::Value) -> String {
 /// open by a path it could not restore (the journal cannot tell which), and mounting completes
 /// it; while mounted, the daemon completed whatever a crash cut off when it started, so what
 /// is left was stopped by a path that could not be restored.
-fn pending_text(v: &serde_json::Value) -> String {
-    let Ok(p) = serde_json::from_value::<crate::info::Pending>(v["pending"].clone()) else {
+fn pending_text(v: &Status) -> String {
+    let Some(p) = &v.pending else {
         return String::new();
     };
-    let dir = v["folder"].as_str().unwrap_or("DIR");
+    let dir = &v.folder;
     let what = p.with_article();
-    if v["pid"].is_u64() {
+    if v.pid.is_some() {
         format!(
             "pending:  {what} is unfinished: a path it could not restore stopped it; fix that path, then `ckpt-mount rewind --dir {dir}` completes it first\n"
         )
@@ -478,8 +477,8 @@ fn pending_text(v: &serde_json::Value) -> String {
 /// The `warning:` line of `status` when the disk holding the store is full or nearly
 /// ([`crate::info::disk_nearly_full`]): what that breaks and what to do. Nothing for an answer
 /// without the disk's size (an older daemon).
-fn disk_warning(v: &serde_json::Value) -> String {
-    let (Some(free), Some(disk)) = (v["free_bytes"].as_u64(), v["disk_bytes"].as_u64()) else {
+fn disk_warning(v: &Status) -> String {
+    let (Some(free), Some(disk)) = (v.free_bytes, v.disk_bytes) else {
         return String::new();
     };
     if !crate::info::disk_nearly_full(free, disk) {
@@ -496,13 +495,12 @@ fn disk_warning(v: &serde_json::Value) -> String {
 /// The `warning:` line of `status` when the store is over the size it warns at: what the size
 /// is measured against (1 GiB, or 10 % of the free space on the store's disk), and the dry run
 /// that says what a prune would free.
-fn size_warning(v: &serde_json::Value) -> String {
-    let size = v["store_bytes"].as_u64().unwrap_or(0);
-    let warn = v["warn_bytes"].as_u64().unwrap_or(u64::MAX);
+fn size_warning(v: &Status) -> String {
+    let (size, warn) = (v.store_bytes, v.warn_bytes);
     if size <= warn {
         return String::new();
     }
-    let limit = match v["free_bytes"].as_u64() {
+    let limit = match v.free_bytes {
         Some(free) if free / 10 <= warn => format!(
             "more than 10 % of the {} free on its disk",
             human_size(free)
@@ -518,8 +516,8 @@ fn size_warning(v: &serde_json::Value) -> String {
 /// The `agent:` line of `status`: the last process marked as the agent (and how many marks
 /// there were), or that none was and every change counts as one actor. Nothing for an answer
 /// without the field (an older daemon).
-fn agent_text(agents: &serde_json::Value) -> String {
-    let Some(marks) = agents.as_array() else {
+fn agent_text(agents: Option<&[AgentMark]>) -> String {
+    let Some(marks) = agents else {
         return String::new();
     };
     let Some(last) = marks.last() else {
@@ -529,7 +527,7 @@ fn agent_text(agents: &serde_json::Value) -> String {
             crate::store::actors::HOW_TO_MARK
         );
     };
-    let session = match last["session"].as_str() {
+    let session = match &last.session {
         Some(s) => format!(", session {s}"),
         None => String::new(),
     };
@@ -540,28 +538,28 @@ fn agent_text(agents: &serde_json::Value) -> String {
     };
     format!(
         "agent:    {} (pid {}, marked by {}{session}) and what it runs{earlier}\n",
-        quote_path(last["comm"].as_str().unwrap_or("?").as_bytes()),
-        last["pid"],
-        last["via"].as_str().unwrap_or("?"),
+        quote_path(last.comm.as_bytes()),
+        last.pid,
+        last.via,
     )
 }
 
 /// Runs `status --log`: the end of the daemon's log, read through the daemon when the folder is
 /// mounted (the store is hidden from the mount) and from the store itself when it is not.
 fn daemon_log(a: StatusArgs) -> CliResult {
-    let v = fetch(a.dir, Request::DaemonLog { lines: a.lines })?;
+    let v: DaemonLog = fetch(a.dir, Query::DaemonLog { lines: a.lines })?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        super::print_json(&v);
         return Ok(());
     }
-    if v["exists"].as_bool() != Some(true) {
+    if !v.exists {
         println!(
             "no daemon log: .ckpt/daemon.log does not exist (a daemon run with --foreground logs to its terminal)"
         );
         return Ok(());
     }
-    for line in v["lines"].as_array().cloned().unwrap_or_default() {
-        println!("{}", line.as_str().unwrap_or(""));
+    for line in &v.lines {
+        println!("{line}");
     }
     Ok(())
 }
@@ -642,9 +640,14 @@ mod tests {
         assert_eq!(fit("abc", 0), "");
     }
 
+    /// A status answer as the daemon writes it, fields left out as an older daemon leaves them.
+    fn status(v: serde_json::Value) -> Status {
+        serde_json::from_value(v).expect("a status")
+    }
+
     #[test]
     fn status_says_what_the_store_holds_in_binary_units() {
-        let v = serde_json::json!({
+        let v = status(serde_json::json!({
             "folder": "/src/site",
             "pid": null,
             "turn": 3,
@@ -660,19 +663,19 @@ mod tests {
             "warn_bytes": 10_000_000u64,
             "free_bytes": 100_000_000u64,
             "skipped": [],
-        });
+        }));
         insta::assert_snapshot!(status_text(&v));
     }
 
     #[test]
     fn a_pending_operation_is_said_with_the_command_that_completes_it() {
         let pending = serde_json::json!({"kind": "undo", "what": "undo of #4"});
-        let offline = serde_json::json!({"folder": "/p", "pid": null, "pending": pending});
+        let offline = status(serde_json::json!({"folder": "/p", "pid": null, "pending": pending}));
         assert_eq!(
             pending_text(&offline),
             "pending:  an undo of #4 was cut off by a crash (or stopped by a path it could not restore); `ckpt-mount mount /p` completes it (or, unmounted, `ckpt-mount rewind --dir /p`)\n"
         );
-        let mounted = serde_json::json!({"folder": "/p", "pid": 42, "pending": pending});
+        let mounted = status(serde_json::json!({"folder": "/p", "pid": 42, "pending": pending}));
         assert!(
             pending_text(&mounted).starts_with(
                 "pending:  an undo of #4 is unfinished: a path it could not restore stopped it;"
@@ -680,12 +683,19 @@ mod tests {
             "{}",
             pending_text(&mounted)
         );
-        assert_eq!(pending_text(&serde_json::json!({"folder": "/p"})), "");
+        assert_eq!(
+            pending_text(&status(serde_json::json!({"folder": "/p"}))),
+            ""
+        );
     }
 
     #[test]
     fn a_full_disk_is_said_in_one_line_instead_of_the_size_warning() {
-        let v = |free: u64, disk: Option<u64>| serde_json::json!({"store_bytes": 1u64 << 20, "warn_bytes": 1024, "free_bytes": free, "disk_bytes": disk});
+        let v = |free: u64, disk: Option<u64>| {
+            status(
+                serde_json::json!({"store_bytes": 1u64 << 20, "warn_bytes": 1024, "free_bytes": free, "disk_bytes": disk}),
+            )
+        };
         let full = status_text(&v(0, Some(16 << 20)));
         assert!(
             full.contains("warning:  the disk holding the store is full (0 B free of 16.0 MiB): a change whose capture cannot be stored fails (No space left on device), and a rewind needs room for what it saves; free space on that disk (delete or move files), or see what a prune would free: ckpt-mount prune --dry-run\n"),
@@ -707,7 +717,11 @@ mod tests {
 
     #[test]
     fn the_size_warning_says_what_its_number_is() {
-        let v = |store: u64, warn: u64, free: Option<u64>| serde_json::json!({"store_bytes": store, "warn_bytes": warn, "free_bytes": free});
+        let v = |store: u64, warn: u64, free: Option<u64>| {
+            status(
+                serde_json::json!({"store_bytes": store, "warn_bytes": warn, "free_bytes": free}),
+            )
+        };
         assert_eq!(size_warning(&v(5, 10, Some(100))), "", "under the limit");
         assert_eq!(
             size_warning(&v(3 << 20, 1 << 20, Some(10 << 20))),

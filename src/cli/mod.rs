@@ -378,17 +378,75 @@ pub fn relative_path(
     })
 }
 
-/// Calls the daemon and turns a failure into a CLI error.
-pub fn call(
+/// Calls the daemon and reads its answer as a `T`; a daemon that does not answer, or whose
+/// answer cannot be read, is one line of error.
+pub fn call<T: serde::de::DeserializeOwned>(
     folder: &std::path::Path,
     req: &crate::ipc::Request,
-) -> Result<crate::ipc::Response, CliError> {
-    crate::ipc::call(folder, req).map_err(|e| {
-        CliError::fail(format!(
+) -> Result<crate::ipc::Answer<T>, CliError> {
+    crate::ipc::call(folder, req).map_err(|e| call_failed(folder, e))
+}
+
+/// The one line said when the daemon of `folder` gave no answer to read.
+pub fn call_failed(folder: &std::path::Path, e: crate::ipc::CallError) -> CliError {
+    match e {
+        crate::ipc::CallError::Io(e) => CliError::fail(format!(
             "{} is mounted but its daemon does not answer: {e}",
             folder.display()
-        ))
-    })
+        )),
+        crate::ipc::CallError::BadAnswer(e) => CliError::fail(format!(
+            "{}: the daemon's answer cannot be read: {e}",
+            folder.display()
+        )),
+    }
+}
+
+/// The payload of the daemon's answer to `req`, or its one line of error.
+pub fn ask_daemon<T: serde::de::DeserializeOwned>(
+    folder: &std::path::Path,
+    req: &crate::ipc::Request,
+) -> Result<T, CliError> {
+    let answer = call::<T>(folder, req)?;
+    match (answer.ok, answer.data) {
+        (true, Some(data)) => Ok(data),
+        (true, None) => Err(CliError::fail(format!(
+            "{}: the daemon's answer has nothing in it",
+            folder.display()
+        ))),
+        (false, _) => Err(CliError::fail(answer.error.unwrap_or_default())),
+    }
+}
+
+/// Asks the engine `query` (`crate::engine`): through the daemon of a mounted folder, or on
+/// the store of an unmounted one, the answer read as the same type either way. The daemon's
+/// refusal is its one line; `offline` words the engine's refusal on an unmounted folder.
+pub fn query<T>(
+    t: Target,
+    query: crate::engine::Query,
+    offline: impl FnOnce(&std::path::Path, crate::engine::EngineError) -> CliError,
+) -> Result<T, CliError>
+where
+    T: serde::de::DeserializeOwned
+        + TryFrom<crate::engine::Answer, Error = crate::engine::OtherAnswer>,
+{
+    match t {
+        Target::Mounted(folder) => ask_daemon(&folder, &crate::ipc::Request::from(query)),
+        Target::Offline(folder) => {
+            let (root, mut store) = open_offline(&folder)?;
+            let name = folder.display().to_string();
+            let root = std::os::fd::AsFd::as_fd(&root);
+            let answer = crate::engine::query(root, &mut store, &name, None, &query)
+                .map_err(|e| offline(&folder, e))?;
+            T::try_from(answer).map_err(|e| CliError::fail(e.to_string()))
+        }
+    }
+}
+
+/// Prints an answer as `--json` prints it: pretty, the keys of each object in name order (the
+/// order the answers were printed in when the CLI read them as untyped JSON).
+pub fn print_json<T: serde::Serialize>(value: &T) {
+    let text = serde_json::to_value(value).and_then(|v| serde_json::to_string_pretty(&v));
+    println!("{}", text.unwrap_or_default());
 }
 
 /// Opens an unmounted folder as an `O_PATH` descriptor, from which its store is reached.
@@ -412,24 +470,6 @@ pub fn open_offline(
     )
     .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
     Ok((root, store))
-}
-
-/// Answers a store request on a folder that is not mounted, as the daemon would answer it
-/// on a mounted one (`crate::engine`): the outer error when the store cannot be opened, the
-/// inner one when the engine refuses the request (each caller words that one).
-pub fn query_offline(
-    folder: &std::path::Path,
-    req: &crate::ipc::Request,
-) -> Result<Result<serde_json::Value, String>, CliError> {
-    let (root, mut store) = open_offline(folder)?;
-    let name = folder.display().to_string();
-    Ok(crate::engine::query(
-        std::os::fd::AsFd::as_fd(&root),
-        &mut store,
-        &name,
-        None,
-        req,
-    ))
 }
 
 #[cfg(test)]

@@ -85,16 +85,16 @@ pub fn mount(a: MountArgs) -> CliResult {
         return daemon::run(&opts, ready.is_none(), ready).map_err(CliError::fail);
     }
     let pid = spawn_daemon(&dir, &a)?;
-    let turn = match crate::ipc::call(
+    let turn = crate::ipc::call::<crate::ipc::TurnAnswer>(
         &dir,
         &crate::ipc::Request::Turn {
             set: None,
             label: None,
         },
-    ) {
-        Ok(resp) => resp.data["turn"].as_u64().unwrap_or(0),
-        Err(_) => 0,
-    };
+    )
+    .ok()
+    .and_then(|answer| answer.data)
+    .map_or(0, |answer| answer.turn);
     println!("mounted {} (turn {turn}, daemon pid {pid})", dir.display());
     // The shell that ran this still stands in the folder under the new mount.
     if super::cwd_under_the_mount(&dir) {
@@ -239,9 +239,9 @@ pub fn unmount_quietly(dir: &std::path::Path) -> Result<PathBuf, CliError> {
             dir.display()
         )));
     }
-    let pid = crate::ipc::call(&dir, &crate::ipc::Request::Status)
+    let pid = crate::ipc::call::<crate::info::Status>(&dir, &crate::ipc::Request::Status)
         .ok()
-        .and_then(|r| r.data["pid"].as_i64())
+        .and_then(|answer| answer.data?.pid)
         .and_then(|p| i32::try_from(p).ok());
     // The filesystem's device, by which a mount of it left elsewhere is found afterwards.
     let dev = crate::mounts::mount_at(&dir).map(|m| m.dev);

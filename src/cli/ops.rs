@@ -1,9 +1,11 @@
 //! `op log`, `undo` and `redo`: the operation log and moving along it.
 
 use super::{CliError, CliResult, Target};
+use crate::engine::Query;
 use crate::ipc::Request;
+use crate::rewind::ReportJson;
+use crate::store::ops::OpRow;
 use clap::{Args, Subcommand};
-use serde_json::Value;
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -70,55 +72,41 @@ pub fn op(a: OpArgs) -> CliResult {
 }
 
 fn log(a: OpLogArgs) -> CliResult {
-    let v = match super::target(a.dir)? {
-        Target::Mounted(folder) => {
-            let resp = super::call(&folder, &Request::OpLog)?;
-            if !resp.ok {
-                return Err(CliError::fail(resp.error.unwrap_or_default()));
-            }
-            resp.data
-        }
-        Target::Offline(folder) => super::query_offline(&folder, &Request::OpLog)?
-            .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?,
-    };
+    let rows: Vec<OpRow> = super::query(super::target(a.dir)?, Query::OpLog, |folder, e| {
+        CliError::fail(format!("{}: {e}", folder.display()))
+    })?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        super::print_json(&rows);
         return Ok(());
     }
-    for row in v.as_array().cloned().unwrap_or_default() {
-        println!("{}", op_line(&row, a.utc));
+    for row in &rows {
+        println!("{}", op_line(row, a.utc));
     }
     Ok(())
 }
 
 /// One line of `op log`: `#7 2026-12-02 11:40 rewind to turn 3 (restored 4, deleted 2)`, with
 /// its state when it is not simply done.
-fn op_line(row: &Value, utc: bool) -> String {
-    let unix = crate::units::unix_seconds(row["time"].as_u64().unwrap_or(0));
+fn op_line(row: &OpRow, utc: bool) -> String {
+    let unix = crate::units::unix_seconds(row.time);
     let when = if utc {
         crate::units::CivilTime::utc(unix).to_minute()
     } else {
         crate::units::CivilTime::local(unix).to_minute()
     };
-    let mut line = format!(
-        "#{:<4} {when}  {}",
-        row["id"].as_u64().unwrap_or(0),
-        row["text"].as_str().unwrap_or("?")
-    );
-    match row["state"].as_str() {
-        Some("undone") => match row["undone_by"].as_u64() {
+    let mut line = format!("#{:<4} {when}  {}", row.id, row.text);
+    match row.state.as_str() {
+        "undone" => match row.undone_by {
             Some(by) => line += &format!("  [undone by #{by}]"),
             None => line += "  [undone]",
         },
-        Some("unfinished") => {
-            line += "  [cut off: the next mount, rewind, undo or redo completes it]"
-        }
+        "unfinished" => line += "  [cut off: the next mount, rewind, undo or redo completes it]",
         _ => {}
     }
-    if row["next_undo"] == true {
+    if row.next_undo {
         line += "  <- undo";
     }
-    if row["next_redo"] == true {
+    if row.next_redo {
         line += "  <- redo";
     }
     line
@@ -151,7 +139,7 @@ pub fn undo(a: UndoArgs, redo: bool) -> CliResult {
     if let Some(line) = super::rewind::no_room(&r) {
         return Err(CliError::fail(line));
     }
-    let failed = r["failed"].as_array().map_or(0, Vec::len);
+    let failed = r.failed.len();
     if failed > 0 {
         return Err(CliError::fail(if a.dry_run {
             format!("{failed} paths cannot be restored")
@@ -197,20 +185,20 @@ impl Held {
     }
 
     /// The report of the run (a preview with `dry_run`), or the one line of error.
-    fn run(&mut self, redo: bool, dry_run: bool) -> Result<Value, CliError> {
+    fn run(&mut self, redo: bool, dry_run: bool) -> Result<ReportJson, CliError> {
         match &mut self.how {
             Via::Daemon => {
-                let resp = super::call(&self.folder, &Request::Undo { redo, dry_run })?;
-                if resp.data.is_null() {
-                    return Err(CliError::fail(resp.error.unwrap_or_default()));
-                }
-                Ok(resp.data)
+                let answer = super::call(&self.folder, &Request::Undo { redo, dry_run })?;
+                // A report comes with its failures (not ok): printed, then failed on.
+                answer
+                    .data
+                    .ok_or_else(|| CliError::fail(answer.error.unwrap_or_default()))
             }
             Via::Store(root, store) => {
                 let way = crate::rewind::Direction::from_redo(redo);
                 let mode = crate::rewind::Mode::from_dry_run(dry_run);
                 crate::rewind::undo_redo(root.as_fd(), store, way, mode, &|_, _| {})
-                    .map(|r| serde_json::to_value(&r).unwrap_or_default())
+                    .map(ReportJson::from)
                     .map_err(|e| CliError::fail(e.to_string()))
             }
         }

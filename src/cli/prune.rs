@@ -3,6 +3,7 @@
 //! `--dry-run` shows the same and changes nothing.
 
 use super::{CliError, CliResult, Target};
+use crate::engine::{PruneQuery, Query};
 use crate::ipc::Request;
 use crate::store::Store;
 use crate::store::prune::{Loss, Policy, PruneReport, UndoHistory, Unrecoverable};
@@ -156,21 +157,18 @@ impl Pruner {
 
     /// The report of `step`, or the one line of error.
     fn ask(&mut self, step: Step) -> Result<PruneReport, CliError> {
-        let (policy, folder) = match self {
-            Self::Mounted(f, p) => (*p, f.display().to_string()),
-            Self::Offline { policy, name, .. } => (*policy, name.clone()),
+        let policy = match self {
+            Self::Mounted(_, p) | Self::Offline { policy: p, .. } => *p,
         };
         let (dry_run, expect) = match step {
             Step::Preview => (true, None),
             Step::Prune(expect) => (false, expect),
         };
-        let req = Request::Prune {
-            keep_turns: policy.keep_turns,
-            max_size: policy.max_size,
-            undo: policy.undo,
+        let query = Query::Prune(PruneQuery {
+            policy,
             dry_run,
             expect,
-        };
+        });
         // A spinner on a terminal (silent otherwise): a prune that rewrites packs can take a
         // while.
         let spinner = (!dry_run).then(|| {
@@ -183,25 +181,17 @@ impl Pruner {
             s
         });
         let answer = match self {
-            Self::Mounted(f, _) => {
-                let resp = super::call(f, &req)?;
-                if resp.ok {
-                    Ok(resp.data)
-                } else {
-                    Err(resp.error.unwrap_or_default())
-                }
-            }
+            Self::Mounted(f, _) => super::ask_daemon(f, &Request::from(query)),
             Self::Offline {
                 root, store, name, ..
-            } => crate::engine::query(root.as_fd(), store, name, None, &req)
-                .map_err(|e| format!("{name}: {e}")),
+            } => crate::engine::query(root.as_fd(), store, name, None, &query)
+                .map_err(|e| CliError::fail(format!("{name}: {e}")))
+                .and_then(|a| PruneReport::try_from(a).map_err(|e| CliError::fail(e.to_string()))),
         };
         if let Some(s) = spinner {
             s.finish_and_clear();
         }
-        let v = answer.map_err(CliError::fail)?;
-        serde_json::from_value(v)
-            .map_err(|e| CliError::fail(format!("{folder}: cannot read the prune's answer: {e}")))
+        answer
     }
 }
 

@@ -4,11 +4,10 @@
 use super::{CliError, CliResult, Target};
 use crate::ipc::Request;
 use crate::relpath::RelPath;
-use crate::rewind;
+use crate::rewind::{self, Conflicts, Failure, PathActors, ReportJson};
 use crate::store::Store;
 use crate::units::human_size;
 use clap::Args;
-use serde_json::Value;
 use std::io::{BufRead, IsTerminal, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -123,7 +122,7 @@ pub fn run(a: RewindArgs) -> CliResult {
     if let Some(line) = no_room(&r) {
         return Err(CliError::fail(line));
     }
-    let failed = list(&r, "failed");
+    let failed = &r.failed;
     match failed.first() {
         None => Ok(()),
         Some(first) if a.dry_run => {
@@ -136,8 +135,8 @@ pub fn run(a: RewindArgs) -> CliResult {
             Err(CliError::fail(format!(
                 "{n} {} cannot be restored ({}: {}{more})",
                 paths_word(n as u64),
-                name(&first["path"]),
-                text(&first["reason"])
+                first.path,
+                first.reason
             )))
         }
         Some(_) => Err(CliError::fail("some paths could not be restored")),
@@ -145,12 +144,12 @@ pub fn run(a: RewindArgs) -> CliResult {
 }
 
 /// Shows the preview `r` and asks; `Ok(true)` to go on. An empty preview asks nothing.
-pub(super) fn confirm(r: &Value) -> Result<bool, CliError> {
-    if r["refused"].as_bool() == Some(true) || no_room(r).is_some() {
+pub(super) fn confirm(r: &ReportJson) -> Result<bool, CliError> {
+    if r.refused || no_room(r).is_some() {
         // The run is refused before it changes anything, and says why.
         return Ok(true);
     }
-    let changes = list(r, "restored").len() + list(r, "deleted").len() + list(r, "failed").len();
+    let changes = r.restored.len() + r.deleted.len() + r.failed.len();
     if changes == 0 {
         print_agent(r);
         println!("{}", sentence(r, Tense::Nothing));
@@ -164,8 +163,8 @@ pub(super) fn confirm(r: &Value) -> Result<bool, CliError> {
 /// A dry run's one line when the disks lack the room the run needs (the run would be refused
 /// before changing anything): the space needed and free, the largest files the rewound turns
 /// created and what to do. `None` when it fits (or the report says nothing of space).
-pub(super) fn no_room(r: &Value) -> Option<String> {
-    let space: rewind::Space = serde_json::from_value(r.get("space")?.clone()).ok()?;
+pub(super) fn no_room(r: &ReportJson) -> Option<String> {
+    let space = r.space.as_ref()?;
     (!space.fits).then(|| {
         format!(
             "the run would be refused before changing anything: {}",
@@ -193,7 +192,7 @@ pub(super) fn proceed() -> Result<bool, CliError> {
 /// What the daemon or the offline rewind answered: the report (`None` when the rewind did not
 /// start) and the one line of error, if any.
 struct Answer {
-    report: Option<Value>,
+    report: Option<ReportJson>,
     error: Option<String>,
 }
 
@@ -278,19 +277,14 @@ impl Rewinder {
                     paths: paths.clone(),
                     agent: *agent,
                 };
-                let resp = crate::ipc::call_with_progress(folder, &req, &mut |done, total| {
+                let answer = crate::ipc::call_with_progress(folder, &req, &mut |done, total| {
                     bar.set_length(total);
                     bar.set_position(done);
                 })
-                .map_err(|e| {
-                    CliError::fail(format!(
-                        "{} is mounted but its daemon does not answer: {e}",
-                        folder.display()
-                    ))
-                })?;
+                .map_err(|e| super::call_failed(folder, e))?;
                 Answer {
-                    report: (!resp.data.is_null()).then_some(resp.data),
-                    error: resp.error,
+                    report: answer.data,
+                    error: answer.error,
                 }
             }
             Self::Offline {
@@ -311,7 +305,7 @@ impl Rewinder {
                 let result = rewind::run(root.as_fd(), store, &req, max_blob, &progress);
                 match result {
                     Ok(report) => Answer {
-                        report: Some(serde_json::to_value(&report).unwrap_or_default()),
+                        report: Some(ReportJson::from(report)),
                         error: None,
                     },
                     Err(e) => Answer {
@@ -338,18 +332,15 @@ fn progress_bar() -> indicatif::ProgressBar {
     bar
 }
 
-fn list(r: &Value, key: &str) -> Vec<Value> {
-    r[key].as_array().cloned().unwrap_or_default()
+/// A command name of the report as printed for a person: quoted as git quotes a path, so
+/// that a name cannot fake or hide a line of the report (paths print so by themselves).
+fn name(comm: &str) -> std::borrow::Cow<'_, str> {
+    crate::quote::quote_path(comm.as_bytes())
 }
 
-fn text(v: &Value) -> &str {
-    v.as_str().unwrap_or("?")
-}
-
-/// A path (or a command name) of the report as printed for a person: quoted as git quotes a
-/// path, so that a name cannot fake or hide a line of the report.
-fn name(v: &Value) -> std::borrow::Cow<'_, str> {
-    crate::quote::quote_json_path(v)
+/// One failure as a report line's end: the path (quoted) and why.
+fn failure(f: &Failure) -> String {
+    format!("{}: {}", f.path, f.reason)
 }
 
 /// How many changed paths a report lists: all with `--verbose` or into a pipe or a file, else
@@ -364,25 +355,22 @@ pub(super) fn listed(verbose: bool) -> Option<usize> {
 
 /// Prints a rewind's report: the changed paths (at most `listed`, then how many more), every
 /// failure, and the summary line.
-pub(super) fn print_report(r: &Value, json: bool, listed: Option<usize>) {
+pub(super) fn print_report(r: &ReportJson, json: bool, listed: Option<usize>) {
     if json {
-        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+        super::print_json(r);
         return;
     }
-    if r["dry_run"].as_bool() == Some(true) {
+    if r.dry_run {
         print_preview(r, None);
         println!("dry run, nothing changed: {}", sentence(r, Tense::Would));
         return;
     }
     print_agent(r);
-    let changed: Vec<String> = list(r, "restored")
+    let changed: Vec<String> = r
+        .restored
         .iter()
-        .map(|p| format!("restored {}", name(p)))
-        .chain(
-            list(r, "deleted")
-                .iter()
-                .map(|p| format!("deleted  {}", name(p))),
-        )
+        .map(|p| format!("restored {p}"))
+        .chain(r.deleted.iter().map(|p| format!("deleted  {p}")))
         .collect();
     let shown = listed.unwrap_or(usize::MAX).min(changed.len());
     for l in &changed[..shown] {
@@ -395,51 +383,36 @@ pub(super) fn print_report(r: &Value, json: bool, listed: Option<usize>) {
         );
     }
     // Failures are always listed in full: each needs the user's attention.
-    for f in list(r, "failed") {
-        println!("FAILED   {}: {}", name(&f["path"]), text(&f["reason"]));
+    for f in &r.failed {
+        println!("FAILED   {}", failure(f));
     }
-    if r["unfinished"].as_bool() == Some(true) {
+    if r.unfinished {
         println!("the rewind is unfinished: fix what failed and run it again to complete it");
     }
-    let what = if let Some(op) = r["op"].as_str().filter(|_| r["undo"] != true) {
+    let what = if let Some(op) = r.op.as_deref().filter(|_| !r.undo) {
         op.to_string()
-    } else if r["undo"].as_bool() == Some(true) {
+    } else if r.undo {
         "undid the last rewind".to_string()
-    } else if r["agent"].is_object() {
-        format!(
-            "rewound the agent's changes to the start of turn {}",
-            r["to"]
-        )
+    } else if r.agent.is_some() {
+        format!("rewound the agent's changes to the start of turn {}", r.to)
     } else {
-        format!("rewound to the start of turn {}", r["to"])
+        format!("rewound to the start of turn {}", r.to)
     };
     println!(
         "{what}: {} restored, {} deleted, {} failed",
-        list(r, "restored").len(),
-        list(r, "deleted").len(),
-        list(r, "failed").len()
+        r.restored.len(),
+        r.deleted.len(),
+        r.failed.len()
     );
 }
 
 /// The paths a preview would delete, restore and could not restore, one a line (at most
 /// `limit` lines, then how many more).
-fn print_preview(r: &Value, limit: Option<usize>) {
+fn print_preview(r: &ReportJson, limit: Option<usize>) {
     let mut lines: Vec<String> = Vec::new();
-    lines.extend(
-        list(r, "deleted")
-            .iter()
-            .map(|p| format!("delete   {}", name(p))),
-    );
-    lines.extend(
-        list(r, "restored")
-            .iter()
-            .map(|p| format!("restore  {}", name(p))),
-    );
-    lines.extend(
-        list(r, "failed")
-            .iter()
-            .map(|f| format!("cannot   {}: {}", name(&f["path"]), text(&f["reason"]))),
-    );
+    lines.extend(r.deleted.iter().map(|p| format!("delete   {p}")));
+    lines.extend(r.restored.iter().map(|p| format!("restore  {p}")));
+    lines.extend(r.failed.iter().map(|f| format!("cannot   {}", failure(f))));
     let shown = limit.unwrap_or(usize::MAX).min(lines.len());
     for l in &lines[..shown] {
         println!("{l}");
@@ -455,40 +428,38 @@ fn print_preview(r: &Value, limit: Option<usize>) {
 
 /// `--agent`: the conflicts (with who did what) and the paths kept because only others
 /// changed them; the paths restored are in the lists above.
-fn print_agent(r: &Value) {
-    let a = &r["agent"];
-    if !a.is_object() {
+fn print_agent(r: &ReportJson) {
+    let Some(a) = &r.agent else {
         return;
-    }
-    let who = |p: &Value| {
-        list(p, "actors")
+    };
+    let who = |p: &PathActors| {
+        p.actors
             .iter()
             .map(|x| {
-                let role = if x["agent"].as_bool() == Some(true) {
+                let role = if x.agent == Some(true) {
                     " (agent)"
                 } else {
                     ""
                 };
-                format!("{}{role} {}", name(&x["comm"]), text(&x["what"]))
+                format!("{}{role} {}", name(&x.comm), x.what)
             })
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let rewound = a["conflicts_policy"].as_str() == Some("rewind");
-    for c in list(a, "conflicts") {
-        let what = match (c["below"].is_null(), c["above"].is_null()) {
-            (false, _) => format!("kept, {} below it is kept", name(&c["below"])),
-            (true, false) => format!(
-                "kept, {} above it is kept and not a directory",
-                name(&c["above"])
-            ),
-            (true, true) if rewound => "rewound too (--conflicts rewind)".to_string(),
-            (true, true) => "kept (--conflicts rewind would rewind it)".to_string(),
+    let rewound = a.conflicts_policy == Conflicts::Rewind;
+    for c in &a.conflicts {
+        let what = match (&c.below, &c.above) {
+            (Some(below), _) => format!("kept, {below} below it is kept"),
+            (None, Some(above)) => {
+                format!("kept, {above} above it is kept and not a directory")
+            }
+            (None, None) if rewound => "rewound too (--conflicts rewind)".to_string(),
+            (None, None) => "kept (--conflicts rewind would rewind it)".to_string(),
         };
-        println!("conflict {}: {}; {what}", name(&c["path"]), who(&c));
+        println!("conflict {}: {}; {what}", c.path, who(c));
     }
-    for k in list(a, "others") {
-        println!("keep     {}: {}", name(&k["path"]), who(&k));
+    for k in &a.others {
+        println!("keep     {}: {}", k.path, who(k));
     }
 }
 
@@ -506,40 +477,43 @@ enum Tense {
 /// What the rewind of report `r` is, as the start of a sentence: the operation (`op`), the
 /// undo of the last rewind, the completion of a cut-off one, or a rewind of everything, of some
 /// paths or of the agent's changes.
-fn operation_words(r: &Value, op: Option<&str>, undo: bool) -> String {
+fn operation_words(r: &ReportJson, op: Option<&str>, undo: bool) -> String {
     if let Some(op) = op {
         op.to_string()
     } else if undo {
         "undoing the last rewind".to_string()
-    } else if r["completes_cut_off"].as_bool() == Some(true) {
+    } else if r.completes_cut_off {
         format!(
             "completing the rewind to the start of turn {} that was cut off (it comes first)",
-            r["to"]
+            r.to
         )
     } else {
-        let only: Vec<String> = list(r, "only").iter().map(|p| name(p).into()).collect();
-        let which = if r["agent"].is_object() {
+        let only: Vec<String> = r.only.iter().map(RelPath::to_string).collect();
+        let which = if r.agent.is_some() {
             " the agent's changes".to_string()
         } else if only.is_empty() {
             String::new()
         } else {
             format!(" {}", only.join(", "))
         };
-        format!("rewinding{which} to the start of turn {}", r["to"])
+        format!("rewinding{which} to the start of turn {}", r.to)
     }
 }
 
 /// One sentence saying what the rewind of report `r` does: to where, how many paths it
 /// restores (and the bytes it writes), deletes, leaves as they are, and cannot restore.
-fn sentence(r: &Value, tense: Tense) -> String {
-    let undo = r["undo"].as_bool() == Some(true);
-    let op = r["op"].as_str().filter(|_| !undo);
+fn sentence(r: &ReportJson, tense: Tense) -> String {
+    let undo = r.undo;
+    let op = r.op.as_deref().filter(|_| !undo);
     let what = operation_words(r, op, undo);
-    let s = &r["summary"];
-    let n = |k: &str| s[k].as_u64().unwrap_or(0);
-    let (restored, deleted, unchanged, failed) =
-        (n("restored"), n("deleted"), n("unchanged"), n("failed"));
-    if r["refused"].as_bool() == Some(true) {
+    let s = &r.summary;
+    let (restored, deleted, unchanged, failed) = (
+        s.restored as u64,
+        s.deleted as u64,
+        s.unchanged as u64,
+        s.failed as u64,
+    );
+    if r.refused {
         return format!(
             "{what} would be refused before changing anything: {failed} {} cannot be restored from the store (ckpt-mount fsck says more)",
             paths_word(failed)
@@ -548,10 +522,10 @@ fn sentence(r: &Value, tense: Tense) -> String {
     if tense == Tense::Nothing {
         return if let Some(op) = op {
             format!("nothing to change in the folder for the {op}")
-        } else if r["agent"].is_object() {
+        } else if r.agent.is_some() {
             format!(
                 "nothing to change in the folder: no path the agent alone changed since the start of turn {} differs from then{}",
-                r["to"],
+                r.to,
                 agent_counts(r)
             )
         } else if undo {
@@ -560,7 +534,7 @@ fn sentence(r: &Value, tense: Tense) -> String {
         } else {
             format!(
                 "nothing to change in the folder: it already is as it was at the start of turn {}",
-                r["to"]
+                r.to
             )
         };
     }
@@ -569,7 +543,7 @@ fn sentence(r: &Value, tense: Tense) -> String {
         parts.push(format!(
             "restore {restored} {} ({} to write)",
             paths_word(restored),
-            human_size(n("bytes"))
+            human_size(s.bytes)
         ));
     }
     if deleted > 0 {
@@ -600,16 +574,15 @@ fn sentence(r: &Value, tense: Tense) -> String {
 }
 
 /// `--agent`: how many conflicts and paths of others are kept (or conflicts rewound).
-fn agent_counts(r: &Value) -> String {
-    let a = &r["agent"];
-    if !a.is_object() {
+fn agent_counts(r: &ReportJson) -> String {
+    let Some(a) = &r.agent else {
         return String::new();
-    }
-    let conflicts = list(a, "conflicts").len() as u64;
-    let others = list(a, "others").len() as u64;
+    };
+    let conflicts = a.conflicts.len() as u64;
+    let others = a.others.len() as u64;
     let mut out = String::new();
     if conflicts > 0 {
-        let kept = if a["conflicts_policy"].as_str() == Some("rewind") {
+        let kept = if a.conflicts_policy == Conflicts::Rewind {
             "rewound"
         } else {
             "kept"

@@ -152,7 +152,7 @@ fn banner(folder: &std::path::Path) {
     if !std::io::stderr().is_terminal() {
         return;
     }
-    let turn = crate::ipc::call(
+    let turn = crate::ipc::call::<crate::ipc::TurnAnswer>(
         folder,
         &crate::ipc::Request::Turn {
             set: None,
@@ -160,8 +160,8 @@ fn banner(folder: &std::path::Path) {
         },
     )
     .ok()
-    .and_then(|r| r.data["turn"].as_u64())
-    .unwrap_or(0);
+    .and_then(|answer| answer.data)
+    .map_or(0, |answer| answer.turn);
     eprintln!(
         "ckpt-mount: capturing {} from turn {turn}; undo with: ckpt-mount rewind {turn} --dir {}",
         folder.display(),

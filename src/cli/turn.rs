@@ -2,7 +2,7 @@
 
 use super::{CliError, CliResult, Target};
 use crate::capture::TurnError;
-use crate::ipc::Request;
+use crate::ipc::{Request, TurnAnswer};
 use crate::store::journal::Record;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -64,10 +64,7 @@ fn relabel(a: &TurnArgs, r: &[String]) -> CliResult {
     let (n, label) = a.relabel_target(r)?;
     match super::target(a.dir.clone())? {
         Target::Mounted(folder) => {
-            let resp = super::call(&folder, &Request::Relabel { turn: n, label })?;
-            if !resp.ok {
-                return Err(CliError::fail(resp.error.unwrap_or_default()));
-            }
+            let _: TurnAnswer = super::ask_daemon(&folder, &Request::Relabel { turn: n, label })?;
         }
         Target::Offline(folder) => {
             let (_root, mut store) = super::open_offline(&folder)?;
@@ -129,11 +126,8 @@ pub fn run(a: TurnArgs) -> CliResult {
 /// Reads the current turn (`set` none) or begins turn `set` on a mounted folder; returns the
 /// turn the daemon reports.
 fn through_daemon(folder: &Path, set: Option<u64>, label: Option<String>) -> Result<u64, CliError> {
-    let resp = super::call(folder, &Request::Turn { set, label })?;
-    if !resp.ok {
-        return Err(CliError::fail(resp.error.unwrap_or_default()));
-    }
-    Ok(resp.data["turn"].as_u64().unwrap_or(0))
+    let answer: TurnAnswer = super::ask_daemon(folder, &Request::Turn { set, label })?;
+    Ok(answer.turn)
 }
 
 /// Begins the turn after the current one, labelled, on the mounted folder containing `path`:

@@ -62,17 +62,23 @@ fn fetch(
                 turn,
                 path: rel.clone(),
             };
-            let resp = crate::ipc::call_streaming(&folder, &req, out).map_err(|e| {
+            let answer = crate::ipc::call_streaming(&folder, &req, out).map_err(|e| {
                 CliError::fail(format!(
                     "{}: copying {} out: {e}",
                     folder.display(),
                     quote_path(rel.as_bytes())
                 ))
             })?;
-            if !resp.ok {
-                return Err(CliError::fail(resp.error.unwrap_or_default()));
+            match (answer.ok, answer.data) {
+                (true, Some(version)) => version,
+                (true, None) => {
+                    return Err(CliError::fail(format!(
+                        "{}: the daemon's answer has nothing in it",
+                        folder.display()
+                    )));
+                }
+                (false, _) => return Err(CliError::fail(answer.error.unwrap_or_default())),
             }
-            serde_json::from_value(resp.data).map_err(|e| CliError::fail(e.to_string()))?
         }
         Target::Offline(folder) => {
             let (root, store) = super::open_offline(&folder)?;

@@ -33,7 +33,7 @@ pub enum Conflicts {
 }
 
 /// One path and who changed it since the start of the turn.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PathActors {
     /// The path.
     pub path: RelPath,
@@ -49,7 +49,7 @@ pub struct PathActors {
 }
 
 /// The paths changed since the start of the turn, by who changed them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentSplit {
     /// What is done with the conflicts.
     pub conflicts_policy: Conflicts,

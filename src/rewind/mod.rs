@@ -64,7 +64,7 @@ mod verify;
 
 pub use agent::{AgentSplit, Conflicts, PathActors};
 pub use plan::{Plan, Step, plan};
-pub use report::{FailedAt, Failure, Report, RewindError, Summary};
+pub use report::{FailedAt, Failure, Report, ReportJson, RewindError, Summary};
 pub use request::{Mode, Request, Scope};
 pub use restore::remove_tree;
 pub use space::{SizedPath, Space};

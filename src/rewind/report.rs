@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
 /// A path that could not be restored, and why.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Failure {
     /// Where.
     pub path: FailedAt,
@@ -191,7 +191,7 @@ impl Report {
 }
 
 /// A rewind's counts, as `--json` gives them beside the lists.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     /// Paths restored (or to restore).
     pub restored: usize,
@@ -205,30 +205,47 @@ pub struct Summary {
     pub bytes: u64,
 }
 
-/// A [`Report`] as it is serialised: the fields a caller reads, and the summary.
-#[derive(Serialize)]
-struct ReportJson {
-    to: Turn,
-    from: Turn,
-    dry_run: bool,
-    undo: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    op: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    only: Vec<RelPath>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    completes_cut_off: bool,
-    restored: Vec<RelPath>,
-    deleted: Vec<RelPath>,
-    failed: Vec<Failure>,
-    unfinished: bool,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    refused: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    agent: Option<super::agent::AgentSplit>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    space: Option<super::space::Space>,
-    summary: Summary,
+/// A [`Report`] as it is serialised, and as the CLI reads it back from the daemon: the fields
+/// a caller reads, and the summary (the report's own bookkeeping, such as the paths whose
+/// cache to drop, stays behind).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReportJson {
+    /// Target turn.
+    pub to: Turn,
+    /// Turn current before.
+    pub from: Turn,
+    /// Whether nothing was changed on purpose: the lists say what a run would do.
+    pub dry_run: bool,
+    /// Whether this undid the previous rewind.
+    pub undo: bool,
+    /// The operation-log words for an undo or redo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// The paths a partial rewind was asked for (empty for the whole folder).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<RelPath>,
+    /// Whether this completes a rewind that was cut off, instead of the one asked for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub completes_cut_off: bool,
+    /// Paths given back their earlier content or kind.
+    pub restored: Vec<RelPath>,
+    /// Paths removed.
+    pub deleted: Vec<RelPath>,
+    /// Paths that could not be restored.
+    pub failed: Vec<Failure>,
+    /// Whether the rewind stays open because a failure may pass.
+    pub unfinished: bool,
+    /// Dry runs: whether the run would be refused before changing anything.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
+    /// `--agent`: who changed what since the start of the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<super::agent::AgentSplit>,
+    /// Dry runs: the space the run needs on the disks and the space free.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<super::space::Space>,
+    /// The counts of the lists.
+    pub summary: Summary,
 }
 
 impl From<Report> for ReportJson {
@@ -405,5 +422,31 @@ mod tests {
         // As a person reads them: as before.
         assert_eq!(FailedAt::Unnamed.to_string(), "?");
         assert_eq!(FailedAt::Store.to_string(), ".ckpt");
+    }
+
+    #[test]
+    fn a_report_reads_back_as_the_json_it_was_written_as() {
+        let report = Report {
+            to: Turn(2),
+            from: Turn(4),
+            op: Some("undo of #3".into()),
+            restored: vec![p("a"), RelPath::new(b"b\xff").expect("a valid path")],
+            deleted: vec![p("c")],
+            failed: vec![
+                failure("d"),
+                Failure {
+                    path: FailedAt::Unnamed,
+                    reason: "held open".into(),
+                },
+            ],
+            unchanged: 3,
+            bytes: 12,
+            ..Report::default()
+        };
+        let json = serde_json::to_value(&report).expect("encode");
+        let back: ReportJson = serde_json::from_value(json.clone()).expect("decode");
+        assert_eq!(back, ReportJson::from(report));
+        assert_eq!(serde_json::to_value(&back).expect("encode"), json);
+        assert_eq!(back.summary.failed, 2);
     }
 }

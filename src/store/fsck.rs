@@ -8,12 +8,13 @@ use super::journal::{self, Line, PreImage, Record};
 use crate::ids::{BlobId, Seq};
 use crate::relpath::RelPath;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::BorrowedFd;
 
 /// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Harmless or repaired on open (torn tail, orphan blob, temp file).
@@ -23,12 +24,12 @@ pub enum Severity {
 }
 
 /// One problem.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     /// How bad.
     pub severity: Severity,
-    /// Short kind, e.g. `blob-missing`.
-    pub kind: &'static str,
+    /// Short kind, e.g. `blob-missing` (`layout` and `version` stop the check: see [`check`]).
+    pub kind: Cow<'static, str>,
     /// What exactly.
     pub detail: String,
 }
@@ -36,13 +37,13 @@ pub struct Finding {
 fn finding(severity: Severity, kind: &'static str, detail: String) -> Finding {
     Finding {
         severity,
-        kind,
+        kind: Cow::Borrowed(kind),
         detail,
     }
 }
 
 /// The result of a check.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FsckReport {
     /// Journal lines read.
     pub records: usize,
@@ -515,8 +516,8 @@ mod tests {
     use crate::store::Store;
     use std::os::fd::AsFd;
 
-    fn kinds(r: &FsckReport) -> Vec<&'static str> {
-        r.findings.iter().map(|f| f.kind).collect()
+    fn kinds(r: &FsckReport) -> Vec<&str> {
+        r.findings.iter().map(|f| f.kind.as_ref()).collect()
     }
 
     fn store_with_capture() -> (tempfile::TempDir, BlobId) {
