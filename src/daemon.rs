@@ -277,9 +277,94 @@ fn abort_on_panic() {
     }));
 }
 
+/// Why the daemon did not mount the folder, or why its session ended badly: what it was doing,
+/// on which folder, and the error underneath. Said as one line (on the readiness pipe, and by
+/// `mount`).
+#[derive(Debug)]
+pub enum DaemonError {
+    /// Making the process non-dumpable failed.
+    Undumpable(sys::Errno),
+    /// The folder's path has a NUL byte.
+    NulInPath,
+    /// The folder could not be opened.
+    OpenFolder {
+        /// The folder.
+        dir: PathBuf,
+        /// Why.
+        errno: sys::Errno,
+    },
+    /// Its store could not be opened.
+    Store {
+        /// The folder.
+        dir: PathBuf,
+        /// Why.
+        source: crate::store::StoreError,
+    },
+    /// A rewind, undo or redo a crash cut off could not be completed.
+    CutOff {
+        /// What it was (`rewind to turn 2`).
+        what: String,
+        /// Why.
+        source: rewind::RewindError,
+    },
+    /// The control socket could not be opened.
+    ControlSocket(std::io::Error),
+    /// The folder's descriptor could not be duplicated.
+    Dup(std::io::Error),
+    /// The filesystem core could not start on the folder.
+    Core(sys::Errno),
+    /// The mount failed.
+    Mount {
+        /// The folder.
+        dir: PathBuf,
+        /// Why, as the kernel or `fusermount3` said it.
+        reason: String,
+    },
+    /// The control socket's thread could not start.
+    ControlThread(std::io::Error),
+    /// The FUSE session ended with an error.
+    Session(std::io::Error),
+}
+
+impl std::fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Undumpable(e) => write!(f, "cannot make the daemon non-dumpable: {e}"),
+            Self::NulInPath => f.write_str("folder path contains NUL"),
+            Self::OpenFolder { dir, errno } => write!(f, "cannot open {}: {errno}", dir.display()),
+            Self::Store { dir, source } => write!(f, "{}: {source}", dir.display()),
+            Self::CutOff { what, source } => {
+                write!(f, "completing the cut-off {what} failed: {source}")
+            }
+            Self::ControlSocket(e) => write!(f, "cannot open the control socket: {e}"),
+            Self::Dup(e) => write!(f, "dup: {e}"),
+            Self::Core(e) => write!(f, "{e}"),
+            Self::Mount { dir, reason } => write!(f, "cannot mount {}: {reason}", dir.display()),
+            Self::ControlThread(e) => write!(f, "cannot start the control thread: {e}"),
+            Self::Session(e) => write!(f, "FUSE session ended with an error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DaemonError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Store { source, .. } => Some(source),
+            Self::ControlSocket(e) | Self::Dup(e) | Self::ControlThread(e) | Self::Session(e) => {
+                Some(e)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Runs the daemon in this process until the folder is unmounted. `ready` (when given)
 /// receives `ok\n` once the mount answers, or one line of error.
-pub fn run(opts: &MountOptions, foreground: bool, ready: Option<OwnedFd>) -> Result<(), String> {
+pub fn run(
+    opts: &MountOptions,
+    foreground: bool,
+    ready: Option<OwnedFd>,
+) -> Result<(), DaemonError> {
     #[cfg(any(debug_assertions, feature = "failpoints"))]
     abort_on_panic();
     let mut ready = ready.map(std::fs::File::from);
@@ -299,28 +384,34 @@ fn run_inner(
     opts: &MountOptions,
     foreground: bool,
     ready: &mut Option<std::fs::File>,
-) -> Result<(), String> {
+) -> Result<(), DaemonError> {
     // Before the folder is opened: from then on the daemon holds descriptors of the whole tree
     // and of the store, and a user's daemon runs with that user's ids, so any other process of
     // the user (one the mount exists to watch, an agent's tool) could open them through
     // `/proc/PID/fd` and change files without a capture, or read the daemon's memory. A
     // non-dumpable process's `/proc` entries are root's; its own `/proc/self/fd`, which the
     // xattr and reopen calls use, stays open to it.
-    sys::make_undumpable().map_err(|e| format!("cannot make the daemon non-dumpable: {e}"))?;
+    sys::make_undumpable().map_err(DaemonError::Undumpable)?;
     // Before the journal's replay builds the index: its lists are the allocations this is for.
     let mapped = sys::map_large_allocations(LARGE_ALLOCATION);
     let dir = &opts.dir;
-    let cpath = CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| "folder path contains NUL".to_string())?;
+    let cpath = CString::new(dir.as_os_str().as_bytes()).map_err(|_| DaemonError::NulInPath)?;
     // Opened before the mount: afterwards this path leads into the mount itself.
-    let root = sys::open_path(&cpath, libc::O_PATH | libc::O_DIRECTORY)
-        .map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    let root = sys::open_path(&cpath, libc::O_PATH | libc::O_DIRECTORY).map_err(|errno| {
+        DaemonError::OpenFolder {
+            dir: dir.clone(),
+            errno,
+        }
+    })?;
     let mut store = Store::open(
         root.as_fd(),
         crate::store::IfMissing::Create,
         crate::tree::Durability::from_flag(opts.durable),
     )
-    .map_err(|e| format!("{}: {e}", dir.display()))?;
+    .map_err(|source| DaemonError::Store {
+        dir: dir.clone(),
+        source,
+    })?;
     init_log(&store, foreground);
     // A user's session starts the daemon with a soft limit of 1,024 descriptors, which a
     // rewind of a big tree exceeds (EMFILE on lookups and opens); the hard limit is allowed.
@@ -338,15 +429,15 @@ fn run_inner(
             let _ = writeln!(r, "{READY_NOTE}{line}");
         }
     }
-    let listener = ipc::listen(dir).map_err(|e| format!("cannot open the control socket: {e}"))?;
+    let listener = ipc::listen(dir).map_err(DaemonError::ControlSocket)?;
     sys::set_umask(0);
-    let root_for_fs = root.try_clone().map_err(|e| format!("dup: {e}"))?;
+    let root_for_fs = root.try_clone().map_err(DaemonError::Dup)?;
     let capturer = Capturer::new(store, opts.max_blob);
     let config = FsConfig {
         ttl: std::time::Duration::from_secs(opts.ttl_secs),
         ..FsConfig::default()
     };
-    let fs = Arc::new(CkptFs::new(root_for_fs, capturer, config).map_err(|e| format!("{e}"))?);
+    let fs = Arc::new(CkptFs::new(root_for_fs, capturer, config).map_err(DaemonError::Core)?);
     let io = IoMode::choose(opts.passthrough);
     let adapter = FuseAdapter::new(fs.clone(), io.passthrough_wanted());
     let session = open_session(adapter, opts)?;
@@ -362,7 +453,7 @@ fn run_inner(
                 req => handle(&fs_ctl, &folder, &io, req, progress).into(),
             })
         })
-        .map_err(|e| format!("cannot start the control thread: {e}"))?;
+        .map_err(DaemonError::ControlThread)?;
     log::info!(target: "ckpt::fuse", "mounted {} (turn {})", dir.display(), fs.capturer().current_turn());
     if let Some(r) = ready.as_mut() {
         let _ = writeln!(r, "ok");
@@ -373,7 +464,7 @@ fn run_inner(
     *ready = None;
     let r = session.run();
     log::info!(target: "ckpt::fuse", "unmounted {}", dir.display());
-    r.map_err(|e| format!("FUSE session ended with an error: {e}"))
+    r.map_err(DaemonError::Session)
 }
 
 /// How a line the daemon sends on its readiness pipe before `ok` begins: something the user
@@ -387,22 +478,26 @@ fn complete_cut_off(
     root: BorrowedFd<'_>,
     store: &mut Store,
     max_blob: u64,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, DaemonError> {
     let mut lines = Vec::new();
+    let cut_off = |pending: &crate::info::Pending| {
+        let what = pending.what.clone();
+        move |source| DaemonError::CutOff { what, source }
+    };
     if let (Some((_, to, _)), Some(pending)) = (
         store.index().unfinished_rewind,
         crate::info::pending_rewind(store.index()),
     ) {
         announce_cut_off(&pending);
         let req = rewind::Request::folder(to);
-        let report = rewind::run(root, store, &req, max_blob, &|_, _| {})
-            .map_err(|e| format!("completing the cut-off {} failed: {e}", pending.what))?;
+        let report =
+            rewind::run(root, store, &req, max_blob, &|_, _| {}).map_err(cut_off(&pending))?;
         lines.push(completed_line(&pending, &report));
     }
     if let Some(pending) = crate::info::pending_op(store.index()) {
         announce_cut_off(&pending);
         let done = rewind::complete_unfinished(root, store, false, max_blob, &|_, _| {})
-            .map_err(|e| format!("completing the cut-off {} failed: {e}", pending.what))?;
+            .map_err(cut_off(&pending))?;
         lines.extend(done.map(|report| completed_line(&pending, &report)));
     }
     Ok(lines)
@@ -494,7 +589,7 @@ fn log_io_mode(io: &IoMode) {
 fn open_session(
     adapter: FuseAdapter,
     opts: &MountOptions,
-) -> Result<fuser::Session<FuseAdapter>, String> {
+) -> Result<fuser::Session<FuseAdapter>, DaemonError> {
     let dir = &opts.dir;
     let mut cfg = fuser::Config::default();
     cfg.acl = if opts.allow_other {
@@ -503,7 +598,10 @@ fn open_session(
         fuser::SessionACL::Owner
     };
     cfg.n_threads = Some(opts.threads.max(1));
-    let failed = |e: String| format!("cannot mount {}: {e}", dir.display());
+    let failed = |reason: String| DaemonError::Mount {
+        dir: dir.clone(),
+        reason,
+    };
     if crate::fusermount::mounts_directly() {
         let mut options = vec![
             fuser::MountOption::FSName(crate::mounts::FSNAME.into()),

@@ -82,7 +82,8 @@ pub fn mount(a: MountArgs) -> CliResult {
                 env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
                     .try_init();
         }
-        return daemon::run(&opts, ready.is_none(), ready).map_err(CliError::fail);
+        return daemon::run(&opts, ready.is_none(), ready)
+            .map_err(|e| CliError::fail(e.to_string()));
     }
     let pid = spawn_daemon(&dir, &a)?;
     let turn = crate::ipc::call::<crate::ipc::TurnAnswer>(
