@@ -67,6 +67,8 @@ fn init_log(store: &Store, foreground: bool) {
     let _ = b.try_init();
 }
 
+/// Answers one control request: a turn switch, rewind, agent mark, undo or relabel through the
+/// filesystem core; what reads or tidies the store as the engine's [`crate::engine::Query`].
 fn handle(
     fs: &CkptFs,
     folder: &str,
@@ -75,26 +77,8 @@ fn handle(
     progress: crate::rewind::Progress<'_>,
 ) -> Response {
     use crate::engine::{DiffQuery, PruneQuery, Query};
-    use crate::ipc::{MarkAgentAnswer, TurnAnswer};
     let query = match req {
-        Request::Turn { set: None, .. } => {
-            return Response::ok(&TurnAnswer {
-                turn: fs.capturer().current_turn(),
-                changed: None,
-            });
-        }
-        Request::Turn {
-            set: Some(n),
-            label,
-        } => {
-            return match fs.begin_turn(n, label) {
-                Ok(changed) => Response::ok(&TurnAnswer {
-                    turn: n,
-                    changed: Some(changed),
-                }),
-                Err(e) => Response::fail(e.to_string()),
-            };
-        }
+        Request::Turn { set, label } => return turn(fs, set, label),
         Request::Rewind {
             to,
             dry_run,
@@ -107,33 +91,18 @@ fn handle(
             let req = rewind::Request::from_fields(to, (undo, paths, agent), mode);
             return rewind_request(fs, &req, progress);
         }
-        Request::MarkAgent { mark } => {
-            log::info!(target: "ckpt::actors", "agent marked by {}: {} (pid {}, start {})", mark.via, crate::quote::quote_path(mark.comm.as_bytes()), mark.pid, mark.start);
-            return match fs.capturer().mark_agent(mark) {
-                Ok(added) => Response::ok(&MarkAgentAnswer { added }),
-                Err(e) => Response::fail(format!("cannot record the agent: {e}")),
-            };
-        }
+        Request::MarkAgent { mark } => return mark_agent(fs, mark),
         Request::Undo { redo, dry_run } => {
             let way = rewind::Direction::from_redo(redo);
             let mode = rewind::Mode::from_dry_run(dry_run);
             return report_response(fs.undo_redo(way, mode, progress));
         }
-        Request::Relabel { turn, label } => {
-            return match fs.relabel(crate::ids::Turn(turn), label) {
-                Ok(()) => Response::ok(&TurnAnswer {
-                    turn,
-                    changed: None,
-                }),
-                Err(e) => Response::fail(e),
-            };
-        }
+        Request::Relabel { turn, label } => return relabel(fs, turn, label),
         // Streamed by the caller ([`cat_reply`]) before it comes here; answered the same way
         // should it ever come.
         Request::Cat { .. } => {
             return Response::fail("a file's bytes are streamed, not answered as JSON");
         }
-        // What reads or tidies the store: the engine's.
         Request::Status => Query::Status,
         Request::Log => Query::Log,
         Request::OpLog => Query::OpLog,
@@ -167,6 +136,43 @@ fn handle(
         }),
     };
     store_query(fs, folder, io, &query)
+}
+
+/// `turn`: the current turn (`set` none), or begin turn `set`, labelled.
+fn turn(fs: &CkptFs, set: Option<u64>, label: Option<String>) -> Response {
+    let Some(n) = set else {
+        return Response::ok(&ipc::TurnAnswer {
+            turn: fs.capturer().current_turn(),
+            changed: None,
+        });
+    };
+    match fs.begin_turn(n, label) {
+        Ok(changed) => Response::ok(&ipc::TurnAnswer {
+            turn: n,
+            changed: Some(changed),
+        }),
+        Err(e) => Response::fail(e.to_string()),
+    }
+}
+
+/// `agent`, `run` and the hooks: mark a process as the agent.
+fn mark_agent(fs: &CkptFs, mark: crate::store::actors::AgentMark) -> Response {
+    log::info!(target: "ckpt::actors", "agent marked by {}: {} (pid {}, start {})", mark.via, crate::quote::quote_path(mark.comm.as_bytes()), mark.pid, mark.start);
+    match fs.capturer().mark_agent(mark) {
+        Ok(added) => Response::ok(&ipc::MarkAgentAnswer { added }),
+        Err(e) => Response::fail(format!("cannot record the agent: {e}")),
+    }
+}
+
+/// `turn --label N TEXT`.
+fn relabel(fs: &CkptFs, turn: u64, label: Option<String>) -> Response {
+    match fs.relabel(crate::ids::Turn(turn), label) {
+        Ok(()) => Response::ok(&ipc::TurnAnswer {
+            turn,
+            changed: None,
+        }),
+        Err(e) => Response::fail(e),
+    }
 }
 
 /// `cat`: a file as it was when `turn` began, its bytes streamed after the answer (read from
