@@ -171,7 +171,7 @@ fn relabel(fs: &CkptFs, turn: u64, label: Option<String>) -> Response {
             turn,
             changed: None,
         }),
-        Err(e) => Response::fail(e),
+        Err(e) => Response::fail(e.to_string()),
     }
 }
 
@@ -318,7 +318,7 @@ pub enum DaemonError {
     /// The folder's descriptor could not be duplicated.
     Dup(std::io::Error),
     /// The filesystem core could not start on the folder.
-    Core(sys::Errno),
+    Core(crate::fs::FsError),
     /// The mount failed.
     Mount {
         /// The folder.

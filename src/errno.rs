@@ -6,7 +6,7 @@
 //! explained where it is made. The matches are exhaustive, so a new kind of error does not
 //! compile until it has an errno here.
 
-use crate::capture::TurnError;
+use crate::capture::{CaptureError, TurnError};
 use crate::rewind::RewindError;
 use crate::store::StoreError;
 use crate::sys::{Errno, ToErrno};
@@ -41,6 +41,17 @@ impl ToErrno for RewindError {
             // Refused before any change: the disk lacks the room the saves and writes need.
             Self::NoSpace(_) => Errno(libc::ENOSPC),
             Self::Store(e) => e.to_errno(),
+        }
+    }
+}
+
+impl ToErrno for CaptureError {
+    fn to_errno(&self) -> Errno {
+        match self {
+            Self::Store(e) => e.to_errno(),
+            // What the host said reading the path (EACCES, ELOOP, …): the caller's change of
+            // that path fails as the read did.
+            Self::Preimage(e) => *e,
         }
     }
 }

@@ -55,6 +55,16 @@ pub fn quote_path(bytes: &[u8]) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `bytes` as a log line names a path: always between double quotes, so the line shows where
+/// the path ends, escaped as [`quote_path`] escapes it where it needs to be (it then adds the
+/// quotes itself).
+pub fn quote_log_path(bytes: &[u8]) -> String {
+    match quote_path(bytes) {
+        Cow::Borrowed(plain) => format!("\"{plain}\""),
+        Cow::Owned(quoted) => quoted,
+    }
+}
+
 /// A path of a JSON answer (a report, a diff) quoted by [`quote_path`]: a string (text, with
 /// U+FFFD where a name that is not UTF-8 was made text), or `{"hex": ...}` as a
 /// [`crate::relpath::RelPath`] serialises a name that is not UTF-8, quoted from its raw bytes;

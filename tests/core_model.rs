@@ -52,12 +52,12 @@ mod common;
 
 use ckpt_mount::capture::{Capturer, DEFAULT_MAX_BLOB};
 use ckpt_mount::fs::inode::ROOT;
-use ckpt_mount::fs::{Caller, CkptFs, FsConfig, SetAttr};
+use ckpt_mount::fs::{Caller, CkptFs, FsConfig, FsError, SetAttr};
 use ckpt_mount::ids::{Fh, NodeId, Turn};
 use ckpt_mount::relpath::RelPath;
 use ckpt_mount::rewind::{self, RewindError};
 use ckpt_mount::store::Store;
-use ckpt_mount::sys::{self, Errno};
+use ckpt_mount::sys;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
@@ -1337,7 +1337,7 @@ impl Vfs {
         }
     }
 
-    fn lookup(&mut self, fs: &CkptFs, parent: NodeId, name: &str) -> Result<NodeId, Errno> {
+    fn lookup(&mut self, fs: &CkptFs, parent: NodeId, name: &str) -> Result<NodeId, FsError> {
         let e = fs.lookup(parent, OsStr::new(name))?;
         self.got(e.node);
         Ok(e.node)
@@ -1444,7 +1444,7 @@ fn fail<T>(kind: &'static str, detail: impl Into<String>) -> Result<T, Failure> 
 }
 
 /// A failed core call on an operation the model holds valid.
-fn core<T>(what: &str, r: Result<T, Errno>) -> Result<T, Failure> {
+fn core<T>(what: &str, r: Result<T, FsError>) -> Result<T, Failure> {
     r.or_else(|e| fail("core-error", format!("{what}: {e}")))
 }
 
@@ -1916,7 +1916,7 @@ impl Case {
 
     fn expect_absent(&mut self, parent: NodeId, name: &str) -> Result<(), Failure> {
         match self.fs().lookup(parent, OsStr::new(name)) {
-            Err(Errno(libc::ENOENT)) => Ok(()),
+            Err(e) if e.is(libc::ENOENT) => Ok(()),
             Err(e) => fail("core-error", format!("lookup of new name {name:?}: {e}")),
             Ok(e) => {
                 self.vfs.got(e.node);

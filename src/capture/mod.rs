@@ -43,17 +43,51 @@ pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError};
 
 use crate::relpath::RelPath;
 use crate::store::Store;
+use crate::store::StoreError;
 use crate::store::actors::{Actor, AgentMark, Touch};
 use crate::store::blob::BlobStore;
 use crate::store::journal::{PreImage, Record};
 use crate::sync::{Mutex, MutexGuard, Rank};
-use crate::sys::ToErrno;
 use crate::sys::{self, Errno};
 use preimage::mirrored_state;
 use stage::Stager;
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
+
+/// Why a capture failed, and so the change that needed it: the store could not record it, or
+/// the pre-image could not be read from the host. The errno the caller gets is the store's
+/// (`src/errno.rs`) or the host's own.
+#[derive(Debug)]
+pub enum CaptureError {
+    /// The journal or the blob store failed.
+    Store(StoreError),
+    /// Reading what stands at the path, or storing its bytes as a blob, failed.
+    Preimage(Errno),
+}
+
+impl From<StoreError> for CaptureError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl From<Errno> for CaptureError {
+    fn from(e: Errno) -> Self {
+        Self::Preimage(e)
+    }
+}
+
+impl std::fmt::Display for CaptureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Store(e) => write!(f, "{e}"),
+            Self::Preimage(e) => write!(f, "reading or storing its pre-image: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CaptureError {}
 
 /// The process behind a request and what the request does, recorded with each capture and
 /// attributed once per (turn, path, actor) (`actors.rs`).
@@ -174,7 +208,7 @@ impl Capturer {
     /// Marks process `pid`, started at `start`, and what descends from it, as the agent: the
     /// journal records it, and every caller is classified again. A process marked already (a
     /// hook runs at every prompt) is not recorded again: `Ok(false)`.
-    pub fn mark_agent(&self, mark: AgentMark) -> Result<bool, Errno> {
+    pub fn mark_agent(&self, mark: AgentMark) -> Result<bool, CaptureError> {
         let (pid, start) = (mark.pid, mark.start);
         {
             let mut store = self.lock_raw();
@@ -185,9 +219,7 @@ impl Capturer {
             {
                 return Ok(false);
             }
-            store
-                .append(Record::Agent(mark))
-                .map_err(|e| e.to_errno())?;
+            store.append(Record::Agent(mark))?;
         }
         self.actors.lock().mark(pid, start);
         Ok(true)
@@ -202,7 +234,7 @@ impl Capturer {
         path: &RelPath,
         who: Who,
         actor: Option<&Actor>,
-    ) -> Result<(), Errno> {
+    ) -> Result<(), CaptureError> {
         let Some(actor) = actor else { return Ok(()) };
         let Some(capture) = store.index().capture_seq_now(path) else {
             return Ok(());
@@ -210,9 +242,7 @@ impl Capturer {
         if store.index().actors.has_touch(capture, actor) {
             return Ok(());
         }
-        store
-            .append(Record::Touched(touch(capture, who, actor)))
-            .map_err(|e| e.to_errno())?;
+        store.append(Record::Touched(touch(capture, who, actor)))?;
         Ok(())
     }
 
@@ -231,7 +261,7 @@ impl Capturer {
         name: &CStr,
         path: &RelPath,
         who: Who,
-    ) -> Result<(), Errno> {
+    ) -> Result<(), CaptureError> {
         let actor = self.actor(who);
         {
             let mut store = self.lock_raw();
@@ -259,11 +289,11 @@ impl Capturer {
         st: &libc::stat,
         path: &RelPath,
         who: Who,
-    ) -> Result<(), Errno> {
+    ) -> Result<(), CaptureError> {
         let actor = self.actor(who);
         {
             let mut store = self.lock_raw();
-            store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
+            store.settle_inode(st.st_ino)?;
             if store.index().captured_now.contains_key(path) {
                 return Self::attribute(&mut store, path, who, actor.as_ref());
             }
@@ -275,7 +305,7 @@ impl Capturer {
         // Settled again: the caller's handle is not registered yet, so an unlink while the
         // store was unlocked may have staged this very inode; its bytes are stored before the
         // caller can write through the descriptor it is about to get.
-        store.settle_inode(st.st_ino).map_err(|e| e.to_errno())?;
+        store.settle_inode(st.st_ino)?;
         if store.index().captured_now.contains_key(path) {
             return Self::attribute(&mut store, path, who, actor.as_ref());
         }
@@ -290,7 +320,7 @@ impl Capturer {
         pre: PreImage,
         who: Who,
         actor: Option<Actor>,
-    ) -> Result<crate::ids::Seq, Errno> {
+    ) -> Result<crate::ids::Seq, CaptureError> {
         log::debug!(target: "ckpt::capture", "captured turn={} path={path} kind={}", store.index().current_turn(), pre.kind());
         let turn = store.index().current_turn();
         let capture = crate::ids::Seq(store.index().last_seq.0 + 1);
@@ -305,7 +335,7 @@ impl Capturer {
         if let Some(actor) = &actor {
             records.push(Record::Touched(touch(capture, who, actor)));
         }
-        store.append_all(records).map_err(|e| e.to_errno())?;
+        store.append_all(records)?;
         Ok(capture)
     }
 
@@ -318,7 +348,7 @@ impl Capturer {
         path: &RelPath,
         who: Who,
         actor: Option<&Actor>,
-    ) -> Result<(), Errno> {
+    ) -> Result<(), CaptureError> {
         if store.index().captured_now.contains_key(path) {
             return Self::attribute(store, path, who, actor);
         }
@@ -335,12 +365,12 @@ impl Capturer {
         path: &RelPath,
         also_at: Option<(BorrowedFd<'_>, &CStr, &RelPath)>,
         who: Who,
-    ) -> Result<(), Errno> {
+    ) -> Result<(), CaptureError> {
         let actor = self.actor(who);
         let mut store = self.lock_raw();
         let max_blob = self.max_blob;
         let mut mirrored: Vec<RelPath> = Vec::new();
-        walk_tree(parent, name, path, &mut |p, dir, n| {
+        preimage::walk_tree_with::<CaptureError>(parent, name, path, &mut |p, dir, n| {
             Self::ensure_locked(&mut store, max_blob, dir, n, p, who, actor.as_ref())?;
             if also_at.is_some() && p != path {
                 mirrored.push(p.clone());

@@ -147,6 +147,10 @@ fn xattrs_by_name(parent: BorrowedFd<'_>, name: &CStr) -> SysResult<Vec<Xattr>> 
 pub type TreeVisitor<'a> =
     dyn FnMut(&RelPath, BorrowedFd<'_>, &CStr) -> SysResult<Option<bool>> + 'a;
 
+/// A [`TreeVisitor`] whose errors are `E`.
+pub(super) type TreeVisitorWith<'a, E> =
+    dyn FnMut(&RelPath, BorrowedFd<'_>, &CStr) -> Result<Option<bool>, E> + 'a;
+
 /// Calls `f(path, parent, name)` for `name` and, when it is a directory, everything below it
 /// (parents before children). Never follows a symlink. `f` returns whether it found a
 /// directory there, when it looked (`Some`): the walk then asks the filesystem no second time
@@ -157,12 +161,23 @@ pub fn walk_tree(
     path: &RelPath,
     f: &mut TreeVisitor<'_>,
 ) -> SysResult<()> {
+    walk_tree_with(parent, name, path, f)
+}
+
+/// [`walk_tree`] for a visitor whose own errors are not only an errno (a capture's: the store
+/// may fail with more to say).
+pub(super) fn walk_tree_with<E: From<Errno>>(
+    parent: BorrowedFd<'_>,
+    name: &CStr,
+    path: &RelPath,
+    f: &mut TreeVisitorWith<'_, E>,
+) -> Result<(), E> {
     let is_dir = match f(path, parent, name)? {
         Some(seen) => seen,
         None => match sys::lstatat(parent, name) {
             Ok(st) => st.st_mode & libc::S_IFMT == libc::S_IFDIR,
             Err(Errno(libc::ENOENT)) => false,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         },
     };
     if !is_dir {
@@ -178,7 +193,7 @@ pub fn walk_tree(
             continue;
         };
         let cname = CString::new(e.name).map_err(|_| Errno(libc::EINVAL))?;
-        walk_tree(dir.as_fd(), &cname, &child, f)?;
+        walk_tree_with(dir.as_fd(), &cname, &child, f)?;
     }
     Ok(())
 }

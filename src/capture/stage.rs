@@ -12,7 +12,7 @@
 //! [`PendingStage`] token, settled or, dropped, taken as failed), and a crash window (between
 //! the record and the move) that `Store::open` recovers.
 
-use super::{Capturer, Who, lock_store, read_preimage};
+use super::{CaptureError, Capturer, Who, lock_store, read_preimage};
 use crate::identity::FileId;
 use crate::ids::{Epoch, Seq};
 use crate::relpath::RelPath;
@@ -20,8 +20,7 @@ use crate::store::blob::BlobStore;
 use crate::store::journal::{PreImage, Record};
 use crate::store::{Store, StoredStage};
 use crate::sync::Mutex;
-use crate::sys::ToErrno;
-use crate::sys::{self, Errno, SysResult};
+use crate::sys::{self, SysResult};
 use crate::xattrs::{self, Via};
 use std::ffi::CStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -241,7 +240,7 @@ impl Capturer {
         held_open: bool,
         who: Who,
         by: StageBy,
-    ) -> Result<Option<PendingStage<'_>>, Errno> {
+    ) -> Result<Option<PendingStage<'_>>, CaptureError> {
         let actor = self.actor(who);
         let mut store = self.lock_raw();
         if store.index().captured_now.contains_key(path) {
@@ -307,8 +306,8 @@ impl Capturer {
 
     /// Before a descriptor that can write host inode `ino` is handed out: a pending staged
     /// pre-image of that inode is stored first, so no write can reach its bytes.
-    pub fn settle_inode(&self, ino: u64) -> Result<(), Errno> {
-        self.lock_raw().settle_inode(ino).map_err(|e| e.to_errno())
+    pub fn settle_inode(&self, ino: u64) -> Result<(), CaptureError> {
+        Ok(self.lock_raw().settle_inode(ino)?)
     }
 }
 
@@ -343,7 +342,7 @@ fn resolve_unstaged(
     name: &CStr,
     seq: Seq,
     max_blob: u64,
-) -> Result<(), Errno> {
+) -> Result<(), CaptureError> {
     let pre = match read_preimage(store.blobs(), parent, name, max_blob) {
         Ok(pre @ (PreImage::File { .. } | PreImage::Skipped { .. })) => pre,
         Ok(other) => PreImage::Skipped {
@@ -351,11 +350,9 @@ fn resolve_unstaged(
             size: 0,
             reason: "it changed while it was being captured".into(),
         },
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
-    store
-        .append(Record::Staged { capture: seq, pre })
-        .map_err(|e| e.to_errno())?;
+    store.append(Record::Staged { capture: seq, pre })?;
     Ok(())
 }
 
@@ -365,6 +362,7 @@ mod tests {
     use crate::capture::tests::{lstat, project, rp};
     use crate::ids::Turn;
     use crate::store::journal::PreImage;
+    use crate::sys::Errno;
     use std::os::fd::AsFd;
 
     /// A removal as the filesystem does it: staged (and done), or left to the caller.

@@ -11,7 +11,7 @@ use crate::ids::Turn;
 use crate::relpath::RelPath;
 use crate::store::StoreError;
 use crate::store::journal::Record;
-use crate::sys::Errno;
+use crate::sys::{Errno, ToErrno};
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
 
@@ -80,7 +80,7 @@ impl Capturer {
                 if let Err(e) =
                     Self::ensure_locked(&mut store, max_blob, dir, name, path, Who::default(), None)
                 {
-                    failed.push((Some(path.clone()), e));
+                    failed.push((Some(path.clone()), e.to_errno()));
                 }
             }
             Err(e) => failed.push((None, e)),

@@ -1,7 +1,20 @@
 //! Attributes: `stat` results as the kernel sees them, `getattr`/`setattr`/`readlink`, extended
 //! attributes, and how long the kernel may cache a node's attributes (`attr_ttl`).
 
-use super::*;
+use super::creds::{acl_clears_setgid, setid_to_drop};
+use super::files::{Handle, h_writable};
+use super::inode::HostId;
+use super::resolve::{AttrFd, Reach};
+use super::{Caller, CkptFs, FsResult, cname};
+use crate::capture::{What, Who};
+use crate::ids::{Fh, NodeId};
+use crate::sys::{self, Errno};
+use fuser::{FileAttr, FileType};
+use std::ffi::{OsStr, OsString};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The extended attribute that holds a POSIX access ACL.
 const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
@@ -177,27 +190,22 @@ impl CkptFs {
         {
             return Ok(attr_of(&sys::fstat(fd.as_fd())?));
         }
-        if node == ROOT {
-            return Ok(attr_of(&sys::fstat(self.root.as_fd())?));
-        }
-        let (dir, name, _) = match self.locate(node) {
-            Ok(l) => l,
-            // `fstat` of a file unlinked while open comes without a handle: use an open one.
-            Err(e) => {
-                let fd = self.orphan_fd(node).ok_or(e)?;
-                return Ok(attr_of(&sys::fstat(fd.as_fd())?));
-            }
+        let l = match self.reach(node)? {
+            Reach::Root => return Ok(attr_of(&sys::fstat(self.root.as_fd())?)),
+            // `fstat` of a file unlinked while open comes without a handle: an open one's.
+            Reach::Unnamed(fd) => return Ok(attr_of(&sys::fstat(fd.as_fd())?)),
+            Reach::Named(l) => l,
         };
-        let st = sys::lstatat(dir.as_fd(), &name);
+        let st = sys::lstatat(l.dir.as_fd(), &l.name);
         let expect = self.read_inodes().get(node).map(|n| n.host);
         match st {
             Ok(st) if expect == Some(HostId::of(&st)) => Ok(attr_of(&st)),
             // Renamed over while this request was on its way: the file the caller resolved.
             Ok(_) | Err(Errno(libc::ENOENT)) => match self.ghost_fd(node) {
                 Some(fd) => Ok(attr_of(&sys::fstat(fd.as_fd())?)),
-                None => Err(Errno(libc::ESTALE)),
+                None => Err(Errno(libc::ESTALE).into()),
             },
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -262,12 +270,11 @@ impl CkptFs {
         }
         if set.atime.is_some() || set.mtime.is_some() {
             let times = [timespec(set.atime), timespec(set.mtime)];
-            match self.parent_and_name(node) {
+            match self.reach(node)? {
+                Reach::Root => sys::utimensat(self.root.as_fd(), c".", &times)?,
+                Reach::Named(l) => sys::utimensat(l.dir.as_fd(), &l.name, &times)?,
                 // Unlinked while open: set the times through the open file itself.
-                Err(_) if self.orphan_fd(node).is_some() => sys::futimens_any(fd.as_fd(), &times)?,
-                Err(e) => return Err(e),
-                Ok((Some(dir), name)) => sys::utimensat(dir.as_fd(), &name, &times)?,
-                Ok((None, _)) => sys::utimensat(self.root.as_fd(), c".", &times)?,
+                Reach::Unnamed(_) => sys::futimens_any(fd.as_fd(), &times)?,
             }
         }
         Ok(attr_of(&sys::fstat(fd.as_fd())?))
@@ -275,8 +282,8 @@ impl CkptFs {
 
     /// `readlink`.
     pub fn readlink(&self, node: NodeId) -> FsResult<Vec<u8>> {
-        let (dir, name, _) = self.locate(node)?;
-        sys::readlinkat(dir.as_fd(), &name)
+        let l = self.located(node)?;
+        Ok(sys::readlinkat(l.dir.as_fd(), &l.name)?)
     }
 
     /// `getxattr`; with `size == 0` the value's length only.

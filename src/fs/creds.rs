@@ -2,7 +2,9 @@
 //! `CAP_FSETID` (from `/proc/PID/status`), the set-id bits a local filesystem drops, and the
 //! caller's umask applied for one creating system call (`FUSE_DONT_MASK`).
 
-use super::*;
+use super::Caller;
+use crate::sys;
+use std::os::fd::BorrowedFd;
 
 /// `CAP_FSETID`: keeps set-id bits across writes, truncates and chowns.
 pub(super) const CAP_FSETID: u32 = 4;

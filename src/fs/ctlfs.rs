@@ -1,17 +1,28 @@
 //! The `.ckpt/` control nodes as the core serves them: attributes, listing, content, and what
 //! a write to `.ckpt/turn` or `.ckpt/rewind` does.
 
-use super::*;
+use super::attrs::now_ts;
+use super::control::{self, CTL_DIR, CTL_GITIGNORE, CTL_REWIND, CTL_TURN};
+use super::files::{Handle, HandleKind};
+use super::{CkptFs, DirItem, Entry, FsResult, SetAttr};
+use crate::ids::{Fh, NodeId};
+use crate::rewind;
+use crate::sys::{Errno, ToErrno};
+use fuser::{FileAttr, FileType};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 impl CkptFs {
     /// `lookup` in a control node: the entries of `.ckpt/`; nothing lies below a file.
     pub(super) fn ctl_lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         if parent != CTL_DIR {
-            return Err(Errno(libc::ENOTDIR));
+            return Err(Errno(libc::ENOTDIR).into());
         }
         control::lookup(name.as_bytes())
             .map(|n| self.control_entry(n))
-            .ok_or(Errno(libc::ENOENT))
+            .ok_or(Errno(libc::ENOENT).into())
     }
 
     /// `setattr` of a control node: `echo N > .ckpt/turn` truncates first, which is accepted
@@ -20,7 +31,7 @@ impl CkptFs {
         if set.mode.is_none() && set.uid.is_none() && set.gid.is_none() && set.size == Some(0) {
             return Ok(self.control_attr(node));
         }
-        Err(Errno(libc::EPERM))
+        Err(Errno(libc::EPERM).into())
     }
 
     /// `readdir(plus)` of a control node: the listing of `.ckpt/` after the cookie `offset`,
@@ -32,7 +43,7 @@ impl CkptFs {
         sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
     ) -> FsResult<()> {
         if node != CTL_DIR {
-            return Err(Errno(libc::ENOTDIR));
+            return Err(Errno(libc::ENOTDIR).into());
         }
         for item in self.control_dir_items() {
             if item.offset <= offset {
@@ -54,11 +65,11 @@ impl CkptFs {
     /// input; a handle opened for writing and closed with nothing written is an empty input.
     pub(super) fn open_control(&self, node: NodeId, flags: i32) -> FsResult<Fh> {
         if node == CTL_DIR {
-            return Err(Errno(libc::EISDIR));
+            return Err(Errno(libc::EISDIR).into());
         }
         let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
         if writing && node == CTL_GITIGNORE {
-            return Err(Errno(libc::EACCES));
+            return Err(Errno(libc::EACCES).into());
         }
         Ok(self.add_handle(Handle {
             node,
@@ -153,9 +164,10 @@ impl CkptFs {
         match node {
             CTL_TURN => {
                 let input = control::parse_turn(data).ok_or(Errno(libc::EINVAL))?;
-                self.begin_turn(input.turn, input.label)
+                Ok(self
+                    .begin_turn(input.turn, input.label)
                     .map(drop)
-                    .map_err(|e| e.to_errno())
+                    .map_err(|e| e.to_errno())?)
             }
             CTL_REWIND => {
                 let input = control::parse_rewind(data).ok_or(Errno(libc::EINVAL))?;
@@ -168,11 +180,11 @@ impl CkptFs {
                 match self.rewind(&req, &|_, _| {}) {
                     Ok(r) if r.report.ok() => Ok(()),
                     // Partly restored: the report (readable from .ckpt/rewind) says what failed.
-                    Ok(_) => Err(Errno(libc::EIO)),
-                    Err(e) => Err(e.to_errno()),
+                    Ok(_) => Err(Errno(libc::EIO).into()),
+                    Err(e) => Err(e.to_errno().into()),
                 }
             }
-            _ => Err(Errno(libc::EACCES)),
+            _ => Err(Errno(libc::EACCES).into()),
         }
     }
 }

@@ -1,7 +1,14 @@
 //! Directory listings (`readdir`, `readdirplus`, resumed at the host's own cookie), `fsyncdir`
 //! and `statfs`.
 
-use super::*;
+use super::attrs::{FromVecCompat, dt_kind};
+use super::inode::ROOT;
+use super::{CkptFs, DirItem, Entry, FsResult, cname};
+use crate::ids::NodeId;
+use crate::relpath::STORE_DIR;
+use crate::sys::{self, Errno};
+use std::ffi::OsString;
+use std::os::fd::{AsFd, BorrowedFd};
 
 impl CkptFs {
     /// Feeds `f` the entries of a directory after the cookie `offset`, with the directory's
@@ -74,7 +81,7 @@ impl CkptFs {
                 match sys::lstatat(dir, &cname(&item.name)?) {
                     Ok(st) => Some(self.entry(node, &item.name, &st)),
                     Err(Errno(libc::ENOENT)) => return Ok(false), // gone since getdents
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(e.into()),
                 }
             };
             let full = sink(item, entry.as_ref());
@@ -92,11 +99,11 @@ impl CkptFs {
     pub(super) fn host_fsyncdir(&self, node: NodeId, datasync: bool) -> FsResult<()> {
         let dir = self.dir_fd(node)?;
         let rd = sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-        sys::fsync(rd.as_fd(), datasync)
+        Ok(sys::fsync(rd.as_fd(), datasync)?)
     }
 
     /// `statfs`.
     pub fn statfs(&self) -> FsResult<libc::statvfs> {
-        sys::fstatvfs(self.root.as_fd())
+        Ok(sys::fstatvfs(self.root.as_fd())?)
     }
 }

@@ -1,7 +1,18 @@
 //! Open files: handles, `open`/`create` (with the capture of the pre-image through the
 //! handle's own descriptor), read, write, flush, release and the other per-handle calls.
 
-use super::*;
+use super::creds::{CallerUmask, setid_to_drop};
+use super::handles::NodeHandle;
+use super::resolve::{Located, Reach};
+use super::{Caller, CkptFs, Entry, FsError, FsResult};
+use crate::capture::{What, Who};
+use crate::ids::{Fh, NodeId};
+use crate::relpath::RelPath;
+use crate::sys::{self, Errno};
+use std::ffi::{CStr, OsStr};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub(super) enum HandleKind {
     File {
@@ -76,7 +87,7 @@ pub(super) fn open_to_capture(
 ) -> FsResult<(OwnedFd, i32)> {
     let flags = (clean & !libc::O_ACCMODE) | libc::O_RDWR | libc::O_NOFOLLOW;
     if passthrough || clean & libc::O_ACCMODE == libc::O_WRONLY {
-        return sys::openat_noatime_as(dir.as_fd(), name, flags);
+        return Ok(sys::openat_noatime_as(dir.as_fd(), name, flags)?);
     }
     Ok((sys::openat(dir.as_fd(), name, flags, 0)?, flags))
 }
@@ -99,13 +110,13 @@ impl CkptFs {
     }
 
     pub(super) fn handle(&self, fh: Fh) -> FsResult<Arc<Handle>> {
-        self.lock_handles().get(fh).ok_or(Errno(libc::EBADF))
+        self.lock_handles().get(fh).ok_or(Errno(libc::EBADF).into())
     }
 
     pub(super) fn handle_fd(&self, fh: Fh) -> FsResult<Arc<Handle>> {
         let h = self.handle(fh)?;
         if h.fd.is_none() {
-            return Err(Errno(libc::EBADF));
+            return Err(Errno(libc::EBADF).into());
         }
         Ok(h)
     }
@@ -125,14 +136,15 @@ impl CkptFs {
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let mappable = flags & libc::O_ACCMODE == libc::O_RDWR;
         let clean = host_open_flags(flags);
-        let (dir, name, path) = match self.locate(node) {
-            Ok(l) => l,
+        let Located { dir, name, path } = match self.reach(node)? {
+            Reach::Named(l) => l,
             // `/proc/PID/fd/N` of a file unlinked while open: reopen that open file.
-            Err(e) => return self.open_orphan(node, clean, e),
+            Reach::Unnamed(orphan) => return self.open_orphan(node, orphan, clean),
+            Reach::Root => return Err(Errno(libc::EINVAL).into()),
         };
         if writable && flags & libc::O_TRUNC == 0 {
             match self.open_for_write(node, &dir, &name, &path, clean, caller) {
-                Err(Errno(libc::EACCES | libc::EPERM)) => {} // no read access: capture by name
+                Err(e) if e.is(libc::EACCES) || e.is(libc::EPERM) => {} // no read access: capture by name
                 r => return r,
             }
         }
@@ -142,7 +154,9 @@ impl CkptFs {
             let st = sys::lstatat(dir.as_fd(), &name)?;
             if st.st_mode & libc::S_IFMT == libc::S_IFREG {
                 let who = Who::new(caller.pid, What::Write);
-                self.capture.ensure(dir.as_fd(), &name, &path, who)?;
+                self.capture
+                    .ensure(dir.as_fd(), &name, &path, who)
+                    .map_err(|e| FsError::capturing(&path, e))?;
                 self.capture_other_names(node, &path, who)?;
                 if flags & libc::O_TRUNC != 0 {
                     setid_drop = setid_to_drop(&st, caller);
@@ -165,7 +179,7 @@ impl CkptFs {
                 (fd, st.st_mode & libc::S_IFMT == libc::S_IFREG)
             }
             // Renamed over while this request was on its way: the file the caller resolved.
-            Err(Errno(libc::ESTALE)) => (self.reopen_ghost(node, clean)?, false),
+            Err(e) if e.is(libc::ESTALE) => (self.reopen_ghost(node, clean)?, false),
             Err(e) => return Err(e),
         };
         Ok(self.add_handle(Handle {
@@ -179,10 +193,9 @@ impl CkptFs {
         }))
     }
 
-    /// Opens a file unlinked while open (through `/proc/PID/fd/N`) by reopening an open
-    /// handle's descriptor; `e` is the error of reaching it by name, returned when none is open.
-    fn open_orphan(&self, node: NodeId, clean: i32, e: Errno) -> FsResult<Fh> {
-        let orphan = self.orphan_fd(node).ok_or(e)?;
+    /// Opens a file unlinked while open (through `/proc/PID/fd/N`) by reopening `orphan`, a
+    /// descriptor of it ([`Reach::Unnamed`]).
+    fn open_orphan(&self, node: NodeId, orphan: OwnedFd, clean: i32) -> FsResult<Fh> {
         let fd = sys::reopen(orphan.as_fd(), clean | libc::O_NOFOLLOW)?;
         let writable = clean & libc::O_ACCMODE != libc::O_RDONLY || clean & libc::O_TRUNC != 0;
         Ok(self.add_handle(Handle {
@@ -219,14 +232,15 @@ impl CkptFs {
                 if regular {
                     let who = Who::new(caller.pid, What::Write);
                     self.capture
-                        .ensure_open_file(fd.as_fd(), flags, &st, path, who)?;
+                        .ensure_open_file(fd.as_fd(), flags, &st, path, who)
+                        .map_err(|e| FsError::capturing(path, e))?;
                     self.capture_other_names(node, path, who)?;
                 }
                 (fd, regular)
             }
             // Renamed over while this request was on its way: the file the caller resolved,
             // which no name reaches any more, so there is nothing to capture.
-            Err(Errno(libc::ESTALE)) => (self.reopen_ghost(node, clean)?, false),
+            Err(e) if e.is(libc::ESTALE) => (self.reopen_ghost(node, clean)?, false),
             Err(e) => return Err(e),
         };
         Ok(self.add_handle(Handle {
@@ -330,7 +344,7 @@ impl CkptFs {
             _ => sys::fstat(fd.as_fd())?.st_mode & libc::S_IFMT == libc::S_IFREG,
         };
         if !regular {
-            return Err(Errno(libc::EINVAL));
+            return Err(Errno(libc::EINVAL).into());
         }
         Ok(register(fd.as_fd()))
     }
@@ -358,7 +372,7 @@ impl CkptFs {
     /// memory, not through the daemon. Only where the kernel passes no file through: a
     /// passthrough open reads and writes the host file beside the node's pages, which would
     /// then fall out of step. The pages are the file's when this node's last open was of the
-    /// same file and no rewind changed it since ([`InodeTable::pages_still_valid`]);
+    /// same file and no rewind changed it since ([`super::inode::InodeTable::pages_still_valid`]);
     /// anything unproven drops them, as every open did before.
     pub fn keeps_kernel_pages(&self, node: NodeId, fh: Fh) -> bool {
         if self.passthrough() {
@@ -384,7 +398,7 @@ impl CkptFs {
             HandleKind::Control { ref unwritten, .. }
                 if unwritten.swap(false, Ordering::Relaxed) =>
             {
-                Err(Errno(libc::EINVAL))
+                Err(Errno(libc::EINVAL).into())
             }
             _ => Ok(()),
         }
@@ -404,7 +418,7 @@ impl CkptFs {
     pub fn fsync(&self, fh: Fh, datasync: bool) -> FsResult<()> {
         let h = self.handle(fh)?;
         match &h.fd {
-            Some(fd) => sys::fsync(fd.as_fd(), datasync),
+            Some(fd) => Ok(sys::fsync(fd.as_fd(), datasync)?),
             None => Ok(()),
         }
     }
@@ -414,14 +428,14 @@ impl CkptFs {
         let h = self.handle_fd(fh)?;
         let _gate = self.shared_gate();
         let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
-        sys::fallocate(fd.as_fd(), mode, offset, length)
+        Ok(sys::fallocate(fd.as_fd(), mode, offset, length)?)
     }
 
     /// `lseek` (`SEEK_DATA` / `SEEK_HOLE`).
     pub fn lseek(&self, fh: Fh, offset: i64, whence: i32) -> FsResult<i64> {
         let h = self.handle_fd(fh)?;
         let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
-        sys::lseek(fd.as_fd(), offset, whence)
+        Ok(sys::lseek(fd.as_fd(), offset, whence)?)
     }
 
     /// `copy_file_range` between two handles.
@@ -455,6 +469,8 @@ impl CkptFs {
 mod tests {
     use super::*;
     use crate::capture::{Capturer, DEFAULT_MAX_BLOB};
+    use crate::fs::FsConfig;
+    use crate::fs::inode::ROOT;
     use crate::store::Store;
 
     fn status_flags(fs: &CkptFs, fh: Fh) -> i32 {

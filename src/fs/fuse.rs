@@ -8,9 +8,8 @@
 
 mod backing;
 
-use super::{Caller, CkptFs, Entry, Invalidator, OpenedAs, SetAttr, SetTime, XattrReply};
+use super::{Caller, CkptFs, Entry, FsError, Invalidator, OpenedAs, SetAttr, SetTime, XattrReply};
 use crate::ids::{Fh, NodeId};
-use crate::sys::Errno as SysErrno;
 use backing::BackingIds;
 use fuser::BackingId;
 use fuser::{
@@ -149,23 +148,26 @@ impl<'a> At<'a> {
     }
 }
 
-/// The reply to a failed request: the errno as the core gave it, logged with the operation and
-/// the path it was about (debug for outcomes a filesystem gives every day, a warning for the
-/// rest). Which errno each failure gets is decided in `src/errno.rs` and the core, not here.
-fn failed(fs: &CkptFs, op: &str, at: At<'_>, e: SysErrno) -> Errno {
-    let everyday = matches!(
-        e.0,
-        libc::ENOENT
-            | libc::EEXIST
-            | libc::ENODATA
-            | libc::ENOTEMPTY
-            | libc::EPERM
-            | libc::EACCES
-            | libc::EINVAL
-            | libc::ENAMETOOLONG
-            | libc::ENOTDIR
-            | libc::ELOOP
-    );
+/// The reply to a failed request: the errno as the core gave it, logged with the operation,
+/// the path it was about and what the core says failed inside it (debug for outcomes a
+/// filesystem gives every day, a warning for the rest and for anything of the daemon's own
+/// that failed, such as the store). Which errno each failure gets is decided in `src/errno.rs`
+/// and the core, not here.
+fn failed(fs: &CkptFs, op: &str, at: At<'_>, e: FsError) -> Errno {
+    let everyday = !e.daemon_failed()
+        && matches!(
+            e.errno().0,
+            libc::ENOENT
+                | libc::EEXIST
+                | libc::ENODATA
+                | libc::ENOTEMPTY
+                | libc::EPERM
+                | libc::EACCES
+                | libc::EINVAL
+                | libc::ENAMETOOLONG
+                | libc::ENOTDIR
+                | libc::ELOOP
+        );
     let level = if everyday {
         log::Level::Debug
     } else {
@@ -180,16 +182,16 @@ fn failed(fs: &CkptFs, op: &str, at: At<'_>, e: SysErrno) -> Errno {
         };
         log::log!(target: "ckpt::fuse", level, "{op} {path} failed: {e}");
     }
-    Errno::from_i32(e.0)
+    Errno::from_i32(e.errno().0)
 }
 
 impl FuseAdapter {
     /// [`failed`], on this adapter's core.
-    fn errno(&self, op: &str, at: At<'_>, e: SysErrno) -> Errno {
+    fn errno(&self, op: &str, at: At<'_>, e: FsError) -> Errno {
         failed(&self.fs, op, at, e)
     }
 
-    fn reply_entry(&self, reply: ReplyEntry, r: Result<Entry, SysErrno>, op: &str, at: At<'_>) {
+    fn reply_entry(&self, reply: ReplyEntry, r: Result<Entry, FsError>, op: &str, at: At<'_>) {
         match r {
             Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.ttl, &fix(e), Generation(0)),
             Err(e) => reply.error(self.errno(op, at, e)),
@@ -307,7 +309,7 @@ impl Filesystem for FuseAdapter {
             // a name that does not exist (compilers' search paths, git's .gitignore probes)
             // costs no request. Safe as positive entries are: every creation passes through
             // the kernel's own dentry, and a rewind invalidates each name it restores.
-            Err(SysErrno(libc::ENOENT)) => reply.entry(
+            Err(e) if e.is(libc::ENOENT) => reply.entry(
                 &self.fs.negative_ttl(),
                 &placeholder_attr(INodeNo(0), FileType::RegularFile),
                 Generation(0),

@@ -41,6 +41,7 @@ pub mod control;
 mod creds;
 mod ctlfs;
 mod dirs;
+mod error;
 mod files;
 pub mod fuse;
 mod handles;
@@ -51,34 +52,27 @@ mod resolve;
 mod turns;
 mod vfs;
 
-use attrs::*;
 pub use attrs::{SetAttr, SetTime, XattrReply, attr_of};
-use creds::*;
-use files::*;
-use resolve::*;
+pub use error::{FsError, FsResult};
 pub use turns::Rewound;
 
-use crate::capture::{Capturer, PendingStage, StageBy, TurnError, What, Who};
-use crate::ids::{Fh, NodeId, Turn};
+use crate::capture::{Capturer, Who};
+use crate::ids::NodeId;
 use crate::ipc::JsonText;
-use crate::relpath::{RelPath, STORE_DIR};
-use crate::rewind::{self, Report, RewindError};
+use crate::relpath::RelPath;
 use crate::sync::{Mutex, MutexGuard, Rank, ReadGuard, RwLock, WriteGuard};
-use crate::sys::{self, Errno, ToErrno};
-use control::{CTL_DIR, CTL_GITIGNORE, CTL_REWIND, CTL_TURN};
+use crate::sys;
+use files::Handle;
 use fuser::{FileAttr, FileType};
-use handles::{HandleTable, NodeHandle};
-use inode::{HostId, InodeTable, ROOT};
+use handles::HandleTable;
+use inode::{HostId, InodeTable};
+use resolve::{DirCache, Ghosts, Located, Reach};
 use std::collections::HashMap;
-use std::ffi::{CStr, CString, OsStr, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Result of a core operation: the errno goes to the kernel as is.
-pub type FsResult<T> = Result<T, Errno>;
+use std::time::Duration;
 
 /// Who asked.
 #[derive(Debug, Clone, Copy, Default)]
@@ -183,7 +177,7 @@ pub struct CkptFs {
 }
 
 fn cname(name: &OsStr) -> FsResult<CString> {
-    sys::cstr(name)
+    Ok(sys::cstr(name)?)
 }
 
 impl CkptFs {
@@ -313,16 +307,15 @@ impl CkptFs {
 
     /// Captures a node before a change of it (no capture for the root itself).
     fn capture_node(&self, node: NodeId, who: Who) -> FsResult<()> {
-        if node == ROOT {
-            return Ok(());
-        }
-        let (dir, name, path) = match self.locate(node) {
-            Ok(l) => l,
-            // Open but no longer in the tree: a change to it changes no project path.
-            Err(_) if self.orphan_fd(node).is_some() => return Ok(()),
-            Err(e) => return Err(e),
+        let Located { dir, name, path } = match self.reach(node)? {
+            Reach::Named(l) => l,
+            // The root is never captured itself; a node open but no longer in the tree is
+            // changed at no path of the folder.
+            Reach::Root | Reach::Unnamed(_) => return Ok(()),
         };
-        self.capture.ensure(dir.as_fd(), &name, &path, who)?;
+        self.capture
+            .ensure(dir.as_fd(), &name, &path, who)
+            .map_err(|e| FsError::capturing(&path, e))?;
         self.capture_other_names(node, &path, who)
     }
 
@@ -330,9 +323,11 @@ impl CkptFs {
     /// changes it under each of its names, and the kernel does not say which name a request
     /// came through (names other than the first would otherwise go uncaptured).
     fn capture_other_names(&self, node: NodeId, done: &RelPath, who: Who) -> FsResult<()> {
-        for (dir, name, path) in self.names(node)? {
+        for Located { dir, name, path } in self.names(node)? {
             if path != *done {
-                self.capture.ensure(dir.as_fd(), &name, &path, who)?;
+                self.capture
+                    .ensure(dir.as_fd(), &name, &path, who)
+                    .map_err(|e| FsError::capturing(&path, e))?;
             }
         }
         Ok(())

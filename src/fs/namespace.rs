@@ -1,7 +1,17 @@
 //! Namespace changes: mknod, mkdir, symlink, link, unlink, rmdir and rename, each captured
 //! before the host call and reflected in the inode table after it.
 
-use super::*;
+use super::creds::CallerUmask;
+use super::inode::HostId;
+use super::resolve::Located;
+use super::{Caller, CkptFs, Entry, FsError, FsResult, cname};
+use crate::capture::{PendingStage, StageBy, What, Who};
+use crate::ids::NodeId;
+use crate::relpath::RelPath;
+use crate::sys::{self, Errno};
+use std::ffi::{CStr, CString, OsStr};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 impl CkptFs {
     pub(super) fn own_new(&self, dir: BorrowedFd<'_>, name: &CStr, caller: Caller) {
@@ -44,7 +54,8 @@ impl CkptFs {
         let c = cname(name)?;
         let path = self.child_path(parent, name)?;
         self.capture
-            .ensure(dir.as_fd(), &c, &path, Who::new(caller.pid, What::Create))?;
+            .ensure(dir.as_fd(), &c, &path, Who::new(caller.pid, What::Create))
+            .map_err(|e| FsError::capturing(&path, e))?;
         Ok((dir, c))
     }
 
@@ -120,19 +131,25 @@ impl CkptFs {
     ) -> FsResult<Entry> {
         let _gate = self.shared_gate();
         let (dir, c) = self.prepare_new(newparent, newname, caller)?;
-        let (sdir, sname, spath) = self.locate(node)?;
+        let Located {
+            dir: sdir,
+            name: sname,
+            path: spath,
+        } = self.located(node)?;
         let sst = sys::lstatat(sdir.as_fd(), &sname)?;
         if self.read_inodes().get(node).map(|n| n.host) != Some(HostId::of(&sst)) {
-            return Err(Errno(libc::ESTALE));
+            return Err(Errno(libc::ESTALE).into());
         }
         // The source changes too: its link count, and from now on its content can be written
         // through the new name, which a rewind removes. So its pre-image comes first.
-        self.capture.ensure(
-            sdir.as_fd(),
-            &sname,
-            &spath,
-            Who::new(caller.pid, What::Link),
-        )?;
+        self.capture
+            .ensure(
+                sdir.as_fd(),
+                &sname,
+                &spath,
+                Who::new(caller.pid, What::Link),
+            )
+            .map_err(|e| FsError::capturing(&spath, e))?;
         sys::linkat(sdir.as_fd(), &sname, dir.as_fd(), &c)?;
         let st = sys::lstatat(dir.as_fd(), &c)?;
         Ok(self.entry(newparent, newname, &st))
@@ -142,9 +159,13 @@ impl CkptFs {
         &self,
         parent: NodeId,
         name: &OsStr,
-        flags: i32,
+        what: Removal,
         caller: Caller,
     ) -> FsResult<()> {
+        let flags = match what {
+            Removal::File => 0,
+            Removal::Dir => libc::AT_REMOVEDIR,
+        };
         Self::refuse_store(parent, name)?;
         let _gate = self.shared_gate();
         let dir = self.dir_fd(parent)?;
@@ -152,19 +173,16 @@ impl CkptFs {
         let path = self.child_path(parent, name)?;
         let who = Who::new(caller.pid, What::Delete);
         // A file's removal may move it into the store (see `Capturer::stage`).
-        let file = if flags == 0 {
-            sys::lstatat(dir.as_fd(), &c).ok()
-        } else {
-            None
+        let file = match what {
+            Removal::File => sys::lstatat(dir.as_fd(), &c).ok(),
+            Removal::Dir => None,
         };
         if file.is_none() {
             self.capture.ensure(dir.as_fd(), &c, &path, who)?;
         }
         let detached = self.detach_if_last(parent, name, dir.as_fd(), &c, file.as_ref());
-        let removed_dir = match detached {
-            Some((node, host)) if flags & libc::AT_REMOVEDIR != 0 => {
-                self.removed_dir_fd(node, host, dir.as_fd(), &c)
-            }
+        let removed_dir = match (&detached, what) {
+            (Some(d), Removal::Dir) => self.removed_dir_fd(d.node, d.host, dir.as_fd(), &c),
             _ => None,
         };
         let removed = match &file {
@@ -180,19 +198,18 @@ impl CkptFs {
                         Ok(())
                     }
                     Ok(None) => sys::unlinkat(dir.as_fd(), &c, flags),
-                    Err(e) => Err(e),
+                    Err(e) => Ok(Err(e)?),
                 }
             }
             None => sys::unlinkat(dir.as_fd(), &c, flags),
         };
-        if let Err(e) = removed {
-            if let Some((node, host)) = detached {
-                self.write_inodes().reattach(node, host);
-            }
-            return Err(e);
+        // A failed removal puts the detached node back as `detached` drops.
+        removed?;
+        if let Some(d) = detached {
+            d.done();
         }
         let gone = self.write_inodes().unlink(parent, name);
-        if let (Some(node), true) = (gone, flags & libc::AT_REMOVEDIR != 0) {
+        if let (Some(node), Removal::Dir) = (gone, what) {
             self.lock_dirs().map.remove(&node);
         }
         if let Some((node, fd)) = removed_dir {
@@ -203,7 +220,7 @@ impl CkptFs {
 
     /// Before `rmdir` of `name` in `dir`, the node it stands for being `node` (host inode
     /// `host`): a descriptor of the directory to keep as a ghost once it is gone (see
-    /// [`Ghosts`]), the directory cache's when it has one.
+    /// [`super::resolve::Ghosts`]), the directory cache's when it has one.
     pub(super) fn removed_dir_fd(
         &self,
         node: NodeId,
@@ -227,7 +244,7 @@ impl CkptFs {
 
     /// Before removing or replacing `name` in `parent`: when it is the last name of its host
     /// inode (a directory, or a file with one link), stop mapping that inode to its node (see
-    /// [`InodeTable::detach`]). Returns what to put back if the removal fails.
+    /// [`super::inode::InodeTable::detach`]). The guard returned puts it back unless the removal is done.
     pub(super) fn detach_if_last(
         &self,
         parent: NodeId,
@@ -235,7 +252,7 @@ impl CkptFs {
         dir: BorrowedFd<'_>,
         c: &CStr,
         seen: Option<&libc::stat>,
-    ) -> Option<(NodeId, HostId)> {
+    ) -> Option<Detached<'_>> {
         let st = match seen {
             Some(st) => *st,
             None => sys::lstatat(dir, c).ok()?,
@@ -248,7 +265,14 @@ impl CkptFs {
         if t.get(node).map(|n| n.host) != Some(HostId::of(&st)) {
             return None;
         }
-        t.detach(node).map(|host| (node, host))
+        let host = t.detach(node)?;
+        Some(Detached {
+            fs: self,
+            node,
+            host,
+            ghost: false,
+            done: false,
+        })
     }
 
     /// Whether any handle is open on the node `name` in `parent` names.
@@ -261,12 +285,12 @@ impl CkptFs {
 
     /// `unlink`.
     pub fn unlink(&self, parent: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
-        self.remove(parent, name, 0, caller)
+        self.remove(parent, name, Removal::File, caller)
     }
 
     /// `rmdir`.
     pub fn rmdir(&self, parent: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
-        self.remove(parent, name, libc::AT_REMOVEDIR, caller)
+        self.remove(parent, name, Removal::Dir, caller)
     }
 
     /// `rename` / `renameat2` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
@@ -319,9 +343,11 @@ impl CkptFs {
                 dst.as_ref(),
             )
         };
-        if let Some((node, host)) = detached {
-            self.keep_replaced(node, host, ends.ddir.as_fd(), &ends.dc);
-        }
+        let detached = detached.map(|mut d| {
+            self.keep_replaced(d.node, d.host, ends.ddir.as_fd(), &ends.dc);
+            d.ghost = true;
+            d
+        });
         let renamed = sys::renameat2(
             ends.sdir.as_fd(),
             &ends.sc,
@@ -332,12 +358,10 @@ impl CkptFs {
         if let Some(staged) = staged {
             staged.settle(renamed.is_ok());
         }
-        if let Err(e) = renamed {
-            if let Some((node, host)) = detached {
-                self.write_inodes().reattach(node, host);
-                self.lock_ghosts().remove(node);
-            }
-            return Err(e);
+        // A failed rename puts the replaced node back as `detached` drops.
+        renamed?;
+        if let Some(d) = detached {
+            d.done();
         }
         self.renamed_in_tables(parent, name, newparent, newname, exchange);
         Ok(())
@@ -390,9 +414,12 @@ impl CkptFs {
         if src.st_mode & libc::S_IFMT == libc::S_IFDIR {
             let mirror = (ddir, ends.dc.as_c_str(), &ends.dpath);
             self.capture
-                .ensure_tree(sdir, &ends.sc, &ends.spath, Some(mirror), who)?;
+                .ensure_tree(sdir, &ends.sc, &ends.spath, Some(mirror), who)
+                .map_err(|e| FsError::capturing(&ends.spath, e))?;
         } else {
-            self.capture.ensure(sdir, &ends.sc, &ends.spath, who)?;
+            self.capture
+                .ensure(sdir, &ends.sc, &ends.spath, who)
+                .map_err(|e| FsError::capturing(&ends.spath, e))?;
         }
         let dst_is_dir = dst.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
         match dst {
@@ -403,24 +430,29 @@ impl CkptFs {
                     && d.st_mode & libc::S_IFMT == libc::S_IFREG =>
             {
                 let held_open = self.held_open(newparent, newname);
-                self.capture.stage(
-                    ddir,
-                    &ends.dc,
-                    &ends.dpath,
-                    &d,
-                    held_open,
-                    who,
-                    StageBy::Link,
-                )
+                self.capture
+                    .stage(
+                        ddir,
+                        &ends.dc,
+                        &ends.dpath,
+                        &d,
+                        held_open,
+                        who,
+                        StageBy::Link,
+                    )
+                    .map_err(|e| FsError::capturing(&ends.dpath, e))
             }
             _ if dst_is_dir => {
                 let back = exchange.then_some((sdir, ends.sc.as_c_str(), &ends.spath));
                 self.capture
-                    .ensure_tree(ddir, &ends.dc, &ends.dpath, back, who)?;
+                    .ensure_tree(ddir, &ends.dc, &ends.dpath, back, who)
+                    .map_err(|e| FsError::capturing(&ends.dpath, e))?;
                 Ok(None)
             }
             _ => {
-                self.capture.ensure(ddir, &ends.dc, &ends.dpath, who)?;
+                self.capture
+                    .ensure(ddir, &ends.dc, &ends.dpath, who)
+                    .map_err(|e| FsError::capturing(&ends.dpath, e))?;
                 Ok(None)
             }
         }
@@ -466,4 +498,48 @@ struct RenameEnds {
     dc: CString,
     spath: RelPath,
     dpath: RelPath,
+}
+
+/// What `unlink` or `rmdir` removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Removal {
+    /// A name of anything but a directory (`unlink`).
+    File,
+    /// A directory (`rmdir`).
+    Dir,
+}
+
+/// A node taken out of the host-identity map before its last name is removed or replaced on
+/// the host ([`CkptFs::detach_if_last`]), after mountpoint-s3's `PendingRenameGuard`: dropped
+/// before [`Detached::done`], it puts the node back (and drops the descriptor kept for it as
+/// a ghost, if one was), so no error path of a removal or a rename has to.
+pub(super) struct Detached<'a> {
+    fs: &'a CkptFs,
+    /// The node.
+    pub(super) node: NodeId,
+    /// The host inode it stood for.
+    pub(super) host: HostId,
+    /// Whether a ghost descriptor was kept for it ([`CkptFs::keep_replaced`]).
+    ghost: bool,
+    /// Whether the host change was made: nothing to put back.
+    done: bool,
+}
+
+impl Detached<'_> {
+    /// The removal or rename was made on the host: the node stays detached.
+    pub(super) fn done(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Detached<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.fs.write_inodes().reattach(self.node, self.host);
+        if self.ghost {
+            self.fs.lock_ghosts().remove(self.node);
+        }
+    }
 }

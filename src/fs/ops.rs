@@ -2,7 +2,10 @@
 //! held exclusively, names refreshed, files held open for writing captured for the current
 //! turn after, and the kernel's caches invalidated.
 
-use super::*;
+use super::CkptFs;
+use crate::ids::Turn;
+use crate::rewind::{self, Report, RewindError};
+use crate::store::ops::RelabelError;
 
 impl CkptFs {
     /// Runs `undo` (or `redo`) while holding back every other mutation (see
@@ -19,8 +22,8 @@ impl CkptFs {
     }
 
     /// Gives turn `turn` the label `label` (an operation of the log).
-    pub fn relabel(&self, turn: Turn, label: Option<String>) -> Result<(), String> {
+    pub fn relabel(&self, turn: Turn, label: Option<String>) -> Result<(), RelabelError> {
         let mut store = self.capture.lock();
-        crate::store::ops::relabel(&mut store, turn, label).map_err(|e| e.to_string())
+        crate::store::ops::relabel(&mut store, turn, label)
     }
 }

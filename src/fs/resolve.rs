@@ -1,12 +1,47 @@
 //! How a node reaches its host inode: the one place that turns a node id into a descriptor.
 //!
-//! A node is reached by its names (`locate`, `dir_fd` through the bounded directory cache),
-//! by an open handle (`open_file`, `orphan_fd` for a file unlinked while open), or by a kept
-//! `O_PATH` descriptor when it lost its last name while the kernel still holds it (`Ghosts`).
+//! [`CkptFs::reach`] is the one way in: a node is reached by its first name (through
+//! `dir_fd` and the bounded directory cache), or, when it lost its last name while something
+//! holds it open, by an open handle's descriptor or a kept `O_PATH` one (`Ghosts`), as
+//! [`Reach`] says. `names` lists every name of a hard-linked node; `node_fd` and `attr_fd`
+//! give a descriptor of the inode itself.
 //! Every descriptor reached by name is verified against the node's host identity (`verify`),
 //! else `ESTALE`.
 
-use super::*;
+use super::files::{Handle, HandleKind};
+use super::inode::{HostId, ROOT};
+use super::{CkptFs, FsError, FsResult, cname, control};
+use crate::ids::NodeId;
+use crate::relpath::{RelPath, STORE_DIR};
+use crate::sys::{self, Errno};
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, OsStr};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+
+/// How a node reaches its host inode now ([`CkptFs::reach`]).
+pub(super) enum Reach {
+    /// The folder's root, through the descriptor the daemon holds from before the mount.
+    Root,
+    /// By its first name.
+    Named(Located),
+    /// By no name: it lost its last one while held open (unlinked, replaced by a rename or a
+    /// rewind); a descriptor of the inode itself, from an open handle or a kept [`Ghosts`]
+    /// descriptor. A change made through it changes no path of the folder.
+    Unnamed(OwnedFd),
+}
+
+/// A name of a node: its parent directory's descriptor (verified to be the parent's host
+/// inode), the name in it, and the path from the folder's root.
+pub(super) struct Located {
+    /// The parent directory.
+    pub(super) dir: Arc<OwnedFd>,
+    /// The name in it.
+    pub(super) name: CString,
+    /// The path.
+    pub(super) path: RelPath,
+}
 
 /// What a node's attributes and xattrs are read and changed through.
 pub(super) enum AttrFd {
@@ -24,35 +59,39 @@ impl AttrFd {
         match self {
             AttrFd::Path(fd) => Ok(fd.as_fd()),
             // `attr_fd` only picks handles with a descriptor
-            AttrFd::Open(h) => h.fd.as_ref().map(AsFd::as_fd).ok_or(Errno(libc::EBADF)),
+            AttrFd::Open(h) => {
+                h.fd.as_ref()
+                    .map(AsFd::as_fd)
+                    .ok_or(Errno(libc::EBADF).into())
+            }
         }
     }
 
     pub(super) fn getxattr(&self, name: &CStr, buf: &mut [u8]) -> FsResult<usize> {
         match self {
-            AttrFd::Path(fd) => sys::getxattr(fd.as_fd(), name, buf),
-            AttrFd::Open(_) => sys::fgetxattr(self.fd()?, name, buf),
+            AttrFd::Path(fd) => Ok(sys::getxattr(fd.as_fd(), name, buf)?),
+            AttrFd::Open(_) => Ok(sys::fgetxattr(self.fd()?, name, buf)?),
         }
     }
 
     pub(super) fn listxattr(&self, buf: &mut [u8]) -> FsResult<usize> {
         match self {
-            AttrFd::Path(fd) => sys::listxattr(fd.as_fd(), buf),
-            AttrFd::Open(_) => sys::flistxattr(self.fd()?, buf),
+            AttrFd::Path(fd) => Ok(sys::listxattr(fd.as_fd(), buf)?),
+            AttrFd::Open(_) => Ok(sys::flistxattr(self.fd()?, buf)?),
         }
     }
 
     pub(super) fn setxattr(&self, name: &CStr, value: &[u8], flags: i32) -> FsResult<()> {
         match self {
-            AttrFd::Path(fd) => sys::setxattr(fd.as_fd(), name, value, flags),
-            AttrFd::Open(_) => sys::fsetxattr(self.fd()?, name, value, flags),
+            AttrFd::Path(fd) => Ok(sys::setxattr(fd.as_fd(), name, value, flags)?),
+            AttrFd::Open(_) => Ok(sys::fsetxattr(self.fd()?, name, value, flags)?),
         }
     }
 
     pub(super) fn removexattr(&self, name: &CStr) -> FsResult<()> {
         match self {
-            AttrFd::Path(fd) => sys::removexattr(fd.as_fd(), name),
-            AttrFd::Open(_) => sys::fremovexattr(self.fd()?, name),
+            AttrFd::Path(fd) => Ok(sys::removexattr(fd.as_fd(), name)?),
+            AttrFd::Open(_) => Ok(sys::fremovexattr(self.fd()?, name)?),
         }
     }
 }
@@ -163,9 +202,9 @@ impl CkptFs {
             }
             bytes.extend_from_slice(n.as_bytes());
         }
-        RelPath::new(&bytes)
+        Ok(RelPath::new(&bytes)
             .map(Some)
-            .map_err(|_| Errno(libc::ESTALE))
+            .map_err(|_| Errno(libc::ESTALE))?)
     }
 
     /// The path a log line names for `node`, or for `name` in the directory `node`: relative to
@@ -201,17 +240,12 @@ impl CkptFs {
         if raw.is_empty() {
             raw.push(b'.');
         }
-        // Always between double quotes, so a log line shows where the path ends; escaped as
-        // git escapes it where it needs to be (then `quote_path` adds the quotes itself).
-        match crate::quote::quote_path(&raw) {
-            std::borrow::Cow::Borrowed(plain) => format!("\"{plain}\""),
-            std::borrow::Cow::Owned(quoted) => quoted,
-        }
+        crate::quote::quote_log_path(&raw)
     }
 
     pub(super) fn child_path(&self, parent: NodeId, name: &OsStr) -> FsResult<RelPath> {
         let p = self.path_of(parent)?;
-        RelPath::join(p.as_ref(), name).map_err(|_| Errno(libc::EINVAL))
+        Ok(RelPath::join(p.as_ref(), name).map_err(|_| Errno(libc::EINVAL))?)
     }
 
     /// A directory descriptor for a node, verified to be the node's host inode.
@@ -239,15 +273,39 @@ impl CkptFs {
         let st = sys::fstat(fd.as_fd())?;
         let expect = self.read_inodes().get(node).map(|n| n.host);
         if expect != Some(HostId::of(&st)) {
-            return Err(Errno(libc::ESTALE));
+            return Err(Errno(libc::ESTALE).into());
         }
         let fd = Arc::new(fd);
         self.lock_dirs().put(node, fd.clone());
         Ok(fd)
     }
 
-    /// The parent descriptor and name of a non-root node.
-    pub(super) fn locate(&self, node: NodeId) -> FsResult<(Arc<OwnedFd>, CString, RelPath)> {
+    /// How `node` reaches its host inode now: the one way in for every operation that needs
+    /// it by name ([`Reach`]). A node with no name left is [`Reach::Unnamed`] when something
+    /// still holds it open (else the error of reaching it by name, `ESTALE`).
+    pub(super) fn reach(&self, node: NodeId) -> FsResult<Reach> {
+        if node == ROOT {
+            return Ok(Reach::Root);
+        }
+        match self.locate(node) {
+            Ok(l) => Ok(Reach::Named(l)),
+            // `/proc/PID/fd/N`, `fstat`, `fchmod` of a file unlinked while open.
+            Err(e) => self.orphan_fd(node).map(Reach::Unnamed).ok_or(e),
+        }
+    }
+
+    /// The first name of a node that must have one: `EINVAL` for the root (no parent holds
+    /// it), `ESTALE` for a node no name reaches any more.
+    pub(super) fn located(&self, node: NodeId) -> FsResult<Located> {
+        match self.reach(node)? {
+            Reach::Named(l) => Ok(l),
+            Reach::Root => Err(Errno(libc::EINVAL).into()),
+            Reach::Unnamed(_) => Err(Errno(libc::ESTALE).into()),
+        }
+    }
+
+    /// The parent descriptor and name of a non-root node, by its first name.
+    fn locate(&self, node: NodeId) -> FsResult<Located> {
         let path = self.path_of(node)?.ok_or(Errno(libc::EINVAL))?;
         let parent_node = self
             .read_inodes()
@@ -256,24 +314,30 @@ impl CkptFs {
         let parent_node = parent_node.ok_or(Errno(libc::ESTALE))?;
         let dir = self.dir_fd(parent_node)?;
         let name = cname(path.file_name())?;
-        Ok((dir, name, path))
+        Ok(Located { dir, name, path })
     }
 
     /// An `O_PATH` descriptor of a node, verified against its host identity.
     pub(super) fn node_fd(&self, node: NodeId) -> FsResult<OwnedFd> {
-        if node == ROOT {
-            return sys::openat(self.root.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0);
-        }
-        let (dir, name, _) = match self.locate(node) {
-            Ok(l) => l,
-            Err(e) => return self.orphan_fd(node).ok_or(e),
+        let l = match self.reach(node)? {
+            Reach::Root => {
+                return Ok(sys::openat(
+                    self.root.as_fd(),
+                    c".",
+                    libc::O_PATH | libc::O_DIRECTORY,
+                    0,
+                )?);
+            }
+            Reach::Unnamed(fd) => return Ok(fd),
+            Reach::Named(l) => l,
         };
-        let fd = sys::openat(dir.as_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+        let fd = sys::openat(l.dir.as_fd(), &l.name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+            .map_err(FsError::from)
             .and_then(|fd| self.verify(node, fd.as_fd()).map(|_| fd));
         match fd {
             // Renamed over while this request was on its way: the file the caller resolved.
-            Err(Errno(libc::ESTALE | libc::ENOENT)) => {
-                self.ghost_fd(node).ok_or(Errno(libc::ESTALE))
+            Err(e) if e.is(libc::ESTALE) || e.is(libc::ENOENT) => {
+                Ok(self.ghost_fd(node).ok_or(Errno(libc::ESTALE))?)
             }
             r => r,
         }
@@ -300,7 +364,7 @@ impl CkptFs {
     /// while still open): a duplicate of one of its open handles' descriptors, so `fstat`,
     /// `fchmod`, `fchown`, `ftruncate`, `futimens` and xattrs on the open file keep working as
     /// on a local filesystem. `None` while the node still has a name or nothing holds it open.
-    pub(super) fn orphan_fd(&self, node: NodeId) -> Option<OwnedFd> {
+    fn orphan_fd(&self, node: NodeId) -> Option<OwnedFd> {
         if node == ROOT || self.read_inodes().is_reachable(node) {
             return None;
         }
@@ -314,7 +378,7 @@ impl CkptFs {
         let st = sys::fstat(fd)?;
         let expect = self.read_inodes().get(node).map(|n| n.host);
         if expect != Some(HostId::of(&st)) {
-            return Err(Errno(libc::ESTALE));
+            return Err(Errno(libc::ESTALE).into());
         }
         Ok(st)
     }
@@ -322,7 +386,7 @@ impl CkptFs {
     /// Every name of `node`, with its parent's descriptor. A name whose parent is gone
     /// (`ENOENT`, `ESTALE`: nothing stands at that name any more) is left out; any other
     /// failure to reach a parent is the caller's error, so no name goes uncaptured unseen.
-    pub(super) fn names(&self, node: NodeId) -> FsResult<Vec<(Arc<OwnedFd>, CString, RelPath)>> {
+    pub(super) fn names(&self, node: NodeId) -> FsResult<Vec<Located>> {
         let aliases = self
             .read_inodes()
             .get(node)
@@ -330,32 +394,25 @@ impl CkptFs {
             .unwrap_or_default();
         let mut out = Vec::with_capacity(aliases.len());
         for (parent, name) in &aliases {
-            let found = self
-                .child_path(*parent, name)
-                .and_then(|path| Ok((self.dir_fd(*parent)?, cname(name)?, path)));
+            let found = self.child_path(*parent, name).and_then(|path| {
+                Ok(Located {
+                    dir: self.dir_fd(*parent)?,
+                    name: cname(name)?,
+                    path,
+                })
+            });
             match found {
                 Ok(n) => out.push(n),
-                Err(Errno(libc::ENOENT | libc::ESTALE)) => {}
+                Err(e) if e.is(libc::ENOENT) || e.is(libc::ESTALE) => {}
                 Err(e) => return Err(e),
             }
         }
         Ok(out)
     }
 
-    pub(super) fn parent_and_name(
-        &self,
-        node: NodeId,
-    ) -> FsResult<(Option<Arc<OwnedFd>>, CString)> {
-        if node == ROOT {
-            return Ok((None, CString::from(c".")));
-        }
-        let (dir, name, _) = self.locate(node)?;
-        Ok((Some(dir), name))
-    }
-
     /// Opens, with `flags`, the file a node renamed over still stands for (`ESTALE` if none).
     pub(super) fn reopen_ghost(&self, node: NodeId, flags: i32) -> FsResult<OwnedFd> {
         let ghost = self.ghost_fd(node).ok_or(Errno(libc::ESTALE))?;
-        sys::reopen(ghost.as_fd(), flags | libc::O_NOFOLLOW)
+        Ok(sys::reopen(ghost.as_fd(), flags | libc::O_NOFOLLOW)?)
     }
 }

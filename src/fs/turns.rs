@@ -1,8 +1,22 @@
 //! Turn switches and rewinds as the daemon runs them: the gate held exclusively, captures of
 //! files held open for writing, names refreshed and the kernel's caches invalidated after.
 
-use super::*;
+use super::files::{Handle, HandleKind};
+use super::inode::{HostId, ROOT};
+use super::resolve::Located;
+use super::{CkptFs, FsResult, cname};
+use crate::capture::TurnError;
 use crate::identity::FileId;
+use crate::ids::NodeId;
+use crate::ipc::JsonText;
+use crate::relpath::RelPath;
+use crate::rewind::{self, Report, RewindError};
+use crate::sys;
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 
 /// A full rewind's report, and the same as the JSON text `.ckpt/rewind` now shows (the CLI's
 /// answer is that text, not a second one).
@@ -21,7 +35,7 @@ impl CkptFs {
     /// Collected before the store is locked, so that no table lock is taken under the store
     /// (`crate::sync`); the caller holds the gate exclusively, so no name changes between
     /// this and the captures.
-    pub(super) fn held_for_write(&self) -> Vec<FsResult<(Arc<OwnedFd>, CString, RelPath)>> {
+    pub(super) fn held_for_write(&self) -> Vec<FsResult<Located>> {
         let nodes: Vec<NodeId> = self
             .lock_handles()
             .values()
@@ -303,14 +317,11 @@ impl CkptFs {
 
 /// Passes each collected name of a file held open for writing to `f`, as the capture's
 /// `OpenForWrite` visitor wants them.
-fn visit_held(
-    held: &[FsResult<(Arc<OwnedFd>, CString, RelPath)>],
-    f: &mut dyn FnMut(crate::capture::HeldName<'_>),
-) {
+fn visit_held(held: &[FsResult<Located>], f: &mut dyn FnMut(crate::capture::HeldName<'_>)) {
     for name in held {
         match name {
-            Ok((dir, name, path)) => f(Ok((dir.as_fd(), name, path))),
-            Err(e) => f(Err(*e)),
+            Ok(l) => f(Ok((l.dir.as_fd(), &l.name, &l.path))),
+            Err(e) => f(Err(e.errno())),
         }
     }
 }

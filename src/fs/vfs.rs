@@ -11,7 +11,17 @@
 //! parent, or the store's own name at the root, refuses every change with `EPERM`, since
 //! nothing in the mount may change the store.
 
-use super::*;
+use super::control::{self, CTL_DIR, CTL_REWIND};
+use super::inode::ROOT;
+use super::{Caller, CkptFs, DirItem, Entry, FsResult, OpenedAs, SetAttr, XattrReply};
+use crate::ids::{Fh, NodeId};
+use crate::relpath::STORE_DIR;
+use crate::sys::{self, Errno};
+use fuser::FileAttr;
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
 
 /// Which side answers for a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +52,7 @@ impl CkptFs {
     /// there); every other goes on to the host.
     pub(super) fn refuse_store(parent: NodeId, name: &OsStr) -> FsResult<()> {
         if side(parent) == Side::Control || Self::is_store_name(parent, name) {
-            return Err(Errno(libc::EPERM));
+            return Err(Errno(libc::EPERM).into());
         }
         Ok(())
     }
@@ -95,10 +105,10 @@ impl CkptFs {
                 if (perm >> 6) & wanted == wanted {
                     Ok(())
                 } else {
-                    Err(Errno(libc::EACCES))
+                    Err(Errno(libc::EACCES).into())
                 }
             }
-            Side::Host => sys::access_fd(self.node_fd(node)?.as_fd(), mask),
+            Side::Host => Ok(sys::access_fd(self.node_fd(node)?.as_fd(), mask)?),
         }
     }
 
@@ -151,7 +161,7 @@ impl CkptFs {
     ) -> FsResult<Entry> {
         match side(node) {
             // No second name for a control file, anywhere.
-            Side::Control => Err(Errno(libc::EPERM)),
+            Side::Control => Err(Errno(libc::EPERM).into()),
             Side::Host => self.host_link(node, newparent, newname, caller),
         }
     }
@@ -195,7 +205,7 @@ impl CkptFs {
     /// `getxattr`; with `size == 0` the value's length only.
     pub fn getxattr(&self, node: NodeId, name: &OsStr, size: u32) -> FsResult<XattrReply> {
         match side(node) {
-            Side::Control => Err(Errno(libc::ENODATA)),
+            Side::Control => Err(Errno(libc::ENODATA).into()),
             Side::Host => self.host_getxattr(node, name, size),
         }
     }
@@ -223,7 +233,7 @@ impl CkptFs {
         caller: Caller,
     ) -> FsResult<()> {
         match side(node) {
-            Side::Control => Err(Errno(libc::EPERM)),
+            Side::Control => Err(Errno(libc::EPERM).into()),
             Side::Host => self.host_setxattr(node, name, value, flags, caller),
         }
     }
@@ -231,7 +241,7 @@ impl CkptFs {
     /// `removexattr`.
     pub fn removexattr(&self, node: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
         match side(node) {
-            Side::Control => Err(Errno(libc::EPERM)),
+            Side::Control => Err(Errno(libc::EPERM).into()),
             Side::Host => self.host_removexattr(node, name, caller),
         }
     }
@@ -240,6 +250,7 @@ impl CkptFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::control::{CTL_GITIGNORE, CTL_TURN};
 
     #[test]
     fn control_ids_route_to_the_control_side_and_every_other_id_to_the_host() {
