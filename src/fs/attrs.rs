@@ -2,7 +2,6 @@
 //! attributes, and how long the kernel may cache a node's attributes (`attr_ttl`).
 
 use super::creds::{acl_clears_setgid, setid_to_drop};
-use super::files::{Handle, h_writable};
 use super::inode::HostId;
 use super::resolve::{AttrFd, Reach};
 use super::{Caller, CkptFs, FsResult, cname};
@@ -173,10 +172,7 @@ impl CkptFs {
     pub(super) fn host_attr_ttl(&self, node: NodeId) -> Duration {
         if self.passthrough.load(Ordering::Relaxed)
             && self.mappable_open.load(Ordering::Relaxed) > 0
-            && self
-                .lock_handles()
-                .find_on(node, Handle::mappable)
-                .is_some()
+            && self.lock_handles().find_on(node, |h| h.mappable).is_some()
         {
             return Duration::ZERO;
         }
@@ -185,10 +181,8 @@ impl CkptFs {
 
     /// `getattr`.
     pub(super) fn host_getattr(&self, node: NodeId, fh: Option<Fh>) -> FsResult<FileAttr> {
-        if let Some(h) = fh.and_then(|fh| self.lock_handles().get(fh))
-            && let Some(fd) = &h.fd
-        {
-            return Ok(attr_of(&sys::fstat(fd.as_fd())?));
+        if let Some(h) = fh.and_then(|fh| self.lock_handles().get(fh)) {
+            return Ok(attr_of(&sys::fstat(h.fd.as_fd())?));
         }
         let l = match self.reach(node)? {
             Reach::Root => return Ok(attr_of(&sys::fstat(self.root.as_fd())?)),
@@ -245,10 +239,8 @@ impl CkptFs {
         };
         if let Some(size) = set.size {
             let handle = fh.and_then(|fh| self.lock_handles().get(fh));
-            match handle.as_ref().and_then(|h| h.fd.as_ref()) {
-                Some(hfd) if h_writable(handle.as_deref()) == Some(true) => {
-                    sys::ftruncate(hfd.as_fd(), size)?
-                }
+            match handle.as_ref().filter(|h| h.writable) {
+                Some(h) => sys::ftruncate(h.fd.as_fd(), size)?,
                 _ => {
                     let w = sys::reopen(fd.as_fd(), libc::O_WRONLY)?;
                     sys::ftruncate(w.as_fd(), size)?;

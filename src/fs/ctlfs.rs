@@ -1,42 +1,104 @@
-//! The `.ckpt/` control nodes as the core serves them: attributes, listing, content, and what
-//! a write to `.ckpt/turn` or `.ckpt/rewind` does.
+//! The `.ckpt/` control nodes as a filesystem of their own, beside the folder's (the router,
+//! `vfs.rs`, sends each request to one side by its node id or handle number, as
+//! fuse-backend-rs's VFS sends a request to its pseudo filesystem): attributes, listing, open
+//! handles, content, and what a write to `.ckpt/turn` or `.ckpt/rewind` asks of the turns
+//! ([`TurnControl`]).
+//!
+//! Its handles are its own, numbered from [`CONTROL_FH`] up, so a handle number alone says
+//! which side serves a read, a write, a flush or a release; the host side never sees one.
 
 use super::attrs::now_ts;
 use super::control::{self, CTL_DIR, CTL_GITIGNORE, CTL_REWIND, CTL_TURN};
-use super::files::{Handle, HandleKind};
-use super::{CkptFs, DirItem, Entry, FsResult, SetAttr};
+use super::{DirItem, Entry, FsResult, Rewound, SetAttr};
+use crate::capture::TurnError;
 use crate::ids::{Fh, NodeId};
-use crate::rewind;
+use crate::ipc::JsonText;
+use crate::rewind::{self, RewindError};
+use crate::sync::Mutex;
 use crate::sys::{Errno, ToErrno};
 use fuser::{FileAttr, FileType};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-impl CkptFs {
+/// The first handle number of the control side; the host side's stay below it.
+pub(super) const CONTROL_FH: u64 = 1 << 63;
+
+/// Whether `fh` is a control file's handle.
+pub(super) fn is_control_fh(fh: Fh) -> bool {
+    fh.0 >= CONTROL_FH
+}
+
+/// What the control files read and what a write to them asks: the turn and rewind side of
+/// the core (`turns.rs`).
+pub(super) trait TurnControl {
+    /// The current turn (`.ckpt/turn`).
+    fn current_turn(&self) -> u64;
+    /// The last whole rewind's report as it was answered (`.ckpt/rewind`).
+    fn last_report(&self) -> Option<Arc<JsonText>>;
+    /// Begins turn `n` (a write to `.ckpt/turn`).
+    fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError>;
+    /// Runs a rewind (a write to `.ckpt/rewind`).
+    fn rewind(&self, req: &rewind::Request) -> Result<Rewound, RewindError>;
+}
+
+/// An open control file.
+struct ControlHandle {
+    node: NodeId,
+    /// What a read from offset 0 saw; later offsets read on in it.
+    snapshot: Mutex<Vec<u8>>,
+    /// Opened for writing and nothing written yet: closing it so is an empty input.
+    unwritten: AtomicBool,
+}
+
+/// The `.ckpt/` side of the mount.
+pub(super) struct ControlFs {
+    /// The owner the control nodes show: the folder root's.
+    uid: u32,
+    gid: u32,
+    /// The folder root's inode number, `..` of `.ckpt/` in its listing.
+    root_ino: u64,
+    handles: Mutex<HashMap<Fh, Arc<ControlHandle>>>,
+    next_fh: AtomicU64,
+}
+
+impl ControlFs {
+    /// The control side of a folder whose root is `root` (its `fstat`).
+    pub(super) fn new(root: &libc::stat) -> Self {
+        Self {
+            uid: root.st_uid,
+            gid: root.st_gid,
+            root_ino: root.st_ino,
+            handles: Mutex::leaf(HashMap::new()),
+            next_fh: AtomicU64::new(CONTROL_FH),
+        }
+    }
+
     /// `lookup` in a control node: the entries of `.ckpt/`; nothing lies below a file.
-    pub(super) fn ctl_lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
+    pub(super) fn lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         if parent != CTL_DIR {
             return Err(Errno(libc::ENOTDIR).into());
         }
         control::lookup(name.as_bytes())
-            .map(|n| self.control_entry(n))
+            .map(|n| self.entry(n))
             .ok_or(Errno(libc::ENOENT).into())
     }
 
     /// `setattr` of a control node: `echo N > .ckpt/turn` truncates first, which is accepted
     /// and changes nothing; any other change is refused.
-    pub(super) fn ctl_setattr(&self, node: NodeId, set: &SetAttr) -> FsResult<FileAttr> {
+    pub(super) fn setattr(&self, node: NodeId, set: &SetAttr) -> FsResult<FileAttr> {
         if set.mode.is_none() && set.uid.is_none() && set.gid.is_none() && set.size == Some(0) {
-            return Ok(self.control_attr(node));
+            return Ok(self.attr(node));
         }
         Err(Errno(libc::EPERM).into())
     }
 
     /// `readdir(plus)` of a control node: the listing of `.ckpt/` after the cookie `offset`,
     /// each with its entry (fixed ids, no lookup count); a file is not a directory.
-    pub(super) fn ctl_readdir(
+    pub(super) fn readdir(
         &self,
         node: NodeId,
         offset: u64,
@@ -45,13 +107,13 @@ impl CkptFs {
         if node != CTL_DIR {
             return Err(Errno(libc::ENOTDIR).into());
         }
-        for item in self.control_dir_items() {
+        for item in self.dir_items() {
             if item.offset <= offset {
                 continue;
             }
             let dots = item.name == "." || item.name == "..";
             let entry = (!dots)
-                .then(|| control::lookup(item.name.as_bytes()).map(|n| self.control_entry(n)))
+                .then(|| control::lookup(item.name.as_bytes()).map(|n| self.entry(n)))
                 .flatten();
             if sink(&item, entry.as_ref()) {
                 break;
@@ -63,7 +125,7 @@ impl CkptFs {
     /// `open` of a control node: a handle with no descriptor. A read from offset 0 takes a
     /// fresh snapshot of the content (later offsets read on in it); each write is one whole
     /// input; a handle opened for writing and closed with nothing written is an empty input.
-    pub(super) fn open_control(&self, node: NodeId, flags: i32) -> FsResult<Fh> {
+    pub(super) fn open(&self, node: NodeId, flags: i32) -> FsResult<Fh> {
         if node == CTL_DIR {
             return Err(Errno(libc::EISDIR).into());
         }
@@ -71,18 +133,65 @@ impl CkptFs {
         if writing && node == CTL_GITIGNORE {
             return Err(Errno(libc::EACCES).into());
         }
-        Ok(self.add_handle(Handle {
+        let fh = Fh(self.next_fh.fetch_add(1, Ordering::Relaxed));
+        let handle = ControlHandle {
             node,
-            fd: None,
-            kind: HandleKind::Control {
-                node,
-                snapshot: crate::sync::Mutex::leaf(Vec::new()),
-                unwritten: AtomicBool::new(writing),
-            },
-        }))
+            snapshot: Mutex::leaf(Vec::new()),
+            unwritten: AtomicBool::new(writing),
+        };
+        self.handles.lock().insert(fh, Arc::new(handle));
+        Ok(fh)
     }
 
-    pub(super) fn control_attr(&self, node: NodeId) -> FileAttr {
+    fn handle(&self, fh: Fh) -> FsResult<Arc<ControlHandle>> {
+        Ok(self
+            .handles
+            .lock()
+            .get(&fh)
+            .cloned()
+            .ok_or(Errno(libc::EBADF))?)
+    }
+
+    /// `read` of an open control file: from offset 0 a fresh snapshot of its content.
+    pub(super) fn read(
+        &self,
+        fh: Fh,
+        offset: u64,
+        size: u32,
+        turns: &dyn TurnControl,
+    ) -> FsResult<Vec<u8>> {
+        let h = self.handle(fh)?;
+        let mut snap = h.snapshot.lock();
+        if offset == 0 || snap.is_empty() {
+            *snap = Self::content(h.node, turns);
+        }
+        let start = (offset as usize).min(snap.len());
+        let end = (start + size as usize).min(snap.len());
+        Ok(snap[start..end].to_vec())
+    }
+
+    /// `write` to an open control file: each write is one whole input.
+    pub(super) fn write(&self, fh: Fh, data: &[u8], turns: &dyn TurnControl) -> FsResult<u32> {
+        let h = self.handle(fh)?;
+        h.unwritten.store(false, Ordering::Relaxed);
+        Self::input(h.node, data, turns).map(|()| data.len() as u32)
+    }
+
+    /// `flush` (each `close`): a control file opened for writing and closed without a byte
+    /// written got empty input, which is `EINVAL` like any other bad input.
+    pub(super) fn flush(&self, fh: Fh) -> FsResult<()> {
+        if self.handle(fh)?.unwritten.swap(false, Ordering::Relaxed) {
+            return Err(Errno(libc::EINVAL).into());
+        }
+        Ok(())
+    }
+
+    /// `release`.
+    pub(super) fn release(&self, fh: Fh) {
+        self.handles.lock().remove(&fh);
+    }
+
+    pub(super) fn attr(&self, node: NodeId) -> FileAttr {
         let (kind, perm, size) = match node {
             CTL_DIR => (FileType::Directory, 0o755, 0),
             CTL_GITIGNORE => (FileType::RegularFile, 0o444, 2),
@@ -110,9 +219,9 @@ impl CkptFs {
         }
     }
 
-    pub(super) fn control_entry(&self, node: NodeId) -> Entry {
+    pub(super) fn entry(&self, node: NodeId) -> Entry {
         Entry {
-            attr: self.control_attr(node),
+            attr: self.attr(node),
             node,
             ttl: Duration::ZERO,
             attr_ttl: Duration::ZERO,
@@ -121,7 +230,7 @@ impl CkptFs {
 
     /// The control directory's listing; `offset` cookies 1, 2, … in this order. A control
     /// node's `d_ino` is its node id, as its `st_ino` is.
-    pub(super) fn control_dir_items(&self) -> Vec<DirItem> {
+    fn dir_items(&self) -> Vec<DirItem> {
         let mut v = vec![
             DirItem {
                 ino: CTL_DIR.0,
@@ -130,7 +239,7 @@ impl CkptFs {
                 name: ".".into(),
             },
             DirItem {
-                ino: self.root_host.ino,
+                ino: self.root_ino,
                 offset: 2,
                 kind: FileType::Directory,
                 name: "..".into(),
@@ -147,11 +256,11 @@ impl CkptFs {
         v
     }
 
-    pub(super) fn control_content(&self, node: NodeId) -> Vec<u8> {
+    fn content(node: NodeId, turns: &dyn TurnControl) -> Vec<u8> {
         match node {
-            CTL_TURN => format!("{}\n", self.capture.current_turn()).into_bytes(),
+            CTL_TURN => format!("{}\n", turns.current_turn()).into_bytes(),
             CTL_REWIND => {
-                let text = self.last_report.lock().clone();
+                let text = turns.last_report();
                 let json = text.as_ref().map_or("{}", |t| t.get());
                 format!("{json}\n").into_bytes()
             }
@@ -160,11 +269,11 @@ impl CkptFs {
         }
     }
 
-    pub(super) fn control_write(&self, node: NodeId, data: &[u8]) -> FsResult<()> {
+    fn input(node: NodeId, data: &[u8], turns: &dyn TurnControl) -> FsResult<()> {
         match node {
             CTL_TURN => {
                 let input = control::parse_turn(data).ok_or(Errno(libc::EINVAL))?;
-                Ok(self
+                Ok(turns
                     .begin_turn(input.turn, input.label)
                     .map(drop)
                     .map_err(|e| e.to_errno())?)
@@ -177,7 +286,7 @@ impl CkptFs {
                         mode: rewind::Mode::Apply,
                     },
                 };
-                match self.rewind(&req, &|_, _| {}) {
+                match turns.rewind(&req) {
                     Ok(r) if r.report.ok() => Ok(()),
                     // Partly restored: the report (readable from .ckpt/rewind) says what failed.
                     Ok(_) => Err(Errno(libc::EIO).into()),

@@ -12,41 +12,25 @@ use crate::sys::{self, Errno};
 use std::ffi::{CStr, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
-pub(super) enum HandleKind {
-    File {
-        writable: bool,
-        /// Seen by `fstat` to be a regular file when opened (so passthrough may back it
-        /// without another `fstat`).
-        regular: bool,
-        /// Opened read-write: a shared writable mapping of it can be made (see
-        /// [`CkptFs::attr_ttl`]).
-        mappable: bool,
-    },
-    Control {
-        node: NodeId,
-        snapshot: crate::sync::Mutex<Vec<u8>>,
-        /// Opened for writing and nothing written yet: closing it so is an empty input.
-        unwritten: AtomicBool,
-    },
-}
-
+/// An open file of the folder: the daemon's descriptor of it, and how it was opened.
 pub(super) struct Handle {
     pub(super) node: NodeId,
-    pub(super) fd: Option<OwnedFd>,
-    pub(super) kind: HandleKind,
+    pub(super) fd: OwnedFd,
+    /// Opened for writing, or with `O_TRUNC`.
+    pub(super) writable: bool,
+    /// Seen by `fstat` to be a regular file when opened (so passthrough may back it without
+    /// another `fstat`).
+    pub(super) regular: bool,
+    /// Opened read-write: a shared writable mapping of it can be made (see
+    /// [`CkptFs::attr_ttl`]).
+    pub(super) mappable: bool,
 }
 
 impl NodeHandle for Handle {
     fn node(&self) -> NodeId {
         self.node
-    }
-}
-
-impl Handle {
-    pub(super) fn mappable(&self) -> bool {
-        matches!(self.kind, HandleKind::File { mappable: true, .. })
     }
 }
 
@@ -92,17 +76,10 @@ pub(super) fn open_to_capture(
     Ok((sys::openat(dir.as_fd(), name, flags, 0)?, flags))
 }
 
-pub(super) fn h_writable(h: Option<&Handle>) -> Option<bool> {
-    match h?.kind {
-        HandleKind::File { writable, .. } => Some(writable),
-        _ => None,
-    }
-}
-
 impl CkptFs {
     pub(super) fn add_handle(&self, h: Handle) -> Fh {
         let fh = Fh(self.next_fh.fetch_add(1, Ordering::Relaxed));
-        if h.mappable() {
+        if h.mappable {
             self.mappable_open.fetch_add(1, Ordering::Relaxed);
         }
         self.lock_handles().insert(fh, h);
@@ -111,14 +88,6 @@ impl CkptFs {
 
     pub(super) fn handle(&self, fh: Fh) -> FsResult<Arc<Handle>> {
         self.lock_handles().get(fh).ok_or(Errno(libc::EBADF).into())
-    }
-
-    pub(super) fn handle_fd(&self, fh: Fh) -> FsResult<Arc<Handle>> {
-        let h = self.handle(fh)?;
-        if h.fd.is_none() {
-            return Err(Errno(libc::EBADF).into());
-        }
-        Ok(h)
     }
 
     /// `open` of a file of the folder.
@@ -184,12 +153,10 @@ impl CkptFs {
         };
         Ok(self.add_handle(Handle {
             node,
-            fd: Some(fd),
-            kind: HandleKind::File {
-                writable,
-                regular,
-                mappable,
-            },
+            fd,
+            writable,
+            regular,
+            mappable,
         }))
     }
 
@@ -200,12 +167,10 @@ impl CkptFs {
         let writable = clean & libc::O_ACCMODE != libc::O_RDONLY || clean & libc::O_TRUNC != 0;
         Ok(self.add_handle(Handle {
             node,
-            fd: Some(fd),
-            kind: HandleKind::File {
-                writable,
-                regular: false,
-                mappable: clean & libc::O_ACCMODE == libc::O_RDWR,
-            },
+            fd,
+            writable,
+            regular: false,
+            mappable: clean & libc::O_ACCMODE == libc::O_RDWR,
         }))
     }
 
@@ -245,12 +210,10 @@ impl CkptFs {
         };
         Ok(self.add_handle(Handle {
             node,
-            fd: Some(fd),
-            kind: HandleKind::File {
-                writable: true,
-                regular,
-                mappable: clean & libc::O_ACCMODE == libc::O_RDWR,
-            },
+            fd,
+            writable: true,
+            regular,
+            mappable: clean & libc::O_ACCMODE == libc::O_RDWR,
         }))
     }
 
@@ -280,50 +243,31 @@ impl CkptFs {
         let entry = self.entry(parent, name, &st);
         let fh = self.add_handle(Handle {
             node: entry.node,
-            fd: Some(fd),
-            kind: HandleKind::File {
-                writable: true,
-                regular: st.st_mode & libc::S_IFMT == libc::S_IFREG,
-                // No attributes of the new file were cached before it could be mapped, and it
-                // is empty: it grows by a write or a truncation first, and both refresh them.
-                mappable: flags & libc::O_ACCMODE == libc::O_RDWR,
-            },
+            fd,
+            writable: true,
+            regular: st.st_mode & libc::S_IFMT == libc::S_IFREG,
+            // No attributes of the new file were cached before it could be mapped, and it
+            // is empty: it grows by a write or a truncation first, and both refresh them.
+            mappable: flags & libc::O_ACCMODE == libc::O_RDWR,
         });
         Ok((entry, fh))
     }
 
-    /// `read`.
-    pub fn read(&self, fh: Fh, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+    /// `read` of a file of the folder.
+    pub(super) fn host_read(&self, fh: Fh, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let h = self.handle(fh)?;
-        if let HandleKind::Control { node, snapshot, .. } = &h.kind {
-            let mut snap = snapshot.lock();
-            if offset == 0 || snap.is_empty() {
-                *snap = self.control_content(*node);
-            }
-            let start = (offset as usize).min(snap.len());
-            let end = (start + size as usize).min(snap.len());
-            return Ok(snap[start..end].to_vec());
-        }
-        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
         let mut buf = vec![0u8; size as usize];
-        let n = crate::sys::read_full(fd.as_fd(), &mut buf, offset)?;
+        let n = crate::sys::read_full(h.fd.as_fd(), &mut buf, offset)?;
         buf.truncate(n);
         Ok(buf)
     }
 
-    /// `write`.
-    pub fn write(&self, fh: Fh, offset: u64, data: &[u8]) -> FsResult<u32> {
+    /// `write` to a file of the folder (the handle is writable, so its file was captured at
+    /// open).
+    pub(super) fn host_write(&self, fh: Fh, offset: u64, data: &[u8]) -> FsResult<u32> {
         let h = self.handle(fh)?;
-        if let HandleKind::Control {
-            node, unwritten, ..
-        } = &h.kind
-        {
-            unwritten.store(false, Ordering::Relaxed);
-            return self.control_write(*node, data).map(|()| data.len() as u32);
-        }
-        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
         let _gate = self.shared_gate();
-        let n = sys::pwrite(fd.as_fd(), data, offset)?;
+        let n = sys::pwrite(h.fd.as_fd(), data, offset)?;
         Ok(n as u32)
     }
 
@@ -337,16 +281,13 @@ impl CkptFs {
         fh: Fh,
         register: impl FnOnce(BorrowedFd<'_>) -> R,
     ) -> FsResult<R> {
-        let h = self.handle_fd(fh)?;
-        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
-        let regular = match h.kind {
-            HandleKind::File { regular: true, .. } => true,
-            _ => sys::fstat(fd.as_fd())?.st_mode & libc::S_IFMT == libc::S_IFREG,
-        };
+        let h = self.handle(fh)?;
+        let regular =
+            h.regular || sys::fstat(h.fd.as_fd())?.st_mode & libc::S_IFMT == libc::S_IFREG;
         if !regular {
             return Err(Errno(libc::EINVAL).into());
         }
-        Ok(register(fd.as_fd()))
+        Ok(register(h.fd.as_fd()))
     }
 
     /// The kernel did not take `fh`'s descriptor for passthrough: the daemon serves the
@@ -357,9 +298,9 @@ impl CkptFs {
         if !self.passthrough() {
             return;
         }
-        let Ok(h) = self.handle_fd(fh) else { return };
-        if let (Some(fd), HandleKind::File { mappable: true, .. }) = (&h.fd, &h.kind)
-            && let Err(e) = sys::keep_atime(fd.as_fd())
+        let Ok(h) = self.handle(fh) else { return };
+        if h.mappable
+            && let Err(e) = sys::keep_atime(h.fd.as_fd())
         {
             let path = self.log_path(h.node, None);
             log::warn!(target: "ckpt::fs", "reads of {path} through this open may leave its atime: {e}");
@@ -378,12 +319,13 @@ impl CkptFs {
         if self.passthrough() {
             return false;
         }
-        let Ok(h) = self.handle_fd(fh) else {
+        let Ok(h) = self.handle(fh) else {
             return false;
         };
-        let (Some(fd), HandleKind::File { regular: true, .. }) = (&h.fd, &h.kind) else {
+        if !h.regular {
             return false;
-        };
+        }
+        let fd = &h.fd;
         let Some(ino) = self.read_inodes().get(node).map(|n| n.host.ino) else {
             return false;
         };
@@ -391,51 +333,33 @@ impl CkptFs {
         self.read_inodes().pages_still_valid(node, now)
     }
 
-    /// `flush` (each `close`): a control file opened for writing and closed without a byte
-    /// written got empty input, which is `EINVAL` like any other bad input.
-    pub fn flush(&self, fh: Fh) -> FsResult<()> {
-        match self.handle(fh)?.kind {
-            HandleKind::Control { ref unwritten, .. }
-                if unwritten.swap(false, Ordering::Relaxed) =>
-            {
-                Err(Errno(libc::EINVAL).into())
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// `release`.
-    pub fn release(&self, fh: Fh) {
+    /// `release` of a file of the folder.
+    pub(super) fn host_release(&self, fh: Fh) {
         // Closed after the lock is released: a close can take as long as a flush.
         let handle = self.lock_handles().remove(fh);
-        if handle.as_ref().is_some_and(|h| h.mappable()) {
+        if handle.as_ref().is_some_and(|h| h.mappable) {
             self.mappable_open.fetch_sub(1, Ordering::Relaxed);
         }
         drop(handle);
     }
 
-    /// `fsync`.
-    pub fn fsync(&self, fh: Fh, datasync: bool) -> FsResult<()> {
+    /// `fsync` of a file of the folder.
+    pub(super) fn host_fsync(&self, fh: Fh, datasync: bool) -> FsResult<()> {
         let h = self.handle(fh)?;
-        match &h.fd {
-            Some(fd) => Ok(sys::fsync(fd.as_fd(), datasync)?),
-            None => Ok(()),
-        }
+        Ok(sys::fsync(h.fd.as_fd(), datasync)?)
     }
 
     /// `fallocate` (the handle is writable, so its file was captured at open).
     pub fn fallocate(&self, fh: Fh, offset: u64, length: u64, mode: i32) -> FsResult<()> {
-        let h = self.handle_fd(fh)?;
+        let h = self.handle(fh)?;
         let _gate = self.shared_gate();
-        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
-        Ok(sys::fallocate(fd.as_fd(), mode, offset, length)?)
+        Ok(sys::fallocate(h.fd.as_fd(), mode, offset, length)?)
     }
 
     /// `lseek` (`SEEK_DATA` / `SEEK_HOLE`).
     pub fn lseek(&self, fh: Fh, offset: i64, whence: i32) -> FsResult<i64> {
-        let h = self.handle_fd(fh)?;
-        let fd = h.fd.as_ref().ok_or(Errno(libc::EBADF))?;
-        Ok(sys::lseek(fd.as_fd(), offset, whence)?)
+        let h = self.handle(fh)?;
+        Ok(sys::lseek(h.fd.as_fd(), offset, whence)?)
     }
 
     /// `copy_file_range` between two handles.
@@ -447,17 +371,13 @@ impl CkptFs {
         off_out: u64,
         len: u64,
     ) -> FsResult<u32> {
-        let hi = self.handle_fd(fh_in)?;
-        let ho = self.handle_fd(fh_out)?;
+        let hi = self.handle(fh_in)?;
+        let ho = self.handle(fh_out)?;
         let _gate = self.shared_gate();
-        let (fi, fo) = (
-            hi.fd.as_ref().ok_or(Errno(libc::EBADF))?,
-            ho.fd.as_ref().ok_or(Errno(libc::EBADF))?,
-        );
         let n = sys::copy_file_range(
-            fi.as_fd(),
+            hi.fd.as_fd(),
             off_in,
-            fo.as_fd(),
+            ho.fd.as_fd(),
             off_out,
             len.min(u64::from(u32::MAX)),
         )?;
@@ -474,9 +394,8 @@ mod tests {
     use crate::store::Store;
 
     fn status_flags(fs: &CkptFs, fh: Fh) -> i32 {
-        let h = fs.handle_fd(fh).expect("handle");
-        let fd = h.fd.as_ref().expect("descriptor");
-        sys::status_flags(fd.as_fd()).expect("F_GETFL")
+        let h = fs.handle(fh).expect("handle");
+        sys::status_flags(h.fd.as_fd()).expect("F_GETFL")
     }
 
     /// Which descriptors a write-opening leaves `O_NOATIME` on: those no caller's read goes

@@ -2,26 +2,29 @@
 //! capture before each mutation. It never sees fuser's `Request` or `Reply*` types, so tests
 //! drive it on a temp dir without a kernel (tests/core_model.rs).
 //!
-//! Where things live (each file is an `impl CkptFs` block or the types it needs):
+//! Where things live. The folder's side is `CkptFs` itself (one `impl CkptFs` block per file
+//! below); the `.ckpt/` side is its own type, `ctlfs::ControlFs`, with its own nodes and
+//! handles, reached only through the router:
 //!
 //! | file | job |
 //! |---|---|
 //! | `mod.rs` | the `CkptFs` state, its locks and their order, capture of a node |
-//! | `vfs.rs` | routing: each operation to the host side or to `ctlfs.rs`, by the node's id |
-//! | `resolve.rs` | how a node reaches its host inode: names, open handles, orphans, ghosts |
+//! | `vfs.rs` | the router: each operation to the host side or to `ControlFs`, by node id or handle number |
+//! | `error.rs` | `FsError`: the errno for the kernel, what failed inside for the log |
+//! | `resolve.rs` | `Reach`, the one way a node reaches its host inode: by name, or unnamed while held open |
 //! | `attrs.rs` | `stat` as the kernel sees it, getattr/setattr/readlink, xattrs, attribute TTLs |
-//! | `files.rs` | handles, open/create (capture through the handle), read, write, release |
-//! | `namespace.rs` | mknod, mkdir, symlink, link, unlink, rmdir, rename |
+//! | `files.rs` | host handles, open/create (capture through the handle), read, write, release |
+//! | `namespace.rs` | mknod, mkdir, symlink, link, unlink, rmdir, rename; the `Detached` guard |
 //! | `dirs.rs` | readdir(plus) resumed at the host's cookie, fsyncdir, statfs |
 //! | `creds.rs` | caller groups and `CAP_FSETID`, set-id bits to drop, the caller's umask |
-//! | `control.rs`, `ctlfs.rs` | the virtual `.ckpt/` nodes: ids and parsing; serving them |
-//! | `turns.rs` | turn switches and rewinds: gate, held-open captures, cache invalidation |
+//! | `control.rs`, `ctlfs.rs` | the virtual `.ckpt/` nodes: ids and parsing; `ControlFs`, which serves them |
+//! | `turns.rs`, `ops.rs` | turn switches, rewinds, undo, redo, relabel: gate, held-open captures, cache invalidation; what the control files ask (`TurnControl`) |
 //! | `inode.rs`, `handles.rs` | the node table (node id ↔ host identity, names) and handle table |
 //! | `fuse.rs` | the fuser adapter: converts each request, calls the core, replies |
 //! | `fuse/backing.rs` | passthrough's backing ids, one per node while an open holds it |
 //!
 //! Every mutating operation reads the same way: take `gate` shared, capture what it will
-//! change (`capture_node` / `Capturer::ensure`), reach the inode through `resolve.rs`, make
+//! change (`capture_node` / `Capturer::ensure`), reach the inode (`CkptFs::reach`), make
 //! the host call through descriptors, then update the tables.
 //!
 //! Descriptors: the folder root is held from before the mount (so no path ever leads back into
@@ -62,6 +65,7 @@ use crate::ipc::JsonText;
 use crate::relpath::RelPath;
 use crate::sync::{Mutex, MutexGuard, Rank, ReadGuard, RwLock, WriteGuard};
 use crate::sys;
+use ctlfs::ControlFs;
 use files::Handle;
 use fuser::{FileAttr, FileType};
 use handles::HandleTable;
@@ -156,7 +160,6 @@ impl Default for FsConfig {
 /// The core filesystem.
 pub struct CkptFs {
     root: Arc<OwnedFd>,
-    root_host: HostId,
     inodes: RwLock<InodeTable>,
     dirs: Mutex<DirCache>,
     handles: Mutex<HandleTable<Handle>>,
@@ -172,8 +175,8 @@ pub struct CkptFs {
     passthrough: AtomicBool,
     /// Open handles that are [`Handle::mappable`].
     mappable_open: AtomicUsize,
-    uid: u32,
-    gid: u32,
+    /// The `.ckpt/` side (`ctlfs.rs`).
+    control: ControlFs,
 }
 
 fn cname(name: &OsStr) -> FsResult<CString> {
@@ -187,7 +190,6 @@ impl CkptFs {
         let root_host = HostId::of(&st);
         Ok(Self {
             root: Arc::new(root),
-            root_host,
             inodes: RwLock::ranked(Rank::Inodes, InodeTable::new(root_host)),
             dirs: Mutex::ranked(
                 Rank::Dirs,
@@ -207,8 +209,7 @@ impl CkptFs {
             invalidator: OnceLock::new(),
             passthrough: AtomicBool::new(false),
             mappable_open: AtomicUsize::new(0),
-            uid: st.st_uid,
-            gid: st.st_gid,
+            control: ControlFs::new(&st),
         })
     }
 

@@ -8,7 +8,7 @@
 //! Every descriptor reached by name is verified against the node's host identity (`verify`),
 //! else `ESTALE`.
 
-use super::files::{Handle, HandleKind};
+use super::files::Handle;
 use super::inode::{HostId, ROOT};
 use super::{CkptFs, FsError, FsResult, cname, control};
 use crate::ids::NodeId;
@@ -58,12 +58,7 @@ impl AttrFd {
     pub(super) fn fd(&self) -> FsResult<BorrowedFd<'_>> {
         match self {
             AttrFd::Path(fd) => Ok(fd.as_fd()),
-            // `attr_fd` only picks handles with a descriptor
-            AttrFd::Open(h) => {
-                h.fd.as_ref()
-                    .map(AsFd::as_fd)
-                    .ok_or(Errno(libc::EBADF).into())
-            }
+            AttrFd::Open(h) => Ok(h.fd.as_fd()),
         }
     }
 
@@ -353,11 +348,9 @@ impl CkptFs {
         }
     }
 
-    /// One of `node`'s open file handles (with its descriptor), if it has any.
+    /// One of `node`'s open file handles, if it has any.
     pub(super) fn open_file(&self, node: NodeId) -> Option<Arc<Handle>> {
-        self.lock_handles().find_on(node, |h| {
-            h.fd.is_some() && matches!(h.kind, HandleKind::File { .. })
-        })
+        self.lock_handles().find_on(node, |_| true)
     }
 
     /// For a node that has lost every name (unlinked, or replaced by a rename or a rewind,
@@ -369,7 +362,7 @@ impl CkptFs {
             return None;
         }
         match self.open_file(node) {
-            Some(h) => h.fd.as_ref().and_then(|fd| fd.try_clone().ok()),
+            Some(h) => h.fd.try_clone().ok(),
             None => self.ghost_fd(node),
         }
     }

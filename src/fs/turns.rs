@@ -1,7 +1,8 @@
 //! Turn switches and rewinds as the daemon runs them: the gate held exclusively, captures of
 //! files held open for writing, names refreshed and the kernel's caches invalidated after.
 
-use super::files::{Handle, HandleKind};
+use super::ctlfs::TurnControl;
+use super::files::Handle;
 use super::inode::{HostId, ROOT};
 use super::resolve::Located;
 use super::{CkptFs, FsResult, cname};
@@ -39,7 +40,7 @@ impl CkptFs {
         let nodes: Vec<NodeId> = self
             .lock_handles()
             .values()
-            .filter(|h| matches!(h.kind, HandleKind::File { writable: true, .. }))
+            .filter(|h| h.writable)
             .map(|h| h.node)
             .collect();
         let mut held = Vec::new();
@@ -193,7 +194,7 @@ impl CkptFs {
             // survive a rewind to that turn under that name.
             if let (Some(host), Some(d), Some(c)) = (now, &dir, &cname) {
                 let held = self.read_inodes().node_of(host);
-                let fd = held.and_then(|node| Some((node, open.get(&node)?.fd.as_ref()?)));
+                let fd = held.and_then(|node| Some((node, &open.get(&node)?.fd)));
                 if let Some((node, fd)) = fd
                     && let Ok(named) = FileId::of_name(d.as_fd(), c)
                     && FileId::of_fd(fd.as_fd(), host.ino).is(&named)
@@ -232,9 +233,7 @@ impl CkptFs {
     fn open_descriptors(&self) -> HashMap<NodeId, Arc<Handle>> {
         let mut out = HashMap::new();
         for h in self.lock_handles().values() {
-            if matches!(h.kind, HandleKind::File { .. }) && h.fd.is_some() {
-                out.entry(h.node).or_insert_with(|| h.clone());
-            }
+            out.entry(h.node).or_insert_with(|| h.clone());
         }
         out
     }
@@ -312,6 +311,26 @@ impl CkptFs {
                 ),
             });
         }
+    }
+}
+
+/// The turns as the control files see them: `.ckpt/turn` and `.ckpt/rewind` read and begin
+/// turns and rewinds as the control socket does.
+impl TurnControl for CkptFs {
+    fn current_turn(&self) -> u64 {
+        self.capture.current_turn()
+    }
+
+    fn last_report(&self) -> Option<Arc<JsonText>> {
+        self.last_report.lock().clone()
+    }
+
+    fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
+        CkptFs::begin_turn(self, n, label)
+    }
+
+    fn rewind(&self, req: &rewind::Request) -> Result<Rewound, RewindError> {
+        CkptFs::rewind(self, req, &|_, _| {})
     }
 }
 

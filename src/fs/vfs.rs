@@ -3,7 +3,9 @@
 //! node's id: control nodes have fixed ids (2 to 5, `control.rs`) that no host inode is ever
 //! given (`inode.rs` gives host inodes ids from `FIRST_DYNAMIC` up, the root 1), so the range
 //! alone says which side answers, in the shape of fuse-backend-rs's VFS index and its
-//! `pseudo_fs`. Neither side checks for the other.
+//! `pseudo_fs`. Requests on an open handle route the same way by its number (control handles
+//! are numbered from `ctlfs::CONTROL_FH` up). Neither side checks for the other: the host side
+//! has no control handle in its table, and `ControlFs` knows nothing of the folder.
 //!
 //! Operations by a parent and a name (mknod, mkdir, symlink, create, link, unlink, rmdir,
 //! rename) route on the parent the same way, through [`CkptFs::refuse_store`], the first check
@@ -12,6 +14,7 @@
 //! nothing in the mount may change the store.
 
 use super::control::{self, CTL_DIR, CTL_REWIND};
+use super::ctlfs::is_control_fh;
 use super::inode::ROOT;
 use super::{Caller, CkptFs, DirItem, Entry, FsResult, OpenedAs, SetAttr, XattrReply};
 use crate::ids::{Fh, NodeId};
@@ -61,8 +64,8 @@ impl CkptFs {
     /// one place where the two sides meet.
     pub fn lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         match side(parent) {
-            Side::Control => self.ctl_lookup(parent, name),
-            Side::Host if Self::is_store_name(parent, name) => Ok(self.control_entry(CTL_DIR)),
+            Side::Control => self.control.lookup(parent, name),
+            Side::Host if Self::is_store_name(parent, name) => Ok(self.control.entry(CTL_DIR)),
             Side::Host => self.host_lookup(parent, name),
         }
     }
@@ -87,7 +90,7 @@ impl CkptFs {
     /// `getattr`.
     pub fn getattr(&self, node: NodeId, fh: Option<Fh>) -> FsResult<FileAttr> {
         match side(node) {
-            Side::Control => Ok(self.control_attr(node)),
+            Side::Control => Ok(self.control.attr(node)),
             Side::Host => self.host_getattr(node, fh),
         }
     }
@@ -99,7 +102,7 @@ impl CkptFs {
     pub fn access(&self, node: NodeId, mask: i32) -> FsResult<()> {
         match side(node) {
             Side::Control => {
-                let perm = u32::from(self.control_attr(node).perm);
+                let perm = u32::from(self.control.attr(node).perm);
                 let wanted = (mask & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
                 // The owner's bits: only the owner reaches a single-user mount.
                 if (perm >> 6) & wanted == wanted {
@@ -121,7 +124,7 @@ impl CkptFs {
         caller: Caller,
     ) -> FsResult<FileAttr> {
         match side(node) {
-            Side::Control => self.ctl_setattr(node, &set),
+            Side::Control => self.control.setattr(node, &set),
             Side::Host => self.host_setattr(node, fh, set, caller),
         }
     }
@@ -146,7 +149,7 @@ impl CkptFs {
     /// `open`.
     pub fn open(&self, node: NodeId, flags: i32, caller: Caller) -> FsResult<Fh> {
         match side(node) {
-            Side::Control => self.open_control(node, flags),
+            Side::Control => self.control.open(node, flags),
             Side::Host => self.host_open(node, flags, caller),
         }
     }
@@ -175,7 +178,9 @@ impl CkptFs {
         sink: &mut dyn FnMut(&DirItem) -> bool,
     ) -> FsResult<()> {
         match side(node) {
-            Side::Control => self.ctl_readdir(node, offset, &mut |item, _| sink(item)),
+            Side::Control => self
+                .control
+                .readdir(node, offset, &mut |item, _| sink(item)),
             Side::Host => self.host_readdir(node, offset, sink),
         }
     }
@@ -188,7 +193,7 @@ impl CkptFs {
         sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
     ) -> FsResult<()> {
         match side(node) {
-            Side::Control => self.ctl_readdir(node, offset, sink),
+            Side::Control => self.control.readdir(node, offset, sink),
             Side::Host => self.host_readdirplus(node, offset, sink),
         }
     }
@@ -244,6 +249,51 @@ impl CkptFs {
             Side::Control => Err(Errno(libc::EPERM).into()),
             Side::Host => self.host_removexattr(node, name, caller),
         }
+    }
+}
+
+/// Requests on an open handle go to the side that opened it, told by its number alone
+/// (`is_control_fh`), as requests on a node go by its id.
+impl CkptFs {
+    /// `read`.
+    pub fn read(&self, fh: Fh, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        if is_control_fh(fh) {
+            return self.control.read(fh, offset, size, self);
+        }
+        self.host_read(fh, offset, size)
+    }
+
+    /// `write`.
+    pub fn write(&self, fh: Fh, offset: u64, data: &[u8]) -> FsResult<u32> {
+        if is_control_fh(fh) {
+            return self.control.write(fh, data, self);
+        }
+        self.host_write(fh, offset, data)
+    }
+
+    /// `flush` (each `close`): nothing to do for a file of the folder (the mount keeps no
+    /// write-back cache; locks are the kernel's).
+    pub fn flush(&self, fh: Fh) -> FsResult<()> {
+        if is_control_fh(fh) {
+            return self.control.flush(fh);
+        }
+        Ok(())
+    }
+
+    /// `release`.
+    pub fn release(&self, fh: Fh) {
+        if is_control_fh(fh) {
+            return self.control.release(fh);
+        }
+        self.host_release(fh);
+    }
+
+    /// `fsync`: a control file has nothing to sync (every input is acted on when written).
+    pub fn fsync(&self, fh: Fh, datasync: bool) -> FsResult<()> {
+        if is_control_fh(fh) {
+            return Ok(());
+        }
+        self.host_fsync(fh, datasync)
     }
 }
 
