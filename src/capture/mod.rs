@@ -38,7 +38,7 @@ mod turn;
 pub use actors::{Classifier, ProcInfo, Procs, RealProcs, What, read_proc};
 
 pub use preimage::{read_open_file, read_preimage, walk_tree};
-pub use stage::{PendingStage, StageBy};
+pub use stage::{PendingStage, StageBy, Staging};
 pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError};
 
 use crate::relpath::RelPath;

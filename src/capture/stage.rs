@@ -197,6 +197,23 @@ const STAGER_NICE: i32 = 10;
 /// Most staged pre-images stored per lock of the store.
 const STAGER_BATCH: usize = 256;
 
+/// A name about to go away by a removal or a rename over it, as [`Capturer::stage`] takes it:
+/// `name` in the directory `parent`, at `path`, `st` its `lstat`, and whether a handle of the
+/// mount holds its file open (then it is captured the usual way: its writes go on).
+#[derive(Clone, Copy)]
+pub struct Staging<'a> {
+    /// The directory.
+    pub parent: BorrowedFd<'a>,
+    /// The name in it.
+    pub name: &'a CStr,
+    /// Its path in the folder.
+    pub path: &'a RelPath,
+    /// Its `lstat`.
+    pub st: &'a libc::stat,
+    /// Whether a handle holds the file open.
+    pub held_open: bool,
+}
+
 impl Capturer {
     /// A settled, done stage: its bytes are the stager's to store.
     fn hand_to_stager(&self, staged: Staged) {
@@ -230,17 +247,19 @@ impl Capturer {
     /// done or failed (a `Move` is done), and a token dropped unsettled counts as failed.
     /// `None`: captured the usual way (or this turn has it already), the caller removes or
     /// renames `name` itself.
-    #[allow(clippy::too_many_arguments)]
     pub fn stage(
         &self,
-        parent: BorrowedFd<'_>,
-        name: &CStr,
-        path: &RelPath,
-        st: &libc::stat,
-        held_open: bool,
+        at: Staging<'_>,
         who: Who,
         by: StageBy,
     ) -> Result<Option<PendingStage<'_>>, CaptureError> {
+        let Staging {
+            parent,
+            name,
+            path,
+            st,
+            held_open,
+        } = at;
         let actor = self.actor(who);
         let mut store = self.lock_raw();
         if store.index().captured_now.contains_key(path) {
@@ -374,17 +393,14 @@ mod tests {
         st: &libc::stat,
         held_open: bool,
     ) -> bool {
-        let staged = cap
-            .stage(
-                parent,
-                name,
-                path,
-                st,
-                held_open,
-                Who::default(),
-                StageBy::Move,
-            )
-            .expect("stage");
+        let at = Staging {
+            parent,
+            name,
+            path,
+            st,
+            held_open,
+        };
+        let staged = cap.stage(at, Who::default(), StageBy::Move).expect("stage");
         staged.map(|s| s.settle(true)).is_some()
     }
 
@@ -397,17 +413,17 @@ mod tests {
     ) -> PendingStage<'a> {
         let st = lstat(root, name);
         let who = Who::default();
-        cap.stage(
-            root.as_fd(),
+        let path = rp(path);
+        let at = Staging {
+            parent: root.as_fd(),
             name,
-            &rp(path),
-            &st,
-            false,
-            who,
-            StageBy::Link,
-        )
-        .expect("stage")
-        .expect("staged by a link")
+            path: &path,
+            st: &st,
+            held_open: false,
+        };
+        cap.stage(at, who, StageBy::Link)
+            .expect("stage")
+            .expect("staged by a link")
     }
 
     fn content_of(store: &Store, pre: &PreImage) -> Vec<u8> {
@@ -499,16 +515,16 @@ mod tests {
         let st = lstat(&root, c"removed");
         let mut seq = None;
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let path = rp("removed");
+            let at = Staging {
+                parent: root.as_fd(),
+                name: c"removed",
+                path: &path,
+                st: &st,
+                held_open: false,
+            };
             let pending = cap
-                .stage(
-                    root.as_fd(),
-                    c"removed",
-                    &rp("removed"),
-                    &st,
-                    false,
-                    Who::default(),
-                    StageBy::Move,
-                )
+                .stage(at, Who::default(), StageBy::Move)
                 .expect("stage")
                 .expect("staged by a move");
             seq = Some(seq_of(&pending));

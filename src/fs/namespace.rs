@@ -5,7 +5,7 @@ use super::creds::CallerUmask;
 use super::inode::HostId;
 use super::resolve::Located;
 use super::{Caller, CkptFs, Entry, FsError, FsResult, cname};
-use crate::capture::{PendingStage, StageBy, What, Who};
+use crate::capture::{PendingStage, StageBy, Staging, What, Who};
 use crate::ids::NodeId;
 use crate::relpath::RelPath;
 use crate::sys::{self, Errno};
@@ -188,20 +188,23 @@ impl CkptFs {
         let removed = match &file {
             Some(st) => {
                 let held_open = self.held_open(parent, name);
-                let by = StageBy::Move;
-                match self
-                    .capture
-                    .stage(dir.as_fd(), &c, &path, st, held_open, who, by)
-                {
+                let at = Staging {
+                    parent: dir.as_fd(),
+                    name: &c,
+                    path: &path,
+                    st,
+                    held_open,
+                };
+                match self.capture.stage(at, who, StageBy::Move) {
                     Ok(Some(staged)) => {
                         staged.settle(true);
                         Ok(())
                     }
-                    Ok(None) => sys::unlinkat(dir.as_fd(), &c, flags),
-                    Err(e) => Ok(Err(e)?),
+                    Ok(None) => sys::unlinkat(dir.as_fd(), &c, flags).map_err(FsError::from),
+                    Err(e) => Err(FsError::capturing(&path, e)),
                 }
             }
-            None => sys::unlinkat(dir.as_fd(), &c, flags),
+            None => sys::unlinkat(dir.as_fd(), &c, flags).map_err(FsError::from),
         };
         // A failed removal puts the detached node back as `detached` drops.
         removed?;
@@ -430,16 +433,15 @@ impl CkptFs {
                     && d.st_mode & libc::S_IFMT == libc::S_IFREG =>
             {
                 let held_open = self.held_open(newparent, newname);
+                let at = Staging {
+                    parent: ddir,
+                    name: &ends.dc,
+                    path: &ends.dpath,
+                    st: &d,
+                    held_open,
+                };
                 self.capture
-                    .stage(
-                        ddir,
-                        &ends.dc,
-                        &ends.dpath,
-                        &d,
-                        held_open,
-                        who,
-                        StageBy::Link,
-                    )
+                    .stage(at, who, StageBy::Link)
                     .map_err(|e| FsError::capturing(&ends.dpath, e))
             }
             _ if dst_is_dir => {
