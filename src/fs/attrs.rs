@@ -4,7 +4,7 @@
 use super::creds::{acl_clears_setgid, setid_to_drop};
 use super::inode::HostId;
 use super::resolve::{AttrFd, Reach};
-use super::{Caller, CkptFs, FsResult, cname};
+use super::{Caller, FsResult, HostFs, cname};
 use crate::capture::{What, Who};
 use crate::ids::{Fh, NodeId};
 use crate::sys::{self, Errno};
@@ -153,7 +153,7 @@ pub enum XattrReply {
     Data(Vec<u8>),
 }
 
-impl CkptFs {
+impl HostFs {
     /// How long the kernel may cache `node`'s attributes: the TTL, but none (each `stat` asks)
     /// while the node is open read-write with kernel passthrough.
     ///
@@ -163,7 +163,7 @@ impl CkptFs {
     /// mark or refresh the kernel's attributes; a mapped write does not, so `stat` kept the
     /// mtime from before for the whole TTL (xfstests generic/080, 215). Only a read-write
     /// descriptor can map a file shared and writable; while one is open the attributes are
-    /// not cached, and opening one drops those cached before ([`Self::open`]). Open
+    /// not cached, and opening one drops those cached before ([`super::CkptFs::open`]). Open
     /// write-only or read-only files keep the TTL, and so do files open read-write without
     /// passthrough: there mapped pages reach the host only through the daemon's writes, after
     /// which the kernel marks the attributes stale itself. The one case left: a mapping kept
@@ -273,7 +273,7 @@ impl CkptFs {
     }
 
     /// `readlink`.
-    pub fn readlink(&self, node: NodeId) -> FsResult<Vec<u8>> {
+    pub(super) fn readlink(&self, node: NodeId) -> FsResult<Vec<u8>> {
         let l = self.located(node)?;
         Ok(sys::readlinkat(l.dir.as_fd(), &l.name)?)
     }

@@ -3,14 +3,14 @@
 
 use super::attrs::{FromVecCompat, dt_kind};
 use super::inode::ROOT;
-use super::{CkptFs, DirItem, Entry, FsResult, cname};
+use super::{DirItem, Entry, FsResult, HostFs, cname};
 use crate::ids::NodeId;
 use crate::relpath::STORE_DIR;
 use crate::sys::{self, Errno};
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 
-impl CkptFs {
+impl HostFs {
     /// Feeds `f` the entries of a directory after the cookie `offset`, with the directory's
     /// descriptor, until it returns true (reply full) or the listing ends.
     ///
@@ -103,7 +103,7 @@ impl CkptFs {
     }
 
     /// `statfs`.
-    pub fn statfs(&self) -> FsResult<libc::statvfs> {
+    pub(super) fn statfs(&self) -> FsResult<libc::statvfs> {
         Ok(sys::fstatvfs(self.root.as_fd())?)
     }
 }

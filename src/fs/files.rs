@@ -4,7 +4,7 @@
 use super::creds::{CallerUmask, setid_to_drop};
 use super::handles::NodeHandle;
 use super::resolve::{Located, Reach};
-use super::{Caller, CkptFs, Entry, FsError, FsResult};
+use super::{Caller, Entry, FsError, FsResult, HostFs};
 use crate::capture::{What, Who};
 use crate::ids::{Fh, NodeId};
 use crate::relpath::RelPath;
@@ -24,7 +24,7 @@ pub(super) struct Handle {
     /// another `fstat`).
     pub(super) regular: bool,
     /// Opened read-write: a shared writable mapping of it can be made (see
-    /// [`CkptFs::attr_ttl`]).
+    /// [`super::CkptFs::attr_ttl`]).
     pub(super) mappable: bool,
 }
 
@@ -61,7 +61,7 @@ pub(super) fn host_open_flags(flags: i32) -> i32 {
 /// through a backing file of its own, opened with the caller's flags. Otherwise the caller's
 /// reads are served through this descriptor and must update the atime, so the capture sets
 /// and clears the flag around its read ([`sys::without_atime`]); a passthrough the kernel
-/// then refuses gives the flag back ([`CkptFs::reads_served_here`]). `O_NOATIME` needs the
+/// then refuses gives the flag back ([`HostFs::reads_served_here`]). `O_NOATIME` needs the
 /// file's owner or `CAP_FOWNER`: without them the descriptor is opened as usual.
 pub(super) fn open_to_capture(
     dir: &OwnedFd,
@@ -76,7 +76,7 @@ pub(super) fn open_to_capture(
     Ok((sys::openat(dir.as_fd(), name, flags, 0)?, flags))
 }
 
-impl CkptFs {
+impl HostFs {
     pub(super) fn add_handle(&self, h: Handle) -> Fh {
         let fh = Fh(self.next_fh.fetch_add(1, Ordering::Relaxed));
         if h.mappable {
@@ -218,7 +218,7 @@ impl CkptFs {
     }
 
     /// `create`: make and open a new file.
-    pub fn create(
+    pub(super) fn create(
         &self,
         parent: NodeId,
         name: &OsStr,
@@ -276,7 +276,7 @@ impl CkptFs {
     /// access mode: the kernel opens a backing file of its own for every open, with that
     /// open's flags, from the registered file's path (one registration serves every open of
     /// the inode).
-    pub fn with_backing_fd<R>(
+    pub(super) fn with_backing_fd<R>(
         &self,
         fh: Fh,
         register: impl FnOnce(BorrowedFd<'_>) -> R,
@@ -294,7 +294,7 @@ impl CkptFs {
     /// caller's reads through it, and they must update the atime as reads do on the host. A
     /// read-write open was opened with `O_NOATIME` in the expectation of passthrough
     /// (`open_to_capture`); the flag is cleared here, before the open is answered.
-    pub fn reads_served_here(&self, fh: Fh) {
+    pub(super) fn reads_served_here(&self, fh: Fh) {
         if !self.passthrough() {
             return;
         }
@@ -315,7 +315,7 @@ impl CkptFs {
     /// then fall out of step. The pages are the file's when this node's last open was of the
     /// same file and no rewind changed it since ([`super::inode::InodeTable::pages_still_valid`]);
     /// anything unproven drops them, as every open did before.
-    pub fn keeps_kernel_pages(&self, node: NodeId, fh: Fh) -> bool {
+    pub(super) fn keeps_kernel_pages(&self, node: NodeId, fh: Fh) -> bool {
         if self.passthrough() {
             return false;
         }
@@ -350,20 +350,20 @@ impl CkptFs {
     }
 
     /// `fallocate` (the handle is writable, so its file was captured at open).
-    pub fn fallocate(&self, fh: Fh, offset: u64, length: u64, mode: i32) -> FsResult<()> {
+    pub(super) fn fallocate(&self, fh: Fh, offset: u64, length: u64, mode: i32) -> FsResult<()> {
         let h = self.handle(fh)?;
         let _gate = self.shared_gate();
         Ok(sys::fallocate(h.fd.as_fd(), mode, offset, length)?)
     }
 
     /// `lseek` (`SEEK_DATA` / `SEEK_HOLE`).
-    pub fn lseek(&self, fh: Fh, offset: i64, whence: i32) -> FsResult<i64> {
+    pub(super) fn lseek(&self, fh: Fh, offset: i64, whence: i32) -> FsResult<i64> {
         let h = self.handle(fh)?;
         Ok(sys::lseek(h.fd.as_fd(), offset, whence)?)
     }
 
     /// `copy_file_range` between two handles.
-    pub fn copy_file_range(
+    pub(super) fn copy_file_range(
         &self,
         fh_in: Fh,
         off_in: u64,
@@ -389,11 +389,11 @@ impl CkptFs {
 mod tests {
     use super::*;
     use crate::capture::{Capturer, DEFAULT_MAX_BLOB};
-    use crate::fs::FsConfig;
     use crate::fs::inode::ROOT;
+    use crate::fs::{CkptFs, FsConfig};
     use crate::store::Store;
 
-    fn status_flags(fs: &CkptFs, fh: Fh) -> i32 {
+    fn status_flags(fs: &HostFs, fh: Fh) -> i32 {
         let h = fs.handle(fh).expect("handle");
         sys::status_flags(h.fd.as_fd()).expect("F_GETFL")
     }
@@ -423,9 +423,9 @@ mod tests {
         let quiet = |flags: i32, passthrough: bool| {
             fs.set_passthrough(passthrough);
             let fh = fs.open(node, flags, who).expect("open");
-            let before = status_flags(&fs, fh) & libc::O_NOATIME != 0;
+            let before = status_flags(&fs.host, fh) & libc::O_NOATIME != 0;
             fs.reads_served_here(fh);
-            let after = status_flags(&fs, fh) & libc::O_NOATIME != 0;
+            let after = status_flags(&fs.host, fh) & libc::O_NOATIME != 0;
             fs.release(fh);
             (before, after)
         };

@@ -61,7 +61,6 @@ pub use turns::Rewound;
 
 use crate::capture::{Capturer, Who};
 use crate::ids::NodeId;
-use crate::ipc::JsonText;
 use crate::relpath::RelPath;
 use crate::sync::{Mutex, MutexGuard, Rank, ReadGuard, RwLock, WriteGuard};
 use crate::sys;
@@ -77,6 +76,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use turns::Turns;
 
 /// Who asked.
 #[derive(Debug, Clone, Copy, Default)]
@@ -157,8 +157,18 @@ impl Default for FsConfig {
     }
 }
 
-/// The core filesystem.
+/// The core filesystem: the router (`vfs.rs`) over the folder's side ([`HostFs`]) and the
+/// `.ckpt/` side (`ControlFs`), and the turns (`Turns`), which change the folder as a whole.
+/// Its public methods are the operations the adapter, the daemon and the tests call.
 pub struct CkptFs {
+    host: HostFs,
+    control: ControlFs,
+    turns: Turns,
+}
+
+/// The folder's side of the mount: every operation on the folder's files, passed through to
+/// the host with capture before each mutation.
+pub struct HostFs {
     root: Arc<OwnedFd>,
     inodes: RwLock<InodeTable>,
     dirs: Mutex<DirCache>,
@@ -168,15 +178,11 @@ pub struct CkptFs {
     gate: RwLock<()>,
     capture: Capturer,
     config: FsConfig,
-    /// The last full rewind's report, as `.ckpt/rewind` shows it and as it was answered.
-    last_report: Mutex<Option<Arc<JsonText>>>,
     invalidator: OnceLock<Arc<dyn Invalidator>>,
     /// The kernel passes file I/O through to the host (set by the adapter at init).
     passthrough: AtomicBool,
     /// Open handles that are [`Handle::mappable`].
     mappable_open: AtomicUsize,
-    /// The `.ckpt/` side (`ctlfs.rs`).
-    control: ControlFs,
 }
 
 fn cname(name: &OsStr) -> FsResult<CString> {
@@ -187,8 +193,59 @@ impl CkptFs {
     /// A core over the folder behind `root` (an `O_PATH` directory descriptor) and its store.
     pub fn new(root: OwnedFd, capture: Capturer, config: FsConfig) -> FsResult<Self> {
         let st = sys::fstat(root.as_fd())?;
-        let root_host = HostId::of(&st);
         Ok(Self {
+            host: HostFs::new(root, &st, capture, config),
+            control: ControlFs::new(&st),
+            turns: Turns::new(),
+        })
+    }
+
+    /// Connects the kernel-cache invalidator (after the session exists).
+    pub fn set_invalidator(&self, inv: Arc<dyn Invalidator>) {
+        let _ = self.host.invalidator.set(inv);
+    }
+
+    /// Tells the core that the kernel passes file reads, writes and mmap through to the host.
+    pub fn set_passthrough(&self, on: bool) {
+        self.host.passthrough.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the kernel passes file I/O through to the host (decided at FUSE init).
+    pub fn passthrough(&self) -> bool {
+        self.host.passthrough()
+    }
+
+    /// The capture engine (for the control socket).
+    pub fn capturer(&self) -> &Capturer {
+        &self.host.capture
+    }
+
+    /// The folder root descriptor.
+    pub fn root(&self) -> BorrowedFd<'_> {
+        self.host.root.as_fd()
+    }
+
+    /// Number of nodes the kernel holds (status).
+    pub fn node_count(&self) -> usize {
+        self.host.read_inodes().len()
+    }
+
+    /// How long the kernel may remember that a name does not exist: as long as one that does.
+    pub fn negative_ttl(&self) -> Duration {
+        self.host.config.ttl
+    }
+
+    /// The path a log line names for `node`, or for `name` in the directory `node` (see
+    /// `HostFs::log_path`).
+    pub fn log_path(&self, node: NodeId, name: Option<&OsStr>) -> String {
+        self.host.log_path(node, name)
+    }
+}
+
+impl HostFs {
+    fn new(root: OwnedFd, st: &libc::stat, capture: Capturer, config: FsConfig) -> Self {
+        let root_host = HostId::of(st);
+        Self {
             root: Arc::new(root),
             inodes: RwLock::ranked(Rank::Inodes, InodeTable::new(root_host)),
             dirs: Mutex::ranked(
@@ -205,42 +262,15 @@ impl CkptFs {
             gate: RwLock::ranked(Rank::Gate, ()),
             capture,
             config,
-            last_report: Mutex::leaf(None),
             invalidator: OnceLock::new(),
             passthrough: AtomicBool::new(false),
             mappable_open: AtomicUsize::new(0),
-            control: ControlFs::new(&st),
-        })
-    }
-
-    /// Connects the kernel-cache invalidator (after the session exists).
-    pub fn set_invalidator(&self, inv: Arc<dyn Invalidator>) {
-        let _ = self.invalidator.set(inv);
-    }
-
-    /// Tells the core that the kernel passes file reads, writes and mmap through to the host.
-    pub fn set_passthrough(&self, on: bool) {
-        self.passthrough.store(on, Ordering::Relaxed);
+        }
     }
 
     /// Whether the kernel passes file I/O through to the host (decided at FUSE init).
-    pub fn passthrough(&self) -> bool {
+    fn passthrough(&self) -> bool {
         self.passthrough.load(Ordering::Relaxed)
-    }
-
-    /// The capture engine (for the control socket).
-    pub fn capturer(&self) -> &Capturer {
-        &self.capture
-    }
-
-    /// The folder root descriptor.
-    pub fn root(&self) -> BorrowedFd<'_> {
-        self.root.as_fd()
-    }
-
-    /// Number of nodes the kernel holds (status).
-    pub fn node_count(&self) -> usize {
-        self.read_inodes().len()
     }
 
     fn read_inodes(&self) -> ReadGuard<'_, InodeTable> {
@@ -279,11 +309,6 @@ impl CkptFs {
             ttl: self.config.ttl,
             attr_ttl: self.host_attr_ttl(node),
         }
-    }
-
-    /// How long the kernel may remember that a name does not exist: as long as one that does.
-    pub fn negative_ttl(&self) -> Duration {
-        self.config.ttl
     }
 
     /// `lookup` in a directory of the folder.

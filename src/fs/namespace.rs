@@ -4,7 +4,8 @@
 use super::creds::CallerUmask;
 use super::inode::HostId;
 use super::resolve::Located;
-use super::{Caller, CkptFs, Entry, FsError, FsResult, cname};
+use super::vfs::refuse_store;
+use super::{Caller, Entry, FsError, FsResult, HostFs, cname};
 use crate::capture::{PendingStage, StageBy, Staging, What, Who};
 use crate::ids::NodeId;
 use crate::relpath::RelPath;
@@ -13,7 +14,7 @@ use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
-impl CkptFs {
+impl HostFs {
     pub(super) fn own_new(&self, dir: BorrowedFd<'_>, name: &CStr, caller: Caller) {
         // A root daemon creates as root; give the entry to the caller as a local fs would.
         if sys::geteuid() != 0 || (caller.uid == 0 && caller.gid == 0) {
@@ -49,7 +50,7 @@ impl CkptFs {
         name: &OsStr,
         caller: Caller,
     ) -> FsResult<(Arc<OwnedFd>, CString)> {
-        Self::refuse_store(parent, name)?;
+        refuse_store(parent, name)?;
         let dir = self.dir_fd(parent)?;
         let c = cname(name)?;
         let path = self.child_path(parent, name)?;
@@ -60,7 +61,7 @@ impl CkptFs {
     }
 
     /// `mknod` (regular files, FIFOs, sockets, devices).
-    pub fn mknod(
+    pub(super) fn mknod(
         &self,
         parent: NodeId,
         name: &OsStr,
@@ -86,7 +87,7 @@ impl CkptFs {
     }
 
     /// `mkdir`.
-    pub fn mkdir(
+    pub(super) fn mkdir(
         &self,
         parent: NodeId,
         name: &OsStr,
@@ -106,7 +107,7 @@ impl CkptFs {
     }
 
     /// `symlink`.
-    pub fn symlink(
+    pub(super) fn symlink(
         &self,
         parent: NodeId,
         name: &OsStr,
@@ -166,7 +167,7 @@ impl CkptFs {
             Removal::File => 0,
             Removal::Dir => libc::AT_REMOVEDIR,
         };
-        Self::refuse_store(parent, name)?;
+        refuse_store(parent, name)?;
         let _gate = self.shared_gate();
         let dir = self.dir_fd(parent)?;
         let c = cname(name)?;
@@ -287,17 +288,17 @@ impl CkptFs {
     }
 
     /// `unlink`.
-    pub fn unlink(&self, parent: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
+    pub(super) fn unlink(&self, parent: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
         self.remove(parent, name, Removal::File, caller)
     }
 
     /// `rmdir`.
-    pub fn rmdir(&self, parent: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
+    pub(super) fn rmdir(&self, parent: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
         self.remove(parent, name, Removal::Dir, caller)
     }
 
     /// `rename` / `renameat2` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
-    pub fn rename(
+    pub(super) fn rename(
         &self,
         parent: NodeId,
         name: &OsStr,
@@ -306,8 +307,8 @@ impl CkptFs {
         flags: u32,
         caller: Caller,
     ) -> FsResult<()> {
-        Self::refuse_store(parent, name)?;
-        Self::refuse_store(newparent, newname)?;
+        refuse_store(parent, name)?;
+        refuse_store(newparent, newname)?;
         let _gate = self.shared_gate();
         let ends = RenameEnds {
             sdir: self.dir_fd(parent)?,
@@ -512,16 +513,16 @@ pub(super) enum Removal {
 }
 
 /// A node taken out of the host-identity map before its last name is removed or replaced on
-/// the host ([`CkptFs::detach_if_last`]), after mountpoint-s3's `PendingRenameGuard`: dropped
+/// the host ([`HostFs::detach_if_last`]), after mountpoint-s3's `PendingRenameGuard`: dropped
 /// before [`Detached::done`], it puts the node back (and drops the descriptor kept for it as
 /// a ghost, if one was), so no error path of a removal or a rename has to.
 pub(super) struct Detached<'a> {
-    fs: &'a CkptFs,
+    fs: &'a HostFs,
     /// The node.
     pub(super) node: NodeId,
     /// The host inode it stood for.
     pub(super) host: HostId,
-    /// Whether a ghost descriptor was kept for it ([`CkptFs::keep_replaced`]).
+    /// Whether a ghost descriptor was kept for it ([`HostFs::keep_replaced`]).
     ghost: bool,
     /// Whether the host change was made: nothing to put back.
     done: bool,

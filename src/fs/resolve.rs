@@ -1,6 +1,6 @@
 //! How a node reaches its host inode: the one place that turns a node id into a descriptor.
 //!
-//! [`CkptFs::reach`] is the one way in: a node is reached by its first name (through
+//! [`HostFs::reach`] is the one way in: a node is reached by its first name (through
 //! `dir_fd` and the bounded directory cache), or, when it lost its last name while something
 //! holds it open, by an open handle's descriptor or a kept `O_PATH` one (`Ghosts`), as
 //! [`Reach`] says. `names` lists every name of a hard-linked node; `node_fd` and `attr_fd`
@@ -10,7 +10,7 @@
 
 use super::files::Handle;
 use super::inode::{HostId, ROOT};
-use super::{CkptFs, FsError, FsResult, cname, control};
+use super::{FsError, FsResult, HostFs, cname, control};
 use crate::ids::NodeId;
 use crate::relpath::{RelPath, STORE_DIR};
 use crate::sys::{self, Errno};
@@ -20,7 +20,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
-/// How a node reaches its host inode now ([`CkptFs::reach`]).
+/// How a node reaches its host inode now ([`HostFs::reach`]).
 pub(super) enum Reach {
     /// The folder's root, through the descriptor the daemon holds from before the mount.
     Root,
@@ -50,7 +50,7 @@ pub(super) enum AttrFd {
     /// (`chmod`, `chown`, xattr changes and writes' `security.capability` checks mostly come
     /// for files the caller holds open: `sed -i`'s temporary file, an untarred file.)
     Open(Arc<Handle>),
-    /// A verified `O_PATH` descriptor ([`CkptFs::node_fd`]).
+    /// A verified `O_PATH` descriptor ([`HostFs::node_fd`]).
     Path(OwnedFd),
 }
 
@@ -165,7 +165,7 @@ impl Ghosts {
     }
 }
 
-impl CkptFs {
+impl HostFs {
     /// The replaced file a node still stands for, if one is kept (see [`Ghosts`]).
     pub(super) fn ghost_fd(&self, node: NodeId) -> Option<OwnedFd> {
         let fd = self
@@ -207,7 +207,7 @@ impl CkptFs {
     /// escaped as every path a person reads is ([`crate::quote::quote_path`]), never a node id (which means nothing to
     /// the person reading the log). A node the table no longer names (its last name removed, or
     /// forgotten by the kernel) is said to be one.
-    pub fn log_path(&self, node: NodeId, name: Option<&OsStr>) -> String {
+    pub(super) fn log_path(&self, node: NodeId, name: Option<&OsStr>) -> String {
         let mut raw: Vec<u8> = if control::is_control(node) {
             let ctl = control::ENTRIES.iter().find(|(n, _)| *n == node);
             ctl.map_or(STORE_DIR.to_string(), |(_, n)| format!("{STORE_DIR}/{n}"))

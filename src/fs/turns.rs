@@ -5,13 +5,14 @@ use super::ctlfs::TurnControl;
 use super::files::Handle;
 use super::inode::{HostId, ROOT};
 use super::resolve::Located;
-use super::{CkptFs, FsResult, cname};
+use super::{CkptFs, FsResult, HostFs, cname};
 use crate::capture::TurnError;
 use crate::identity::FileId;
 use crate::ids::NodeId;
 use crate::ipc::JsonText;
 use crate::relpath::RelPath;
 use crate::rewind::{self, Report, RewindError};
+use crate::sync::Mutex;
 use crate::sys;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -29,7 +30,7 @@ pub struct Rewound {
     pub text: Option<Arc<JsonText>>,
 }
 
-impl CkptFs {
+impl HostFs {
     /// Every name of every file held open for writing, each with its parent directory; a name
     /// that cannot be reached is its error, so the capture that needs it fails loudly.
     ///
@@ -51,88 +52,6 @@ impl CkptFs {
             }
         }
         held
-    }
-
-    /// Runs `f` with every capture held back: the gate taken exclusively, as for a turn
-    /// switch or a rewind. For a prune, which removes every blob no record names: a request's
-    /// capture stores its pre-image's bytes before it takes the store's lock to record them,
-    /// so a prune between the two would remove the bytes of a capture about to be recorded.
-    pub fn with_captures_held<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _gate = self.exclusive_gate();
-        f()
-    }
-
-    /// Begins turn `n`; returns whether the turn changed.
-    pub fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
-        let _gate = self.exclusive_gate();
-        let held = self.held_for_write();
-        self.capture.begin_turn(n, label, &|f| visit_held(&held, f))
-    }
-
-    /// Runs the rewind `req` (see [`rewind::run`]) while holding back every other mutation,
-    /// then invalidates the kernel's caches for everything that changed. A whole rewind's
-    /// report, written as JSON once, is what `.ckpt/rewind` shows from then on.
-    pub fn rewind(
-        &self,
-        req: &rewind::Request,
-        progress: rewind::Progress<'_>,
-    ) -> Result<Rewound, RewindError> {
-        let max_blob = self.capture.max_blob();
-        let dry_run = req.mode() == rewind::Mode::Preview;
-        let report = self.rewind_part(dry_run, &mut |root, store| {
-            rewind::run(root, store, req, max_blob, progress)
-        })?;
-        if !req.whole() {
-            return Ok(Rewound { report, text: None });
-        }
-        // Nothing in a report fails to encode (plain fields, string keys); were it to, the
-        // rewind has happened all the same: `.ckpt/rewind` shows no report, and the CLI's
-        // answer says it could not be encoded.
-        let text = JsonText::of(&report)
-            .map_err(|e| log::error!(target: "ckpt::rewind", "the rewind's report could not be written as JSON: {e}"))
-            .ok();
-        *self.last_report.lock() = text.clone();
-        Ok(Rewound { report, text })
-    }
-
-    /// Runs an operation that changes the folder (`run`: a rewind, whole or partial, an undo or
-    /// a redo) with the gate held exclusively, then refreshes names, captures the files held
-    /// open for writing and tells the kernel what changed.
-    pub(super) fn rewind_part(
-        &self,
-        dry_run: bool,
-        run: &mut dyn FnMut(
-            BorrowedFd<'_>,
-            &mut crate::store::Store,
-        ) -> Result<Report, RewindError>,
-    ) -> Result<Report, RewindError> {
-        let report = {
-            let _gate = self.exclusive_gate();
-            let mut store = self.capture.lock();
-            let report = run(self.root.as_fd(), &mut store)?;
-            drop(store);
-            let mut report = report;
-            let mut refreshed = Vec::new();
-            if !dry_run {
-                let started = std::time::Instant::now();
-                self.lock_dirs().map.clear();
-                let failed = report.failed_not_changed();
-                refreshed = self.refresh_names(report.changed.iter().chain(&failed));
-                // Files still open for writing belong to the current turn from now on (the
-                // operation began a capture epoch, `crate::store::ops`).
-                self.capture_held_after(&mut report);
-                self.lock_dirs().map.clear();
-                rewind::log_took("inode names refreshed", started);
-            }
-            (report, refreshed)
-        };
-        let (report, refreshed) = report;
-        if !dry_run {
-            let started = std::time::Instant::now();
-            self.invalidate(&refreshed);
-            rewind::log_took("kernel caches invalidated", started);
-        }
-        Ok(report)
     }
 
     /// After a rewind changed `changed` on the host: the inode table's names follow (a name
@@ -272,7 +191,7 @@ impl CkptFs {
     }
 }
 
-/// A directory opened by [`CkptFs::host_at`], kept for the next name in it.
+/// A directory opened by [`HostFs::host_at`], kept for the next name in it.
 #[derive(Default)]
 struct LastDir {
     /// Its path (`None`: the folder's root).
@@ -293,7 +212,7 @@ pub(super) struct ChangedName {
     entry: Option<(NodeId, OsString)>,
 }
 
-impl CkptFs {
+impl HostFs {
     /// After an operation that began a capture epoch (a rewind, a partial rewind, an undo, a
     /// redo): files still open for writing are captured for it, because their next writes need
     /// no `open`; one that cannot be is reported as failed (its next writes could not be undone).
@@ -314,23 +233,135 @@ impl CkptFs {
     }
 }
 
+/// The turns as the daemon changes them: a turn switch, a rewind (whole or partial), an undo,
+/// a redo or a relabel runs here, with every other change of the folder held back (the
+/// folder side's gate taken exclusively), then the folder side's names refreshed, its files
+/// held open for writing captured for the current turn and the kernel's caches invalidated.
+/// It keeps the last whole rewind's report, which `.ckpt/rewind` shows.
+pub(super) struct Turns {
+    /// The last full rewind's report, as `.ckpt/rewind` shows it and as it was answered.
+    last_report: Mutex<Option<Arc<JsonText>>>,
+}
+
+impl Turns {
+    pub(super) fn new() -> Self {
+        Self {
+            last_report: Mutex::leaf(None),
+        }
+    }
+
+    /// The last whole rewind's report as it was answered.
+    pub(super) fn last_report(&self) -> Option<Arc<JsonText>> {
+        self.last_report.lock().clone()
+    }
+
+    /// Runs `f` with every capture held back: the gate taken exclusively, as for a turn
+    /// switch or a rewind. For a prune, which removes every blob no record names: a request's
+    /// capture stores its pre-image's bytes before it takes the store's lock to record them,
+    /// so a prune between the two would remove the bytes of a capture about to be recorded.
+    pub(super) fn with_captures_held<T>(&self, host: &HostFs, f: impl FnOnce() -> T) -> T {
+        let _gate = host.exclusive_gate();
+        f()
+    }
+
+    /// Begins turn `n`; returns whether the turn changed.
+    pub(super) fn begin_turn(
+        &self,
+        host: &HostFs,
+        n: u64,
+        label: Option<String>,
+    ) -> Result<bool, TurnError> {
+        let _gate = host.exclusive_gate();
+        let held = host.held_for_write();
+        host.capture.begin_turn(n, label, &|f| visit_held(&held, f))
+    }
+
+    /// Runs the rewind `req` (see [`rewind::run`]) while holding back every other mutation,
+    /// then invalidates the kernel's caches for everything that changed. A whole rewind's
+    /// report, written as JSON once, is what `.ckpt/rewind` shows from then on.
+    pub(super) fn rewind(
+        &self,
+        host: &HostFs,
+        req: &rewind::Request,
+        progress: rewind::Progress<'_>,
+    ) -> Result<Rewound, RewindError> {
+        let max_blob = host.capture.max_blob();
+        let dry_run = req.mode() == rewind::Mode::Preview;
+        let report = self.change_folder(host, dry_run, &mut |root, store| {
+            rewind::run(root, store, req, max_blob, progress)
+        })?;
+        if !req.whole() {
+            return Ok(Rewound { report, text: None });
+        }
+        // Nothing in a report fails to encode (plain fields, string keys); were it to, the
+        // rewind has happened all the same: `.ckpt/rewind` shows no report, and the CLI's
+        // answer says it could not be encoded.
+        let text = JsonText::of(&report)
+            .map_err(|e| log::error!(target: "ckpt::rewind", "the rewind's report could not be written as JSON: {e}"))
+            .ok();
+        *self.last_report.lock() = text.clone();
+        Ok(Rewound { report, text })
+    }
+
+    /// Runs an operation that changes the folder (`run`: a rewind, whole or partial, an undo or
+    /// a redo) with the gate held exclusively, then refreshes names, captures the files held
+    /// open for writing and tells the kernel what changed.
+    pub(super) fn change_folder(
+        &self,
+        host: &HostFs,
+        dry_run: bool,
+        run: &mut dyn FnMut(
+            BorrowedFd<'_>,
+            &mut crate::store::Store,
+        ) -> Result<Report, RewindError>,
+    ) -> Result<Report, RewindError> {
+        let report = {
+            let _gate = host.exclusive_gate();
+            let mut store = host.capture.lock();
+            let report = run(host.root.as_fd(), &mut store)?;
+            drop(store);
+            let mut report = report;
+            let mut refreshed = Vec::new();
+            if !dry_run {
+                let started = std::time::Instant::now();
+                host.lock_dirs().map.clear();
+                let failed = report.failed_not_changed();
+                refreshed = host.refresh_names(report.changed.iter().chain(&failed));
+                // Files still open for writing belong to the current turn from now on (the
+                // operation began a capture epoch, `crate::store::ops`).
+                host.capture_held_after(&mut report);
+                host.lock_dirs().map.clear();
+                rewind::log_took("inode names refreshed", started);
+            }
+            (report, refreshed)
+        };
+        let (report, refreshed) = report;
+        if !dry_run {
+            let started = std::time::Instant::now();
+            host.invalidate(&refreshed);
+            rewind::log_took("kernel caches invalidated", started);
+        }
+        Ok(report)
+    }
+}
+
 /// The turns as the control files see them: `.ckpt/turn` and `.ckpt/rewind` read and begin
 /// turns and rewinds as the control socket does.
 impl TurnControl for CkptFs {
     fn current_turn(&self) -> u64 {
-        self.capture.current_turn()
+        self.host.capture.current_turn()
     }
 
     fn last_report(&self) -> Option<Arc<JsonText>> {
-        self.last_report.lock().clone()
+        self.turns.last_report()
     }
 
     fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
-        CkptFs::begin_turn(self, n, label)
+        self.turns.begin_turn(&self.host, n, label)
     }
 
     fn rewind(&self, req: &rewind::Request) -> Result<Rewound, RewindError> {
-        CkptFs::rewind(self, req, &|_, _| {})
+        self.turns.rewind(&self.host, req, &|_, _| {})
     }
 }
 

@@ -8,7 +8,7 @@
 //! has no control handle in its table, and `ControlFs` knows nothing of the folder.
 //!
 //! Operations by a parent and a name (mknod, mkdir, symlink, create, link, unlink, rmdir,
-//! rename) route on the parent the same way, through [`CkptFs::refuse_store`], the first check
+//! rename) route on the parent the same way, through [`refuse_store`], the first check
 //! of each of them (in `namespace.rs`, before any capture or host call): a control node as the
 //! parent, or the store's own name at the root, refuses every change with `EPERM`, since
 //! nothing in the mount may change the store.
@@ -16,13 +16,16 @@
 use super::control::{self, CTL_DIR, CTL_REWIND};
 use super::ctlfs::is_control_fh;
 use super::inode::ROOT;
-use super::{Caller, CkptFs, DirItem, Entry, FsResult, OpenedAs, SetAttr, XattrReply};
-use crate::ids::{Fh, NodeId};
+use super::{Caller, CkptFs, DirItem, Entry, FsResult, OpenedAs, Rewound, SetAttr, XattrReply};
+use crate::capture::TurnError;
+use crate::ids::{Fh, NodeId, Turn};
 use crate::relpath::STORE_DIR;
+use crate::rewind::{self, Report, RewindError};
+use crate::store::ops::RelabelError;
 use crate::sys::{self, Errno};
 use fuser::FileAttr;
 use std::ffi::OsStr;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
@@ -43,30 +46,30 @@ fn side(node: NodeId) -> Side {
     }
 }
 
+/// Whether `name` in `parent` is the store's own name at the root (`.ckpt`).
+pub(super) fn is_store_name(parent: NodeId, name: &OsStr) -> bool {
+    parent == ROOT && name.as_bytes() == STORE_DIR.as_bytes()
+}
+
+/// The routing of operations by a parent and a name that create, remove or rename: a
+/// name inside a control node, or the store's own name at the root, is refused with
+/// `EPERM` (the store is not part of the project: nothing may be created or removed
+/// there); every other goes on to the host.
+pub(super) fn refuse_store(parent: NodeId, name: &OsStr) -> FsResult<()> {
+    if side(parent) == Side::Control || is_store_name(parent, name) {
+        return Err(Errno(libc::EPERM).into());
+    }
+    Ok(())
+}
+
 impl CkptFs {
-    /// Whether `name` in `parent` is the store's own name at the root (`.ckpt`).
-    pub(super) fn is_store_name(parent: NodeId, name: &OsStr) -> bool {
-        parent == ROOT && name.as_bytes() == STORE_DIR.as_bytes()
-    }
-
-    /// The routing of operations by a parent and a name that create, remove or rename: a
-    /// name inside a control node, or the store's own name at the root, is refused with
-    /// `EPERM` (the store is not part of the project: nothing may be created or removed
-    /// there); every other goes on to the host.
-    pub(super) fn refuse_store(parent: NodeId, name: &OsStr) -> FsResult<()> {
-        if side(parent) == Side::Control || Self::is_store_name(parent, name) {
-            return Err(Errno(libc::EPERM).into());
-        }
-        Ok(())
-    }
-
     /// `lookup`. The store's name at the root (`.ckpt`) is the virtual control directory: the
     /// one place where the two sides meet.
     pub fn lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         match side(parent) {
             Side::Control => self.control.lookup(parent, name),
-            Side::Host if Self::is_store_name(parent, name) => Ok(self.control.entry(CTL_DIR)),
-            Side::Host => self.host_lookup(parent, name),
+            Side::Host if is_store_name(parent, name) => Ok(self.control.entry(CTL_DIR)),
+            Side::Host => self.host.host_lookup(parent, name),
         }
     }
 
@@ -74,7 +77,7 @@ impl CkptFs {
     pub fn forget(&self, node: NodeId, n: u64) {
         // Control nodes are never forgotten: their ids are fixed.
         if side(node) == Side::Host {
-            self.host_forget(node, n);
+            self.host.host_forget(node, n);
         }
     }
 
@@ -83,7 +86,7 @@ impl CkptFs {
         match side(node) {
             // Control files change with every turn and rewind: never cached.
             Side::Control => Duration::ZERO,
-            Side::Host => self.host_attr_ttl(node),
+            Side::Host => self.host.host_attr_ttl(node),
         }
     }
 
@@ -91,7 +94,7 @@ impl CkptFs {
     pub fn getattr(&self, node: NodeId, fh: Option<Fh>) -> FsResult<FileAttr> {
         match side(node) {
             Side::Control => Ok(self.control.attr(node)),
-            Side::Host => self.host_getattr(node, fh),
+            Side::Host => self.host.host_getattr(node, fh),
         }
     }
 
@@ -111,7 +114,7 @@ impl CkptFs {
                     Err(Errno(libc::EACCES).into())
                 }
             }
-            Side::Host => Ok(sys::access_fd(self.node_fd(node)?.as_fd(), mask)?),
+            Side::Host => Ok(sys::access_fd(self.host.node_fd(node)?.as_fd(), mask)?),
         }
     }
 
@@ -125,7 +128,7 @@ impl CkptFs {
     ) -> FsResult<FileAttr> {
         match side(node) {
             Side::Control => self.control.setattr(node, &set),
-            Side::Host => self.host_setattr(node, fh, set, caller),
+            Side::Host => self.host.host_setattr(node, fh, set, caller),
         }
     }
 
@@ -150,7 +153,7 @@ impl CkptFs {
     pub fn open(&self, node: NodeId, flags: i32, caller: Caller) -> FsResult<Fh> {
         match side(node) {
             Side::Control => self.control.open(node, flags),
-            Side::Host => self.host_open(node, flags, caller),
+            Side::Host => self.host.host_open(node, flags, caller),
         }
     }
 
@@ -165,7 +168,7 @@ impl CkptFs {
         match side(node) {
             // No second name for a control file, anywhere.
             Side::Control => Err(Errno(libc::EPERM).into()),
-            Side::Host => self.host_link(node, newparent, newname, caller),
+            Side::Host => self.host.host_link(node, newparent, newname, caller),
         }
     }
 
@@ -181,7 +184,7 @@ impl CkptFs {
             Side::Control => self
                 .control
                 .readdir(node, offset, &mut |item, _| sink(item)),
-            Side::Host => self.host_readdir(node, offset, sink),
+            Side::Host => self.host.host_readdir(node, offset, sink),
         }
     }
 
@@ -194,7 +197,7 @@ impl CkptFs {
     ) -> FsResult<()> {
         match side(node) {
             Side::Control => self.control.readdir(node, offset, sink),
-            Side::Host => self.host_readdirplus(node, offset, sink),
+            Side::Host => self.host.host_readdirplus(node, offset, sink),
         }
     }
 
@@ -203,7 +206,7 @@ impl CkptFs {
         match side(node) {
             // Nothing of the control directory is on disk.
             Side::Control => Ok(()),
-            Side::Host => self.host_fsyncdir(node, datasync),
+            Side::Host => self.host.host_fsyncdir(node, datasync),
         }
     }
 
@@ -211,7 +214,7 @@ impl CkptFs {
     pub fn getxattr(&self, node: NodeId, name: &OsStr, size: u32) -> FsResult<XattrReply> {
         match side(node) {
             Side::Control => Err(Errno(libc::ENODATA).into()),
-            Side::Host => self.host_getxattr(node, name, size),
+            Side::Host => self.host.host_getxattr(node, name, size),
         }
     }
 
@@ -224,7 +227,7 @@ impl CkptFs {
             } else {
                 XattrReply::Data(Vec::new())
             }),
-            Side::Host => self.host_listxattr(node, size),
+            Side::Host => self.host.host_listxattr(node, size),
         }
     }
 
@@ -239,7 +242,7 @@ impl CkptFs {
     ) -> FsResult<()> {
         match side(node) {
             Side::Control => Err(Errno(libc::EPERM).into()),
-            Side::Host => self.host_setxattr(node, name, value, flags, caller),
+            Side::Host => self.host.host_setxattr(node, name, value, flags, caller),
         }
     }
 
@@ -247,7 +250,7 @@ impl CkptFs {
     pub fn removexattr(&self, node: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
         match side(node) {
             Side::Control => Err(Errno(libc::EPERM).into()),
-            Side::Host => self.host_removexattr(node, name, caller),
+            Side::Host => self.host.host_removexattr(node, name, caller),
         }
     }
 }
@@ -260,7 +263,7 @@ impl CkptFs {
         if is_control_fh(fh) {
             return self.control.read(fh, offset, size, self);
         }
-        self.host_read(fh, offset, size)
+        self.host.host_read(fh, offset, size)
     }
 
     /// `write`.
@@ -268,7 +271,7 @@ impl CkptFs {
         if is_control_fh(fh) {
             return self.control.write(fh, data, self);
         }
-        self.host_write(fh, offset, data)
+        self.host.host_write(fh, offset, data)
     }
 
     /// `flush` (each `close`): nothing to do for a file of the folder (the mount keeps no
@@ -285,7 +288,7 @@ impl CkptFs {
         if is_control_fh(fh) {
             return self.control.release(fh);
         }
-        self.host_release(fh);
+        self.host.host_release(fh);
     }
 
     /// `fsync`: a control file has nothing to sync (every input is acted on when written).
@@ -293,7 +296,181 @@ impl CkptFs {
         if is_control_fh(fh) {
             return Ok(());
         }
-        self.host_fsync(fh, datasync)
+        self.host.host_fsync(fh, datasync)
+    }
+}
+
+/// The folder side's own operations: a control node cannot be their subject (the kernel
+/// asks them only of nodes it got from the folder's side, or refuses them on a control node
+/// itself: `create` and the others by name are refused inside `.ckpt/` by `refuse_store`).
+impl CkptFs {
+    /// `create`: make and open a new file.
+    pub fn create(
+        &self,
+        parent: NodeId,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        caller: Caller,
+    ) -> FsResult<(Entry, Fh)> {
+        self.host.create(parent, name, mode, umask, flags, caller)
+    }
+
+    /// `mknod`.
+    pub fn mknod(
+        &self,
+        parent: NodeId,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        self.host.mknod(parent, name, mode, umask, rdev, caller)
+    }
+
+    /// `mkdir`.
+    pub fn mkdir(
+        &self,
+        parent: NodeId,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        self.host.mkdir(parent, name, mode, umask, caller)
+    }
+
+    /// `symlink`.
+    pub fn symlink(
+        &self,
+        parent: NodeId,
+        name: &OsStr,
+        target: &OsStr,
+        caller: Caller,
+    ) -> FsResult<Entry> {
+        self.host.symlink(parent, name, target, caller)
+    }
+
+    /// `unlink`.
+    pub fn unlink(&self, parent: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
+        self.host.unlink(parent, name, caller)
+    }
+
+    /// `rmdir`.
+    pub fn rmdir(&self, parent: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
+        self.host.rmdir(parent, name, caller)
+    }
+
+    /// `rename` / `renameat2` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
+    pub fn rename(
+        &self,
+        parent: NodeId,
+        name: &OsStr,
+        newparent: NodeId,
+        newname: &OsStr,
+        flags: u32,
+        caller: Caller,
+    ) -> FsResult<()> {
+        self.host
+            .rename(parent, name, newparent, newname, flags, caller)
+    }
+
+    /// `readlink` (no control node is a symlink: `EINVAL` as for any non-link).
+    pub fn readlink(&self, node: NodeId) -> FsResult<Vec<u8>> {
+        if side(node) == Side::Control {
+            return Err(Errno(libc::EINVAL).into());
+        }
+        self.host.readlink(node)
+    }
+
+    /// `statfs`: the folder's filesystem.
+    pub fn statfs(&self) -> FsResult<libc::statvfs> {
+        self.host.statfs()
+    }
+
+    /// See `HostFs::with_backing_fd` (control files are never passed through).
+    pub fn with_backing_fd<R>(
+        &self,
+        fh: Fh,
+        register: impl FnOnce(BorrowedFd<'_>) -> R,
+    ) -> FsResult<R> {
+        self.host.with_backing_fd(fh, register)
+    }
+
+    /// See `HostFs::reads_served_here`.
+    pub fn reads_served_here(&self, fh: Fh) {
+        self.host.reads_served_here(fh);
+    }
+
+    /// See `HostFs::keeps_kernel_pages`.
+    pub fn keeps_kernel_pages(&self, node: NodeId, fh: Fh) -> bool {
+        self.host.keeps_kernel_pages(node, fh)
+    }
+
+    /// `fallocate`.
+    pub fn fallocate(&self, fh: Fh, offset: u64, length: u64, mode: i32) -> FsResult<()> {
+        self.host.fallocate(fh, offset, length, mode)
+    }
+
+    /// `lseek` (`SEEK_DATA` / `SEEK_HOLE`).
+    pub fn lseek(&self, fh: Fh, offset: i64, whence: i32) -> FsResult<i64> {
+        self.host.lseek(fh, offset, whence)
+    }
+
+    /// `copy_file_range` between two handles.
+    pub fn copy_file_range(
+        &self,
+        fh_in: Fh,
+        off_in: u64,
+        fh_out: Fh,
+        off_out: u64,
+        len: u64,
+    ) -> FsResult<u32> {
+        self.host
+            .copy_file_range(fh_in, off_in, fh_out, off_out, len)
+    }
+}
+
+/// The turns (`Turns`): each runs with the folder side's changes held back.
+impl CkptFs {
+    /// Runs `f` with every capture held back: the gate taken exclusively, as for a turn
+    /// switch or a rewind (for a prune, see `Turns::with_captures_held`).
+    pub fn with_captures_held<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.turns.with_captures_held(&self.host, f)
+    }
+
+    /// Begins turn `n`; returns whether the turn changed.
+    pub fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
+        self.turns.begin_turn(&self.host, n, label)
+    }
+
+    /// Runs the rewind `req` (see [`rewind::run`]) while holding back every other mutation,
+    /// then invalidates the kernel's caches for everything that changed. A whole rewind's
+    /// report, written as JSON once, is what `.ckpt/rewind` shows from then on.
+    pub fn rewind(
+        &self,
+        req: &rewind::Request,
+        progress: rewind::Progress<'_>,
+    ) -> Result<Rewound, RewindError> {
+        self.turns.rewind(&self.host, req, progress)
+    }
+
+    /// Runs `undo` (or `redo`) while holding back every other mutation (see
+    /// [`rewind::undo_redo`]).
+    pub fn undo_redo(
+        &self,
+        way: rewind::Direction,
+        mode: rewind::Mode,
+        progress: rewind::Progress<'_>,
+    ) -> Result<Report, RewindError> {
+        self.turns.undo_redo(&self.host, way, mode, progress)
+    }
+
+    /// Gives turn `turn` the label `label` (an operation of the log).
+    pub fn relabel(&self, turn: Turn, label: Option<String>) -> Result<(), RelabelError> {
+        self.turns.relabel(&self.host, turn, label)
     }
 }
 
