@@ -1,6 +1,6 @@
 //! `rewind N --agent`: which paths the partial rewind restores, from who changed them since the
 //! start of turn N. Pure: the index in, the split out; the rewind itself is the partial rewind
-//! of the chosen paths (`super::rewind_agent`).
+//! of the chosen paths (`Rewinder::agent` in `rewinder.rs`).
 //!
 //! A path changed since the start of N by the agent alone is restored. A path changed only by
 //! other processes is kept. A path both changed is a conflict: kept unless
@@ -12,71 +12,14 @@
 //! back below a directory that another change, kept, made something else or removed (the
 //! agent deleted `dir/a`, then `dir` went in a partial rewind): it has nowhere to go.
 
-use super::report::RewindError;
+use super::report::{AgentSplit, PathActors, RewindError};
+use super::request::Conflicts;
 use crate::ids::Turn;
 use crate::relpath::RelPath;
 use crate::store::actors::ActorView;
 use crate::store::index::Index;
 use crate::store::journal::PreImage;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-
-/// What `rewind --agent` does with a path both the agent and another process changed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Conflicts {
-    /// Leave it as it is now (the default): nobody's change to it is lost.
-    #[default]
-    Keep,
-    /// Restore it too, as at the start of the turn: the other processes' changes to it go.
-    Rewind,
-}
-
-/// One path and who changed it since the start of the turn.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PathActors {
-    /// The path.
-    pub path: RelPath,
-    /// Who changed it (the agent first), with the process and kind of each one's first change.
-    pub actors: Vec<ActorView>,
-    /// For a conflict the agent alone changed: what others changed below it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub below: Option<RelPath>,
-    /// For a conflict the agent alone changed: the directory above it that a kept change made
-    /// something else, or removed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub above: Option<RelPath>,
-}
-
-/// The paths changed since the start of the turn, by who changed them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AgentSplit {
-    /// What is done with the conflicts.
-    pub conflicts_policy: Conflicts,
-    /// Changed by the agent alone: restored.
-    pub agent_only: Vec<PathActors>,
-    /// Changed by the agent and others: kept, unless `conflicts_policy` is `rewind`.
-    pub conflicts: Vec<PathActors>,
-    /// Changed by others alone: kept.
-    pub others: Vec<PathActors>,
-}
-
-impl AgentSplit {
-    /// The paths the rewind restores.
-    pub fn chosen(&self) -> Vec<RelPath> {
-        let mut out: Vec<&PathActors> = self.agent_only.iter().collect();
-        if self.conflicts_policy == Conflicts::Rewind {
-            // Not one whose restore would remove what others changed below it, nor one with no
-            // directory to come back in.
-            out.extend(
-                self.conflicts
-                    .iter()
-                    .filter(|c| c.below.is_none() && c.above.is_none()),
-            );
-        }
-        out.iter().map(|p| p.path.clone()).collect()
-    }
-}
 
 /// Who changed what since the start of `to`, split for `rewind --agent`; `dir_now` says whether
 /// a path is a directory in the folder now. Refused when no agent was ever marked: every change

@@ -11,7 +11,6 @@
 //! I/O: it changes the folder (through `restore.rs`), sets directory modes, and removes the
 //! temp files a cut-off run left ([`sweep_temps`]).
 
-use super::Progress;
 use super::groups::{GroupKey, group_key};
 use super::links::Anchors;
 use super::plan::{Plan, Step};
@@ -26,6 +25,9 @@ use crate::sys;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd};
+
+/// Called with (steps done, steps in all) as a rewind applies its plan.
+pub type Progress<'a> = &'a dyn Fn(usize, usize);
 
 /// Removes what a rewind cut off by a crash left in the parents of its plan's paths: temp
 /// files named `.ckpt-rewind-*` (never directories: those are made at their final name).

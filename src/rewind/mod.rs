@@ -15,7 +15,8 @@
 //!    is refused with nothing changed.
 //!    Then **room** (`space.rs`): what it will write is decided (`preview.rs`, as its dry run
 //!    decides it) and the space its saves and writes take is compared with the space free, or
-//!    the rewind is refused with nothing changed, naming what to free.
+//!    the rewind is refused with nothing changed, naming what to free (the [`Space`] it
+//!    measures, and the refusal's words, are in `room.rs`).
 //! 3. **save for undo** (`save.rs`): the surviving links of hard-link groups are found
 //!    (`links.rs`), then what the rewind will overwrite or delete is read and journaled —
 //!    for the undo (a whole rewind, between `RewindBegin` and the changes) or for the current
@@ -28,8 +29,9 @@
 //!    plan checked against the folder as it is now, by the rules `apply.rs` and `restore.rs`
 //!    follow, so its report lists what the run would change and what it could not restore.
 //! 5. **report** (`report.rs`): what was restored, deleted or failed, and whether the rewind
-//!    stays open. The journal records that close it (the files it recreated, then
-//!    `RewindDone` unless a failure may pass on a second run) are written by this file.
+//!    stays open (with `--agent`, who changed what: `agent.rs` splits it). The journal
+//!    records that close it (the files it recreated, then `RewindDone` unless a failure may
+//!    pass on a second run) are written by `close.rs`.
 //!
 //! A run carries its folder, store, limits, progress and mode as one `Rewinder`
 //! (`rewinder.rs`): its methods are the kinds of run (whole, paths, agent; undo and redo in
@@ -38,12 +40,18 @@
 //!
 //! `resolve.rs` opens the directory holding a path, for every stage; `parts.rs` splits a
 //! large rewind's saves, its verification and the runs of independent files it restores over
-//! the machine's cores. This file holds the entry point [`run`], the journal records that close
-//! a rewind, and re-exports the public types of the stages, so every path `crate::rewind::X`
-//! stays as it was.
+//! the machine's cores; `times.rs` logs where a run's time went. What is asked ([`Request`],
+//! [`Scope`], [`Mode`], [`Conflicts`], [`Direction`]) is in `request.rs`.
+//!
+//! The files form no cycle: `request.rs`, `room.rs`, `report.rs` and `step.rs` hold the types
+//! the stages share, below them; the stages use them and each other downwards; `rewinder.rs` (with
+//! `undo.rs`, which adds methods to it) is above every stage, and this file above it. This
+//! file holds only the entry point [`run`] and re-exports the public types of the stages, so
+//! every path `crate::rewind::X` stays as it was.
 
 mod agent;
 mod apply;
+mod close;
 mod groups;
 mod links;
 mod parts;
@@ -55,74 +63,30 @@ mod request;
 mod resolve;
 mod restore;
 mod rewinder;
+mod room;
 mod save;
 mod space;
 mod step;
+mod times;
 mod undo;
 mod unlock;
 mod verify;
 
-pub use agent::{AgentSplit, Conflicts, PathActors};
+pub use apply::Progress;
 pub use plan::{Plan, Step, plan};
-pub use report::{FailedAt, Failure, Report, ReportJson, RewindError, Summary};
-pub use request::{Mode, Request, Scope};
+pub use report::{
+    AgentSplit, FailedAt, Failure, PathActors, Report, ReportJson, RewindError, Summary,
+};
+pub use request::{Conflicts, Direction, Mode, Request, Scope};
 pub use restore::remove_tree;
-pub use space::{SizedPath, Space};
-pub use undo::{Direction, complete_unfinished, undo_redo};
+pub use room::{SizedPath, Space};
+pub(crate) use times::log_took;
+pub use undo::{complete_unfinished, undo_redo};
 pub use verify::verify;
 
 use crate::store::Store;
-use crate::store::journal::{PreImage, Record};
 use rewinder::{Limits, Rewinder};
-use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
-
-/// Called with (steps done, steps in all) as a rewind applies its plan.
-pub type Progress<'a> = &'a dyn Fn(usize, usize);
-
-/// Where a rewind's time went, stage by stage, logged once at its end (`RUST_LOG=debug`): the
-/// figures docs/BENCHMARKS.md reads a large rewind's cost from.
-struct StageTimes {
-    last: std::time::Instant,
-    stages: Vec<(&'static str, std::time::Duration)>,
-}
-
-impl StageTimes {
-    fn start() -> Self {
-        Self {
-            last: std::time::Instant::now(),
-            stages: Vec::new(),
-        }
-    }
-
-    /// Ends the stage `name` (it began where the previous one ended).
-    fn end(&mut self, name: &'static str) {
-        let now = std::time::Instant::now();
-        self.stages.push((name, now - self.last));
-        self.last = now;
-    }
-
-    fn log(&self, steps: usize) {
-        if log::log_enabled!(target: "ckpt::rewind", log::Level::Debug) {
-            let stages: Vec<String> = self
-                .stages
-                .iter()
-                .map(|(n, d)| format!("{n} {}", millis(*d)))
-                .collect();
-            log::debug!(target: "ckpt::rewind", "{steps} steps: {}", stages.join(", "));
-        }
-    }
-}
-
-/// Logs (at debug, with the stage times above) that `what` took the time since `since`: the
-/// parts of a rewind outside its stages (deciding what to write, the mount's refresh).
-pub(crate) fn log_took(what: &str, since: std::time::Instant) {
-    log::debug!(target: "ckpt::rewind", "{what} in {}", millis(since.elapsed()));
-}
-
-fn millis(d: std::time::Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1e3)
-}
 
 /// Runs `req` on the folder behind `root` with its open store; `max_blob` bounds what a
 /// partial rewind captures for the current turn (a whole rewind, and `rewind --undo`, complete
@@ -161,103 +125,12 @@ pub fn run(
     }
 }
 
-/// What a report says the run changed, as the operation log keeps it.
-fn counts_of(report: &Report) -> crate::store::ops::OpCounts {
-    crate::store::ops::OpCounts {
-        restored: report.restored.len() as u64,
-        deleted: report.deleted.len() as u64,
-        failed: report.failed.len() as u64,
-    }
-}
-
-/// Ends a rewind (or an operation) after its apply stage: journals the files it recreated,
-/// then closes it with the record `close` makes of its counts (`RewindDone` or `OpDone`),
-/// unless a failure in the report may pass on a second run: then it stays open and the report
-/// says it is unfinished. The plan is let go of first: it holds a copy of every target's
-/// pre-image, and the index's map of renewals, the last large thing a rewind of a whole
-/// recreated tree builds, would otherwise grow beside it.
-fn finish(
-    store: &mut Store,
-    plan: Plan,
-    report: &mut Report,
-    close: impl FnOnce(Option<crate::store::ops::OpCounts>) -> Record,
-) -> Result<(), RewindError> {
-    let may_pass = failures_may_pass(&plan, report);
-    drop(plan);
-    record_renewals(store, report)?;
-    if may_pass {
-        report.unfinished = true;
-        return Ok(());
-    }
-    store
-        .append(close(Some(counts_of(report))))
-        .map_err(RewindError::Store)?;
-    Ok(())
-}
-
-/// Whether a failure in `report` may pass on a second run. A pre-image that was never stored
-/// fails every time; anything else (a parent swapped for a symlink meanwhile, an I/O error)
-/// may succeed on a second run. Such a rewind stays open, its turns in the index, so that
-/// running it again completes it instead of leaving a mix.
-fn failures_may_pass(plan: &Plan, report: &Report) -> bool {
-    let permanent: HashSet<FailedAt> = plan
-        .steps()
-        .filter(|s| matches!(s.target, PreImage::Skipped { .. }))
-        .map(|s| FailedAt::Path(s.path.clone()))
-        .chain(report.permanent.iter().cloned())
-        .collect();
-    report.failed.iter().any(|f| !permanent.contains(&f.path))
-}
-
-/// Records the files the rewind recreated for records that carry an identity, so those records
-/// name the new files from now on (see [`crate::identity::Renewal`]).
-fn record_renewals(store: &mut Store, report: &mut Report) -> Result<(), RewindError> {
-    if report.renewed.is_empty() {
-        return Ok(());
-    }
-    // In records of at most `RENEWALS_PER_RECORD`, written in the journal's usual batches: a
-    // rewind that recreated a whole tree (every file of an `rm -rf`) would otherwise encode
-    // one line holding every identity, 9 MB for the Linux tree, at the rewind's peak.
-    // The list is let go of as it is written: it would otherwise stay whole beside the
-    // index's map of them while that fills.
-    let mut ids = drain_releasing(std::mem::take(&mut report.renewed));
-    let records = std::iter::from_fn(move || {
-        let chunk: Vec<_> = ids.by_ref().take(RENEWALS_PER_RECORD).collect();
-        (!chunk.is_empty()).then_some(Record::Renewed { ids: chunk })
-    });
-    store.append_all(records).map_err(RewindError::Store)?;
-    Ok(())
-}
-
-/// The items of `list` in order, its memory given back as they are taken (every
-/// [`RELEASE_EVERY`] items). A rewind hands its large lists (the saves, the renewals) to the
-/// journal, and the index builds its own copy of each as they are applied: consumed whole,
-/// a list stays allocated beside that copy until the last item is taken.
-fn drain_releasing<T>(mut list: Vec<T>) -> impl Iterator<Item = T> {
-    // Taken from the end, where taking is free and the room behind can be given back.
-    list.reverse();
-    let mut taken = 0usize;
-    std::iter::from_fn(move || {
-        let item = list.pop()?;
-        taken += 1;
-        if taken.is_multiple_of(RELEASE_EVERY) {
-            list.shrink_to_fit();
-        }
-        Some(item)
-    })
-}
-
-/// How many items [`drain_releasing`] takes between two releases of memory.
-const RELEASE_EVERY: usize = 4096;
-
-/// How many renewals one journal record holds at most (about 100 KB of JSON).
-const RENEWALS_PER_RECORD: usize = 1000;
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ids::Turn;
     use crate::relpath::RelPath;
+    use crate::store::journal::{PreImage, Record};
     use std::collections::BTreeMap;
     use std::os::fd::AsFd;
 
@@ -350,26 +223,5 @@ mod tests {
         let store = Store::reopen_for_test(root.as_fd()).expect("reopen");
         assert_eq!(store.index().current_turn(), Turn(2));
         assert_eq!(store.index().plan_targets(Turn(2)).len(), paths.len());
-    }
-
-    #[test]
-    fn drain_releasing_yields_every_item_in_order() {
-        for n in [
-            0,
-            1,
-            RELEASE_EVERY - 1,
-            RELEASE_EVERY,
-            RELEASE_EVERY + 1,
-            10_000,
-        ] {
-            let list: Vec<usize> = (0..n).collect();
-            let out: Vec<usize> = drain_releasing(list).collect();
-            assert_eq!(out, (0..n).collect::<Vec<_>>(), "{n} items");
-        }
-        // Taken in part, what is left is the rest, in order.
-        let mut it = drain_releasing((0..10_000).collect::<Vec<usize>>());
-        let first: Vec<usize> = it.by_ref().take(5_000).collect();
-        assert_eq!(first, (0..5_000).collect::<Vec<_>>());
-        assert_eq!(it.next(), Some(5_000));
     }
 }

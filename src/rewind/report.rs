@@ -5,9 +5,12 @@
 //!
 //! No I/O: plain types, their rendering and the errno a writer of `.ckpt/rewind` sees.
 
+use super::request::Conflicts;
+use super::room::Space;
 use crate::ids::Turn;
 use crate::relpath::RelPath;
 use crate::store::StoreError;
+use crate::store::actors::ActorView;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -137,10 +140,10 @@ pub struct Report {
     /// Fresh files that now stand for recorded identities (journaled, not serialised).
     pub renewed: Vec<crate::identity::Renewal>,
     /// `--agent`: who changed what since the start of the turn, and what is restored or kept.
-    pub agent: Option<super::agent::AgentSplit>,
+    pub agent: Option<AgentSplit>,
     /// Dry runs: the space the run needs on the disks and the space free; when it does not
     /// fit, the run would be refused before changing anything.
-    pub space: Option<super::space::Space>,
+    pub space: Option<Space>,
 }
 
 impl Report {
@@ -240,10 +243,10 @@ pub struct ReportJson {
     pub refused: bool,
     /// `--agent`: who changed what since the start of the turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<super::agent::AgentSplit>,
+    pub agent: Option<AgentSplit>,
     /// Dry runs: the space the run needs on the disks and the space free.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub space: Option<super::space::Space>,
+    pub space: Option<Space>,
     /// The counts of the lists.
     pub summary: Summary,
 }
@@ -271,6 +274,52 @@ impl From<Report> for ReportJson {
     }
 }
 
+/// One path and who changed it since the start of the turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathActors {
+    /// The path.
+    pub path: RelPath,
+    /// Who changed it (the agent first), with the process and kind of each one's first change.
+    pub actors: Vec<ActorView>,
+    /// For a conflict the agent alone changed: what others changed below it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub below: Option<RelPath>,
+    /// For a conflict the agent alone changed: the directory above it that a kept change made
+    /// something else, or removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub above: Option<RelPath>,
+}
+
+/// The paths changed since the start of the turn, by who changed them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentSplit {
+    /// What is done with the conflicts.
+    pub conflicts_policy: Conflicts,
+    /// Changed by the agent alone: restored.
+    pub agent_only: Vec<PathActors>,
+    /// Changed by the agent and others: kept, unless `conflicts_policy` is `rewind`.
+    pub conflicts: Vec<PathActors>,
+    /// Changed by others alone: kept.
+    pub others: Vec<PathActors>,
+}
+
+impl AgentSplit {
+    /// The paths the rewind restores.
+    pub fn chosen(&self) -> Vec<RelPath> {
+        let mut out: Vec<&PathActors> = self.agent_only.iter().collect();
+        if self.conflicts_policy == Conflicts::Rewind {
+            // Not one whose restore would remove what others changed below it, nor one with no
+            // directory to come back in.
+            out.extend(
+                self.conflicts
+                    .iter()
+                    .filter(|c| c.below.is_none() && c.above.is_none()),
+            );
+        }
+        out.iter().map(|p| p.path.clone()).collect()
+    }
+}
+
 /// Why a rewind did not start.
 #[derive(Debug)]
 pub enum RewindError {
@@ -292,7 +341,7 @@ pub enum RewindError {
     /// Verification failed before any change: the listed problems.
     Refused(Vec<Failure>),
     /// The disks lack the room the rewind needs: refused before any change.
-    NoSpace(Box<super::space::Space>),
+    NoSpace(Box<Space>),
     /// The store failed.
     Store(StoreError),
 }

@@ -2,9 +2,10 @@
 //! CLI's socket and for `.ckpt/rewind`, the CLI itself on an unmounted folder, the mount
 //! completing a cut-off rewind. `super::run` is its one entry point. No I/O.
 
-use super::Conflicts;
 use crate::ids::Turn;
 use crate::relpath::RelPath;
+use crate::store::ops::OpKind;
+use serde::{Deserialize, Serialize};
 
 /// What a rewind gives back.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,5 +104,45 @@ impl Request {
                 ..
             } | Self::UndoLast { .. }
         )
+    }
+}
+
+/// What `rewind --agent` does with a path both the agent and another process changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Conflicts {
+    /// Leave it as it is now (the default): nobody's change to it is lost.
+    #[default]
+    Keep,
+    /// Restore it too, as at the start of the turn: the other processes' changes to it go.
+    Rewind,
+}
+
+/// Which way an operation of the log is taken: back, or again after it was taken back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Take back the newest operation in effect (`undo`).
+    Undo,
+    /// Run again the newest operation undone (`redo`).
+    Redo,
+}
+
+impl Direction {
+    /// [`Direction::Redo`] when `redo` (the wire's and the CLI's flag).
+    pub fn from_redo(redo: bool) -> Self {
+        if redo { Self::Redo } else { Self::Undo }
+    }
+
+    /// The kind of operation that takes this way.
+    pub(super) fn kind(self) -> OpKind {
+        match self {
+            Self::Undo => OpKind::Undo,
+            Self::Redo => OpKind::Redo,
+        }
+    }
+
+    /// Whether this is a redo (the index's flag).
+    pub(super) fn redo(self) -> bool {
+        self == Self::Redo
     }
 }

@@ -8,18 +8,20 @@
 //! stages in the files beside this one.
 
 use super::agent;
+use super::apply::Progress;
 use super::apply::{apply, sweep_temps};
+use super::close::finish;
 use super::groups::share_hard_links;
 use super::links::{Anchors, link_anchors, uncaptured_links};
 use super::plan::{Plan, plan};
 use super::preview;
 use super::report::{Report, RewindError};
-use super::request::Mode;
+use super::request::{Conflicts, Direction, Mode};
 use super::save::{Attempt, Saving, read_for_partial, save_records, saved_before, saves_for_undo};
+use super::space;
 use super::step::Rewrite;
-use super::undo::Direction;
+use super::times::{StageTimes, log_took};
 use super::verify::{refuse_unless_verified, verify};
-use super::{Conflicts, Progress, StageTimes, finish, log_took, space};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;

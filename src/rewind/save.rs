@@ -96,7 +96,8 @@ impl Reading<'_> {
         };
         for part in read {
             let seen = &all.seen;
-            let fresh = super::drain_releasing(part.records).filter(|(p, _)| !seen.contains(p));
+            let fresh =
+                super::close::drain_releasing(part.records).filter(|(p, _)| !seen.contains(p));
             all.records.extend(fresh);
             all.seen.extend(part.seen);
             all.problems.extend(part.problems);
@@ -299,7 +300,7 @@ pub(super) fn save_records(
     to: Turn,
     begin: Seq,
 ) -> impl Iterator<Item = Record> {
-    super::drain_releasing(saves).map(move |(path, pre)| Record::Capture {
+    super::close::drain_releasing(saves).map(move |(path, pre)| Record::Capture {
         turn: to,
         path,
         pre,

@@ -327,53 +327,6 @@ mod tests {
     }
 
     #[test]
-    fn a_step_says_what_it_was_doing_and_where() {
-        use super::super::plan::{MatchRule, Step};
-        use super::super::resolve::Parents;
-        use super::super::restore::{remove_step, restore_step};
-        use crate::store::journal::PreImage;
-        use std::os::fd::AsFd;
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir(dir.path().join("real")).expect("mkdir");
-        std::os::unix::fs::symlink("real", dir.path().join("link")).expect("symlink");
-        let root = std::fs::File::open(dir.path()).expect("open");
-        let store = crate::store::Store::for_test(root.as_fd()).expect("store");
-        let mut parents = Parents::new(root.as_fd());
-        // Beyond a symlinked parent: refused, never followed, with ELOOP kept.
-        let e = parents.open(&p("link/f")).expect_err("refused");
-        assert_eq!(e.op, Op::OpenParent);
-        assert_eq!(e.path, Some(p("link/f")));
-        assert_eq!(e.errno(), Errno(libc::ELOOP));
-        assert_eq!(e.to_string(), "a parent directory is a symlink: refused");
-        // Nothing to remove below a missing directory: unchanged, no error.
-        let gone = remove_step(&mut parents, &p("missing/f")).expect("nothing there");
-        assert_eq!(gone, Outcome::Unchanged);
-        // A capture that was skipped cannot be restored, whatever the run decided.
-        let step = Step {
-            path: p("real/big"),
-            target: PreImage::Skipped {
-                was: "file".into(),
-                size: 1 << 30,
-                reason: "over --max-blob".into(),
-            },
-            rule: MatchRule::default(),
-        };
-        let (mut dirs, mut renewed) = (Vec::new(), Vec::new());
-        let e = restore_step(
-            &mut parents,
-            &store,
-            &step,
-            Rewrite::Always,
-            &mut dirs,
-            &mut renewed,
-        )
-        .expect_err("not restorable");
-        assert_eq!((e.op, e.path.clone()), (Op::Target, Some(p("real/big"))));
-        assert_eq!(e.to_string(), "not restored: over --max-blob");
-        assert!(!dir.path().join("real/big").exists());
-    }
-
-    #[test]
     fn the_errno_is_kept() {
         let e = StepError::new(Op::Write, Cause::Sys(Errno(libc::ENOSPC)));
         assert_eq!(e.errno(), Errno(libc::ENOSPC));

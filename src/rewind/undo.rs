@@ -7,11 +7,13 @@
 //! and `op_done`; cut off by a crash, the next mount, rewind, undo or redo completes it first
 //! (`complete_unfinished`), with the same targets: the index does not change until `op_done`.
 
+use super::apply::Progress;
 use super::links::link_anchors;
 use super::plan::plan;
+use super::report::{Report, RewindError};
+use super::request::{Direction, Mode};
 use super::rewinder::{Frame, Limits, Rewinder};
 use super::save::Saving;
-use super::{Mode, Progress, Report, RewindError};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
@@ -20,40 +22,11 @@ use crate::store::ops::{Change, OpBegin, OpKind, OpWhat};
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
 
-/// Which way an operation of the log is taken: back, or again after it was taken back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Take back the newest operation in effect (`undo`).
-    Undo,
-    /// Run again the newest operation undone (`redo`).
-    Redo,
-}
-
-impl Direction {
-    /// [`Direction::Redo`] when `redo` (the wire's and the CLI's flag).
-    pub fn from_redo(redo: bool) -> Self {
-        if redo { Self::Redo } else { Self::Undo }
-    }
-
-    /// The kind of operation that takes this way.
-    fn kind(self) -> OpKind {
-        match self {
-            Self::Undo => OpKind::Undo,
-            Self::Redo => OpKind::Redo,
-        }
-    }
-
-    /// Whether this is a redo (the index's flag).
-    fn redo(self) -> bool {
-        self == Self::Redo
-    }
-
-    /// The error when there is nothing to take this way.
-    fn nothing(self) -> RewindError {
-        match self {
-            Self::Undo => RewindError::NoOpToUndo,
-            Self::Redo => RewindError::NothingToRedo,
-        }
+/// The error when there is nothing to take the way `way`.
+fn nothing(way: Direction) -> RewindError {
+    match way {
+        Direction::Undo => RewindError::NoOpToUndo,
+        Direction::Redo => RewindError::NothingToRedo,
     }
 }
 
@@ -97,7 +70,7 @@ impl Rewinder<'_> {
             return self.whole(Turn::default());
         }
         let Some((top, targets)) = self.store.index().revert_plan(way.redo()) else {
-            return Err(way.nothing());
+            return Err(nothing(way));
         };
         let target = top.op;
         let folder = matches!(top.change, Change::Folder { .. });
@@ -140,7 +113,7 @@ impl Rewinder<'_> {
                     .store
                     .index()
                     .revert_plan(way.redo())
-                    .ok_or(way.nothing())?;
+                    .ok_or(nothing(way))?;
                 let folder = matches!(top.change, Change::Folder { .. });
                 let target = u.op.target.unwrap_or(top.op);
                 self.revert((way, target), folder.then_some(targets), Some(u.begin))?
