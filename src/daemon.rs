@@ -156,7 +156,7 @@ fn turn(fs: &CkptFs, set: Option<u64>, label: Option<String>) -> Response {
 }
 
 /// `agent`, `run` and the hooks: mark a process as the agent.
-fn mark_agent(fs: &CkptFs, mark: crate::store::actors::AgentMark) -> Response {
+fn mark_agent(fs: &CkptFs, mark: crate::store::journal::AgentMark) -> Response {
     log::info!(target: "ckpt::actors", "agent marked by {}: {} (pid {}, start {})", mark.via, crate::quote::quote_path(mark.comm.as_bytes()), mark.pid, mark.start);
     match fs.capturer().mark_agent(mark) {
         Ok(added) => Response::ok(&ipc::MarkAgentAnswer { added }),

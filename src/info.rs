@@ -11,8 +11,9 @@
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
-use crate::store::actors::{ActorView, AgentMark};
+use crate::store::actors::ActorView;
 use crate::store::index::{Capture, Index, TurnInfo};
+use crate::store::journal::AgentMark;
 use crate::store::journal::PreImage;
 use crate::sys;
 use serde::{Deserialize, Serialize};
@@ -421,7 +422,7 @@ pub fn pending_rewind(index: &Index) -> Option<Pending> {
 
 /// The partial rewind, undo or redo of `index` that began and did not end, if any.
 pub fn pending_op(index: &Index) -> Option<Pending> {
-    use crate::store::ops::OpKind;
+    use crate::store::journal::OpKind;
     let u = index.ops.unfinished.as_ref()?;
     let of = |word: &str| match u.op.target {
         Some(id) => format!("{word} of #{id}"),
@@ -541,7 +542,8 @@ mod tests {
 
     #[test]
     fn a_pending_operation_is_named_with_its_turn_or_its_target() {
-        use crate::store::ops::{OpBegin, OpKind, UnfinishedOp};
+        use crate::store::journal::{OpBegin, OpKind};
+        use crate::store::ops::UnfinishedOp;
         let mut index = Index::default();
         assert_eq!(pending(&index), None);
         index.unfinished_rewind = Some((Seq(7), Turn(2), Turn(3)));

@@ -42,7 +42,7 @@ pub enum Request {
     /// Mark a process (and what descends from it) as the agent.
     MarkAgent {
         /// The mark: process, start time, command name, who marks it, session.
-        mark: crate::store::actors::AgentMark,
+        mark: crate::store::journal::AgentMark,
     },
     /// Undo the newest operation in effect (`redo` false), or redo the newest undone one.
     Undo {

@@ -495,7 +495,7 @@ mod tests {
         );
         // Marked: `sleep` is the agent, and the test is not; in turn 2 each is recorded again.
         let start = read_proc(other).expect("sleep").start;
-        cap.mark_agent(crate::store::actors::AgentMark {
+        cap.mark_agent(crate::store::journal::AgentMark {
             pid: other,
             start,
             comm: "sleep".into(),

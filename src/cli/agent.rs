@@ -1,12 +1,12 @@
 //! Marking the agent: `run` marks itself (the parent of the command it runs) before the
 //! command starts, so the command's whole process tree is the agent from its first change; a
 //! hook marks the agent CLI that ran it. The mark goes to the folder's daemon, which journals
-//! it (`crate::store::actors::AgentMark`).
+//! it (`crate::store::journal::AgentMark`).
 
 use super::CliError;
 use crate::capture::read_proc;
 use crate::ipc::{MarkAgentAnswer, Request};
-use crate::store::actors::AgentMark;
+use crate::store::journal::AgentMark;
 use std::path::Path;
 
 /// Shells an agent may run its hook command through (`sh -c "…"`): the agent is above them.

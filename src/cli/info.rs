@@ -8,7 +8,7 @@ use crate::daemon_log::DaemonLog;
 use crate::engine::Query;
 use crate::info::{SkippedCapture, Status, TurnRow};
 use crate::quote::quote_path;
-use crate::store::actors::AgentMark;
+use crate::store::journal::AgentMark;
 use crate::units::{CivilTime, human_size, unix_seconds};
 use clap::Args;
 use std::io::IsTerminal;

@@ -106,7 +106,7 @@ fn has_agent(actors: &[ActorView]) -> bool {
 mod tests {
     use super::*;
     use crate::ids::Seq;
-    use crate::store::actors::{AgentMark, Touch};
+    use crate::store::journal::{AgentMark, Touch};
     use crate::store::journal::{Line, Record};
 
     /// An index replayed from records: a mark, turn 2, then captures with their touches.

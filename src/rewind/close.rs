@@ -8,8 +8,8 @@
 use super::plan::Plan;
 use super::report::{FailedAt, Report, RewindError};
 use crate::store::Store;
+use crate::store::journal::OpCounts;
 use crate::store::journal::{PreImage, Record};
-use crate::store::ops::OpCounts;
 use std::collections::HashSet;
 
 /// What a report says the run changed, as the operation log keeps it.

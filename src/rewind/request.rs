@@ -4,7 +4,7 @@
 
 use crate::ids::Turn;
 use crate::relpath::RelPath;
-use crate::store::ops::OpKind;
+use crate::store::journal::OpKind;
 use serde::{Deserialize, Serialize};
 
 /// What a rewind gives back.

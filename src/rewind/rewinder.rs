@@ -25,8 +25,8 @@ use super::verify::{refuse_unless_verified, verify};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
+use crate::store::journal::{OpBegin, OpKind};
 use crate::store::journal::{PreImage, Record};
-use crate::store::ops::{OpBegin, OpKind};
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
 
@@ -138,7 +138,7 @@ impl Frame<'_> {
     }
 
     /// The record that closes the run begun at `begin`, with its counts.
-    fn close(&self, begin: Seq, counts: Option<crate::store::ops::OpCounts>) -> Record {
+    fn close(&self, begin: Seq, counts: Option<crate::store::journal::OpCounts>) -> Record {
         match self {
             Self::Whole { .. } => Record::RewindDone { begin, counts },
             Self::Partial { .. } | Self::Revert { .. } => Record::OpDone { begin, counts },

@@ -17,8 +17,9 @@ use super::save::Saving;
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
+use crate::store::journal::{OpBegin, OpKind};
 use crate::store::journal::{PreImage, Record};
-use crate::store::ops::{Change, OpBegin, OpKind, OpWhat};
+use crate::store::ops::{Change, OpWhat};
 use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
 

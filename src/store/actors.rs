@@ -1,5 +1,6 @@
-//! Who changed what: the journal's attribution records (version 4) and what the index makes of
-//! them. Kept apart from the capture records so that the rest of the journal reads as before.
+//! Who changed what: what the index makes of the journal's attribution records (version 4;
+//! the records themselves, [`Touch`] and [`AgentMark`], are with every other record in
+//! `journal/record.rs`).
 //!
 //! - `touched` ([`Touch`]): an actor changed the path of a capture in that capture's turn.
 //!   One record per (capture, actor): the first change of a path by each actor in a turn. The
@@ -12,6 +13,7 @@
 //! untrusted input: a touch whose capture is unknown is kept but names nothing (fsck says so).
 
 use super::index::{Capture, Index};
+use super::journal::{AgentMark, Touch};
 use crate::ids::Seq;
 use crate::relpath::RelPath;
 use serde::{Deserialize, Serialize};
@@ -46,23 +48,6 @@ impl Actor {
     }
 }
 
-/// A `touched` record: actor `comm` (process `pid`) changed the path of capture `capture` in
-/// its turn, first by `what`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Touch {
-    /// Seq of the capture record of the path in that turn.
-    pub capture: Seq,
-    /// The process of the first such change (0 when unknown).
-    pub pid: u32,
-    /// Its command name.
-    pub comm: String,
-    /// Whether it descends from a marked agent; absent when no agent was ever marked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<bool>,
-    /// What that first change was: `write`, `create`, `delete`, `rename`, `attr` or `link`.
-    pub what: String,
-}
-
 impl Touch {
     /// The actor this touch is by.
     pub fn actor(&self) -> Actor {
@@ -71,23 +56,6 @@ impl Touch {
             comm: self.comm.clone(),
         }
     }
-}
-
-/// An `agent` record: process `pid`, started at `start` (clock ticks after boot, field 22 of
-/// `/proc/PID/stat`), and everything that descends from it, is the agent from here on.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentMark {
-    /// The process.
-    pub pid: u32,
-    /// Its start time: with the pid, what identifies it (pids are reused).
-    pub start: u64,
-    /// Its command name (for `run`, the command run).
-    pub comm: String,
-    /// Who marked it: `run` or `hook`.
-    pub via: String,
-    /// The agent's session id, when a hook's payload gave one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
 }
 
 /// One actor of a path in a view: who, which process first, and what it first did.

@@ -53,7 +53,7 @@ pub struct Index {
     /// Paths captured in the current capture epoch, each with the seq of its newest capture
     /// (what a later change of the path in the epoch attributes itself to).
     pub captured_now: HashMap<RelPath, Seq>,
-    /// The operation log, with what undo and redo work on (`ops.rs`).
+    /// The operation log, with what undo and redo work on (`ops/`).
     pub ops: super::ops::OpLog,
     /// Seq after which the captures are those of the current capture epoch: `captured_now`
     /// holds their paths. A turn begins one; so does every change of the folder by a rewind,

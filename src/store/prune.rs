@@ -12,7 +12,7 @@
 //! - **It forgets** (turns dropped, or the undo and redo history dropped on request): it
 //!   rewrites the journal, the one operation that does. The kept records are written to a new
 //!   file, synced, and renamed over the old one (atomic), then the store reopens it. It is an
-//!   operation of the operation log (`ops.rs`) that cannot be undone: it forgets what undo and
+//!   operation of the operation log (`ops/`) that cannot be undone: it forgets what undo and
 //!   redo would need, and says so (the operations that can no longer be undone or redone, the
 //!   rewound turns no undo can bring back); the log of the operations before it is kept as
 //!   text in its `pruned` record, the last line of the rewritten journal.
@@ -260,7 +260,7 @@ fn plan_with(
         (Forget::UnnamedBlobs(blobs), journal_now, report)
     } else {
         let (unrecoverable, lost) = losses(store, keep_from);
-        let pruned = super::ops::Pruned {
+        let pruned = super::journal::Pruned {
             archived: archive(&store.index),
             id: store.index.ops.ops.last().map_or(1, |o| o.id + 1),
             dropped_turns: unrecoverable.dropped_turns.clone(),
@@ -436,12 +436,12 @@ fn losses(store: &Store, keep_from: Turn) -> (Unrecoverable, Vec<Loss>) {
 }
 
 /// The operation log so far, as text for the `pruned` record.
-fn archive(index: &super::Index) -> Vec<super::ops::ArchivedOp> {
+fn archive(index: &super::Index) -> Vec<super::journal::ArchivedOp> {
     index
         .ops
         .ops
         .iter()
-        .map(|o| super::ops::ArchivedOp {
+        .map(|o| super::journal::ArchivedOp {
             id: o.id,
             time: o.time,
             text: o.describe(),
@@ -485,7 +485,7 @@ fn rewrite_journal(store: &mut Store, lines: Vec<Line>, bytes: &[u8]) -> Result<
 /// The lines of the rewritten journal, numbered from 1: each kept turn with its captures and
 /// their touches (renumbered to name their capture's new seq), every agent mark after the
 /// first kept turn, then the `pruned` record.
-fn kept_lines(store: &Store, keep_from: Turn, pruned: super::ops::Pruned) -> Vec<Line> {
+fn kept_lines(store: &Store, keep_from: Turn, pruned: super::journal::Pruned) -> Vec<Line> {
     let mut lines = Vec::new();
     let mut seq = 0;
     let mut push = |time: u64, rec: Record| {

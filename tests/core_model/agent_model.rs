@@ -20,7 +20,7 @@
 use super::*;
 use ckpt_mount::capture::read_proc;
 use ckpt_mount::rewind::{Conflicts, PathActors};
-use ckpt_mount::store::actors::AgentMark;
+use ckpt_mount::store::journal::AgentMark;
 use std::process::{Child, Stdio};
 
 /// The agent's process and another one, alive for a case (both `sleep`: the core reads only

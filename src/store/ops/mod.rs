@@ -19,7 +19,8 @@
 //! turn had not touched it: so a rewind to the previous turn stays exact). Its redo makes it
 //! current again, and every capture taken since it first began is its own again.
 //!
-//! Records (journal version 4, docs/FORMAT.md): `op_begin` / `op_done` around a partial
+//! Records (journal version 4, docs/FORMAT.md; their types, [`OpBegin`], [`OpCounts`] and
+//! [`Pruned`], are with every other record in `journal/record.rs`): `op_begin` / `op_done` around a partial
 //! rewind, an undo or a redo (the saves in between carry `undo_of` = the `op_begin` seq),
 //! `relabel`, `pruned`, and the counts on `rewind_done`. Older records are operations too:
 //! `turn`, `rewind_begin`/`rewind_done` and `undo_done`.
@@ -27,79 +28,9 @@
 use super::index::{Capture, Index, TurnInfo};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
-use crate::store::journal::PreImage;
+use crate::store::journal::{OpBegin, OpCounts, OpKind, PreImage, Pruned};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-
-/// What an operation changed in the folder.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OpCounts {
-    /// Paths given back an earlier state.
-    pub restored: u64,
-    /// Paths removed.
-    pub deleted: u64,
-    /// Paths that could not be restored.
-    pub failed: u64,
-}
-
-/// Which operation an `op_begin` record begins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpKind {
-    /// `rewind N -- PATH…`.
-    RewindPaths,
-    /// `undo`.
-    Undo,
-    /// `redo`.
-    Redo,
-}
-
-/// The payload of an `op_begin` record.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct OpBegin {
-    /// What begins.
-    pub kind: OpKind,
-    /// A partial rewind's target turn.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Turn>,
-    /// A partial rewind's paths.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub paths: Vec<RelPath>,
-    /// The id of the operation an undo or redo reverts or re-applies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<u64>,
-}
-
-/// An operation from before a prune, kept as text in the `pruned` record.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ArchivedOp {
-    /// Its id.
-    pub id: u64,
-    /// When it ran (Unix seconds).
-    pub time: u64,
-    /// What it was, as `op log` said.
-    pub text: String,
-    /// Whether it was undone.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub undone: bool,
-}
-
-/// The payload of a `pruned` record, the last line of a journal a prune rewrote: the lines
-/// before it restate the history that was kept (no operation of their own).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Pruned {
-    /// The operation log before the prune (ids and texts), oldest first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub archived: Vec<ArchivedOp>,
-    /// The prune's own id.
-    pub id: u64,
-    /// Turns that can no longer be rewound to.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dropped_turns: Vec<u64>,
-    /// Operations that could be undone (or redone) before, and no longer can.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lost_ops: Vec<u64>,
-}
 
 /// What an operation was.
 #[derive(Clone, Debug, PartialEq)]

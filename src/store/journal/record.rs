@@ -1,26 +1,16 @@
-//! The journal: an append-only file of JSON lines, one record per line, each with its format
-//! version `"v"`: 1, or 2 for the lines only version 2 has (staged pre-images).
+//! The journal's records: [`Record`], one per line, and every type a record carries — the
+//! pre-image of a path ([`PreImage`]), who changed it ([`Touch`], [`AgentMark`]: version 4,
+//! read by `crate::store::actors`) and the operation log's records ([`OpBegin`], [`OpCounts`],
+//! [`Pruned`]: version 4, read by `crate::store::ops`). One format, one file: the index, the
+//! actors and the operation log all read these types, and none of them defines one.
 //!
-//! Invariants: records are only ever appended, each with one `write(2)` on an `O_APPEND`
-//! descriptor, so a killed daemon leaves at most one torn last line; a torn last line is cut
-//! off when the journal is opened; any other unreadable line is corruption and is refused.
+//! No I/O: plain types and their serde form (docs/FORMAT.md).
 
+use crate::identity::Handle;
 use crate::ids::{BlobId, Seq, Turn};
 use crate::relpath::RelPath;
+use crate::xattrs::Xattr;
 use serde::{Deserialize, Serialize};
-
-/// The newest journal format version: what this build reads (every version up to it) and
-/// writes. Version 3 lines carry each pre-image's inode identity (file handle or birth time),
-/// its extended attributes and, for symlinks, the inode; a line of version 1 or 2 says nothing
-/// of extended attributes (read as "unknown": a rewind leaves them as they are) and identifies
-/// inodes by number only (never trusted as proof that a file is the same; see SEMANTICS.md).
-/// Version 4 adds who changed what (`touched` and `agent` records, `crate::store::actors`) and
-/// the operation log (`crate::store::ops`): `op_begin`, `op_done`, `relabel`, `pruned`, and a
-/// `rewind_done` that carries its counts.
-pub const JOURNAL_VERSION: u32 = 4;
-
-pub use crate::identity::Handle;
-pub use crate::xattrs::Xattr;
 
 /// The extended attributes of a pre-image, sorted by name. `None` on lines older than journal
 /// version 3, which did not record them: a rewind then leaves a path's attributes as it finds
@@ -357,7 +347,7 @@ pub enum Record {
         begin: Seq,
         /// What it changed (journal version 4).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        counts: Option<crate::store::ops::OpCounts>,
+        counts: Option<OpCounts>,
     },
     /// The rewind begun at seq `rewind` was undone: its turns come back.
     UndoDone {
@@ -379,19 +369,19 @@ pub enum Record {
         pre: PreImage,
     },
     /// An actor changed the path of a capture in its turn (journal version 4).
-    Touched(crate::store::actors::Touch),
+    Touched(Touch),
     /// A process and its descendants are the agent from here on (journal version 4).
-    Agent(crate::store::actors::AgentMark),
+    Agent(AgentMark),
     /// An operation of the operation log began: a partial rewind, an undo or a redo (journal
     /// version 4; see `crate::store::ops`).
-    OpBegin(crate::store::ops::OpBegin),
+    OpBegin(OpBegin),
     /// The operation begun at seq `begin` finished (journal version 4).
     OpDone {
         /// Seq of its `op_begin`.
         begin: Seq,
         /// What it changed in the folder.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        counts: Option<crate::store::ops::OpCounts>,
+        counts: Option<OpCounts>,
     },
     /// Turn `turn` is given the label `label` (none: unlabelled), an operation of its own
     /// (journal version 4).
@@ -403,7 +393,7 @@ pub enum Record {
         label: Option<String>,
     },
     /// A prune rewrote the journal (journal version 4): what it made unrecoverable.
-    Pruned(crate::store::ops::Pruned),
+    Pruned(Pruned),
 }
 
 impl Record {
@@ -434,7 +424,7 @@ impl Record {
 
     /// After reading a line of version `v`: from version 3 on, a pre-image whose list of
     /// extended attributes is missing has none (the list is only written when not empty).
-    fn read_as_version(&mut self, v: u32) {
+    pub(super) fn read_as_version(&mut self, v: u32) {
         if v < 3 {
             return;
         }
@@ -450,266 +440,106 @@ impl Record {
     }
 }
 
-/// A record with its envelope, as one line of the journal.
+/// What an operation changed in the folder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCounts {
+    /// Paths given back an earlier state.
+    pub restored: u64,
+    /// Paths removed.
+    pub deleted: u64,
+    /// Paths that could not be restored.
+    pub failed: u64,
+}
+
+/// Which operation an `op_begin` record begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// `rewind N -- PATH…`.
+    RewindPaths,
+    /// `undo`.
+    Undo,
+    /// `redo`.
+    Redo,
+}
+
+/// The payload of an `op_begin` record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Line {
-    /// Format version; anything newer than [`JOURNAL_VERSION`] is refused.
-    pub v: u32,
-    /// Position in the journal, strictly increasing.
-    pub seq: Seq,
-    /// Unix time in seconds.
+pub struct OpBegin {
+    /// What begins.
+    pub kind: OpKind,
+    /// A partial rewind's target turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Turn>,
+    /// A partial rewind's paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<RelPath>,
+    /// The id of the operation an undo or redo reverts or re-applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<u64>,
+}
+
+/// An operation from before a prune, kept as text in the `pruned` record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArchivedOp {
+    /// Its id.
+    pub id: u64,
+    /// When it ran (Unix seconds).
     pub time: u64,
-    /// The payload.
-    #[serde(flatten)]
-    pub rec: Record,
+    /// What it was, as `op log` said.
+    pub text: String,
+    /// Whether it was undone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undone: bool,
 }
 
-/// Why the journal could not be read.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ParseError {
-    /// Line `line` (1-based) is not a valid record.
-    Corrupt {
-        /// 1-based line number.
-        line: usize,
-        /// What was wrong.
-        reason: String,
-    },
-    /// A record carries a version this build does not know.
-    Version {
-        /// 1-based line number.
-        line: usize,
-        /// The version found.
-        found: u32,
-    },
+/// The payload of a `pruned` record, the last line of a journal a prune rewrote: the lines
+/// before it restate the history that was kept (no operation of their own).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pruned {
+    /// The operation log before the prune (ids and texts), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub archived: Vec<ArchivedOp>,
+    /// The prune's own id.
+    pub id: u64,
+    /// Turns that can no longer be rewound to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_turns: Vec<u64>,
+    /// Operations that could be undone (or redone) before, and no longer can.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_ops: Vec<u64>,
 }
 
-impl std::fmt::Display for ParseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Corrupt { line, reason } => write!(f, "journal line {line} is corrupt: {reason}"),
-            Self::Version { line, found } => write!(
-                f,
-                "journal line {line} has format version {found}; this ckpt-mount reads versions 1 to {JOURNAL_VERSION}"
-            ),
-        }
-    }
+/// A `touched` record: actor `comm` (process `pid`) changed the path of capture `capture` in
+/// its turn, first by `what`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Touch {
+    /// Seq of the capture record of the path in that turn.
+    pub capture: Seq,
+    /// The process of the first such change (0 when unknown).
+    pub pid: u32,
+    /// Its command name.
+    pub comm: String,
+    /// Whether it descends from a marked agent; absent when no agent was ever marked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<bool>,
+    /// What that first change was: `write`, `create`, `delete`, `rename`, `attr` or `link`.
+    pub what: String,
 }
 
-/// The parsed journal: its lines, and how many bytes of a torn tail follow them.
-#[derive(Debug, Default)]
-pub struct Parsed {
-    /// Every complete, valid line.
-    pub lines: Vec<Line>,
-    /// Byte length of the valid prefix; anything after it is a torn last line.
-    pub valid_len: usize,
-}
-
-/// Parses journal bytes. A last line without its newline, or a last line that is not JSON, is
-/// a torn tail (reported through `valid_len`); an unreadable line before it, or any JSON line
-/// that is not a valid record, is corruption.
-pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
-    let mut out = Parsed::default();
-    let mut pos = 0;
-    let mut line_no = 0;
-    let mut last_seq = Seq(0);
-    while pos < bytes.len() {
-        line_no += 1;
-        let Some(nl) = bytes[pos..].iter().position(|b| *b == b'\n') else {
-            break; // torn tail: no newline
-        };
-        let text = &bytes[pos..pos + nl];
-        let is_last = pos + nl + 1 >= bytes.len();
-        match parse_line(text, line_no) {
-            Ok(line) => {
-                if line.seq <= last_seq {
-                    return Err(ParseError::Corrupt {
-                        line: line_no,
-                        reason: "seq does not increase".into(),
-                    });
-                }
-                last_seq = line.seq;
-                out.lines.push(line);
-            }
-            Err(e @ ParseError::Version { .. }) => return Err(e),
-            // A torn append is never valid JSON; a whole JSON line that is not a valid record
-            // (an invalid path, a missing field) is corruption even when it is the last one.
-            Err(_) if is_last && serde_json::from_slice::<serde_json::Value>(text).is_err() => {
-                break;
-            }
-            Err(e) => return Err(e),
-        }
-        pos += nl + 1;
-        out.valid_len = pos;
-    }
-    Ok(out)
-}
-
-fn parse_line(text: &[u8], line: usize) -> Result<Line, ParseError> {
-    let value: serde_json::Value =
-        serde_json::from_slice(text).map_err(|e| ParseError::Corrupt {
-            line,
-            reason: e.to_string(),
-        })?;
-    let v = value
-        .get("v")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0);
-    if v == 0 || v > u64::from(JOURNAL_VERSION) {
-        return Err(ParseError::Version {
-            line,
-            found: u32::try_from(v).unwrap_or(u32::MAX),
-        });
-    }
-    let mut parsed: Line = serde_json::from_value(value).map_err(|e| ParseError::Corrupt {
-        line,
-        reason: e.to_string(),
-    })?;
-    parsed.rec.read_as_version(parsed.v);
-    Ok(parsed)
-}
-
-/// Serialises one line, newline included.
-pub fn encode(line: &Line) -> Vec<u8> {
-    // Serialising these plain structs cannot fail.
-    let mut v = serde_json::to_vec(line).unwrap_or_default();
-    v.push(b'\n');
-    v
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn turn(seq: u64, n: u64) -> Line {
-        Line {
-            v: 1,
-            seq: Seq(seq),
-            time: 0,
-            rec: Record::Turn {
-                turn: Turn(n),
-                label: None,
-            },
-        }
-    }
-
-    #[test]
-    fn torn_last_line_is_cut_off() {
-        let mut bytes = encode(&turn(1, 1));
-        bytes.extend(encode(&turn(2, 2)));
-        let good = bytes.len();
-        bytes.extend_from_slice(br#"{"v":1,"seq":3,"ti"#);
-        let p = parse(&bytes).expect("parses");
-        assert_eq!(p.lines.len(), 2);
-        assert_eq!(p.valid_len, good);
-    }
-
-    #[test]
-    fn garbage_in_the_middle_is_corruption() {
-        let mut bytes = encode(&turn(1, 1));
-        bytes.extend_from_slice(b"not json\n");
-        bytes.extend(encode(&turn(3, 2)));
-        assert!(matches!(
-            parse(&bytes),
-            Err(ParseError::Corrupt { line: 2, .. })
-        ));
-    }
-
-    #[test]
-    fn unknown_version_is_refused() {
-        let bytes = br#"{"v":9,"seq":1,"time":0,"op":"turn","turn":1}
-"#;
-        assert!(matches!(
-            parse(bytes),
-            Err(ParseError::Version { found: 9, .. })
-        ));
-    }
-
-    #[test]
-    fn capture_line_format_is_stable() {
-        let line = Line {
-            v: 1,
-            seq: Seq(7),
-            time: 5,
-            rec: Record::Capture {
-                turn: Turn(2),
-                path: RelPath::new(b"a/b.txt").expect("valid"),
-                pre: PreImage::Absent,
-                undo_of: None,
-                pid: Some(42),
-                comm: Some("sed".into()),
-            },
-        };
-        let text = String::from_utf8(encode(&line)).expect("utf8");
-        assert_eq!(
-            text,
-            "{\"v\":1,\"seq\":7,\"time\":5,\"op\":\"capture\",\"turn\":2,\"path\":\"a/b.txt\",\"pre\":{\"kind\":\"absent\"},\"pid\":42,\"comm\":\"sed\"}\n"
-        );
-        assert_eq!(parse(text.as_bytes()).expect("parses").lines, vec![line]);
-    }
-
-    #[test]
-    fn a_whole_last_line_that_is_not_a_record_is_corruption_not_a_torn_tail() {
-        let mut bytes = encode(&turn(1, 1));
-        bytes.extend_from_slice(b"{\"v\":1,\"seq\":2,\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"/etc/passwd\",\"pre\":{\"kind\":\"absent\"}}\n");
-        assert!(matches!(
-            parse(&bytes),
-            Err(ParseError::Corrupt { line: 2, .. })
-        ));
-        let mut bytes = encode(&turn(1, 1));
-        let good = bytes.len();
-        bytes.extend_from_slice(b"\0\0\0{\"v\":1\n");
-        assert_eq!(parse(&bytes).expect("a torn tail").valid_len, good);
-    }
-
-    /// A capture line of a file pre-image whose blob is `blob`.
-    fn file_line(seq: u64, blob: &str) -> String {
-        format!(
-            "{{\"v\":1,\"seq\":{seq},\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"g\",\"pre\":{{\"kind\":\"file\",\"blob\":\"{blob}\",\"size\":3,\"mode\":420,\"uid\":0,\"gid\":0,\"ino\":2,\"nlink\":1}}}}\n"
-        )
-    }
-
-    #[test]
-    fn a_file_line_reads_and_writes_its_blob_id_as_hex() {
-        let text = file_line(1, &"0a".repeat(32));
-        let parsed = parse(text.as_bytes()).expect("parses");
-        let [line] = parsed.lines.as_slice() else {
-            panic!("one line: {:?}", parsed.lines);
-        };
-        let Record::Capture {
-            pre: PreImage::File { blob, .. },
-            ..
-        } = &line.rec
-        else {
-            panic!("a file capture: {line:?}");
-        };
-        assert_eq!(blob.as_bytes(), &[0x0a; 32]);
-        assert_eq!(String::from_utf8(encode(line)).expect("utf8"), text);
-    }
-
-    #[test]
-    fn a_line_naming_a_blob_by_anything_but_a_sha256_is_corruption() {
-        for bad in [
-            "AB".repeat(32),
-            "abc".to_string(),
-            format!("{}/x", "a".repeat(62)),
-            "a".repeat(65),
-        ] {
-            let mut bytes = encode(&turn(1, 1));
-            bytes.extend_from_slice(file_line(2, &bad).as_bytes());
-            let err = parse(&bytes).expect_err(&bad);
-            assert!(
-                matches!(&err, ParseError::Corrupt { line: 2, reason } if reason.contains("is not a sha256")),
-                "{bad}: {err}"
-            );
-        }
-    }
-
-    #[test]
-    fn journal_paths_are_revalidated() {
-        let bytes = b"{\"v\":1,\"seq\":1,\"time\":0,\"op\":\"capture\",\"turn\":1,\"path\":\"../etc/passwd\",\"pre\":{\"kind\":\"absent\"}}\n{\"v\":1,\"seq\":2,\"time\":0,\"op\":\"turn\",\"turn\":2}\n";
-        assert!(matches!(
-            parse(bytes),
-            Err(ParseError::Corrupt { line: 1, .. })
-        ));
-    }
+/// An `agent` record: process `pid`, started at `start` (clock ticks after boot, field 22 of
+/// `/proc/PID/stat`), and everything that descends from it, is the agent from here on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentMark {
+    /// The process.
+    pub pid: u32,
+    /// Its start time: with the pid, what identifies it (pids are reused).
+    pub start: u64,
+    /// Its command name (for `run`, the command run).
+    pub comm: String,
+    /// Who marked it: `run` or `hook`.
+    pub via: String,
+    /// The agent's session id, when a hook's payload gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
