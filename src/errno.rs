@@ -87,9 +87,9 @@ mod tests {
             Errno(libc::EBUSY)
         );
         assert_eq!(StoreError::Missing.to_errno(), Errno(libc::ENOENT));
-        let no_journal = crate::store::layout::LayoutError::NoJournal {
-            journal: crate::store::layout::NoRecords::Missing,
-            held: crate::store::layout::Held::default(),
+        let no_journal = crate::store::refusal::LayoutError::NoJournal {
+            journal: crate::store::refusal::NoRecords::Missing,
+            held: crate::store::refusal::Held::default(),
         };
         assert_eq!(StoreError::Layout(no_journal).to_errno(), Errno(libc::EIO));
         assert_eq!(

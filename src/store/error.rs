@@ -2,9 +2,13 @@
 //!
 //! Kept apart from the store handle so that every part of the store (opening, appending,
 //! staged captures, pruning) reports failures the same way, through [`io`] for system calls.
+//! It sits below them: what it names comes from files that use nothing of it (the journal's
+//! `ParseError`, the lock's failure, the layout's refusal in `refusal.rs`, `version.rs`).
 
-use super::STORE_VERSION;
 use super::journal::ParseError;
+use super::lock::{LOCK_WAIT, LockFailed, LockHolder};
+use super::refusal::LayoutError;
+use super::version::STORE_VERSION;
 use crate::sys::Errno;
 use std::fmt;
 
@@ -22,15 +26,15 @@ pub enum StoreError {
     Version(String),
     /// The journal is damaged.
     Journal(ParseError),
-    /// Another process held the store's lock for all of [`super::LOCK_WAIT`].
+    /// Another process held the store's lock for all of [`LOCK_WAIT`].
     Locked {
         /// Who holds it, when `/proc/locks` names it.
-        holder: Option<super::LockHolder>,
+        holder: Option<LockHolder>,
     },
     /// No store exists in this folder.
     Missing,
     /// What `.ckpt/` holds is not laid out as a store this build opens as it is.
-    Layout(super::layout::LayoutError),
+    Layout(LayoutError),
 }
 
 impl fmt::Display for StoreError {
@@ -49,12 +53,12 @@ impl fmt::Display for StoreError {
             } => write!(
                 f,
                 "the store is in use by another ckpt-mount process: {holder} still holds its lock after {} s",
-                super::LOCK_WAIT.as_secs()
+                LOCK_WAIT.as_secs()
             ),
             Self::Locked { holder: None } => write!(
                 f,
                 "the store is in use by another ckpt-mount process (its lock is still held after {} s; /proc/locks names no holder in this pid namespace)",
-                super::LOCK_WAIT.as_secs()
+                LOCK_WAIT.as_secs()
             ),
             Self::Missing => write!(f, "no ckpt-mount store in this folder"),
             Self::Layout(e) => write!(f, "{e}"),
@@ -63,6 +67,15 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
+
+impl From<LockFailed> for StoreError {
+    fn from(e: LockFailed) -> Self {
+        match e {
+            LockFailed::Io(what, errno) => io(what)(errno),
+            LockFailed::Held(holder) => Self::Locked { holder },
+        }
+    }
+}
 
 /// Turns the errno of a failed system call into a [`StoreError::Io`] saying `what` was being
 /// done: `sys::fsync(fd).map_err(io("sync journal"))?`.

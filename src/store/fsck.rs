@@ -139,7 +139,10 @@ pub fn check(store_dir: BorrowedFd<'_>) -> FsckReport {
 fn check_version(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) -> bool {
     match read_file(store_dir, c"VERSION") {
         // Format 1 has the same files; the next open migrates it.
-        Ok(v) if v == super::STORE_VERSION.as_bytes() || v == super::STORE_VERSION_1.as_bytes() => {
+        Ok(v)
+            if v == super::version::STORE_VERSION.as_bytes()
+                || v == super::version::STORE_VERSION_1.as_bytes() =>
+        {
             true
         }
         Ok(v) => {
@@ -149,7 +152,7 @@ fn check_version(store_dir: BorrowedFd<'_>, add: &mut dyn FnMut(Finding)) -> boo
                 format!(
                     "VERSION is {:?}, expected {:?}",
                     String::from_utf8_lossy(&v).trim(),
-                    super::STORE_VERSION.trim()
+                    super::version::STORE_VERSION.trim()
                 ),
             ));
             false

@@ -13,8 +13,6 @@
 //! one that has not written yet), it needs no write to a store a reader may only look at, and
 //! the kernel translates the pid into the reader's pid namespace.
 
-use super::StoreError;
-use super::error::io;
 use crate::sys::{self, Errno};
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -52,17 +50,27 @@ impl fmt::Display for LockHolder {
     }
 }
 
+/// Why the lock was not taken. The store reports it as a [`StoreError`](super::StoreError)
+/// (`error.rs`), so that this file needs nothing of the rest of the store.
+#[derive(Debug)]
+pub(super) enum LockFailed {
+    /// A system call failed: what was being done, and its errno.
+    Io(&'static str, Errno),
+    /// Another process held the lock for all of [`LOCK_WAIT`]: who, when `/proc/locks` names it.
+    Held(Option<LockHolder>),
+}
+
 /// Opens (creating) the `lock` file of the store directory `d` and takes its exclusive
 /// `flock`, trying again for up to [`LOCK_WAIT`] while another process holds it; then
-/// [`StoreError::Locked`], naming the holder when `/proc/locks` does.
-pub(super) fn take(d: BorrowedFd<'_>) -> Result<OwnedFd, StoreError> {
+/// [`LockFailed::Held`], naming the holder when `/proc/locks` does.
+pub(super) fn take(d: BorrowedFd<'_>) -> Result<OwnedFd, LockFailed> {
     let lock = sys::openat(
         d,
         c"lock",
         libc::O_CREAT | libc::O_RDWR | libc::O_NOFOLLOW,
         0o600,
     )
-    .map_err(io("open lock"))?;
+    .map_err(|e| LockFailed::Io("open lock", e))?;
     let deadline = Instant::now() + LOCK_WAIT;
     // An exiting daemon lets go within milliseconds: first tries come quickly.
     let mut pause = Duration::from_millis(2);
@@ -70,13 +78,11 @@ pub(super) fn take(d: BorrowedFd<'_>) -> Result<OwnedFd, StoreError> {
         match sys::flock_try(lock.as_fd(), true) {
             Ok(()) => return Ok(lock),
             Err(Errno(libc::EWOULDBLOCK)) => {}
-            Err(e) => return Err(io("lock the store")(e)),
+            Err(e) => return Err(LockFailed::Io("lock the store", e)),
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(StoreError::Locked {
-                holder: holder(lock.as_fd()),
-            });
+            return Err(LockFailed::Held(holder(lock.as_fd())));
         }
         std::thread::sleep(pause.min(left));
         pause = (pause * 2).min(MAX_PAUSE);

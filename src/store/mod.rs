@@ -10,9 +10,13 @@
 //! - [`journal`]: the records and their encoding; [`blob`] and [`pack`]: the stored bytes;
 //! - `staged.rs`: storing staged pre-images and recording what they became;
 //! - `lock.rs`: the one-writer lock, waited for while a daemon exits, its holder named;
-//! - `error.rs`: [`StoreError`]; `files.rs`: the small files read and written on open;
+//! - `error.rs`: [`StoreError`], below every part that returns it (it names the journal's
+//!   `ParseError`, the lock's failure, the layout's refusal and the format it reads, all from
+//!   files that use nothing of it); `version.rs`: what `VERSION` holds; `files.rs`: the small
+//!   files read and written on open;
 //! - [`layout`]: what `.ckpt/` holds, checked before anything opens or writes it (a symlink,
-//!   blobs without a journal, no `VERSION` beside a history: refused, never reset);
+//!   blobs without a journal, no `VERSION` beside a history: refused, never reset), refused
+//!   with a [`refusal::LayoutError`];
 //!   [`start_over`]: the explicit way past a lost journal or `VERSION`;
 //! - [`fsck`] checks a store, [`prune`] forgets old turns.
 
@@ -28,14 +32,17 @@ mod lock;
 pub mod ops;
 pub mod pack;
 pub mod prune;
+pub mod refusal;
 mod staged;
 pub mod start_over;
+mod version;
 
 pub use error::StoreError;
 pub use index::{Capture, Index, TurnInfo};
 pub use layout::open_store_dir;
 pub use lock::{LOCK_WAIT, LockHolder};
 pub use staged::StoredStage;
+pub use version::STORE_VERSION;
 
 use crate::ids::{Epoch, Seq, Turn};
 use crate::sys::{self, Errno};
@@ -47,16 +54,7 @@ use staged::open_staged_dir;
 pub(crate) use staged::open_unmoved;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-
-/// Contents of the `VERSION` file of a store this build reads and writes. Version 2 is the
-/// layout of docs/FORMAT.md: packs, `.zst` blobs, staged pre-images and journal lines up to
-/// version 3 (inode identities and extended attributes).
-pub const STORE_VERSION: &str = "ckpt-mount store 2\n";
-
-/// A store this build migrates once, when it first opens it: version 1 had the same files,
-/// and every line it wrote reads the same here (a version 1 build then refuses the store,
-/// whose new lines it would misread).
-pub(crate) const STORE_VERSION_1: &str = "ckpt-mount store 1\n";
+use version::STORE_VERSION_1;
 
 /// Bytes of encoded records [`Store::append_all`] writes at once.
 const APPEND_BATCH: usize = 1 << 20;

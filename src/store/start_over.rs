@@ -14,8 +14,10 @@
 
 use super::error::io;
 use super::files::{replace_small, write_new};
-use super::layout::{self, Contents, Held, LayoutError};
-use super::{STORE_VERSION, StoreError, open_store_dir};
+use super::layout::{self, Contents};
+use super::refusal::{Held, LayoutError};
+use super::version::STORE_VERSION;
+use super::{StoreError, open_store_dir};
 use crate::sys::{self, Errno};
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
