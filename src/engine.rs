@@ -205,7 +205,7 @@ pub fn query(
     Ok(match query {
         Query::Status => Answer::Status(Box::new(crate::info::status(store, folder, daemon))),
         Query::Log => Answer::Log(crate::info::log_rows(store, root)),
-        Query::OpLog => Answer::OpLog(crate::store::ops::op_rows(store.index())),
+        Query::OpLog => Answer::OpLog(crate::store::ops::op_rows(&store.index().ops)),
         Query::DaemonLog { lines } => Answer::DaemonLog(
             crate::daemon_log::daemon_log(store, *lines).map_err(EngineError::DaemonLog)?,
         ),

@@ -1,6 +1,8 @@
-//! Who changed what: what the index makes of the journal's attribution records (version 4;
-//! the records themselves, [`Touch`] and [`AgentMark`], are with every other record in
-//! `journal/record.rs`).
+//! Who changed what: the state the index keeps of the journal's attribution records
+//! ([`Actors`]: version 4; the records themselves, [`Touch`] and [`AgentMark`], are with every
+//! other record in `journal/record.rs`), and how views name actors. The index answers who
+//! changed a capture (`Index::actors_of` and the like, in `index.rs`), since it holds both
+//! the captures and this state.
 //!
 //! - `touched` ([`Touch`]): an actor changed the path of a capture in that capture's turn.
 //!   One record per (capture, actor): the first change of a path by each actor in a turn. The
@@ -12,10 +14,8 @@
 //! prunes take it: a touch counts exactly while its capture is in the index. The journal is
 //! untrusted input: a touch whose capture is unknown is kept but names nothing (fsck says so).
 
-use super::index::{Capture, Index};
 use super::journal::{AgentMark, Touch};
 use crate::ids::Seq;
-use crate::relpath::RelPath;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -165,94 +165,6 @@ impl Actors {
     }
 }
 
-impl Index {
-    /// The seq of the capture of `path` in the current turn, if it has one.
-    pub fn capture_seq_now(&self, path: &RelPath) -> Option<Seq> {
-        let cur = self.current_turn();
-        let is_now = |c: &Capture| c.turn == cur && c.path == *path;
-        // The newest capture of the path, when it is of the current capture epoch.
-        if let Some(seq) = self.captured_now.get(path)
-            && let Ok(i) = self.captures.binary_search_by_key(seq, |c| c.seq)
-            && is_now(&self.captures[i])
-        {
-            return Some(*seq);
-        }
-        // Captured in this turn before the epoch (rare: a partial rewind, undo or redo began
-        // one since).
-        self.captures
-            .iter()
-            .rev()
-            .find(|c| is_now(c))
-            .map(|c| c.seq)
-    }
-
-    /// The actors of capture `c`: its touches, and the capture's own process unless the touch
-    /// written with it stands for it. A capture without one (written before journal version
-    /// 4, or by the daemon: a file held open for writing across a turn switch, whose writer is
-    /// not known, or what a partial rewind overwrote) adds an actor from what it recorded,
-    /// never taken for the agent.
-    pub fn actors_of(&self, c: &Capture) -> Vec<ActorView> {
-        let touches = self
-            .actors
-            .by_capture
-            .get(&c.seq)
-            .map_or(&[][..], |ts| ts.as_slice());
-        let own = c.pid.filter(|p| *p != 0);
-        let represented = own.is_some_and(|p| touches.iter().any(|t| t.pid == p));
-        let mut out = Vec::with_capacity(touches.len() + 1);
-        if !represented {
-            out.push(ActorView {
-                comm: c.comm.as_deref().unwrap_or("?").to_string(),
-                agent: self.actors.any_marked().then_some(false),
-                pid: own.unwrap_or(0),
-                what: "?".into(),
-            });
-        }
-        out.extend(touches.iter().map(|t| ActorView {
-            comm: t.comm.to_string(),
-            agent: t.agent,
-            pid: t.pid,
-            what: t.what.to_string(),
-        }));
-        out
-    }
-
-    /// The actors over the captures `caps`, each once (its first touch kept), the agent first.
-    pub fn actors_over<'a>(&self, caps: impl Iterator<Item = &'a Capture>) -> Vec<ActorView> {
-        let mut list: Vec<ActorView> = Vec::new();
-        for c in caps {
-            for a in self.actors_of(c) {
-                if !list.iter().any(|b| b.actor() == a.actor()) {
-                    list.push(a);
-                }
-            }
-        }
-        sort_actors(&mut list);
-        list
-    }
-
-    /// Per path, its actors over the captures `caps` (each actor once, the first touch kept),
-    /// sorted: the agent first, then by command name.
-    pub fn actors_by_path<'a>(
-        &self,
-        caps: impl Iterator<Item = &'a Capture>,
-    ) -> HashMap<RelPath, Vec<ActorView>> {
-        let mut out: HashMap<RelPath, Vec<ActorView>> = HashMap::new();
-        for c in caps {
-            let list = out.entry(c.path.clone()).or_default();
-            for a in self.actors_of(c) {
-                if !list.iter().any(|b| b.actor() == a.actor()) {
-                    list.push(a);
-                }
-            }
-        }
-        for list in out.values_mut() {
-            sort_actors(list);
-        }
-        out
-    }
-}
-
 /// The agent first, then others by command name.
 pub fn sort_actors(list: &mut [ActorView]) {
     list.sort_by(|a, b| {
@@ -328,7 +240,9 @@ pub fn check_records(lines: &[super::journal::Line]) -> Vec<(Seq, String)> {
 mod tests {
     use super::*;
     use crate::ids::Turn;
+    use crate::relpath::RelPath;
     use crate::store::Store;
+    use crate::store::index::Index;
     use crate::store::journal::{PreImage, Record};
     use std::os::fd::AsFd;
 

@@ -9,39 +9,13 @@
 //! does not fit (a `rewind_done` without its `rewind_begin`, a second `staged` for one
 //! capture) is ignored, never trusted.
 
+use super::actors::{ActorView, sort_actors};
+use super::entries::{Capture, TurnInfo};
 use super::journal::{Line, PreImage, Record};
 use crate::identity::{FileId, Renewal};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use std::collections::{BTreeMap, HashMap};
-
-/// A turn as the index knows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnInfo {
-    /// Number.
-    pub turn: Turn,
-    /// Label, if any.
-    pub label: Option<String>,
-    /// Unix time it began.
-    pub time: u64,
-}
-
-/// A capture as the index knows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Capture {
-    /// Journal position.
-    pub seq: Seq,
-    /// Turn.
-    pub turn: Turn,
-    /// Path.
-    pub path: RelPath,
-    /// Pre-image.
-    pub pre: PreImage,
-    /// Process id behind it.
-    pub pid: Option<u32>,
-    /// Command name behind it (shared with every capture and touch that names it).
-    pub comm: Option<std::sync::Arc<str>>,
-}
 
 /// The state derived from replaying the journal.
 #[derive(Debug, Default)]
@@ -328,6 +302,96 @@ fn retire_captures(captures: &mut Vec<Capture>, to: Turn) -> Vec<Capture> {
 
 /// Replays made from records and from hand-written journal text alone: no store, no
 /// directory, no descriptor; what they assert is decided here and nowhere else.
+/// Who changed what, as the index answers it: the actors of captures (their touches, kept by
+/// [`super::actors::Actors`], with the capture's own process).
+impl Index {
+    /// The seq of the capture of `path` in the current turn, if it has one.
+    pub fn capture_seq_now(&self, path: &RelPath) -> Option<Seq> {
+        let cur = self.current_turn();
+        let is_now = |c: &Capture| c.turn == cur && c.path == *path;
+        // The newest capture of the path, when it is of the current capture epoch.
+        if let Some(seq) = self.captured_now.get(path)
+            && let Ok(i) = self.captures.binary_search_by_key(seq, |c| c.seq)
+            && is_now(&self.captures[i])
+        {
+            return Some(*seq);
+        }
+        // Captured in this turn before the epoch (rare: a partial rewind, undo or redo began
+        // one since).
+        self.captures
+            .iter()
+            .rev()
+            .find(|c| is_now(c))
+            .map(|c| c.seq)
+    }
+
+    /// The actors of capture `c`: its touches, and the capture's own process unless the touch
+    /// written with it stands for it. A capture without one (written before journal version
+    /// 4, or by the daemon: a file held open for writing across a turn switch, whose writer is
+    /// not known, or what a partial rewind overwrote) adds an actor from what it recorded,
+    /// never taken for the agent.
+    pub fn actors_of(&self, c: &Capture) -> Vec<ActorView> {
+        let touches = self
+            .actors
+            .by_capture
+            .get(&c.seq)
+            .map_or(&[][..], |ts| ts.as_slice());
+        let own = c.pid.filter(|p| *p != 0);
+        let represented = own.is_some_and(|p| touches.iter().any(|t| t.pid == p));
+        let mut out = Vec::with_capacity(touches.len() + 1);
+        if !represented {
+            out.push(ActorView {
+                comm: c.comm.as_deref().unwrap_or("?").to_string(),
+                agent: self.actors.any_marked().then_some(false),
+                pid: own.unwrap_or(0),
+                what: "?".into(),
+            });
+        }
+        out.extend(touches.iter().map(|t| ActorView {
+            comm: t.comm.to_string(),
+            agent: t.agent,
+            pid: t.pid,
+            what: t.what.to_string(),
+        }));
+        out
+    }
+
+    /// The actors over the captures `caps`, each once (its first touch kept), the agent first.
+    pub fn actors_over<'a>(&self, caps: impl Iterator<Item = &'a Capture>) -> Vec<ActorView> {
+        let mut list: Vec<ActorView> = Vec::new();
+        for c in caps {
+            for a in self.actors_of(c) {
+                if !list.iter().any(|b| b.actor() == a.actor()) {
+                    list.push(a);
+                }
+            }
+        }
+        sort_actors(&mut list);
+        list
+    }
+
+    /// Per path, its actors over the captures `caps` (each actor once, the first touch kept),
+    /// sorted: the agent first, then by command name.
+    pub fn actors_by_path<'a>(
+        &self,
+        caps: impl Iterator<Item = &'a Capture>,
+    ) -> HashMap<RelPath, Vec<ActorView>> {
+        let mut out: HashMap<RelPath, Vec<ActorView>> = HashMap::new();
+        for c in caps {
+            let list = out.entry(c.path.clone()).or_default();
+            for a in self.actors_of(c) {
+                if !list.iter().any(|b| b.actor() == a.actor()) {
+                    list.push(a);
+                }
+            }
+        }
+        for list in out.values_mut() {
+            sort_actors(list);
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -6,8 +6,11 @@
 //!
 //! This file holds the handle, [`Store`]: opening a store (lock, `VERSION` check and
 //! migration, journal replay, recovery) and appending records. The rest is one job per file:
-//! - [`index`]: what the journal means, replayed from its lines with no I/O;
-//! - [`journal`]: the records and their encoding; [`blob`] and [`pack`]: the stored bytes;
+//! - [`index`]: what the journal means, replayed from its lines with no I/O, and the actors of
+//!   its captures; it holds [`entries`] (a turn, a capture), the [`actors`] state (touches and
+//!   agent marks) and the operation log ([`ops`]: undo and redo, its replay in `ops/replay.rs`);
+//! - [`journal`]: the records (every type a line carries, `journal/record.rs`) and their
+//!   encoding; [`blob`] and [`pack`]: the stored bytes;
 //! - `staged.rs`: storing staged pre-images and recording what they became;
 //! - `lock.rs`: the one-writer lock, waited for while a daemon exits, its holder named;
 //! - `error.rs`: [`StoreError`], below every part that returns it (it names the journal's
@@ -19,9 +22,15 @@
 //!   with a [`refusal::LayoutError`];
 //!   [`start_over`]: the explicit way past a lost journal or `VERSION`;
 //! - [`fsck`] checks a store, [`prune`] forgets old turns.
+//!
+//! The files form no cycle but one edge: `ops::relabel` takes the [`Store`] (to append its
+//! record) while the handle holds the index, which holds the operation log. It stays there
+//! because `src/fs/ops.rs` calls it by that path; as a method of [`Store`] it would close the
+//! loop.
 
 pub mod actors;
 pub mod blob;
+pub mod entries;
 mod error;
 mod files;
 pub mod fsck;
@@ -37,8 +46,9 @@ mod staged;
 pub mod start_over;
 mod version;
 
+pub use entries::{Capture, TurnInfo};
 pub use error::StoreError;
-pub use index::{Capture, Index, TurnInfo};
+pub use index::Index;
 pub use layout::open_store_dir;
 pub use lock::{LOCK_WAIT, LockHolder};
 pub use staged::StoredStage;
@@ -50,7 +60,6 @@ use blob::BlobStore;
 use error::io;
 use files::{read_small, replace_small, write_new};
 use journal::{Line, Record};
-use staged::open_staged_dir;
 pub(crate) use staged::open_unmoved;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -84,6 +93,26 @@ pub struct Store {
     /// Bumped whenever the journal is rewritten (prune renumbers every seq): a staged
     /// pre-image handed to the stager names its capture by `(epoch, seq)`.
     epoch: Epoch,
+}
+
+/// Creates (when missing) and opens the store's `staged/` directory in the store directory
+/// `d`; with the device it is on.
+fn open_staged_dir(d: BorrowedFd<'_>) -> Result<(OwnedFd, u64), StoreError> {
+    match sys::mkdirat(d, c"staged", 0o700) {
+        Ok(()) | Err(Errno(libc::EEXIST)) => {}
+        Err(e) => return Err(io("create staged/")(e)),
+    }
+    let staged = sys::openat(
+        d,
+        c"staged",
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        0,
+    )
+    .map_err(io("open staged/"))?;
+    let dev = sys::fstat(staged.as_fd())
+        .map_err(io("stat staged/"))?
+        .st_dev;
+    Ok((staged, dev))
 }
 
 fn now() -> u64 {

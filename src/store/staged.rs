@@ -63,26 +63,6 @@ pub(crate) fn open_unmoved(
     Ok((fd, st))
 }
 
-/// Creates (when missing) and opens the store's `staged/` directory in the store directory
-/// `d`; with the device it is on.
-pub(super) fn open_staged_dir(d: BorrowedFd<'_>) -> Result<(OwnedFd, u64), StoreError> {
-    match sys::mkdirat(d, c"staged", 0o700) {
-        Ok(()) | Err(Errno(libc::EEXIST)) => {}
-        Err(e) => return Err(io("create staged/")(e)),
-    }
-    let staged = sys::openat(
-        d,
-        c"staged",
-        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-        0,
-    )
-    .map_err(io("open staged/"))?;
-    let dev = sys::fstat(staged.as_fd())
-        .map_err(io("stat staged/"))?
-        .st_dev;
-    Ok((staged, dev))
-}
-
 impl Store {
     /// The `staged/` directory.
     pub fn staged_dir(&self) -> BorrowedFd<'_> {

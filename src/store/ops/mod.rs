@@ -25,7 +25,7 @@
 //! `relabel`, `pruned`, and the counts on `rewind_done`. Older records are operations too:
 //! `turn`, `rewind_begin`/`rewind_done` and `undo_done`.
 
-use super::index::{Capture, Index, TurnInfo};
+use super::entries::{Capture, TurnInfo};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::journal::{OpBegin, OpCounts, OpKind, PreImage, Pruned};
@@ -439,13 +439,11 @@ pub struct OpRow {
     pub next_redo: bool,
 }
 
-/// The operation log, newest first.
-pub fn op_rows(index: &Index) -> Vec<OpRow> {
-    let next_undo = index.ops.undo.last().map(|a| a.op);
-    let next_redo = index.ops.redo.last().map(|a| a.op);
-    index
-        .ops
-        .ops
+/// The operation log `log` (the index's `ops`), newest first.
+pub fn op_rows(log: &OpLog) -> Vec<OpRow> {
+    let next_undo = log.undo.last().map(|a| a.op);
+    let next_redo = log.redo.last().map(|a| a.op);
+    log.ops
         .iter()
         .rev()
         .map(|o| {

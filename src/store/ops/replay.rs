@@ -2,6 +2,7 @@
 //! changes in the turns and captures (pure, as the rest of the replay).
 
 use super::*;
+use crate::store::index::Index;
 
 /// The targets that revert a folder change applied at `begin` that saved `saves`: per path,
 /// its save, else its first capture since `begin` (journal order).

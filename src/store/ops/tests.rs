@@ -1,5 +1,6 @@
 //! Replays of hand-made records: no store, no folder.
 use super::*;
+use crate::store::index::Index;
 use crate::store::index::tests::{cap, file, rp};
 use crate::store::journal::{Line, Record};
 
@@ -202,7 +203,7 @@ fn a_partial_rewind_restarts_the_capture_epoch_and_an_unfinished_one_is_remember
     assert!(index.ops.unfinished.is_none());
     let (_, targets) = index.revert_plan(false).expect("undoable");
     assert_eq!(targets, vec![(rp("a"), file("a1"))]);
-    let rows = op_rows(&index);
+    let rows = op_rows(&index.ops);
     assert_eq!(rows[0].text, "rewind a to turn 1 (restored 1, deleted 0)");
     assert!(rows[0].next_undo);
 }
