@@ -68,7 +68,8 @@ fn relabel(a: &TurnArgs, r: &[String]) -> CliResult {
         }
         Target::Offline(folder) => {
             let (_root, mut store) = super::open_offline(&folder)?;
-            crate::store::ops::relabel(&mut store, crate::ids::Turn(n), label)
+            store
+                .relabel(crate::ids::Turn(n), label)
                 .map_err(|e| CliError::fail(e.to_string()))?;
         }
     }

@@ -31,6 +31,6 @@ impl Turns {
         label: Option<String>,
     ) -> Result<(), RelabelError> {
         let mut store = host.capture.lock();
-        crate::store::ops::relabel(&mut store, turn, label)
+        store.relabel(turn, label)
     }
 }

@@ -23,10 +23,8 @@
 //!   [`start_over`]: the explicit way past a lost journal or `VERSION`;
 //! - [`fsck`] checks a store, [`prune`] forgets old turns.
 //!
-//! The files form no cycle but one edge: `ops::relabel` takes the [`Store`] (to append its
-//! record) while the handle holds the index, which holds the operation log. It stays there
-//! because `src/fs/ops.rs` calls it by that path; as a method of [`Store`] it would close the
-//! loop.
+//! The files form no cycle: each uses only files below it (a relabel, which appends a
+//! record, is a method of [`Store`], not of the operation log the index holds).
 
 pub mod actors;
 pub mod blob;
@@ -207,6 +205,17 @@ impl Store {
 }
 
 impl Store {
+    /// Appends a `relabel` of `turn` (refused for a turn that is not live).
+    pub fn relabel(&mut self, turn: Turn, label: Option<String>) -> Result<(), ops::RelabelError> {
+        if !self.index().has_turn(turn) {
+            let known = self.index().turns.iter().map(|t| t.turn).collect();
+            return Err(ops::RelabelError::NoSuchTurn { turn, known });
+        }
+        self.append(Record::Relabel { turn, label })
+            .map(|_| ())
+            .map_err(ops::RelabelError::Store)
+    }
+
     /// Opens the store of the folder behind `root`, taking its lock; `missing` says whether a
     /// folder without one gets a new one (beginning turn 1), and `durability` how records and
     /// blobs are persisted (`--durable`: synced before the change they guard). A store whose

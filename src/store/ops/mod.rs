@@ -394,22 +394,6 @@ impl std::error::Error for RelabelError {
     }
 }
 
-/// Appends a `relabel` of `turn` to the store (refused for a turn that is not live).
-pub fn relabel(
-    store: &mut super::Store,
-    turn: Turn,
-    label: Option<String>,
-) -> Result<(), RelabelError> {
-    if !store.index().has_turn(turn) {
-        let known = store.index().turns.iter().map(|t| t.turn).collect();
-        return Err(RelabelError::NoSuchTurn { turn, known });
-    }
-    store
-        .append(super::journal::Record::Relabel { turn, label })
-        .map(|_| ())
-        .map_err(RelabelError::Store)
-}
-
 /// One row of `ckpt-mount op log`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct OpRow {
