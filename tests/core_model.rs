@@ -50,6 +50,9 @@
 
 mod common;
 
+use common::env_u64;
+use common::paths::{ancestors, content, depth, file_name, intern, join, parent, under};
+
 use ckpt_mount::capture::{Capturer, DEFAULT_MAX_BLOB};
 use ckpt_mount::fs::inode::ROOT;
 use ckpt_mount::fs::{Caller, CkptFs, FsConfig, FsError, SetAttr};
@@ -117,10 +120,6 @@ fn caller() -> Caller {
     }
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|s| s.trim().parse().ok())
-}
-
 /// The modes generated cases use.
 fn modes() -> &'static [u32] {
     if common::user::in_user_run() {
@@ -144,62 +143,6 @@ fn forgets() -> bool {
 
 fn check_xattrs() -> bool {
     XATTRS_RESTORED && std::env::var("CKPT_CORE_XATTRS").as_deref() != Ok("0")
-}
-
-/// Deterministic content: 0 to 12 bytes.
-fn content(seed: u8) -> Vec<u8> {
-    let len = usize::from(seed % 13);
-    (0..len)
-        .map(|i| b'a' + ((usize::from(seed / 13) + i) % 26) as u8)
-        .collect()
-}
-
-/// Leaks each distinct path once, so resolved operations can hold `&'static str`.
-fn intern(s: &str) -> &'static str {
-    static SEEN: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
-    let mut seen = SEEN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(p) = seen.get(s) {
-        return p;
-    }
-    let p: &'static str = Box::leak(s.to_string().into_boxed_str());
-    seen.insert(p);
-    p
-}
-
-fn parent(p: &str) -> &str {
-    p.rsplit_once('/').map_or("", |(d, _)| d)
-}
-
-fn file_name(p: &str) -> &str {
-    p.rsplit_once('/').map_or(p, |(_, n)| n)
-}
-
-fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
-    }
-}
-
-/// `p` is `o` or below it.
-fn under(p: &str, o: &str) -> bool {
-    p == o || (p.len() > o.len() && p.starts_with(o) && p.as_bytes()[o.len()] == b'/')
-}
-
-fn depth(p: &str) -> usize {
-    if p.is_empty() {
-        0
-    } else {
-        p.split('/').count()
-    }
-}
-
-/// The proper ancestors of `p`, shallowest first (`"a"`, `"a/b"` for `"a/b/c"`).
-fn ancestors(p: &str) -> Vec<&str> {
-    p.match_indices('/').map(|(i, _)| &p[..i]).collect()
 }
 
 // ---- trees: what the model expects and what the host holds ----

@@ -66,28 +66,18 @@ impl Crashable {
 
     /// Lists the whole folder through the mount (after which the kernel opens its directories
     /// without asking the daemon) and gives the daemon's pid, before a crash.
-    fn arm(&self) -> i32 {
+    fn arm(&self) -> u32 {
         let o = Command::new("ls")
             .arg("-laR")
             .arg(&self.dir)
             .output()
             .expect("ls");
         assert!(o.status.success(), "ls -laR: {}", common::output_text(&o));
-        self.daemon_pid()
-    }
-
-    fn daemon_pid(&self) -> i32 {
-        let o = Command::new(bin())
-            .args(["status", "--json", "--dir"])
-            .arg(&self.dir)
-            .output()
-            .expect("status");
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("status json");
-        i32::try_from(v["pid"].as_i64().expect("pid")).expect("pid fits")
+        common::daemon_pid(&self.dir)
     }
 
     /// Waits for the daemon to have died at its failpoint, then detaches the dead mount.
-    fn wait_dead(&self, pid: i32, point: &str) {
+    fn wait_dead(&self, pid: u32, point: &str) {
         let proc_dir = PathBuf::from(format!("/proc/{pid}"));
         for _ in 0..2000 {
             if !proc_dir.exists() {

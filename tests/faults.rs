@@ -3,7 +3,8 @@
 
 mod common;
 use common::{
-    Mounted, Tmpfs, assert_same_tree, output_text, raw_folder, require_fuse, store_bytes, tree,
+    Mounted, Tmpfs, assert_same_tree, daemon_pid, output_text, raw_folder, require_fuse,
+    store_bytes, tree,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -296,17 +297,7 @@ impl Lcg {
     }
 }
 
-fn daemon_pid(dir: &Path) -> i32 {
-    let o = Command::new(common::bin())
-        .args(["status", "--json", "--dir"])
-        .arg(dir)
-        .output()
-        .expect("status");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("status json");
-    v["pid"].as_i64().expect("pid") as i32
-}
-
-fn kill9(pid: i32) {
+fn kill9(pid: u32) {
     let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
     for _ in 0..500 {
         if !Path::new(&format!("/proc/{pid}")).exists() {

@@ -10,7 +10,8 @@
 //! (printed with every failure, so a failing run can be replayed).
 
 mod common;
-use common::{Mounted, require_fuse};
+use common::rng::Rng;
+use common::{Mounted, env_u64, require_fuse};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -21,42 +22,6 @@ use std::path::PathBuf;
 const MAX_LEN: u64 = 256 * 1024;
 const MAX_IO: u64 = 64 * 1024;
 const DEFAULT_SEED: u64 = 0x0f5c_2026_c4e1_7001;
-
-/// splitmix64: small, deterministic, good enough to pick operations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-    fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let v = self.next().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => {
-            let v = v.trim();
-            let parsed = match v.strip_prefix("0x") {
-                Some(hex) => u64::from_str_radix(hex, 16),
-                None => v.parse(),
-            };
-            parsed.unwrap_or_else(|_| panic!("{name}={v:?} is not a number"))
-        }
-        Err(_) => default,
-    }
-}
 
 /// A shared mapping of the whole file, unmapped on drop.
 struct Map {
@@ -336,7 +301,7 @@ fn random_operations_match_the_model_and_rewind_to_a_turn_start_exactly() {
     if !require_fuse() {
         return;
     }
-    run(&[], env_u64("CKPT_FSX_OPS", 100_000));
+    run(&[], env_u64("CKPT_FSX_OPS").unwrap_or(100_000));
 }
 
 #[test]
@@ -345,11 +310,14 @@ fn the_same_without_kernel_passthrough() {
         return;
     }
     // Every read, write and mapped page goes through the daemon: a fifth of the operations.
-    run(&["--no-passthrough"], env_u64("CKPT_FSX_OPS", 100_000) / 5);
+    run(
+        &["--no-passthrough"],
+        env_u64("CKPT_FSX_OPS").unwrap_or(100_000) / 5,
+    );
 }
 
 fn run(mount_args: &[&str], ops: u64) {
-    let seed = env_u64("CKPT_FSX_SEED", DEFAULT_SEED);
+    let seed = env_u64("CKPT_FSX_SEED").unwrap_or(DEFAULT_SEED);
     eprintln!("fsx {mount_args:?}: {ops} operations, seed {seed:#x}");
     let m = Mounted::with_args(|_| {}, mount_args);
     let path = m.path("fsx.dat");

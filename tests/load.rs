@@ -7,7 +7,9 @@
 //! print `skipped (long): set CKPT_LONG=1 …` on stderr.
 
 mod common;
-use common::{Mounted, Node, Tmpfs, assert_same_tree, bin, long_tests_run, require_fuse, tree};
+use common::{
+    Mounted, Node, Tmpfs, assert_same_tree, bin, daemon_pid, long_tests_run, require_fuse, tree,
+};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -17,16 +19,6 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
-
-fn daemon_pid(dir: &Path) -> u32 {
-    let o = Command::new(bin())
-        .args(["status", "--json", "--dir"])
-        .arg(dir)
-        .output()
-        .expect("run status");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("status json");
-    v["pid"].as_u64().expect("daemon pid") as u32
-}
 
 /// A `/proc/PID/status` field in KiB.
 fn status_kib(pid: u32, field: &str) -> u64 {

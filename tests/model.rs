@@ -16,7 +16,8 @@
 //! `CKPT_MODEL_CASES` raises the number of cases (default 64).
 
 mod common;
-use common::{Mounted, Node, assert_same_tree, require_fuse, tree};
+use common::paths::{content, intern};
+use common::{Mounted, Node, assert_same_tree, env_u64, require_fuse, tree};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::CString;
@@ -154,21 +155,6 @@ impl std::fmt::Debug for Pth {
     }
 }
 
-/// Leaks each distinct path once, so resolved operations can hold `&'static str`.
-fn intern(s: String) -> &'static str {
-    static SEEN: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let mut seen = SEEN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(p) = seen.get(s.as_str()) {
-        return p;
-    }
-    let p: &'static str = Box::leak(s.into_boxed_str());
-    seen.insert(p);
-    p
-}
-
 const NAMES: [&str; 3] = ["a", "b", "c"];
 /// Modes for chmod; as root the read-only directory modes block nothing, but they must still
 /// come back exactly.
@@ -274,14 +260,6 @@ fn op() -> impl Strategy<Value = Op<Pth>> {
         4 => (1u8..=3).prop_map(NextTurn),
         3 => any::<u8>().prop_map(RewindTo),
     ]
-}
-
-/// Deterministic file content: 0 to 12 bytes.
-fn content(seed: u8) -> Vec<u8> {
-    let len = usize::from(seed % 13);
-    (0..len)
-        .map(|i| b'a' + ((usize::from(seed / 13) + i) % 26) as u8)
-        .collect()
 }
 
 fn errno(e: std::io::Error) -> i32 {
@@ -513,7 +491,7 @@ impl Case {
                 if all.is_empty() {
                     "a"
                 } else {
-                    intern(all[usize::from(n) % all.len()].clone())
+                    intern(all[usize::from(n) % all.len()])
                 }
             }
             Pth::File(n) => {
@@ -526,7 +504,7 @@ impl Case {
                 if files.is_empty() {
                     "a"
                 } else {
-                    intern(files[usize::from(n) % files.len()].clone())
+                    intern(files[usize::from(n) % files.len()])
                 }
             }
             Pth::In(d, n) => {
@@ -542,7 +520,7 @@ impl Case {
                 if dir.is_empty() {
                     name
                 } else {
-                    intern(format!("{dir}/{name}"))
+                    intern(&format!("{dir}/{name}"))
                 }
             }
         }
@@ -721,10 +699,7 @@ fn run_generated(ops: &[Op<Pth>], end: u8, args: &[&str]) {
 }
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("CKPT_MODEL_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64);
+    let cases = env_u64("CKPT_MODEL_CASES").map_or(64, |n| n as u32);
     ProptestConfig {
         cases,
         failure_persistence: None,
@@ -784,10 +759,7 @@ fn rewind_matches_the_snapshot_of_every_turn_on_a_users_mount() {
 /// The seed of the run on a user's mount: fixed, so that CI meets the same cases every time
 /// (`CKPT_MODEL_USER_SEED` picks another; a failure found there becomes a `regression_*` test).
 fn user_seed() -> u64 {
-    std::env::var("CKPT_MODEL_USER_SEED")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(29)
+    env_u64("CKPT_MODEL_USER_SEED").unwrap_or(29)
 }
 
 fn check_property(args: &[&str], cases: u32) {

@@ -33,7 +33,9 @@
 mod common;
 #[path = "shell_turns/undo_partial.rs"]
 mod undo_partial;
-use common::{Mounted, Node, require_fuse, tree};
+use common::paths::{file_name, join, parent};
+use common::rng::Rng;
+use common::{Mounted, Node, env_u64, require_fuse, tree};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::os::unix::fs::MetadataExt;
@@ -42,40 +44,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-// ---- the PRNG ----
-
-/// splitmix64: small, deterministic, and the same on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + self.below(hi - lo + 1)
-    }
-
-    /// True with probability `num / den`.
-    fn chance(&mut self, num: u64, den: u64) -> bool {
-        self.next() % den < num
-    }
-
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
-    }
-}
 
 // ---- steps ----
 
@@ -1066,22 +1034,6 @@ struct Gen {
     readers: usize,
 }
 
-fn parent(p: &str) -> &str {
-    p.rfind('/').map_or("", |i| &p[..i])
-}
-
-fn base(p: &str) -> &str {
-    p.rfind('/').map_or(p, |i| &p[i + 1..])
-}
-
-fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
-    }
-}
-
 impl Gen {
     fn text(&mut self) -> String {
         self.n += 1;
@@ -1161,7 +1113,7 @@ impl Gen {
             .filter(|(k, _)| self.applicable(*k, l))
             .collect();
         let total: u32 = choices.iter().map(|c| c.1).sum();
-        let mut r = self.rng.below(total as usize) as u32;
+        let mut r = self.rng.index(total as usize) as u32;
         let mut k = choices[0].0;
         for (c, w) in &choices {
             if r < *w {
@@ -1179,7 +1131,7 @@ impl Gen {
                 let t = self.text();
                 if self.rng.chance(1, 3) {
                     let d = self.rng.pick(&DIR_POOL).to_string();
-                    let p = join(&d, NAME_POOL[self.rng.below(NAME_POOL.len())]);
+                    let p = join(&d, NAME_POOL[self.rng.index(NAME_POOL.len())]);
                     self.remember(&p);
                     format!("mkdir -p {d} && printf '%s\\n' '{t}' > {p}")
                 } else {
@@ -1197,7 +1149,7 @@ impl Gen {
             }
             K::Sed => {
                 let (f, t) = (self.file(l), self.text());
-                match self.rng.below(4) {
+                match self.rng.index(4) {
                     0 => format!("sed -i 's/a/A/g' {f}"),
                     1 => format!("sed -i '1i {t}' {f}"),
                     2 => format!("sed -i '$d' {f}"),
@@ -1206,8 +1158,8 @@ impl Gen {
             }
             K::Save => {
                 let (f, t) = (self.file(l), self.text());
-                let tmp = join(parent(&f), &format!(".{}.swp", base(&f)));
-                match self.rng.below(3) {
+                let tmp = join(parent(&f), &format!(".{}.swp", file_name(&f)));
+                match self.rng.index(3) {
                     // A fresh temp file renamed over the original (its mode is the umask's).
                     0 => format!("printf '%s\\n' '{t}' > {tmp} && mv -f {tmp} {f}"),
                     // As editors that keep the mode.
@@ -1238,7 +1190,7 @@ impl Gen {
             }
             K::Symlink => {
                 let target = if !l.files.is_empty() && self.rng.chance(2, 3) {
-                    base(self.rng.pick::<String>(&l.files)).to_string()
+                    file_name(self.rng.pick::<String>(&l.files)).to_string()
                 } else {
                     self.rng
                         .pick(&["../a.txt", "src", "missing", "."])
@@ -1269,7 +1221,7 @@ impl Gen {
                     .collect();
                 if !into.is_empty() && self.rng.chance(1, 2) {
                     let o = self.rng.pick(&into);
-                    self.remember(&join(o, base(&d)));
+                    self.remember(&join(o, file_name(&d)));
                     format!("mv {d} {o}/")
                 } else {
                     self.n += 1;
@@ -1302,7 +1254,7 @@ impl Gen {
             K::MkdirP => {
                 self.n += 1;
                 let d = join(
-                    DIR_POOL[self.rng.below(DIR_POOL.len())],
+                    DIR_POOL[self.rng.index(DIR_POOL.len())],
                     &format!("deep{}/er", self.n),
                 );
                 format!("mkdir -p {d}")
@@ -1317,7 +1269,7 @@ impl Gen {
                     )
                 } else {
                     let d = self.dir(l);
-                    let p = join(&d, &format!("debug{}.log", self.rng.below(3)));
+                    let p = join(&d, &format!("debug{}.log", self.rng.index(3)));
                     self.remember(&p);
                     format!("printf '%s\\n' '{t}' >> {p}")
                 }
@@ -1420,13 +1372,13 @@ impl Gen {
                 return Step::Hold(p);
             }
             K::HeldWrite => {
-                let i = self.rng.below(self.held);
+                let i = self.rng.index(self.held);
                 let t = self.text();
                 return Write(i, t);
             }
             K::Release => {
                 self.held -= 1;
-                return Release(self.rng.below(self.held + 1));
+                return Release(self.rng.index(self.held + 1));
             }
             K::Read => {
                 self.readers += 1;
@@ -1541,15 +1493,6 @@ fn partial_target(g: &mut Gen, c: &Case, k: u64) -> Option<String> {
         .collect();
     let all: Vec<String> = all.into_iter().collect();
     (!all.is_empty()).then(|| g.rng.pick(&all).clone())
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    Some(
-        v.trim()
-            .parse()
-            .unwrap_or_else(|e| panic!("{name}={v:?} is not a number: {e}")),
-    )
 }
 
 /// The tools the cases run; `.ci/run` installs the packages (`git`, `attr`).

@@ -6,7 +6,7 @@
 mod common;
 use common::mount_script as script;
 use common::output_text as text;
-use common::{Mounted, bin, require_fuse};
+use common::{Mounted, bin, daemon_pid, require_fuse};
 use std::io::Write;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
@@ -155,22 +155,26 @@ fn run_helper(helper: &Path, dir: &Path, opts: &str, home: &Path) -> Output {
         .expect("run helper")
 }
 
-/// The daemon's pid, as `mount` printed it.
-fn daemon_pid(mount_output: &Output) -> u32 {
+/// The daemon's pid: the one `mount` printed, which must be the one `status` names.
+fn mounted_daemon_pid(mount_output: &Output, dir: &Path) -> u32 {
     let out = String::from_utf8_lossy(&mount_output.stdout);
-    out.split("daemon pid ")
+    let printed: u32 = out
+        .split("daemon pid ")
         .nth(1)
         .and_then(|s| {
             s.trim_end_matches(|c: char| !c.is_ascii_digit())
                 .parse()
                 .ok()
         })
-        .unwrap_or_else(|| panic!("no daemon pid in {out:?}"))
+        .unwrap_or_else(|| panic!("no daemon pid in {out:?}"));
+    assert_eq!(printed, daemon_pid(dir), "mount printed another pid");
+    printed
 }
 
 /// The daemon's command line.
-fn daemon_cmdline(mount_output: &Output) -> String {
-    std::fs::read_to_string(format!("/proc/{}/cmdline", daemon_pid(mount_output)))
+fn daemon_cmdline(mount_output: &Output, dir: &Path) -> String {
+    let pid = mounted_daemon_pid(mount_output, dir);
+    std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
         .expect("cmdline")
         .replace('\0', " ")
 }
@@ -196,7 +200,7 @@ fn the_fstab_helper_finds_the_binary_off_path_and_maps_its_options() {
     let _guard = Detach(dir.clone());
     assert!(o.status.success(), "{}", text(&o));
     assert!(is_mounted(&dir));
-    let cmdline = daemon_cmdline(&o);
+    let cmdline = daemon_cmdline(&o, &dir);
     for flag in ["--max-blob=1024", "--compress", "--threads=2"] {
         assert!(cmdline.contains(flag), "{flag} missing from {cmdline}");
     }
@@ -338,7 +342,7 @@ fn the_units_start_step_recovers_a_dead_mount_and_leaves_a_live_one() {
     );
     // A daemon killed with -9 leaves a mount that answers nothing.
     let killed = Command::new("kill")
-        .args(["-9", &daemon_pid(&o).to_string()])
+        .args(["-9", &mounted_daemon_pid(&o, &dir).to_string()])
         .status()
         .expect("kill");
     assert!(killed.success());

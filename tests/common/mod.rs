@@ -2,6 +2,8 @@
 //! unmounted by a drop guard even when the test panics, plus tree snapshots to compare.
 #![allow(dead_code)]
 
+pub mod paths;
+pub mod rng;
 pub mod user;
 
 use std::collections::BTreeMap;
@@ -17,6 +19,30 @@ pub fn bin() -> &'static str {
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ckpt-mount").to_string())
     });
     BIN.as_str()
+}
+
+/// A number from the environment: decimal, or hexadecimal after `0x`; `None` when unset.
+/// A value that is not a number is a mistake of whoever set it, and fails the test.
+pub fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let t = v.trim();
+    let parsed = match t.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse(),
+    };
+    Some(parsed.unwrap_or_else(|e| panic!("{name}={v:?} is not a number: {e}")))
+}
+
+/// The pid of the daemon serving the mount at `dir`, from `status --json`.
+pub fn daemon_pid(dir: &Path) -> u32 {
+    let o = Command::new(bin())
+        .args(["status", "--json", "--dir"])
+        .arg(dir)
+        .output()
+        .expect("run status");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("status json");
+    let pid = v["pid"].as_u64().expect("daemon pid");
+    u32::try_from(pid).expect("a pid fits in u32")
 }
 
 /// Whether FUSE tests can run; under `CI=true` a missing `/dev/fuse` is a failure.
