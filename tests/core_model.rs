@@ -52,6 +52,10 @@ mod common;
 
 use common::env_u64;
 use common::paths::{ancestors, content, depth, file_name, intern, join, parent, under};
+use common::reference::generators::core_tier::{
+    self, G, MAX_DEPTH, NAMES, TARGETS, XNAMES, forgets, modes, pick,
+};
+use common::reference::ops::Op::{self, *};
 
 use ckpt_mount::capture::{Capturer, DEFAULT_MAX_BLOB};
 use ckpt_mount::fs::inode::ROOT;
@@ -79,21 +83,6 @@ use std::time::Instant;
 /// Whether rewinds are expected to restore user xattrs (they are, from journal version 3 on);
 /// `CKPT_CORE_XATTRS=0` leaves them out of the comparisons.
 const XATTRS_RESTORED: bool = true;
-/// Names in every directory; paths go at most this deep when made.
-const NAMES: [&str; 3] = ["a", "b", "c"];
-const MAX_DEPTH: usize = 3;
-/// Whether rewinds are expected to keep set-uid/set-gid bits of files (they are: the owner is
-/// set before the mode, `regression_setid_bits_*`); `CKPT_CORE_SETID=0` leaves such modes out.
-const SETID_RESTORED: bool = true;
-/// Modes for chmod and mkdir; the last two only with set-id modes on (the caller is root, so
-/// nothing in the core drops them).
-const MODES: [u32; 8] = [0o644, 0o600, 0o755, 0o700, 0o500, 0o444, 0o4755, 0o2750];
-/// Modes for a run as a normal user (see [`modes`]).
-const USER_MODES: [u32; 4] = [0o755, 0o700, 0o775, 0o750];
-/// Symlink targets; never followed by the test (dangling ones included).
-const TARGETS: [&str; 6] = ["a", "b", "c/a", "../a", ".", "x"];
-/// User xattr names.
-const XNAMES: [&str; 3] = ["user.a", "user.b", "user.c"];
 /// The temporary name `Replace` writes before its rename (never one of `NAMES`).
 const REPLACE_TMP: &str = "t~";
 /// Handles held open at once, at most.
@@ -118,27 +107,6 @@ fn caller() -> Caller {
     } else {
         WHO
     }
-}
-
-/// The modes generated cases use.
-fn modes() -> &'static [u32] {
-    if common::user::in_user_run() {
-        // A normal user is refused what root is not: every mode keeps the owner's rwx, so
-        // files stay writable and directories searchable, as the model (which has no
-        // permissions) expects.
-        return &USER_MODES;
-    }
-    if SETID_RESTORED && std::env::var("CKPT_CORE_SETID").as_deref() != Ok("0") {
-        &MODES
-    } else {
-        &MODES[..6]
-    }
-}
-
-/// Whether generated cases include `Forget` (the kernel dropping its nodes, as under memory
-/// pressure). Off, names are still dropped by rewinds.
-fn forgets() -> bool {
-    std::env::var("CKPT_CORE_FORGET").as_deref() != Ok("0")
 }
 
 fn check_xattrs() -> bool {
@@ -680,302 +648,11 @@ impl Model {
 
 // ---- operations ----
 
-/// One resolved step: concrete paths and turn numbers. A list of these replays a case exactly
-/// (the regression tests); each is skipped when invalid for the tree it meets.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
-    /// `create` a new file with `content(seed)`, then close it.
-    Create(&'static str, u8),
-    /// `create` a new file with `content(seed)` and hold it open (read-write).
-    CreateHeld(&'static str, u8),
-    /// Open for writing, truncate (the kernel's `O_TRUNC`: a setattr with the handle), write.
-    Write(&'static str, u8),
-    /// Open with `O_APPEND` and write at the end.
-    Append(&'static str, u8),
-    /// Replace a file as `sed -i`, editors and git do: `create` a temporary file beside it
-    /// with `content(seed)`, then `rename` it over the file (a new inode; the old one lives on
-    /// only under its other names).
-    Replace(&'static str, u8),
-    /// `truncate(2)`: a setattr of the size without a handle.
-    Truncate(&'static str, u8),
-    Mkdir(&'static str, u32),
-    /// `symlink(target, path)`.
-    Symlink(&'static str, &'static str),
-    /// `link(existing, new)`.
-    Link(&'static str, &'static str),
-    Unlink(&'static str),
-    Rmdir(&'static str),
-    Rename(&'static str, &'static str),
-    /// `renameat2(RENAME_EXCHANGE)`.
-    Exchange(&'static str, &'static str),
-    /// A setattr of the mode.
-    Chmod(&'static str, u32),
-    /// `setxattr(XNAMES[n], content(seed))`.
-    SetXattr(&'static str, u8, u8),
-    /// `removexattr(XNAMES[n])`.
-    RemoveXattr(&'static str, u8),
-    /// Open read-write and hold the handle (the oldest is closed past `MAX_HELD`).
-    Open(&'static str),
-    /// `pwrite(content(seed))` at an offset through held handle `n` (modulo those held).
-    WriteHeld(u8, u8, u8),
-    /// `ftruncate` through held handle `n`.
-    TruncHeld(u8, u8),
-    /// Close held handle `n`.
-    CloseHeld(u8),
-    /// The kernel forgets every node it does not hold open.
-    Forget,
-    /// Begin the turn numbered `gap` above the highest used so far.
-    NextTurn(u8),
-    /// Rewind to this turn.
-    Rewind(u64),
-    /// Rewind only this path (and the directories above it) to the start of this turn.
-    RewindPaths(u64, &'static str),
-    /// `undo`: revert the newest operation in effect (a turn switch, rewind, partial rewind,
-    /// relabel, or a redo of one).
-    Undo,
-    /// `redo`: re-apply the newest operation undone.
-    Redo,
-    /// `turn --label N TEXT`: label turn N with `content(seed)` as text.
-    Relabel(u64, u8),
-    /// The changes that follow are the agent's (`true`) or another process's.
-    As(bool),
-    /// `rewind N --agent`, conflicts rewound too when `true` (`--conflicts rewind`).
-    RewindAgent(u64, bool),
-}
-use Op::*;
+// The operations are the one `Op` of `common::reference`; the generated steps (`G`) are
+// its core-tier generator.
 
 #[path = "core_model/agent_model.rs"]
 mod agent_model;
-
-impl std::fmt::Debug for Op {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Create(p, s) => write!(f, "Create({p:?}, {s})"),
-            CreateHeld(p, s) => write!(f, "CreateHeld({p:?}, {s})"),
-            Write(p, s) => write!(f, "Write({p:?}, {s})"),
-            Append(p, s) => write!(f, "Append({p:?}, {s})"),
-            Replace(p, s) => write!(f, "Replace({p:?}, {s})"),
-            Truncate(p, n) => write!(f, "Truncate({p:?}, {n})"),
-            Mkdir(p, m) => write!(f, "Mkdir({p:?}, 0o{m:o})"),
-            Symlink(t, p) => write!(f, "Symlink({t:?}, {p:?})"),
-            Link(a, b) => write!(f, "Link({a:?}, {b:?})"),
-            Unlink(p) => write!(f, "Unlink({p:?})"),
-            Rmdir(p) => write!(f, "Rmdir({p:?})"),
-            Rename(a, b) => write!(f, "Rename({a:?}, {b:?})"),
-            Exchange(a, b) => write!(f, "Exchange({a:?}, {b:?})"),
-            Chmod(p, m) => write!(f, "Chmod({p:?}, 0o{m:o})"),
-            SetXattr(p, n, s) => write!(f, "SetXattr({p:?}, {n}, {s})"),
-            RemoveXattr(p, n) => write!(f, "RemoveXattr({p:?}, {n})"),
-            Open(p) => write!(f, "Open({p:?})"),
-            WriteHeld(n, o, s) => write!(f, "WriteHeld({n}, {o}, {s})"),
-            TruncHeld(n, l) => write!(f, "TruncHeld({n}, {l})"),
-            CloseHeld(n) => write!(f, "CloseHeld({n})"),
-            Forget => write!(f, "Forget"),
-            NextTurn(g) => write!(f, "NextTurn({g})"),
-            Rewind(t) => write!(f, "Rewind({t})"),
-            RewindPaths(t, p) => write!(f, "RewindPaths({t}, {p:?})"),
-            Undo => write!(f, "Undo"),
-            Redo => write!(f, "Redo"),
-            Relabel(t, s) => write!(f, "Relabel({t}, {s})"),
-            As(a) => write!(f, "As({a})"),
-            RewindAgent(t, c) => write!(f, "RewindAgent({t}, {c})"),
-        }
-    }
-}
-
-impl Op {
-    fn kind(&self) -> &'static str {
-        match self {
-            Create(..) => "Create",
-            CreateHeld(..) => "CreateHeld",
-            Write(..) => "Write",
-            Append(..) => "Append",
-            Replace(..) => "Replace",
-            Truncate(..) => "Truncate",
-            Mkdir(..) => "Mkdir",
-            Symlink(..) => "Symlink",
-            Link(..) => "Link",
-            Unlink(..) => "Unlink",
-            Rmdir(..) => "Rmdir",
-            Rename(..) => "Rename",
-            Exchange(..) => "Exchange",
-            Chmod(..) => "Chmod",
-            SetXattr(..) => "SetXattr",
-            RemoveXattr(..) => "RemoveXattr",
-            Open(..) => "Open",
-            WriteHeld(..) => "WriteHeld",
-            TruncHeld(..) => "TruncHeld",
-            CloseHeld(..) => "CloseHeld",
-            Forget => "Forget",
-            NextTurn(..) => "NextTurn",
-            Rewind(..) => "Rewind",
-            RewindPaths(..) => "RewindPaths",
-            Undo => "Undo",
-            Redo => "Redo",
-            Relabel(..) => "Relabel",
-            As(..) => "As",
-            RewindAgent(..) => "RewindAgent",
-        }
-    }
-}
-
-/// A generated step: selectors, resolved against the model just before it runs so that most
-/// steps meet something that exists (and every shrunk list stays meaningful).
-#[derive(Clone, Debug)]
-enum G {
-    Create {
-        dir: u8,
-        name: u8,
-        seed: u8,
-        hold: bool,
-    },
-    Write {
-        file: u8,
-        seed: u8,
-    },
-    Append {
-        file: u8,
-        seed: u8,
-    },
-    Replace {
-        file: u8,
-        seed: u8,
-    },
-    Truncate {
-        file: u8,
-        len: u8,
-    },
-    Mkdir {
-        dir: u8,
-        name: u8,
-        mode: u8,
-    },
-    Symlink {
-        target: u8,
-        dir: u8,
-        name: u8,
-    },
-    Link {
-        file: u8,
-        dir: u8,
-        name: u8,
-    },
-    Unlink {
-        entry: u8,
-    },
-    UnlinkHeld {
-        n: u8,
-    },
-    Rmdir {
-        entry: u8,
-    },
-    /// Onto an existing entry (`new: None`) or a new name in a directory.
-    Rename {
-        src: u8,
-        dst: u8,
-        new: Option<(u8, u8)>,
-    },
-    Exchange {
-        a: u8,
-        b: u8,
-    },
-    Chmod {
-        entry: u8,
-        mode: u8,
-    },
-    SetXattr {
-        entry: u8,
-        name: u8,
-        seed: u8,
-    },
-    RemoveXattr {
-        entry: u8,
-    },
-    Open {
-        file: u8,
-    },
-    WriteHeld {
-        n: u8,
-        off: u8,
-        seed: u8,
-    },
-    TruncHeld {
-        n: u8,
-        len: u8,
-    },
-    CloseHeld {
-        n: u8,
-    },
-    Forget,
-    NextTurn {
-        gap: u8,
-    },
-    Rewind {
-        turn: u8,
-    },
-    RewindPaths {
-        turn: u8,
-        entry: u8,
-    },
-    Undo,
-    Redo,
-    Relabel {
-        turn: u8,
-        seed: u8,
-    },
-    /// Only in agent cases (`agent_model.rs`).
-    As {
-        agent: bool,
-    },
-    RewindAgent {
-        turn: u8,
-        rewind_conflicts: bool,
-    },
-}
-
-fn g_op() -> impl Strategy<Value = G> {
-    let b = any::<u8>;
-    prop_oneof![
-        6 => (b(), 0u8..3, b(), any::<bool>())
-            .prop_map(|(dir, name, seed, hold)| G::Create { dir, name, seed, hold }),
-        4 => (b(), b()).prop_map(|(file, seed)| G::Write { file, seed }),
-        2 => (b(), b()).prop_map(|(file, seed)| G::Append { file, seed }),
-        4 => (b(), b()).prop_map(|(file, seed)| G::Replace { file, seed }),
-        2 => (b(), 0u8..16).prop_map(|(file, len)| G::Truncate { file, len }),
-        3 => (b(), 0u8..3, b()).prop_map(|(dir, name, mode)| G::Mkdir { dir, name, mode }),
-        2 => (b(), b(), 0u8..3)
-            .prop_map(|(target, dir, name)| G::Symlink { target, dir, name }),
-        5 => (b(), b(), 0u8..3).prop_map(|(file, dir, name)| G::Link { file, dir, name }),
-        3 => b().prop_map(|entry| G::Unlink { entry }),
-        2 => b().prop_map(|n| G::UnlinkHeld { n }),
-        1 => b().prop_map(|entry| G::Rmdir { entry }),
-        6 => (b(), b(), prop::option::of((b(), 0u8..3)))
-            .prop_map(|(src, dst, new)| G::Rename { src, dst, new }),
-        2 => (b(), b()).prop_map(|(a, b)| G::Exchange { a, b }),
-        2 => (b(), b()).prop_map(|(entry, mode)| G::Chmod { entry, mode }),
-        2 => (b(), 0u8..3, b()).prop_map(|(entry, name, seed)| G::SetXattr { entry, name, seed }),
-        1 => b().prop_map(|entry| G::RemoveXattr { entry }),
-        3 => b().prop_map(|file| G::Open { file }),
-        3 => (b(), 0u8..16, b()).prop_map(|(n, off, seed)| G::WriteHeld { n, off, seed }),
-        1 => (b(), 0u8..16).prop_map(|(n, len)| G::TruncHeld { n, len }),
-        1 => b().prop_map(|n| G::CloseHeld { n }),
-        1 => Just(G::Forget),
-        5 => (1u8..=3).prop_map(|gap| G::NextTurn { gap }),
-        3 => b().prop_map(|turn| G::Rewind { turn }),
-        2 => (b(), b()).prop_map(|(turn, entry)| G::RewindPaths { turn, entry }),
-        2 => Just(G::Undo),
-        1 => Just(G::Redo),
-        1 => (b(), b()).prop_map(|(turn, seed)| G::Relabel { turn, seed }),
-    ]
-}
-
-fn pick<T: Clone>(sel: u8, from: &[T]) -> Option<T> {
-    if from.is_empty() {
-        None
-    } else {
-        Some(from[usize::from(sel) % from.len()].clone())
-    }
-}
 
 // ---- the core on a folder, and the kernel's side of it ----
 
@@ -1783,6 +1460,8 @@ impl Case {
             RewindAgent(t, _) => self.turns.contains_key(&t) && self.procs.is_some(),
             As(_) => self.procs.is_some(),
             Forget | Undo | Redo => true,
+            // Made through the core as `Mkdir` and `Unlink`/`Rmdir` steps, never as one.
+            MkdirAll(_) | RemoveAll(_) => false,
         }
     }
 
@@ -2214,8 +1893,8 @@ impl Case {
                 self.vfs.forget_all(fs, &pinned);
             }
             NextTurn(_) | Rewind(_) | RewindPaths(..) | Undo | Redo | Relabel(..) | As(_)
-            | RewindAgent(..) => {
-                unreachable!("not a mutation")
+            | RewindAgent(..) | MkdirAll(_) | RemoveAll(_) => {
+                unreachable!("not a mutation of the core tier")
             }
         }
         Ok(())
@@ -2929,7 +2608,7 @@ fn run_generated(fx: &Fixture, setup: Setup, ops: &[G], end: u8) -> Result<(), (
 }
 
 fn strategy() -> impl Strategy<Value = (Vec<G>, u8)> {
-    (prop::collection::vec(g_op(), 5..60), any::<u8>())
+    (prop::collection::vec(core_tier::step(), 5..60), any::<u8>())
 }
 
 fn seed() -> [u8; 32] {

@@ -17,250 +17,18 @@
 
 mod common;
 use common::paths::{content, intern};
+use common::reference::generators::mounted_tier::{NAMES, Pth, op};
+use common::reference::ops::Op::{self, *};
 use common::{Mounted, Node, assert_same_tree, env_u64, require_fuse, tree};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::CString;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
 
 type Tree = BTreeMap<String, Node>;
-
-/// One step of a case. Paths are relative to the folder (`P` is a path, or a path selector in
-/// generated cases); `RewindTo` and the final pick are selectors (taken modulo the number of
-/// turns that exist), so every shrunk list stays valid.
-#[derive(Clone)]
-enum Op<P = &'static str> {
-    /// `std::fs::write` (create or overwrite) with `content(seed)`.
-    Write(P, u8),
-    /// Append `content(seed)`, creating the file if needed.
-    Append(P, u8),
-    /// Open for writing (no create) and `set_len`.
-    Truncate(P, u8),
-    /// `chmod` (follows symlinks, as chmod(2) does).
-    Chmod(P, u32),
-    Mkdir(P),
-    MkdirAll(P),
-    RemoveFile(P),
-    RemoveDir(P),
-    RemoveDirAll(P),
-    /// `rename(from, to)`.
-    Rename(P, P),
-    /// `renameat2(a, b, RENAME_EXCHANGE)`.
-    Exchange(P, P),
-    /// `symlink(target, path)`.
-    Symlink(&'static str, P),
-    /// `linkat(existing, new, AT_SYMLINK_FOLLOW)`: a symlink is followed, because `tree()`
-    /// does not record symlinks sharing one inode (and a rewind restores each symlink name as
-    /// its own inode), so hard links to symlinks are outside the model.
-    HardLink(P, P),
-    /// Open for writing (no create, no truncate) and hold the handle (at most 3 are held;
-    /// the oldest is closed first). Held handles stay open across turns.
-    Open(P),
-    /// `pwrite(content(seed))` at `offset` through held handle `n` (modulo those held).
-    WriteHeld(u8, u8, u8),
-    /// Close held handle `n` (modulo those held).
-    CloseHeld(u8),
-    /// Begin a new turn numbered `gap` above the highest number used so far.
-    NextTurn(u8),
-    /// Rewind to the existing turn picked by this selector.
-    RewindTo(u8),
-}
-use Op::*;
-
-impl<P> Op<P> {
-    fn map<Q>(self, mut f: impl FnMut(P) -> Q) -> Op<Q> {
-        match self {
-            Write(p, s) => Write(f(p), s),
-            Append(p, s) => Append(f(p), s),
-            Truncate(p, n) => Truncate(f(p), n),
-            Chmod(p, m) => Chmod(f(p), m),
-            Mkdir(p) => Mkdir(f(p)),
-            MkdirAll(p) => MkdirAll(f(p)),
-            RemoveFile(p) => RemoveFile(f(p)),
-            RemoveDir(p) => RemoveDir(f(p)),
-            RemoveDirAll(p) => RemoveDirAll(f(p)),
-            Rename(a, b) => {
-                let a = f(a);
-                Rename(a, f(b))
-            }
-            Exchange(a, b) => {
-                let a = f(a);
-                Exchange(a, f(b))
-            }
-            Symlink(t, p) => Symlink(t, f(p)),
-            HardLink(a, b) => {
-                let a = f(a);
-                HardLink(a, f(b))
-            }
-            Open(p) => Open(f(p)),
-            WriteHeld(n, o, s) => WriteHeld(n, o, s),
-            CloseHeld(n) => CloseHeld(n),
-            NextTurn(g) => NextTurn(g),
-            RewindTo(s) => RewindTo(s),
-        }
-    }
-}
-
-impl<P: std::fmt::Debug> std::fmt::Debug for Op<P> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Write(p, s) => write!(f, "Write({p:?}, {s})"),
-            Append(p, s) => write!(f, "Append({p:?}, {s})"),
-            Truncate(p, n) => write!(f, "Truncate({p:?}, {n})"),
-            Chmod(p, m) => write!(f, "Chmod({p:?}, 0o{m:o})"),
-            Mkdir(p) => write!(f, "Mkdir({p:?})"),
-            MkdirAll(p) => write!(f, "MkdirAll({p:?})"),
-            RemoveFile(p) => write!(f, "RemoveFile({p:?})"),
-            RemoveDir(p) => write!(f, "RemoveDir({p:?})"),
-            RemoveDirAll(p) => write!(f, "RemoveDirAll({p:?})"),
-            Rename(a, b) => write!(f, "Rename({a:?}, {b:?})"),
-            Exchange(a, b) => write!(f, "Exchange({a:?}, {b:?})"),
-            Symlink(t, p) => write!(f, "Symlink({t:?}, {p:?})"),
-            HardLink(a, b) => write!(f, "HardLink({a:?}, {b:?})"),
-            Open(p) => write!(f, "Open({p:?})"),
-            WriteHeld(n, o, s) => write!(f, "WriteHeld({n}, {o}, {s})"),
-            CloseHeld(n) => write!(f, "CloseHeld({n})"),
-            NextTurn(g) => write!(f, "NextTurn({g})"),
-            RewindTo(s) => write!(f, "RewindTo({s})"),
-        }
-    }
-}
-
-/// A path in a generated case: a fixed one, or one picked at run time so that most operations
-/// meet something that exists.
-#[derive(Clone, Copy)]
-enum Pth {
-    /// This path.
-    At(&'static str),
-    /// The existing entry picked by this selector (`"a"` when the folder is empty).
-    Existing(u8),
-    /// The existing regular file picked by this selector (`"a"` when there is none).
-    File(u8),
-    /// Name `NAMES[name]` in the existing directory (or the root) picked by `dir`.
-    In(u8, u8),
-}
-
-impl std::fmt::Debug for Pth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Pth::At(p) => write!(f, "{p:?}"),
-            Pth::Existing(n) => write!(f, "Existing({n})"),
-            Pth::File(n) => write!(f, "File({n})"),
-            Pth::In(d, n) => write!(f, "In({d}, {n})"),
-        }
-    }
-}
-
-const NAMES: [&str; 3] = ["a", "b", "c"];
-/// Modes for chmod; as root the read-only directory modes block nothing, but they must still
-/// come back exactly.
-const MODES: [u32; 6] = [0o600, 0o644, 0o755, 0o700, 0o500, 0o444];
-/// The modes of a run as a normal user: a directory it cannot search cannot be snapshotted
-/// by it either, so every mode keeps the owner's `x` (0o500 and 0o555 still take away `w`).
-const USER_MODES: [u32; 5] = [0o755, 0o700, 0o775, 0o500, 0o555];
-
-fn modes() -> Vec<u32> {
-    if common::user::in_user_run() {
-        USER_MODES.to_vec()
-    } else {
-        MODES.to_vec()
-    }
-}
-/// Symlink targets: relative and without `..`, so that following one never leaves the folder.
-const TARGETS: [&str; 7] = ["a", "b", "c/a", "a/b/c", "x", ".", "b/a"];
-
-/// Every path of `depth` components over `NAMES`.
-fn paths_of_depth(depth: usize) -> Vec<&'static str> {
-    let mut out: Vec<String> = vec![String::new()];
-    for _ in 0..depth {
-        out = out
-            .iter()
-            .flat_map(|p| {
-                NAMES.iter().map(move |n| {
-                    if p.is_empty() {
-                        (*n).to_string()
-                    } else {
-                        format!("{p}/{n}")
-                    }
-                })
-            })
-            .collect();
-    }
-    out.into_iter()
-        .map(|s| &*Box::leak(s.into_boxed_str()))
-        .collect()
-}
-
-static PATHS: LazyLock<[Vec<&'static str>; 3]> =
-    LazyLock::new(|| [paths_of_depth(1), paths_of_depth(2), paths_of_depth(3)]);
-
-fn fixed() -> impl Strategy<Value = &'static str> {
-    prop_oneof![
-        4 => prop::sample::select(PATHS[0].clone()),
-        3 => prop::sample::select(PATHS[1].clone()),
-        2 => prop::sample::select(PATHS[2].clone()),
-    ]
-}
-
-/// Any path: fixed, an existing entry, or a new name in an existing directory.
-fn path() -> impl Strategy<Value = Pth> {
-    prop_oneof![
-        2 => fixed().prop_map(Pth::At),
-        2 => any::<u8>().prop_map(Pth::Existing),
-        2 => (any::<u8>(), 0u8..3).prop_map(|(d, n)| Pth::In(d, n)),
-    ]
-}
-
-/// A path that most likely is a regular file.
-fn file() -> impl Strategy<Value = Pth> {
-    prop_oneof![
-        1 => fixed().prop_map(Pth::At),
-        4 => any::<u8>().prop_map(Pth::File),
-    ]
-}
-
-/// A new name, most likely in a directory that exists.
-fn new_name() -> impl Strategy<Value = Pth> {
-    prop_oneof![
-        1 => fixed().prop_map(Pth::At),
-        4 => (any::<u8>(), 0u8..3).prop_map(|(d, n)| Pth::In(d, n)),
-    ]
-}
-
-/// A path that most likely exists.
-fn existing() -> impl Strategy<Value = Pth> {
-    prop_oneof![
-        1 => fixed().prop_map(Pth::At),
-        4 => any::<u8>().prop_map(Pth::Existing),
-    ]
-}
-
-fn op() -> impl Strategy<Value = Op<Pth>> {
-    prop_oneof![
-        6 => (path(), any::<u8>()).prop_map(|(p, s)| Write(p, s)),
-        2 => (file(), any::<u8>()).prop_map(|(p, s)| Append(p, s)),
-        2 => (file(), 0u8..12).prop_map(|(p, n)| Truncate(p, n)),
-        3 => (existing(), prop::sample::select(modes())).prop_map(|(p, m)| Chmod(p, m)),
-        3 => path().prop_map(Mkdir),
-        2 => path().prop_map(MkdirAll),
-        2 => file().prop_map(RemoveFile),
-        1 => existing().prop_map(RemoveDir),
-        2 => existing().prop_map(RemoveDirAll),
-        6 => (existing(), path()).prop_map(|(a, b)| Rename(a, b)),
-        3 => (existing(), existing()).prop_map(|(a, b)| Exchange(a, b)),
-        2 => (prop::sample::select(TARGETS.to_vec()), path()).prop_map(|(t, p)| Symlink(t, p)),
-        4 => (file(), new_name()).prop_map(|(a, b)| HardLink(a, b)),
-        2 => file().prop_map(Open),
-        3 => (any::<u8>(), 0u8..16, any::<u8>()).prop_map(|(n, o, s)| WriteHeld(n, o, s)),
-        1 => any::<u8>().prop_map(CloseHeld),
-        4 => (1u8..=3).prop_map(NextTurn),
-        3 => any::<u8>().prop_map(RewindTo),
-    ]
-}
 
 fn errno(e: std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(-1)
@@ -289,11 +57,14 @@ fn apply(root: &Path, op: &Op) -> Result<(), i32> {
         Chmod(p, m) => {
             std::fs::set_permissions(j(p), std::fs::Permissions::from_mode(*m)).map_err(errno)
         }
-        Mkdir(p) => std::fs::create_dir(j(p)).map_err(errno),
+        Mkdir(p, m) => std::fs::DirBuilder::new()
+            .mode(*m)
+            .create(j(p))
+            .map_err(errno),
         MkdirAll(p) => std::fs::create_dir_all(j(p)).map_err(errno),
-        RemoveFile(p) => std::fs::remove_file(j(p)).map_err(errno),
-        RemoveDir(p) => std::fs::remove_dir(j(p)).map_err(errno),
-        RemoveDirAll(p) => std::fs::remove_dir_all(j(p)).map_err(errno),
+        Unlink(p) => std::fs::remove_file(j(p)).map_err(errno),
+        Rmdir(p) => std::fs::remove_dir(j(p)).map_err(errno),
+        RemoveAll(p) => std::fs::remove_dir_all(j(p)).map_err(errno),
         Rename(a, b) => std::fs::rename(j(a), j(b)).map_err(errno),
         Exchange(a, b) => {
             let (ca, cb) = (cpath(&j(a)), cpath(&j(b)));
@@ -314,7 +85,7 @@ fn apply(root: &Path, op: &Op) -> Result<(), i32> {
             }
         }
         Symlink(t, p) => std::os::unix::fs::symlink(t, j(p)).map_err(errno),
-        HardLink(a, b) => {
+        Link(a, b) => {
             let (ca, cb) = (cpath(&j(a)), cpath(&j(b)));
             // SAFETY: two valid NUL-terminated paths; linkat reads them only.
             let r = unsafe {
@@ -332,9 +103,12 @@ fn apply(root: &Path, op: &Op) -> Result<(), i32> {
                 Err(errno(std::io::Error::last_os_error()))
             }
         }
-        Open(_) | WriteHeld(..) | CloseHeld(_) | NextTurn(_) | RewindTo(_) => {
+        Open(_) | WriteHeld(..) | CloseHeld(_) | NextTurn(_) | Rewind(_) => {
             unreachable!("not a path operation")
         }
+        Create(..) | CreateHeld(..) | Replace(..) | SetXattr(..) | RemoveXattr(..)
+        | TruncHeld(..) | Forget | RewindPaths(..) | Undo | Redo | Relabel(..) | As(_)
+        | RewindAgent(..) => unimplemented!("the mounted tier does not drive {op:?}"),
     }
 }
 
@@ -572,9 +346,9 @@ impl Case {
                 self.check(&self.now, &now, "beginning a turn");
                 self.snaps.insert(n, now);
             }
-            RewindTo(sel) => {
-                let k = self.pick(*sel);
-                self.trace.push(format!("{op:?}, // rewind to {k}"));
+            Rewind(k) => {
+                let k = *k;
+                self.trace.push(format!("{op:?},"));
                 count(
                     if k < self.current {
                         "RewindBack"
@@ -648,7 +422,7 @@ impl Case {
                     got = want;
                 }
                 self.trace.push(format!("{op:?}, // {got:?}"));
-                count(&kind(op), got.is_ok());
+                count(op.kind(), got.is_ok());
                 assert_eq!(
                     got,
                     want,
@@ -689,10 +463,10 @@ fn run_case(ops: &[Op], end: u8) {
 }
 
 /// Runs a generated case, resolving each path against the tree just before its operation.
-fn run_generated(ops: &[Op<Pth>], end: u8, args: &[&str]) {
+fn run_generated(ops: &[Op<Pth, u8>], end: u8, args: &[&str]) {
     let mut c = Case::new(args);
     for op in ops {
-        let op = op.clone().map(|p| c.resolve(p));
+        let op = (*op).map(|p| c.resolve(p), |sel| c.pick(sel));
         c.step(&op);
     }
     c.finish(end);
@@ -723,11 +497,6 @@ fn count(kind: &str, ok: bool) {
             e.1 += 1;
         }
     });
-}
-
-fn kind(op: &Op) -> String {
-    let d = format!("{op:?}");
-    d[..d.find('(').unwrap_or(d.len())].to_string()
 }
 
 #[test]
@@ -817,7 +586,7 @@ fn regression_write_through_a_renamed_hard_link_is_captured() {
         &[
             Append("a", 0),
             NextTurn(1), // turn 2
-            HardLink("a", "c"),
+            Link("a", "c"),
             Rename("c", "b"),
             Append("a", 1),
         ],
@@ -837,9 +606,9 @@ fn regression_link_anchor_is_not_a_path_the_plan_replaces() {
             NextTurn(1), // turn 2
             Write("b/a", 0),
             NextTurn(1), // turn 3
-            HardLink("b/a", "a"),
-            HardLink("a", "c"),
-            RemoveDir("a"), // ENOTDIR
+            Link("b/a", "a"),
+            Link("a", "c"),
+            Rmdir("a"), // ENOTDIR
             Exchange("b", "c"),
         ],
         2, // rewind to 3, then to 1
@@ -859,7 +628,7 @@ fn regression_an_inode_number_that_comes_back_as_a_directory_is_another_node() {
             Write("a", 0),
             MkdirAll("b"),
             NextTurn(2), // turn 3
-            RemoveDirAll("b"),
+            RemoveAll("b"),
             Write("b", 241),
             NextTurn(2), // turn 5
         ],
@@ -876,7 +645,7 @@ fn regression_a_rewind_refreshes_a_listing_cached_after_an_open_file_was_removed
             Write("a", 0),
             Open("a"),
             NextTurn(1), // turn 2
-            RemoveFile("a"),
+            Unlink("a"),
             Truncate("b", 0),
         ],
         7,
@@ -890,7 +659,7 @@ fn regression_a_rewind_refreshes_a_listing_cached_after_an_open_file_was_removed
 #[test]
 fn regression_a_users_link_of_a_directory_into_a_read_only_one() {
     if common::user::in_user_run() {
-        run_case(&[MkdirAll("a"), Chmod("a", 0o500), HardLink("a", "a/a")], 0);
+        run_case(&[MkdirAll("a"), Chmod("a", 0o500), Link("a", "a/a")], 0);
     } else if require_fuse() {
         common::user::rerun_as_user("regression_a_users_link_of_a_directory_into_a_read_only_one");
     }
@@ -934,11 +703,11 @@ fn regression_a_users_rewind_rewrites_a_read_only_hard_link_group() {
         run_case(
             &[
                 Write("a", 0),
-                HardLink("a", "b"),
+                Link("a", "b"),
                 Chmod("a", 0o500),
                 NextTurn(1), // turn 2
                 Open("a"),
-                RewindTo(127),
+                Rewind(2), // was the selector 127: turns 1 and 2, so 2
             ],
             0,
         );

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod paths;
+pub mod reference;
 pub mod rng;
 pub mod user;
 

@@ -427,38 +427,6 @@ impl Case {
     }
 }
 
-/// The steps of an agent case: changes by either process, turns, rewinds of every kind.
-fn g_agent_op() -> impl Strategy<Value = G> {
-    let b = any::<u8>;
-    prop_oneof![
-        6 => (b(), 0u8..3, b())
-            .prop_map(|(dir, name, seed)| G::Create { dir, name, seed, hold: false }),
-        4 => (b(), b()).prop_map(|(file, seed)| G::Write { file, seed }),
-        1 => (b(), b()).prop_map(|(file, seed)| G::Append { file, seed }),
-        3 => (b(), b()).prop_map(|(file, seed)| G::Replace { file, seed }),
-        1 => (b(), 0u8..16).prop_map(|(file, len)| G::Truncate { file, len }),
-        3 => (b(), 0u8..3, b()).prop_map(|(dir, name, mode)| G::Mkdir { dir, name, mode }),
-        1 => (b(), b(), 0u8..3)
-            .prop_map(|(target, dir, name)| G::Symlink { target, dir, name }),
-        3 => b().prop_map(|entry| G::Unlink { entry }),
-        1 => b().prop_map(|entry| G::Rmdir { entry }),
-        4 => (b(), b(), prop::option::of((b(), 0u8..3)))
-            .prop_map(|(src, dst, new)| G::Rename { src, dst, new }),
-        1 => (b(), b()).prop_map(|(a, b)| G::Exchange { a, b }),
-        2 => (b(), b()).prop_map(|(entry, mode)| G::Chmod { entry, mode }),
-        1 => (b(), 0u8..3, b()).prop_map(|(entry, name, seed)| G::SetXattr { entry, name, seed }),
-        1 => b().prop_map(|entry| G::RemoveXattr { entry }),
-        3 => (1u8..=2).prop_map(|gap| G::NextTurn { gap }),
-        1 => b().prop_map(|turn| G::Rewind { turn }),
-        1 => (b(), b()).prop_map(|(turn, entry)| G::RewindPaths { turn, entry }),
-        2 => Just(G::Undo),
-        1 => Just(G::Redo),
-        6 => any::<bool>().prop_map(|agent| G::As { agent }),
-        4 => (b(), any::<bool>())
-            .prop_map(|(turn, rewind_conflicts)| G::RewindAgent { turn, rewind_conflicts }),
-    ]
-}
-
 /// Replays a resolved agent case (a regression).
 fn agent_ops(ops: &[Op]) {
     let setup = Setup {
@@ -475,7 +443,10 @@ fn agent_rewinds_match_the_model() {
         links: false,
         agent: true,
     };
-    let strategy = (prop::collection::vec(g_agent_op(), 5..60), any::<u8>());
+    let strategy = (
+        prop::collection::vec(core_tier::agent_step(), 5..60),
+        any::<u8>(),
+    );
     run_property(&Fixture::tmp(), setup, strategy);
 }
 
