@@ -335,17 +335,7 @@ impl Case {
 
     fn step(&mut self, op: &Op) {
         match op {
-            NextTurn(gap) => {
-                let n = self.max_used + u64::from(*gap);
-                self.trace.push(format!("{op:?}, // turn {n}"));
-                self.m.turn(n);
-                self.max_used = n;
-                self.current = n;
-                self.check_turn_file();
-                let now = self.mounted_tree();
-                self.check(&self.now, &now, "beginning a turn");
-                self.snaps.insert(n, now);
-            }
+            NextTurn(gap) => self.begin_turn(op, gap),
             Rewind(k) => {
                 let k = *k;
                 self.trace.push(format!("{op:?},"));
@@ -359,79 +349,101 @@ impl Case {
                 );
                 self.rewind(k);
             }
-            Open(p) => {
-                let open = |root: &Path| {
-                    std::fs::OpenOptions::new()
-                        .write(true)
-                        .open(root.join(p))
-                        .map_err(errno)
-                };
-                let (got, want) = (open(&self.m.dir), open(&self.plain));
-                let r = got.as_ref().map(drop).map_err(|e| *e);
-                self.trace.push(format!("{op:?}, // {r:?}"));
-                count("Open", r.is_ok());
-                assert_eq!(
-                    r,
-                    want.as_ref().map(drop).map_err(|e| *e),
-                    "errno differs from a plain directory; {}",
-                    self.context()
-                );
-                if let (Ok(a), Ok(b)) = (got, want) {
-                    if self.held.len() >= 3 {
-                        self.held.remove(0);
-                    }
-                    self.held.push((a, b));
-                }
-            }
+            Open(p) => self.open_held(op, p),
             WriteHeld(..) | CloseHeld(_) if self.held.is_empty() => {
                 self.trace.push(format!("{op:?}, // nothing held"));
             }
-            WriteHeld(n, off, seed) => {
-                use std::os::unix::fs::FileExt;
-                let i = usize::from(*n) % self.held.len();
-                let data = content(*seed);
-                let (a, b) = &self.held[i];
-                let got = a.write_all_at(&data, u64::from(*off)).map_err(errno);
-                let want = b.write_all_at(&data, u64::from(*off)).map_err(errno);
-                self.trace.push(format!("{op:?}, // {got:?}"));
-                count("WriteHeld", got.is_ok());
-                assert_eq!(
-                    got,
-                    want,
-                    "errno differs from a plain directory; {}",
-                    self.context()
-                );
-                self.compare();
-            }
+            WriteHeld(n, off, seed) => self.write_held(op, n, off, seed),
             CloseHeld(n) => {
                 let i = usize::from(*n) % self.held.len();
                 self.held.remove(i);
                 self.trace.push(format!("{op:?},"));
             }
-            _ => {
-                let mut got = apply(&self.m.dir, op);
-                let want = apply(&self.plain, op);
-                if want == Err(libc::EACCES)
-                    && matches!(got, Err(libc::EPERM | libc::EISDIR | libc::ENOTDIR))
-                {
-                    // A FUSE limit, not ckpt-mount's: the kernel refuses a hard link of a
-                    // directory (EPERM), an unlink of one (EISDIR) or an rmdir of a file
-                    // (ENOTDIR) before it asks the daemon, so the permission check of the
-                    // parent that a local filesystem makes first (EACCES, seen by a normal
-                    // user) never runs. Both refuse, and the trees are compared below.
-                    got = want;
-                }
-                self.trace.push(format!("{op:?}, // {got:?}"));
-                count(op.kind(), got.is_ok());
-                assert_eq!(
-                    got,
-                    want,
-                    "errno differs from a plain directory; {}",
-                    self.context()
-                );
-                self.compare();
-            }
+            _ => self.path_op(op),
         }
+    }
+
+    /// Begins the turn `gap` above the highest used; the tree is the same on both sides.
+    fn begin_turn(&mut self, op: &Op, gap: &u8) {
+        let n = self.max_used + u64::from(*gap);
+        self.trace.push(format!("{op:?}, // turn {n}"));
+        self.m.turn(n);
+        self.max_used = n;
+        self.current = n;
+        self.check_turn_file();
+        let now = self.mounted_tree();
+        self.check(&self.now, &now, "beginning a turn");
+        self.snaps.insert(n, now);
+    }
+
+    /// Opens `p` for writing on both sides, holding the handles when both succeed.
+    fn open_held(&mut self, op: &Op, p: &&'static str) {
+        let open = |root: &Path| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(root.join(p))
+                .map_err(errno)
+        };
+        let (got, want) = (open(&self.m.dir), open(&self.plain));
+        let r = got.as_ref().map(drop).map_err(|e| *e);
+        self.trace.push(format!("{op:?}, // {r:?}"));
+        count("Open", r.is_ok());
+        assert_eq!(
+            r,
+            want.as_ref().map(drop).map_err(|e| *e),
+            "errno differs from a plain directory; {}",
+            self.context()
+        );
+        if let (Ok(a), Ok(b)) = (got, want) {
+            if self.held.len() >= 3 {
+                self.held.remove(0);
+            }
+            self.held.push((a, b));
+        }
+    }
+
+    /// `pwrite` through held handle `n` on both sides.
+    fn write_held(&mut self, op: &Op, n: &u8, off: &u8, seed: &u8) {
+        use std::os::unix::fs::FileExt;
+        let i = usize::from(*n) % self.held.len();
+        let data = content(*seed);
+        let (a, b) = &self.held[i];
+        let got = a.write_all_at(&data, u64::from(*off)).map_err(errno);
+        let want = b.write_all_at(&data, u64::from(*off)).map_err(errno);
+        self.trace.push(format!("{op:?}, // {got:?}"));
+        count("WriteHeld", got.is_ok());
+        assert_eq!(
+            got,
+            want,
+            "errno differs from a plain directory; {}",
+            self.context()
+        );
+        self.compare();
+    }
+
+    /// A path operation on both sides: the same errno, then the same tree.
+    fn path_op(&mut self, op: &Op) {
+        let mut got = apply(&self.m.dir, op);
+        let want = apply(&self.plain, op);
+        if want == Err(libc::EACCES)
+            && matches!(got, Err(libc::EPERM | libc::EISDIR | libc::ENOTDIR))
+        {
+            // A FUSE limit, not ckpt-mount's: the kernel refuses a hard link of a
+            // directory (EPERM), an unlink of one (EISDIR) or an rmdir of a file
+            // (ENOTDIR) before it asks the daemon, so the permission check of the
+            // parent that a local filesystem makes first (EACCES, seen by a normal
+            // user) never runs. Both refuse, and the trees are compared below.
+            got = want;
+        }
+        self.trace.push(format!("{op:?}, // {got:?}"));
+        count(op.kind(), got.is_ok());
+        assert_eq!(
+            got,
+            want,
+            "errno differs from a plain directory; {}",
+            self.context()
+        );
+        self.compare();
     }
 
     /// The mount and the plain directory must hold the same tree after every operation.

@@ -1,10 +1,14 @@
 //! The reference of the model tests, after mountpoint-s3's `tests/reftests`: one operation
-//! type ([`Op`]) for what the tiers do to a folder and its history, and the seeded generators
-//! that make cases of them. A tier keeps only its harness: how it executes an operation and
-//! how it reads the folder back.
+//! type for what the tiers do to a folder and its history ([`ops`]), the seeded generators
+//! that make cases of them ([`generators`]), the model of the folder ([`model`]) and of its
+//! history ([`history`]). A tier keeps only its harness: how it executes an operation and how
+//! it reads the folder back.
 //!
-//! - `tests/core_model.rs` (core tier): `CkptFs` called directly, next to an in-memory model;
-//! - `tests/model.rs` (mounted tier): system calls in a real mount, next to a plain directory.
+//! - `tests/core_model.rs` (core tier): `CkptFs` called directly, checked against the model;
+//! - `tests/model.rs` (mounted tier): system calls in a real mount, checked against a plain
+//!   directory given the same calls, and each turn's start as the history keeps it.
 
 pub mod generators;
+pub mod history;
+pub mod model;
 pub mod ops;
