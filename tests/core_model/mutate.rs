@@ -29,7 +29,8 @@ impl Case {
             }
             Forget => self.forget_unheld()?,
             NextTurn(_) | Rewind(_) | RewindPaths(..) | Undo | Redo | Relabel(..) | As(_)
-            | RewindAgent(..) | MkdirAll(_) | RemoveAll(_) => {
+            | RewindAgent(..) | MkdirAll(_) | RemoveAll(_) | Hold(_) | WriteLine(..) | Read(_)
+            | Sh(_) | Settle => {
                 unreachable!("not a mutation of the core tier")
             }
         }

@@ -306,6 +306,8 @@ impl Case {
             Forget | Undo | Redo => true,
             // Made through the core as `Mkdir` and `Unlink`/`Rmdir` steps, never as one.
             MkdirAll(_) | RemoveAll(_) => false,
+            // The shell tier's: no shell and no process of the test's own here.
+            Hold(_) | WriteLine(..) | Read(_) | Sh(_) | Settle => false,
         }
     }
 }

@@ -105,32 +105,7 @@ fn partial_diffs(pre: &Snap, then: &Snap, got: &Snap, p: &str, xattrs: bool) -> 
     let mut out = Vec::new();
     for q in keys {
         let now = got.entries.get(q);
-        let allowed: Vec<Option<&Entry>> = if under(q, p) {
-            vec![then.entries.get(q)]
-        } else if above(q, p) {
-            match pre.entries.get(q) {
-                // A directory that stands keeps everything it has.
-                Some(e) if matches!(e.node, super::Node::Dir { .. }) => vec![Some(e)],
-                _ => vec![then.entries.get(q)],
-            }
-        } else if pre.ids.get(q).is_some_and(|id| rewound.contains(&id.ino)) {
-            let mut v = vec![pre.entries.get(q)];
-            v.extend(
-                then.entries
-                    .iter()
-                    .filter(|(r, _)| under(r, p))
-                    .filter(|(r, _)| {
-                        let ino = pre.ids.get(q).map(|id| id.ino);
-                        [then.ids.get(*r), pre.ids.get(*r)]
-                            .iter()
-                            .any(|id| id.map(|id| id.ino) == ino)
-                    })
-                    .map(|(_, e)| Some(e)),
-            );
-            v
-        } else {
-            vec![pre.entries.get(q)]
-        };
+        let allowed = allowed_states(pre, then, p, q, &rewound);
         let same = |want: &Option<&Entry>| match (want, now) {
             (Some(w), Some(g)) if !xattrs => w.node == g.node && (w.uid, w.gid) == (g.uid, g.gid),
             (w, g) => *w == g,
@@ -157,6 +132,51 @@ fn partial_diffs(pre: &Snap, then: &Snap, got: &Snap, p: &str, xattrs: bool) -> 
             ));
         }
     }
+    out.extend(group_diffs(then, got, p));
+    out
+}
+
+/// The states `q` may be in after `rewind -- p`: as at the start of the turn below `p`; an
+/// ancestor that stands keeps its state; a file sharing an inode with a rewound path may hold
+/// its own state or the rewound one; anything else is as it was before.
+fn allowed_states<'a>(
+    pre: &'a Snap,
+    then: &'a Snap,
+    p: &str,
+    q: &str,
+    rewound: &BTreeSet<u64>,
+) -> Vec<Option<&'a Entry>> {
+    if under(q, p) {
+        vec![then.entries.get(q)]
+    } else if above(q, p) {
+        match pre.entries.get(q) {
+            // A directory that stands keeps everything it has.
+            Some(e) if matches!(e.node, super::Node::Dir { .. }) => vec![Some(e)],
+            _ => vec![then.entries.get(q)],
+        }
+    } else if pre.ids.get(q).is_some_and(|id| rewound.contains(&id.ino)) {
+        let mut v = vec![pre.entries.get(q)];
+        v.extend(
+            then.entries
+                .iter()
+                .filter(|(r, _)| under(r, p))
+                .filter(|(r, _)| {
+                    let ino = pre.ids.get(q).map(|id| id.ino);
+                    [then.ids.get(*r), pre.ids.get(*r)]
+                        .iter()
+                        .any(|id| id.map(|id| id.ino) == ino)
+                })
+                .map(|(_, e)| Some(e)),
+        );
+        v
+    } else {
+        vec![pre.entries.get(q)]
+    }
+}
+
+/// Hard-link groups wholly below `p` at the start of the turn that are not one inode again.
+fn group_diffs(then: &Snap, got: &Snap, p: &str) -> Vec<Diff> {
+    let mut out = Vec::new();
     // Hard-link groups wholly below `p` at the start of the turn are one inode again.
     let got_groups: BTreeMap<&String, &BTreeSet<String>> = got
         .links

@@ -1,7 +1,9 @@
 //! The one operation type of the model tests: what a tier does to the folder and to its
 //! history. Each tier's harness says how it executes an operation (the core tier calls
 //! `CkptFs` as the fuser adapter does, the mounted tier makes the system calls in a real
-//! mount); the paths are relative to the folder.
+//! mount, the shell tier runs shell commands and holds files in the test process); the paths
+//! are relative to the folder. A tier drives the operations its generator makes; the others
+//! are refused by its harness.
 //!
 //! `P` is a path, or a path selector in generated cases; `T` is a turn, or a turn selector.
 //! A list of concrete operations (`Op`, the default parameters) replays a case exactly: the
@@ -68,6 +70,20 @@ pub enum Op<P = &'static str, T = u64> {
     CloseHeld(u8),
     /// The kernel forgets every node it does not hold open.
     Forget,
+    /// Open with `O_APPEND | O_CREAT` in the test process and hold the writer (shell tier).
+    Hold(P),
+    /// Append this line through held writer `n` (shell tier: its position among the writers
+    /// still open, in the order they were opened).
+    WriteLine(u8, &'static str),
+    /// Open read-only in the test process and keep it open to the end of the case (a pager,
+    /// an editor's buffer): its inode cannot be recycled (shell tier).
+    Read(P),
+    // ---- shell commands ----
+    /// A script run by `sh -ec` in the folder; its exit status is recorded, not asserted.
+    Sh(&'static str),
+    /// Wait until the daemon has stored every file it moved aside (`.ckpt/staged` empty), so
+    /// that their inodes are free for the next file made.
+    Settle,
     // ---- history ----
     /// Begin the turn numbered `gap` above the highest used so far.
     NextTurn(u8),
@@ -126,6 +142,11 @@ impl<P, T> Op<P, T> {
             TruncHeld(n, l) => TruncHeld(n, l),
             CloseHeld(n) => CloseHeld(n),
             Forget => Forget,
+            Hold(p) => Hold(path(p)),
+            WriteLine(n, s) => WriteLine(n, s),
+            Read(p) => Read(path(p)),
+            Sh(s) => Sh(s),
+            Settle => Settle,
             NextTurn(g) => NextTurn(g),
             Rewind(t) => Rewind(turn(t)),
             RewindPaths(t, p) => {
@@ -166,6 +187,11 @@ impl<P, T> Op<P, T> {
             TruncHeld(..) => "TruncHeld",
             CloseHeld(..) => "CloseHeld",
             Forget => "Forget",
+            Hold(..) => "Hold",
+            WriteLine(..) => "WriteLine",
+            Read(..) => "Read",
+            Sh(..) => "Sh",
+            Settle => "Settle",
             NextTurn(..) => "NextTurn",
             Rewind(..) => "Rewind",
             RewindPaths(..) => "RewindPaths",
@@ -205,6 +231,11 @@ impl<P: std::fmt::Debug, T: std::fmt::Debug> std::fmt::Debug for Op<P, T> {
             TruncHeld(n, l) => write!(f, "TruncHeld({n}, {l})"),
             CloseHeld(n) => write!(f, "CloseHeld({n})"),
             Forget => write!(f, "Forget"),
+            Hold(p) => write!(f, "Hold({p:?})"),
+            WriteLine(n, s) => write!(f, "WriteLine({n}, {s:?})"),
+            Read(p) => write!(f, "Read({p:?})"),
+            Sh(s) => write!(f, "Sh({s:?})"),
+            Settle => write!(f, "Settle"),
             NextTurn(g) => write!(f, "NextTurn({g})"),
             Rewind(t) => write!(f, "Rewind({t:?})"),
             RewindPaths(t, p) => write!(f, "RewindPaths({t:?}, {p:?})"),
