@@ -74,7 +74,7 @@ struct TurnRec {
 struct Case {
     /// Held writers: (path when opened, handle). Declared before `m`: closed before unmounting.
     held: Vec<(String, std::fs::File)>,
-    /// Files held open read-only (`Step::Read`).
+    /// Files held open read-only (`Op::Read`).
     readers: Vec<std::fs::File>,
     m: Mounted,
     /// The folder below the mount, opened before mounting; kept open for `host`.

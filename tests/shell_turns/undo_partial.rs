@@ -8,7 +8,7 @@
 use super::{Case, Diff, Entry, Snap, compare, diff, failed_command, show};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Which operation a `Step::Undo` or `Step::Redo` takes back or does again.
+/// Which operation an `Op::Undo` or `Op::Redo` takes back or does again.
 #[derive(Clone, Copy)]
 pub(super) enum Direction {
     Undo,
