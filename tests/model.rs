@@ -18,6 +18,7 @@
 mod common;
 use common::paths::{content, intern};
 use common::reference::generators::mounted_tier::{NAMES, Pth, op};
+use common::reference::history::Turns;
 use common::reference::ops::Op::{self, *};
 use common::{Mounted, Node, assert_same_tree, env_u64, require_fuse, tree};
 use proptest::prelude::*;
@@ -192,9 +193,8 @@ struct Case {
     plain: PathBuf,
     /// The tree now (both sides agree on it after every step).
     now: Tree,
-    snaps: BTreeMap<u64, Tree>,
-    current: u64,
-    max_used: u64,
+    /// Each live turn's start, as the shared history keeps it.
+    turns: Turns<Tree>,
     /// The resolved operations so far, one per line, pasteable into a regression test.
     trace: Vec<String>,
     /// Handles held open for writing: (in the mount, in the plain directory).
@@ -212,15 +212,13 @@ impl Case {
         let plain = plain_tmp.path().join("project");
         std::fs::create_dir(&plain).expect("mkdir plain");
         let now = tree(&m.dir, false);
-        let snaps = BTreeMap::from([(1, now.clone())]);
+        let turns = Turns::new(now.clone());
         Self {
             m,
             _plain_tmp: plain_tmp,
             plain,
             now,
-            snaps,
-            current: 1,
-            max_used: 1,
+            turns,
             trace: Vec::new(),
             held: Vec::new(),
         }
@@ -229,7 +227,7 @@ impl Case {
     fn context(&self) -> String {
         format!(
             "replay (current turn {}):\n    {}",
-            self.current,
+            self.turns.current,
             self.trace.join("\n    ")
         )
     }
@@ -254,8 +252,7 @@ impl Case {
     }
 
     fn pick(&self, sel: u8) -> u64 {
-        let turns: Vec<u64> = self.snaps.keys().copied().collect();
-        turns[usize::from(sel) % turns.len()]
+        self.turns.pick(sel)
     }
 
     /// Turns a generated path into a concrete one against the tree as it is now.
@@ -306,7 +303,7 @@ impl Case {
         let s = std::fs::read_to_string(self.m.path(".ckpt/turn")).expect("read .ckpt/turn");
         assert_eq!(
             s.trim(),
-            self.current.to_string(),
+            self.turns.current.to_string(),
             "current turn; {}",
             self.context()
         );
@@ -325,10 +322,8 @@ impl Case {
         // the model replaced, so both are closed.
         self.held.clear();
         let now = self.mounted_tree();
-        self.check(&self.snaps[&k], &now, &format!("rewind to {k}"));
-        self.snaps.retain(|t, _| *t <= k);
-        self.snaps.insert(k, now.clone());
-        self.current = k;
+        self.check(self.turns.start(k), &now, &format!("rewind to {k}"));
+        self.turns.rewound(k, now.clone());
         self.check_turn_file();
         materialize(&self.plain, &now);
         self.check(&now, &tree(&self.plain, false), "the model's own restore");
@@ -342,7 +337,7 @@ impl Case {
                 let k = *k;
                 self.trace.push(format!("{op:?},"));
                 count(
-                    if k < self.current {
+                    if k < self.turns.current {
                         "RewindBack"
                     } else {
                         "RewindCurrent"
@@ -367,15 +362,14 @@ impl Case {
 
     /// Begins the turn `gap` above the highest used; the tree is the same on both sides.
     fn begin_turn(&mut self, op: &Op, gap: &u8) {
-        let n = self.max_used + u64::from(*gap);
+        let n = self.turns.next_number(*gap);
         self.trace.push(format!("{op:?}, // turn {n}"));
         self.m.turn(n);
-        self.max_used = n;
-        self.current = n;
+        self.turns.enter(n);
         self.check_turn_file();
         let now = self.mounted_tree();
         self.check(&self.now, &now, "beginning a turn");
-        self.snaps.insert(n, now);
+        self.turns.record(n, now);
     }
 
     /// Opens `p` for writing on both sides, holding the handles when both succeed.

@@ -39,6 +39,7 @@ mod snap;
 mod undo_partial;
 use common::paths::intern;
 use common::reference::generators::shell_tier::{Gen, Listing};
+use common::reference::history::Turns;
 use common::reference::ops::Op::{self, *};
 use common::rng::Rng;
 use common::{Mounted, Node, env_u64, require_fuse, tree};
@@ -81,9 +82,8 @@ struct Case {
     _host_dir: std::fs::File,
     host: PathBuf,
     setup: String,
-    turns: BTreeMap<u64, TurnRec>,
-    current: u64,
-    max_used: u64,
+    /// Each live turn's record, as the shared history keeps it.
+    turns: Turns<TurnRec>,
     /// Every step so far with what came of it, pasteable.
     trace: Vec<String>,
     /// Whether a difference in xattrs alone counts (`CKPT_SHELL_XATTRS`).
@@ -311,7 +311,7 @@ fn run_seed(seed: u64, run: &mut Run) -> Option<Failure> {
                 }
             }
         }
-        let live: Vec<u64> = c.turns.keys().copied().collect();
+        let live: Vec<u64> = c.turns.live();
         let k = *g.rng.pick(&live);
         // Every rewind, whole or partial, is followed by its undo and its redo.
         let mut steps: Vec<Op> = Vec::new();
@@ -357,7 +357,7 @@ fn run_seed(seed: u64, run: &mut Run) -> Option<Failure> {
 /// now (outside `.git`), drawn from both, sorted so that a seed always draws the same.
 fn partial_target(g: &mut Gen, c: &Case, k: u64) -> Option<String> {
     let l = listing(&c.m.dir);
-    let then = c.turns.get(&k)?.start.entries.keys().cloned();
+    let then = c.turns.get(k)?.start.entries.keys().cloned();
     let all: BTreeSet<String> = then
         .chain(l.files)
         .chain(l.dirs)

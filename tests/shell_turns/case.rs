@@ -13,15 +13,12 @@ impl Case {
         let host_dir = host_dir.expect("the setup ran");
         let host = PathBuf::from(format!("/proc/self/fd/{}", host_dir.as_raw_fd()));
         let start = Snap::take(&m.dir, &host);
-        let turns = BTreeMap::from([(
-            1,
-            TurnRec {
-                start,
-                end: None,
-                held_inos: BTreeSet::new(),
-                held_paths: BTreeSet::new(),
-            },
-        )]);
+        let turns = Turns::new(TurnRec {
+            start,
+            end: None,
+            held_inos: BTreeSet::new(),
+            held_paths: BTreeSet::new(),
+        });
         Case {
             held: Vec::new(),
             readers: Vec::new(),
@@ -30,8 +27,6 @@ impl Case {
             host,
             setup: template.name.clone(),
             turns,
-            current: 1,
-            max_used: 1,
             trace: vec!["// turn 1 (the mount)".to_string()],
             xattrs,
             stats: BTreeMap::new(),
@@ -62,8 +57,7 @@ impl Case {
     }
 
     pub(super) fn current_rec(&mut self) -> &mut TurnRec {
-        let n = self.current;
-        self.turns.get_mut(&n).expect("the current turn is live")
+        self.turns.current_mut()
     }
 
     /// Runs one step; `Err` with the differences when a rewind's checks fail. Panics (a
@@ -131,13 +125,13 @@ impl Case {
 
     /// Snapshots the tree, then begins the turn `gap` above the highest used.
     pub(super) fn begin_turn(&mut self, step: &Op, gap: &u8) {
-        let n = self.max_used + u64::from(*gap);
+        let n = self.turns.next_number(*gap);
         let before = self.snap();
         self.current_rec().end = Some(before.clone());
         self.m.turn(n);
         self.trace.push(format!("{step:?}, // turn {n}"));
         let (held_inos, held_paths) = (self.held_inos(), self.held_paths(&before));
-        self.turns.insert(
+        self.turns.begin(
             n,
             TurnRec {
                 start: before,
@@ -146,8 +140,6 @@ impl Case {
                 held_paths,
             },
         );
-        self.current = n;
-        self.max_used = self.max_used.max(n);
     }
 
     /// Opens `p` with `O_APPEND | O_CREAT` and holds the writer.
@@ -200,7 +192,7 @@ impl Case {
     pub(super) fn rewind(&mut self, k: u64) -> Result<(), Vec<Diff>> {
         let k_rec = self
             .turns
-            .get(&k)
+            .get(k)
             .unwrap_or_else(|| panic!("Rewind({k}): turn {k} is not live"));
         let want = k_rec.start.clone();
         let pre = self.snap();
@@ -219,9 +211,8 @@ impl Case {
         diffs.extend(self.folder_diffs(k));
 
         self.last_op = Some((pre.clone(), got.clone()));
-        self.turns.retain(|t, _| *t <= k);
         let (held_inos, held_paths) = (self.held_inos(), self.held_paths(&got));
-        self.turns.insert(
+        self.turns.rewound(
             k,
             TurnRec {
                 start: got,
@@ -230,7 +221,6 @@ impl Case {
                 held_paths,
             },
         );
-        self.current = k;
         if diffs.is_empty() {
             Ok(())
         } else {
@@ -261,7 +251,7 @@ impl Case {
         let mut held: BTreeSet<u64> = self.held_inos();
         let mut held_paths = self.held_paths(pre);
         let mut shared: Vec<(&Snap, BTreeSet<u64>)> = Vec::new();
-        for rec in self.turns.range(k..).map(|(_, r)| r) {
+        for rec in self.turns.since(k) {
             let end = rec.end.as_ref().unwrap_or(pre);
             let same = |p: &String| {
                 rec.start.ids.get(p) == end.ids.get(p)

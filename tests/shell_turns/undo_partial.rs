@@ -59,7 +59,7 @@ impl Case {
     pub(super) fn rewind_path(&mut self, k: u64, p: &str) -> Result<(), Vec<Diff>> {
         let then = self
             .turns
-            .get(&k)
+            .get(k)
             .unwrap_or_else(|| panic!("RewindPath({k}): turn {k} is not live"))
             .start
             .clone();

@@ -54,3 +54,86 @@ pub struct Change {
     pub path: String,
     pub actor: Actor,
 }
+
+/// The turns that exist, each with what a tier recorded at its start (`S`), the current turn
+/// and the highest number used: a rewind to `k` drops the turns after `k` and begins `k`
+/// again, and new turn numbers keep growing past every number used.
+pub struct Turns<S> {
+    starts: BTreeMap<u64, S>,
+    /// The turn the folder is in.
+    pub current: u64,
+    /// The highest turn number used so far.
+    pub max_used: u64,
+}
+
+impl<S> Turns<S> {
+    /// Turn 1 (the mount), begun with `first`.
+    pub fn new(first: S) -> Self {
+        Self {
+            starts: BTreeMap::from([(1, first)]),
+            current: 1,
+            max_used: 1,
+        }
+    }
+
+    /// The number of the turn `gap` above the highest used.
+    pub fn next_number(&self, gap: u8) -> u64 {
+        self.max_used + u64::from(gap)
+    }
+
+    /// Turn `n` is the current one (its start recorded by [`Turns::record`]).
+    pub fn enter(&mut self, n: u64) {
+        self.current = n;
+        self.max_used = self.max_used.max(n);
+    }
+
+    /// Records what turn `n` began with.
+    pub fn record(&mut self, n: u64, start: S) {
+        self.starts.insert(n, start);
+    }
+
+    /// Begins turn `n` with `start`.
+    pub fn begin(&mut self, n: u64, start: S) {
+        self.enter(n);
+        self.record(n, start);
+    }
+
+    /// After a rewind to `k`: the turns after `k` are gone, and `k` begins again with `start`.
+    pub fn rewound(&mut self, k: u64, start: S) {
+        self.starts.retain(|t, _| *t <= k);
+        self.starts.insert(k, start);
+        self.current = k;
+    }
+
+    /// The live turn this selector picks (modulo the number of live turns).
+    pub fn pick(&self, sel: u8) -> u64 {
+        let live = self.live();
+        live[usize::from(sel) % live.len()]
+    }
+
+    /// The live turns, oldest first.
+    pub fn live(&self) -> Vec<u64> {
+        self.starts.keys().copied().collect()
+    }
+
+    /// What turn `k` began with, if it is live.
+    pub fn get(&self, k: u64) -> Option<&S> {
+        self.starts.get(&k)
+    }
+
+    /// What turn `k` began with; `k` must be live.
+    pub fn start(&self, k: u64) -> &S {
+        &self.starts[&k]
+    }
+
+    /// The record of the current turn.
+    pub fn current_mut(&mut self) -> &mut S {
+        let n = self.current;
+        self.starts.get_mut(&n).expect("the current turn is live")
+    }
+
+    /// The records of turn `k` and every later live turn, oldest first.
+    pub fn since(&self, k: u64) -> impl Iterator<Item = &S> {
+        self.starts.range(k..).map(|(_, s)| s)
+    }
+}
