@@ -317,6 +317,21 @@ impl BlobStore {
         }
     }
 
+    /// A blob this thread found stored already and is about to name in a record (its put
+    /// stored nothing): when a tracked piece of work stored it anew and this thread is not part
+    /// of that work, the blob is no longer the work's to take back. A rewind refused after the
+    /// stager, outside the rewind, found its saves' bytes already stored and journaled a record
+    /// naming them would otherwise remove a blob that record needs (seen as `blob-missing` of
+    /// the empty file's blob after `kill -9`s, `tests/faults.rs`).
+    fn note_found(&self, id: &BlobId) {
+        let mut t = self.tracking.lock();
+        let Some(t) = t.as_mut() else { return };
+        if t.threads.contains(&std::thread::current().id()) {
+            return;
+        }
+        t.added.retain(|a| a != id);
+    }
+
     /// Notes a blob this thread stored anew, or a shard directory it made, when it is tracked.
     fn note_added(&self, id: Option<&BlobId>, shard: Option<u8>) {
         let mut t = self.tracking.lock();
@@ -525,6 +540,7 @@ impl BlobStore {
         out.finish()?;
         let id = BlobId::finish(h);
         if self.exists(&id) {
+            self.note_found(&id);
             // The temp file is removed as it drops.
             return Ok(Stored {
                 id,
@@ -557,6 +573,7 @@ impl BlobStore {
             let _put = self.put_lock.lock();
             packs.write_held_of_others()?;
             if self.exists(&id) {
+                self.note_found(&id);
                 return Ok(Stored {
                     id,
                     size,
@@ -578,6 +595,7 @@ impl BlobStore {
         }
         let shard = self.shard(&id, true)?;
         if self.exists(&id) {
+            self.note_found(&id);
             return Ok(Stored {
                 id,
                 size,
@@ -857,6 +875,43 @@ mod tests {
         s.put_bytes(b"kept").expect("put");
         added.keep();
         assert!(s.exists(&BlobId::of(b"kept")));
+    }
+
+    /// The stager stores a staged file's bytes outside a rewind: when a rewind's saves stored
+    /// the same bytes anew just before, the stager finds them stored and journals a record
+    /// naming them. A refusal of that rewind must leave them (regression: `blob-missing` of
+    /// the empty file's blob after `kill -9`s, `faults::fifty_kill_9s_lose_nothing_that_completed`).
+    #[test]
+    fn a_blob_another_thread_found_stored_is_not_taken_back() {
+        let (_dir, s) = store();
+        let s = Arc::new(s);
+        let added = s.track_added().expect("tracking");
+        let small = s.put_bytes(b"").expect("the saves store the empty file");
+        let large = s.put_bytes(&vec![5u8; SMALL + 1]).expect("and a large one");
+        assert!(small.new && large.new);
+        std::thread::scope(|t| {
+            t.spawn(|| {
+                // The stager, not part of the rewind: both are found, not stored again.
+                assert!(!s.put_bytes(b"").expect("stager put").new);
+                assert!(!s.put_bytes(&vec![5u8; SMALL + 1]).expect("stager put").new);
+            });
+        });
+        let packed_ours = s.put_bytes(b"the rewind's alone").expect("put");
+        let loose_ours = s.put_bytes(&vec![6u8; SMALL + 1]).expect("put");
+        added.take_back();
+        assert!(
+            s.exists(&small.id),
+            "the stager's record names the empty blob"
+        );
+        assert!(s.exists(&large.id), "and the large one");
+        assert!(
+            !s.exists(&loose_ours.id),
+            "a loose blob only the rewind stored goes"
+        );
+        assert!(
+            s.exists(&packed_ours.id),
+            "the pack is not cut past a blob that is not the rewind's: it stays for a prune"
+        );
     }
 
     /// Every file below `d` with its size, and every directory (size 0), by relative path.
