@@ -165,36 +165,52 @@ impl fmt::Debug for RelPath {
     }
 }
 
-/// On disk: a JSON string when the path is UTF-8, else `{"hex": "..."}`.
-impl Serialize for RelPath {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match std::str::from_utf8(&self.0) {
+/// Any bytes as the journal and `--json` write a name: a JSON string when they are UTF-8, else
+/// `{"hex": "..."}`. One encoding for paths, symlink targets and extended attributes
+/// (`#[serde(with = "crate::relpath::text_or_hex")]` on a `Vec<u8>`).
+pub mod text_or_hex {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `b` as a string, or as `{"hex": ...}` when it is not UTF-8.
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(b) {
             Ok(text) => s.serialize_str(text),
             Err(_) => {
                 use serde::ser::SerializeMap;
                 let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("hex", &hex(&self.0))?;
+                m.serialize_entry("hex", &super::hex(b))?;
                 m.end()
+            }
+        }
+    }
+
+    /// Reads either form back.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Hex { hex: String },
+        }
+        match Raw::deserialize(d)? {
+            Raw::Text(t) => Ok(t.into_bytes()),
+            Raw::Hex { hex } => {
+                super::unhex(&hex).ok_or_else(|| serde::de::Error::custom("bad hex bytes"))
             }
         }
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawPath {
-    Text(String),
-    Hex { hex: String },
+/// On disk: a JSON string when the path is UTF-8, else `{"hex": "..."}` ([`text_or_hex`]).
+impl Serialize for RelPath {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        text_or_hex::serialize(&self.0, s)
+    }
 }
 
 impl<'de> Deserialize<'de> for RelPath {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let bytes = match RawPath::deserialize(d)? {
-            RawPath::Text(t) => t.into_bytes(),
-            RawPath::Hex { hex: h } => {
-                unhex(&h).ok_or_else(|| serde::de::Error::custom("bad hex path"))?
-            }
-        };
+        let bytes = text_or_hex::deserialize(d)?;
         RelPath::new(&bytes).map_err(serde::de::Error::custom)
     }
 }

@@ -12,47 +12,15 @@ use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::os::fd::BorrowedFd;
 
-/// Bytes stored like a path: a JSON string when UTF-8, else `{"hex": ...}`.
-mod bytes_enc {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        match std::str::from_utf8(b) {
-            Ok(t) => s.serialize_str(t),
-            Err(_) => {
-                use serde::ser::SerializeMap;
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("hex", &crate::relpath::hex(b))?;
-                m.end()
-            }
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Hex { hex: String },
-        }
-        match Raw::deserialize(d)? {
-            Raw::Text(t) => Ok(t.into_bytes()),
-            Raw::Hex { hex } => {
-                crate::relpath::unhex(&hex).ok_or_else(|| serde::de::Error::custom("bad hex bytes"))
-            }
-        }
-    }
-}
-
 /// One extended attribute: its full name (`user.x`, `trusted.x`, `security.x`,
 /// `system.posix_acl_access`, ...) and its value, both any bytes.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Xattr {
     /// The attribute's name.
-    #[serde(with = "bytes_enc")]
+    #[serde(with = "crate::relpath::text_or_hex")]
     pub name: Vec<u8>,
     /// Its value.
-    #[serde(with = "bytes_enc")]
+    #[serde(with = "crate::relpath::text_or_hex")]
     pub value: Vec<u8>,
 }
 

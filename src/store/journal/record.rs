@@ -23,39 +23,8 @@ fn no_xattrs(x: &Xattrs) -> bool {
 }
 
 /// A symlink target: any bytes, stored like a path (string or `{"hex": ...}`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LinkTarget(pub Vec<u8>);
-
-impl Serialize for LinkTarget {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match std::str::from_utf8(&self.0) {
-            Ok(t) => s.serialize_str(t),
-            Err(_) => {
-                use serde::ser::SerializeMap;
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("hex", &crate::relpath::hex(&self.0))?;
-                m.end()
-            }
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for LinkTarget {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Hex { hex: String },
-        }
-        match Raw::deserialize(d)? {
-            Raw::Text(t) => Ok(Self(t.into_bytes())),
-            Raw::Hex { hex } => crate::relpath::unhex(&hex)
-                .map(Self)
-                .ok_or_else(|| serde::de::Error::custom("bad hex target")),
-        }
-    }
-}
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkTarget(#[serde(with = "crate::relpath::text_or_hex")] pub Vec<u8>);
 
 /// What a path was when a turn first touched it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
