@@ -197,6 +197,18 @@ impl<'a> Rewinder<'a> {
         self.mode.dry_run()
     }
 
+    /// The report a rewind to `to` begins with, before it runs: from the current turn, a dry
+    /// run when previewing, completing the run cut off at `resume` when there is one.
+    fn report(&self, to: Turn, resume: Option<Seq>) -> Report {
+        Report {
+            to,
+            from: self.store.index().current_turn(),
+            dry_run: self.previews(),
+            completes_cut_off: resume.is_some(),
+            ..Report::default()
+        }
+    }
+
     /// Rewinds the whole folder to the start of turn `to`.
     pub(super) fn whole(&mut self, to: Turn) -> Result<Report, RewindError> {
         if self.store.index().unfinished_rewind.is_none()
@@ -205,7 +217,6 @@ impl<'a> Rewinder<'a> {
             return Ok(r);
         }
         self.times = StageTimes::start();
-        let from = self.store.index().current_turn();
         let Chosen {
             to,
             targets,
@@ -216,13 +227,7 @@ impl<'a> Rewinder<'a> {
             &self.store.index().once_linked(),
         );
         self.times.end("plan");
-        let mut report = Report {
-            to,
-            from,
-            dry_run: self.previews(),
-            completes_cut_off: resume.is_some(),
-            ..Report::default()
-        };
+        let mut report = self.report(to, resume);
         if self.previews() {
             let anchors = link_anchors(self.root, &plan, &HashSet::new());
             self.dry_run((&plan, &anchors), Saving::ForUndo, &mut report);
@@ -236,7 +241,10 @@ impl<'a> Rewinder<'a> {
         self.carry_out(
             plan,
             &anchors,
-            Frame::Whole { to, from },
+            Frame::Whole {
+                to,
+                from: report.from,
+            },
             resume,
             &mut report,
         )?;
@@ -316,12 +324,8 @@ impl<'a> Rewinder<'a> {
             .cloned()
             .collect();
         let report = Report {
-            to,
-            from: self.store.index().current_turn(),
-            dry_run: self.previews(),
             only: paths.to_vec(),
-            completes_cut_off: resume.is_some(),
-            ..Report::default()
+            ..self.report(to, resume)
         };
         let chosen = Partial {
             all,
@@ -351,11 +355,8 @@ impl<'a> Rewinder<'a> {
             .cloned()
             .collect();
         let report = Report {
-            to,
-            from: self.store.index().current_turn(),
-            dry_run: self.previews(),
             agent: Some(split),
-            ..Report::default()
+            ..self.report(to, None)
         };
         let chosen = Partial {
             all,
