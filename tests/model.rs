@@ -406,15 +406,7 @@ impl Case {
         let (a, b) = &self.held[i];
         let got = a.write_all_at(&data, u64::from(*off)).map_err(errno);
         let want = b.write_all_at(&data, u64::from(*off)).map_err(errno);
-        self.trace.push(format!("{op:?}, // {got:?}"));
-        count("WriteHeld", got.is_ok());
-        assert_eq!(
-            got,
-            want,
-            "errno differs from a plain directory; {}",
-            self.context()
-        );
-        self.compare();
+        self.outcome(op, "WriteHeld", &got, &want);
     }
 
     /// A path operation on both sides: the same errno, then the same tree.
@@ -431,8 +423,20 @@ impl Case {
             // user) never runs. Both refuse, and the trees are compared below.
             got = want;
         }
+        self.outcome(op, op.kind(), &got, &want);
+    }
+
+    /// What an op of `kind` gave on the mount (`got`) and on the plain directory (`want`):
+    /// traced, counted, the same errno, then the same tree.
+    fn outcome<T: std::fmt::Debug + PartialEq>(
+        &mut self,
+        op: &Op,
+        kind: &str,
+        got: &Result<T, i32>,
+        want: &Result<T, i32>,
+    ) {
         self.trace.push(format!("{op:?}, // {got:?}"));
-        count(op.kind(), got.is_ok());
+        count(kind, got.is_ok());
         assert_eq!(
             got,
             want,

@@ -288,17 +288,7 @@ impl Case {
         self.check_split(k, &what, split, rewind_conflicts)?;
         let after = observe(&self.core.root);
         self.check_agent_folder(k, &what, &before, &after, &chosen)?;
-        self.touch_changes(&before, &after);
-        self.push_op(UndoRec {
-            tree: before.tree.clone(),
-            turns: self.turns.clone(),
-            current: self.current,
-            at: self.step,
-            kept: kept_inodes(&before, &after),
-            folder: true,
-            history: self.history.clone(),
-            ids: self.model.file_ids(),
-        });
+        self.push_folder_op(&before, &after);
         let tops: Vec<&str> = chosen.iter().map(String::as_str).collect();
         let captured = self.paths_below(k, &tops, &before, &after);
         self.daemon_changed(captured);

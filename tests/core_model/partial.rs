@@ -132,17 +132,7 @@ impl Case {
         before: Observed,
         after: Observed,
     ) -> Result<(), Failure> {
-        self.touch_changes(&before, &after);
-        self.push_op(UndoRec {
-            tree: before.tree.clone(),
-            turns: self.turns.clone(),
-            current: self.current,
-            at: self.step,
-            kept: kept_inodes(&before, &after),
-            folder: true,
-            history: self.history.clone(),
-            ids: self.model.file_ids(),
-        });
+        self.push_folder_op(&before, &after);
         // What it may have recorded (more than it did: only ever read as "maybe not the agent's
         // alone"): it captures a directory it restores with everything below it, so all below
         // the topmost directory above `o` (or below `o`).

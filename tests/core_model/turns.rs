@@ -48,6 +48,38 @@ impl Case {
         self.undo_stack.push(rec);
     }
 
+    /// The paths of `inos` that nothing touched since step `since` but that `after` finds on
+    /// another inode, each as a line (`then` names the earlier moment).
+    fn moved_since(
+        &self,
+        inos: &BTreeMap<String, HKey>,
+        since: u64,
+        after: &Observed,
+        then: &str,
+    ) -> Vec<String> {
+        inos.iter()
+            .filter(|(p, _)| self.touched.get(*p).is_none_or(|s| *s <= since))
+            .filter(|(p, ino)| after.inos.get(*p) != Some(ino))
+            .map(|(p, ino)| format!("  {p}: {ino:?} {then}, {:?} now", after.inos.get(p)))
+            .collect()
+    }
+
+    /// Records an operation that changed the folder from `before` to `after` (a rewind,
+    /// partial or `--agent`): who changed what, and what its undo must give back.
+    pub(super) fn push_folder_op(&mut self, before: &Observed, after: &Observed) {
+        self.touch_changes(before, after);
+        self.push_op(UndoRec {
+            tree: before.tree.clone(),
+            turns: self.turns.clone(),
+            current: self.current,
+            at: self.step,
+            kept: super::partial::kept_inodes(before, after),
+            folder: true,
+            history: self.history.clone(),
+            ids: self.model.file_ids(),
+        });
+    }
+
     /// The index's live turns and their labels are the model's.
     pub(super) fn check_turns(&self) -> Result<(), Failure> {
         let store = self.fs().capturer().lock();
@@ -232,13 +264,7 @@ impl Case {
                 ),
             );
         }
-        let moved: Vec<String> = t
-            .inos
-            .iter()
-            .filter(|(p, _)| self.touched.get(*p).is_none_or(|s| *s <= t.start))
-            .filter(|(p, ino)| after.inos.get(*p) != Some(ino))
-            .map(|(p, ino)| format!("  {p}: {ino:?} then, {:?} now", after.inos.get(p)))
-            .collect();
+        let moved = self.moved_since(&t.inos, t.start, after, "then");
         if !moved.is_empty() {
             return fail(
                 "rewind-inode",
@@ -254,23 +280,7 @@ impl Case {
     /// A rewind to `k` that passed its checks: its undo record, the model taken from the host,
     /// and the turns after `k` gone.
     fn record_rewind(&mut self, k: u64, before: Observed, after: Observed) -> Result<(), Failure> {
-        let kept = before
-            .inos
-            .iter()
-            .filter(|(p, ino)| after.inos.get(*p) == Some(ino))
-            .map(|(p, ino)| (p.clone(), *ino))
-            .collect();
-        self.touch_changes(&before, &after);
-        self.push_op(UndoRec {
-            tree: before.tree,
-            turns: self.turns.clone(),
-            current: self.current,
-            at: self.step,
-            kept,
-            folder: true,
-            history: self.history.clone(),
-            ids: self.model.file_ids(),
-        });
+        self.push_folder_op(&before, &after);
         let hint = self.turns[&k].ids.clone();
         self.adopt(&after, &hint)?;
         self.seen = Some(after.clone());
@@ -387,13 +397,7 @@ impl Case {
                 format!("{what}: the folder is not as just before the operation it reverts:\n{d}"),
             );
         }
-        let moved: Vec<String> = u
-            .kept
-            .iter()
-            .filter(|(p, _)| self.touched.get(*p).is_none_or(|s| *s <= u.at))
-            .filter(|(p, ino)| after.inos.get(*p) != Some(ino))
-            .map(|(p, ino)| format!("  {p}: {ino:?} before, {:?} now", after.inos.get(p)))
-            .collect();
+        let moved = self.moved_since(&u.kept, u.at, after, "before");
         if !moved.is_empty() {
             return fail(
                 "undo-inode",
