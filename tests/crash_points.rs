@@ -283,15 +283,9 @@ fn killed_between_a_rewind_temp_file_and_its_rename() {
     crash_in_rewind("rewind-before-rename");
 }
 
-/// A rewind cut off by a crash on a folder then left unmounted (the dead mount detached, as a
-/// reboot leaves it): `status` names the rewind and the command that completes it, and the
-/// `mount` that completes it says so in one line; the folder is then exact.
-#[test]
-fn status_names_a_cut_off_rewind_and_the_mount_that_completes_it_says_so() {
-    if !require_fuse() {
-        return;
-    }
-    let point = "rewind-step:3";
+/// A whole rewind to turn 2 cut off by a crash at `point`, on a folder then left unmounted (the
+/// dead mount detached, as a reboot leaves it): the crashable folder and the tree at turn 2.
+fn cut_off_and_left_unmounted(point: &str) -> (Crashable, BTreeMap<String, Node>) {
     let (c, m) = Crashable::new(point, |d| {
         for i in 0..6 {
             std::fs::write(d.join(format!("f{i}")), format!("file {i} at turn 2\n")).expect("w");
@@ -313,6 +307,19 @@ fn status_names_a_cut_off_rewind_and_the_mount_that_completes_it_says_so() {
         .output()
         .expect("umount -l");
     assert!(o.status.success(), "{}", common::output_text(&o));
+    (c, at2)
+}
+
+/// A rewind cut off by a crash on a folder then left unmounted: `status` names the rewind and
+/// the command that completes it, and the `mount` that completes it says so in one line; the
+/// folder is then exact.
+#[test]
+fn status_names_a_cut_off_rewind_and_the_mount_that_completes_it_says_so() {
+    if !require_fuse() {
+        return;
+    }
+    let point = "rewind-step:3";
+    let (c, at2) = cut_off_and_left_unmounted(point);
     let dir = c.dir.display().to_string();
     let status = |json: bool| {
         let mut cmd = Command::new(bin());
@@ -536,4 +543,53 @@ fn a_normal_users_daemon_killed_in_a_rewind_after_a_listing_is_recovered_by_moun
     assert!(out.contains("was a dead mount"), "{out}");
     area.sh("$ck unmount site; pkill -u \"$(id -u)\" -x -f 'sleep 611' || true");
     assert_same_tree(&at2, &tree(&area.site, false));
+}
+
+/// `undo --dry-run`, `redo --dry-run` and `rewind --dry-run` on an unmounted folder whose whole
+/// rewind a crash cut off preview the completion and change nothing: not the folder, not the
+/// store (an undo once carried the cut-off rewind out, preview or not).
+#[test]
+fn a_preview_on_an_unmounted_folder_with_a_cut_off_rewind_changes_nothing() {
+    if !require_fuse() {
+        return;
+    }
+    let point = "rewind-step:3";
+    let (c, at2) = cut_off_and_left_unmounted(point);
+    let folder = tree(&c.dir, false);
+    assert_ne!(folder, at2, "the crash left the rewind half done");
+    let store = tree(&c.dir.join(".ckpt"), false);
+    for args in [
+        &["undo", "--dry-run"][..],
+        &["redo", "--dry-run"],
+        &["rewind", "1", "--dry-run"],
+    ] {
+        let o = Command::new(bin())
+            .args(args)
+            .arg("--dir")
+            .arg(&c.dir)
+            .output()
+            .expect("preview");
+        let said = common::output_text(&o);
+        assert!(o.status.success(), "{args:?}: {said}");
+        assert!(
+            said.contains("cut off"),
+            "{args:?} names the cut-off rewind: {said}"
+        );
+        assert_same_tree(&folder, &tree(&c.dir, false));
+        assert_eq!(
+            store,
+            tree(&c.dir.join(".ckpt"), false),
+            "{args:?} left the store as it was"
+        );
+    }
+    let o = Command::new(bin())
+        .arg("mount")
+        .arg(&c.dir)
+        .output()
+        .expect("mount");
+    assert!(o.status.success(), "{}", common::output_text(&o));
+    let mut m = Mounted::attach(&c.dir);
+    assert_same_tree(&at2, &tree(&c.dir, false));
+    m.unmount();
+    c.fsck_clean(point);
 }

@@ -64,10 +64,8 @@ impl Rewinder<'_> {
             return Ok(r);
         }
         if self.store.index().unfinished_rewind.is_some() {
-            // A whole rewind cut off: it is completed first, as any rewind would. It has
-            // always been applied here, a preview asked for or not (the mount completes such a
-            // rewind when it starts, so a preview rarely gets here).
-            self.mode = Mode::Apply;
+            // A whole rewind cut off: it is completed first, as any rewind would, and a
+            // preview shows that completion (the undo or redo comes after it).
             return self.whole(Turn::default());
         }
         let Some((top, targets)) = self.store.index().revert_plan(way.redo()) else {
