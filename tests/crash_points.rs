@@ -29,6 +29,15 @@ impl Drop for Crashable {
 
 impl Crashable {
     fn new(point: &str, setup: impl FnOnce(&Path)) -> (Self, Mounted) {
+        Self::mount(Some(point), setup)
+    }
+
+    /// The daemon mounted with no crash point armed: the test kills it by hand.
+    fn killed_by_hand(setup: impl FnOnce(&Path)) -> (Self, Mounted) {
+        Self::mount(None, setup)
+    }
+
+    fn mount(point: Option<&str>, setup: impl FnOnce(&Path)) -> (Self, Mounted) {
         let tmp = tempfile::Builder::new()
             .prefix("ckpt-crash-")
             .tempdir_in("/tmp")
@@ -36,12 +45,12 @@ impl Crashable {
         let dir = tmp.path().join("project");
         std::fs::create_dir(&dir).expect("mkdir");
         setup(&dir);
-        let o = Command::new(bin())
-            .arg("mount")
-            .arg(&dir)
-            .env("CKPT_FAILPOINT", point)
-            .output()
-            .expect("mount");
+        let mut mount = Command::new(bin());
+        mount.arg("mount").arg(&dir);
+        if let Some(point) = point {
+            mount.env("CKPT_FAILPOINT", point);
+        }
+        let o = mount.output().expect("mount");
         assert!(
             o.status.success(),
             "mount: {}",
@@ -216,6 +225,47 @@ fn killed_after_a_removal_was_recorded_and_before_the_file_moved_into_the_store(
         |d| std::fs::write(d.join("victim"), "bytes at the start of turn 2\n").expect("write"),
         "rm victim",
     );
+}
+
+/// `kill -9` right after a turn's first write to an empty file: its pre-image is the empty
+/// blob, which adds an index line to the packs and no data. That line once waited for the next
+/// non-empty blob and died with the daemon, leaving a record naming a blob that was not there
+/// (`blob-missing` of e3b0c44298fc, first seen in `tests/faults.rs`).
+#[test]
+fn killed_right_after_an_empty_files_capture() {
+    if require_fuse() {
+        kill_right_after_an_empty_files_capture();
+    }
+}
+
+/// The same on a normal user's own mount: this test binary runs again as the user `ckpt-ci`.
+#[test]
+fn killed_right_after_an_empty_files_capture_on_a_users_mount() {
+    if common::user::in_user_run() {
+        kill_right_after_an_empty_files_capture();
+    } else if require_fuse() {
+        common::user::rerun_as_user("killed_right_after_an_empty_files_capture_on_a_users_mount");
+    }
+}
+
+fn kill_right_after_an_empty_files_capture() {
+    let (c, m) = Crashable::killed_by_hand(|d| {
+        std::fs::write(d.join("empty"), "").expect("write");
+        std::fs::write(d.join("other"), "other\n").expect("write");
+    });
+    m.turn(2);
+    let at2: BTreeMap<String, Node> = tree(&c.dir, false);
+    let pid = c.arm();
+    m.sh("echo now > empty");
+    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    c.wait_dead(pid, "kill -9");
+    std::mem::forget(m); // the dead mount is the recovery's to detach
+    let mut m = c.recover();
+    c.fsck_clean("kill -9");
+    m.rewind(2);
+    assert_same_tree(&at2, &tree(&c.dir, false));
+    m.unmount();
+    c.fsck_clean("kill -9");
 }
 
 #[test]
