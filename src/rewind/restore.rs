@@ -196,14 +196,20 @@ fn attributes_match(
     mode: Option<u32>,
     xattrs: Option<&[Xattr]>,
 ) -> bool {
-    let owner_ok = !as_root() || (st.st_uid, st.st_gid) == owner;
-    let mode_ok = mode.is_none_or(|m| st.st_mode & 0o7777 == m);
-    let xattrs_ok = xattrs.is_none_or(|want| {
-        sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
-            .and_then(|fd| xattrs::read_all(Via::Path(fd.as_fd())))
-            .is_ok_and(|now| now == want)
-    });
-    owner_ok && mode_ok && xattrs_ok
+    let xattrs_ok = || {
+        xattrs.is_none_or(|want| {
+            sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
+                .and_then(|fd| xattrs::read_all(Via::Path(fd.as_fd())))
+                .is_ok_and(|now| now == want)
+        })
+    };
+    owner_and_mode_match(st, owner, mode) && xattrs_ok()
+}
+
+/// Whether `st` has the owner (as root only: a user's files are all the user's) and the mode
+/// (when one is given) of a target.
+fn owner_and_mode_match(st: &libc::stat, owner: (u32, u32), mode: Option<u32>) -> bool {
+    (!as_root() || (st.st_uid, st.st_gid) == owner) && mode.is_none_or(|m| st.st_mode & 0o7777 == m)
 }
 
 /// Restores one path (unchanged when it already matched). With [`Rewrite::Always`], it is
@@ -401,9 +407,11 @@ impl<'a> Slot<'a> {
                 let in_group = *nlink > 1 && self.proven_same(libc::S_IFREG);
                 (alone || in_group)
                     && self.cur_kind == Some(libc::S_IFREG)
-                    && self.current.is_some_and(|st| st.st_size as u64 == *size)
-                    && self.attributes_match((*uid, *gid), Some(*mode), xattrs.as_deref())
-                    && self.holds_bytes(blob)
+                    && self.current.is_some_and(|st| {
+                        st.st_size as u64 == *size
+                            && owner_and_mode_match(&st, (*uid, *gid), Some(*mode))
+                    })
+                    && self.holds_bytes_and_xattrs(blob, xattrs.as_deref())
             }
             PreImage::Absent | PreImage::Staged { .. } | PreImage::Skipped { .. } => false,
         }
@@ -425,21 +433,24 @@ impl<'a> Slot<'a> {
             && sys::readlinkat(self.dir, self.name).ok().as_deref() == Some(link)
     }
 
-    /// Whether the regular file at the path holds exactly the bytes of `blob` (read without
-    /// moving its access time, and hashed; any error counts as not).
-    fn holds_bytes(&self, blob: &BlobId) -> bool {
+    /// Whether the regular file at the path holds exactly the bytes of `blob` and the extended
+    /// attributes `xattrs` (read without moving its access time, through one descriptor: the
+    /// bytes first, which a rewound file most often differs in; any error counts as not).
+    fn holds_bytes_and_xattrs(&self, blob: &BlobId, xattrs: Option<&[Xattr]>) -> bool {
         let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
         let Ok(fd) = sys::openat_noatime(self.dir, self.name, flags) else {
             return false;
         };
-        let same_inode = sys::fstat(fd.as_fd()).is_ok_and(|st| {
+        let Some(st) = sys::fstat(fd.as_fd()).ok().filter(|st| {
             self.current
                 .is_some_and(|cur| (cur.st_dev, cur.st_ino) == (st.st_dev, st.st_ino))
-        });
-        if !same_inode {
+        }) else {
             return false;
-        }
-        BlobId::of_file(fd.as_fd()).is_ok_and(|id| id == *blob)
+        };
+        BlobId::of_file_sized(fd.as_fd(), st.st_size as u64).is_ok_and(|id| id == *blob)
+            && xattrs.is_none_or(|want| {
+                xattrs::read_all(Via::Open(fd.as_fd())).is_ok_and(|now| now == want)
+            })
     }
 
     /// Whether the inode at the path is proven another than the one the record names (a

@@ -163,7 +163,7 @@ fn content_id(root: BorrowedFd<'_>, path: &RelPath, (dev, ino): (u64, u64)) -> O
     if (st.st_dev, st.st_ino) != (dev, ino) {
         return None;
     }
-    BlobId::of_file(fd.as_fd()).ok()
+    BlobId::of_file_sized(fd.as_fd(), st.st_size as u64).ok()
 }
 
 /// A filesystem as `statvfs` and `fstat` see it through a held descriptor.
