@@ -14,7 +14,7 @@
 //! | 4 | `CkptFs::handles` (open handles) | no | `fs/mod.rs` |
 //! | 5 | `CkptFs::ghosts` (replaced files kept reachable) | no | `fs/mod.rs` |
 //! | 6 | the store (`Capturer`'s mutex around `Store`) | yes | `capture/mod.rs` |
-//! | 7 | the blob store's put lock | yes | `store/blob.rs` |
+//! | 7 | the blob store's put lock | yes | `store/blob/` |
 //!
 //! The leaves (some taken while another leaf is held, as the pack writer then the pack index;
 //! none while a ranked lock is taken): the pack index and its readers and writer, the blob store's shard descriptors,
