@@ -375,3 +375,84 @@ fn the_agent_s_hard_links_and_extended_attributes_are_rewound_exactly() {
         "mine, edited\n"
     );
 }
+
+/// An orphan the agent leaves running: a process whose parent exits before it writes is
+/// adopted by `run` (the child subreaper of its command), not by init, so it still descends
+/// from the mark and its file is the agent's, rewound by `rewind --agent`; the user's file
+/// written beside it stays.
+fn an_orphan_of_the_agent_is_the_agent() {
+    let m = Mounted::with(project);
+    m.turn(2);
+    let start = tree(&m.dir, false);
+    // The subshell forks the writer and exits at once: the writer is an orphan from then on,
+    // writing while the command still runs.
+    let agent = Command::new(bin())
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-ec",
+            "( (sleep 0.3; echo orphan > orphan.log; sed -i s/red/blue/ src/lib.rs) & ); \
+             echo main > agent_new.txt; sleep 1.2",
+        ])
+        .current_dir(&m.dir)
+        .output()
+        .expect("run the agent");
+    assert!(agent.status.success(), "{}", text(&agent));
+    std::fs::write(m.path("editor.txt"), "the user's line\n").expect("write");
+    let before = tree(&m.dir, false);
+    assert!(before.contains_key("orphan.log"), "the orphan wrote");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(m.cli(&["show", "2", "--json"]))).expect("json");
+    for path in ["orphan.log", "src/lib.rs", "agent_new.txt"] {
+        let change = json
+            .as_array()
+            .expect("changes")
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap_or_else(|| panic!("{path} changed: {json}"));
+        let agents: Vec<bool> = change["actors"]
+            .as_array()
+            .expect("actors")
+            .iter()
+            .map(|a| a["agent"].as_bool().expect("classified"))
+            .collect();
+        assert_eq!(agents, vec![true], "{path}: {change}");
+    }
+    ok(m.cli(&["rewind", "2", "--agent", "-y"]));
+    let after = tree(&m.dir, false);
+    for (path, node) in &after {
+        let want = if path == "editor.txt" {
+            before.get(path)
+        } else {
+            start.get(path)
+        };
+        assert_eq!(Some(node), want, "{path} after rewind --agent");
+    }
+    let mut want: BTreeSet<&String> = start.keys().collect();
+    want.extend(before.keys().filter(|p| *p == "editor.txt"));
+    assert_eq!(
+        after.keys().collect::<BTreeSet<_>>(),
+        want,
+        "the agent's and its orphan's files gone, nothing else"
+    );
+}
+
+#[test]
+fn an_orphan_the_agent_left_running_is_the_agent() {
+    if require_fuse() {
+        an_orphan_of_the_agent_is_the_agent();
+    }
+}
+
+/// The same on a normal user's own mount: this test binary runs again as the user `ckpt-ci`.
+#[test]
+fn an_orphan_the_agent_left_running_is_the_agent_on_a_users_mount() {
+    if common::user::in_user_run() {
+        an_orphan_of_the_agent_is_the_agent();
+    } else if require_fuse() {
+        common::user::rerun_as_user(
+            "an_orphan_the_agent_left_running_is_the_agent_on_a_users_mount",
+        );
+    }
+}

@@ -15,7 +15,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub force: bool,
     /// The command and its arguments: it and everything it starts are the agent, whose
-    /// changes `rewind --agent` rewinds and the views mark
+    /// changes `rewind --agent` rewinds and the views mark (a process it leaves running when
+    /// its parent exits is adopted by `run`, and stays the agent's)
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }
@@ -70,29 +71,63 @@ pub fn run(a: RunArgs) -> CliResult {
         .unwrap_or_else(|_| folder.clone());
     banner(&folder);
     mark_as_agent(&folder, prog);
-    let status = std::process::Command::new(prog)
+    // A process the command starts and leaves behind (`nohup cmd &`, a dev server) is adopted
+    // by this process when its parent exits, not by init: it still descends from the mark and
+    // stays the agent's. Without it (an old kernel), such an orphan counts as another process.
+    if let Err(e) = crate::sys::set_child_subreaper() {
+        eprintln!(
+            "ckpt-mount: processes {prog} leaves running will count as others' once their parent exits: {e}"
+        );
+    }
+    let code = std::process::Command::new(prog)
         .args(rest)
         .current_dir(&sub)
-        .status();
-    let code = match &status {
-        Ok(s) => s
-            .code()
-            .unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(s).unwrap_or(0)),
-        Err(_) => 127,
-    };
+        .spawn()
+        .map(|child| wait_for_command(&child));
     if !mounted_before {
         unmount_after(&folder);
     }
-    match status {
+    match code {
         Err(e) => Err(CliError {
             message: format!("cannot run {prog}: {e}"),
             code: 127,
         }),
-        Ok(_) if code == 0 => Ok(()),
-        Ok(_) => Err(CliError {
+        Ok(0) => Ok(()),
+        Ok(code) => Err(CliError {
             message: String::new(),
             code,
         }),
+    }
+}
+
+/// Waits for the command `child` to end, reaping on the way every orphan of its tree that this
+/// process (their subreaper) adopted and that ended; the command's exit code (128 plus the
+/// signal's number when a signal ended it). Orphans still running are left to run.
+fn wait_for_command(child: &std::process::Child) -> i32 {
+    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    let code = loop {
+        match crate::sys::wait_any_child() {
+            Ok((ended, status)) if ended == pid => break exit_code(status),
+            // An adopted orphan ended.
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("ckpt-mount: cannot wait for the command: {e}");
+                break 127;
+            }
+        }
+    };
+    crate::sys::reap_ended_children();
+    code
+}
+
+/// The exit code a shell gives for a raw wait status.
+fn exit_code(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        127
     }
 }
 

@@ -42,6 +42,43 @@ pub fn make_undumpable() -> SysResult<()> {
     check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }).map(drop)
 }
 
+/// Makes this process the child subreaper of its descendants (`PR_SET_CHILD_SUBREAPER`): a
+/// process below it whose parent exits is adopted by it instead of by init, so it still
+/// descends from it.
+pub fn set_child_subreaper() -> SysResult<()> {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers and touches no memory of ours.
+    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
+}
+
+/// Waits for any child of this process to end (`waitpid(-1, …, 0)`, retried on `EINTR`): its
+/// pid and its raw wait status. `ECHILD` when there is none.
+pub fn wait_any_child() -> SysResult<(i32, i32)> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out pointer for the whole call.
+        match check(unsafe { libc::waitpid(-1, &raw mut status, 0) }) {
+            Ok(pid) => return Ok((pid, status)),
+            Err(super::Errno(libc::EINTR)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Reaps the children of this process that have ended already (`waitpid(-1, …, WNOHANG)`),
+/// without waiting for the others; how many it reaped.
+pub fn reap_ended_children() -> usize {
+    let mut reaped = 0;
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out pointer for the whole call.
+        let pid = unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return reaped;
+        }
+        reaped += 1;
+    }
+}
+
 /// Effective uid of this process.
 pub fn geteuid() -> u32 {
     // SAFETY: cannot fail.
