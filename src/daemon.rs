@@ -86,7 +86,7 @@ fn handle(
             paths,
             agent,
         } => {
-            let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
+            let to = crate::ids::Turn::new(to.unwrap_or_else(|| fs.capturer().current_turn()));
             let mode = rewind::Mode::from_dry_run(dry_run);
             let req = rewind::Request::from_fields(to, (undo, paths, agent), mode);
             return rewind_request(fs, &req, progress);
@@ -166,7 +166,7 @@ fn mark_agent(fs: &CkptFs, mark: crate::store::journal::AgentMark) -> Response {
 
 /// `turn --label N TEXT`.
 fn relabel(fs: &CkptFs, turn: u64, label: Option<String>) -> Response {
-    match fs.relabel(crate::ids::Turn(turn), label) {
+    match fs.relabel(crate::ids::Turn::new(turn), label) {
         Ok(()) => Response::ok(&ipc::TurnAnswer {
             turn,
             changed: None,

@@ -245,11 +245,11 @@ fn diff(
 ) -> Result<Vec<FileChange>, EngineError> {
     use crate::diff::Range;
     let index = store.index();
-    let from = q.turn.map_or_else(|| index.current_turn(), Turn);
+    let from = q.turn.map_or_else(|| index.current_turn(), Turn::new);
     if !index.has_turn(from) {
         return Err(EngineError::NoSuchTurn(from));
     }
-    let range = match (q.to.map(Turn), q.show) {
+    let range = match (q.to.map(Turn::new), q.show) {
         // The turn alone ends where the next live turn begins; the last one, now.
         (_, true) => match index.turns.iter().find(|t| t.turn > from) {
             Some(next) => Range::Between(from, next.turn),

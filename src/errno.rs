@@ -94,8 +94,8 @@ mod tests {
         assert_eq!(StoreError::Layout(no_journal).to_errno(), Errno(libc::EIO));
         assert_eq!(
             RewindError::NoSuchTurn {
-                turn: Turn(9),
-                known: vec![Turn(1), Turn(2)]
+                turn: Turn::new(9),
+                known: vec![Turn::new(1), Turn::new(2)]
             }
             .to_errno(),
             Errno(libc::EINVAL)

@@ -87,7 +87,7 @@ pub fn skipped_captures(store: &Store) -> Vec<SkippedCapture> {
         .iter()
         .filter_map(|c| match &c.pre {
             PreImage::Skipped { was, size, reason } => Some(SkippedCapture {
-                turn: c.turn.0,
+                turn: c.turn.get(),
                 path: c.path.clone(),
                 was: was.clone(),
                 size: *size,
@@ -149,7 +149,7 @@ pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
         }
         let at_rewind: Later<'_> = saves
             .iter()
-            .map(|c| (&c.path, (Seq(u64::MAX), &c.pre)))
+            .map(|c| (&c.path, (Seq::new(u64::MAX), &c.pre)))
             .collect();
         let mut more = rows_of(
             index,
@@ -193,7 +193,7 @@ fn rows_of<'a>(
         row.actors = index.actors_over(own.iter().copied());
         row.skipped = skipped
             .iter()
-            .filter(|c| c.turn == info.turn.0)
+            .filter(|c| c.turn == info.turn.get())
             .cloned()
             .collect();
         rows.push(row);
@@ -238,7 +238,7 @@ fn count_turn(
     root: BorrowedFd<'_>,
 ) -> TurnRow {
     let mut row = TurnRow {
-        turn: info.turn.0,
+        turn: info.turn.get(),
         label: info.label.clone(),
         time: info.time,
         time_iso: crate::units::iso8601_utc(crate::units::unix_seconds(info.time)),
@@ -417,7 +417,7 @@ pub fn pending_rewind(index: &Index) -> Option<Pending> {
     Some(Pending {
         kind: "rewind".into(),
         what: format!("rewind to turn {to}"),
-        to: Some(to.0),
+        to: Some(to.get()),
     })
 }
 
@@ -444,7 +444,7 @@ pub fn pending_op(index: &Index) -> Option<Pending> {
     Some(Pending {
         kind: kind.into(),
         what,
-        to: u.op.to.map(|t| t.0),
+        to: u.op.to.map(|t| t.get()),
     })
 }
 
@@ -477,7 +477,7 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
             }
         }
     }
-    let cur = store.index().current_turn().0;
+    let cur = store.index().current_turn().get();
     let journal_bytes = store.journal_len();
     let vfs = sys::fstatvfs(store.dir()).ok();
     let free = vfs.map(|s| s.f_bavail.saturating_mul(s.f_frsize));
@@ -499,7 +499,7 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
         } else {
             preimage_bytes as f64 / preimage_blob_bytes as f64
         },
-        turns: store.index().turns.iter().map(|t| t.turn.0).collect(),
+        turns: store.index().turns.iter().map(|t| t.turn.get()).collect(),
         warn_bytes: warn_threshold(free),
         free_bytes: free,
         disk_bytes: disk,
@@ -547,13 +547,13 @@ mod tests {
         use crate::store::ops::UnfinishedOp;
         let mut index = Index::default();
         assert_eq!(pending(&index), None);
-        index.unfinished_rewind = Some((Seq(7), Turn(2), Turn(3)));
+        index.unfinished_rewind = Some((Seq::new(7), Turn::new(2), Turn::new(3)));
         let p = pending(&index).expect("a cut-off rewind");
         assert_eq!((p.kind.as_str(), p.to), ("rewind", Some(2)));
         assert_eq!(p.with_article(), "a rewind to turn 2");
         index.unfinished_rewind = None;
         let op = |kind, to, paths: &[&str], target| UnfinishedOp {
-            begin: Seq(9),
+            begin: Seq::new(9),
             id: 5,
             op: OpBegin {
                 kind,
@@ -567,7 +567,7 @@ mod tests {
         };
         index.ops.unfinished = Some(op(
             OpKind::RewindPaths,
-            Some(Turn(1)),
+            Some(Turn::new(1)),
             &["src", "a.txt"],
             None,
         ));
@@ -609,7 +609,7 @@ mod tests {
 
         fn turn(&mut self, n: u64) {
             self.record(Record::Turn {
-                turn: Turn(n),
+                turn: Turn::new(n),
                 label: None,
             });
         }
@@ -625,7 +625,7 @@ mod tests {
             )
             .expect("pre-image");
             self.record(Record::Capture {
-                turn: Turn(turn),
+                turn: Turn::new(turn),
                 path: RelPath::new(name.as_bytes()).expect("path"),
                 pre,
                 undo_of: None,
@@ -685,13 +685,13 @@ mod tests {
         // A rewind to the start of turn 2 (the folder put back as it began, as the rewind
         // does): turn 1 still created eight, turn 2 begins afresh.
         let begin = f.record(Record::RewindBegin {
-            to: Turn(2),
-            from: Turn(3),
+            to: Turn::new(2),
+            from: Turn::new(3),
         });
         // What the rewind overwrote: the five names turn 3 removed were absent.
         for name in &EIGHT[3..] {
             f.record(Record::Capture {
-                turn: Turn(2),
+                turn: Turn::new(2),
                 path: RelPath::new(name.as_bytes()).expect("valid"),
                 pre: PreImage::Absent,
                 undo_of: Some(begin),
@@ -757,8 +757,8 @@ mod tests {
         assert_eq!(before.unused_blob_bytes, 0);
         // A rewind retires turn 2's captures but keeps them for its undo: same figures.
         let begin = f.record(Record::RewindBegin {
-            to: Turn(2),
-            from: Turn(2),
+            to: Turn::new(2),
+            from: Turn::new(2),
         });
         f.record(Record::RewindDone {
             begin,
@@ -770,8 +770,8 @@ mod tests {
         // A second rewind keeps the first one's undo too (undo goes any depth): same figures,
         // and no blob is unused.
         let begin = f.record(Record::RewindBegin {
-            to: Turn(2),
-            from: Turn(2),
+            to: Turn::new(2),
+            from: Turn::new(2),
         });
         f.record(Record::RewindDone {
             begin,

@@ -152,7 +152,7 @@ pub fn old_version(
     rel: &RelPath,
 ) -> Result<OldVersion, VersionError> {
     let index = store.index();
-    let turn = turn.map_or_else(|| index.current_turn(), Turn);
+    let turn = turn.map_or_else(|| index.current_turn(), Turn::new);
     if !index.has_turn(turn) {
         return Err(VersionError::NoSuchTurn(turn));
     }

@@ -188,7 +188,7 @@ impl Capturer {
     /// [`Self::lock`] does): reading `.ckpt/turn`, which a shell prompt may do every time,
     /// must not wait for every pending staged capture to be stored.
     pub fn current_turn(&self) -> u64 {
-        self.lock_raw().index().current_turn().0
+        self.lock_raw().index().current_turn().get()
     }
 
     /// The size limit for stored file content.
@@ -324,7 +324,7 @@ impl Capturer {
     ) -> Result<crate::ids::Seq, CaptureError> {
         log::debug!(target: "ckpt::capture", "captured turn={} path={path} kind={}", store.index().current_turn(), pre.kind());
         let turn = store.index().current_turn();
-        let capture = crate::ids::Seq(store.index().last_seq.0 + 1);
+        let capture = store.index().last_seq.next();
         let mut records = vec![Record::Capture {
             turn,
             path: path.clone(),

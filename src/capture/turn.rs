@@ -99,7 +99,7 @@ impl Capturer {
         open_for_write: &OpenForWrite<'_>,
     ) -> Result<bool, TurnError> {
         let mut store = self.lock_raw();
-        let current = store.index().current_turn().0;
+        let current = store.index().current_turn().get();
         if n == current && label.is_none() {
             return Ok(false);
         }
@@ -113,7 +113,7 @@ impl Capturer {
         }
         let max_blob = self.max_blob;
         let mut records = vec![Record::Turn {
-            turn: Turn(n),
+            turn: Turn::new(n),
             label,
         }];
         let mut seen = std::collections::HashSet::new();
@@ -125,7 +125,7 @@ impl Capturer {
                 }
                 let pre = read_preimage(store.blobs(), dir, name, max_blob)?;
                 records.push(Record::Capture {
-                    turn: Turn(n),
+                    turn: Turn::new(n),
                     path: path.clone(),
                     pre,
                     undo_of: None,

@@ -233,7 +233,8 @@ impl Rewinder {
             },
             Target::Offline(folder) => {
                 let (root, store) = super::open_offline(&folder)?;
-                let to = crate::ids::Turn(to.unwrap_or_else(|| store.index().current_turn().0));
+                let to =
+                    crate::ids::Turn::new(to.unwrap_or_else(|| store.index().current_turn().get()));
                 let req =
                     rewind::Request::from_fields(to, (undo, paths, agent), rewind::Mode::Apply);
                 Self::Offline {

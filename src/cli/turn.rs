@@ -69,7 +69,7 @@ fn relabel(a: &TurnArgs, r: &[String]) -> CliResult {
         Target::Offline(folder) => {
             let (_root, mut store) = super::open_offline(&folder)?;
             store
-                .relabel(crate::ids::Turn(n), label)
+                .relabel(crate::ids::Turn::new(n), label)
                 .map_err(|e| CliError::fail(e.to_string()))?;
         }
     }
@@ -99,7 +99,7 @@ pub fn run(a: TurnArgs) -> CliResult {
         }
         Target::Offline(folder) => {
             let (_root, mut store) = super::open_offline(&folder)?;
-            let current = store.index().current_turn().0;
+            let current = store.index().current_turn().get();
             match a.turn {
                 None => println!("{current}"),
                 Some(_) if !a.offline => return Err(CliError::fail(not_mounted_line(&folder))),
@@ -112,7 +112,7 @@ pub fn run(a: TurnArgs) -> CliResult {
                 Some(n) => {
                     store
                         .append(Record::Turn {
-                            turn: crate::ids::Turn(n),
+                            turn: crate::ids::Turn::new(n),
                             label: a.label,
                         })
                         .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;

@@ -8,13 +8,13 @@ use crate::capture::MAX_TURN;
 use crate::ids::{NodeId, Turn};
 
 /// Node id of the virtual `.ckpt` directory.
-pub const CTL_DIR: NodeId = NodeId(2);
+pub const CTL_DIR: NodeId = NodeId::new(2);
 /// Node id of `.ckpt/turn`.
-pub const CTL_TURN: NodeId = NodeId(3);
+pub const CTL_TURN: NodeId = NodeId::new(3);
 /// Node id of `.ckpt/rewind`.
-pub const CTL_REWIND: NodeId = NodeId(4);
+pub const CTL_REWIND: NodeId = NodeId::new(4);
 /// Node id of `.ckpt/.gitignore`.
-pub const CTL_GITIGNORE: NodeId = NodeId(5);
+pub const CTL_GITIGNORE: NodeId = NodeId::new(5);
 
 /// Largest write accepted by a control file.
 pub const MAX_INPUT: usize = 4096;
@@ -81,7 +81,7 @@ pub fn parse_rewind(input: &[u8]) -> Option<RewindInput> {
     if text == "undo" {
         return Some(RewindInput::Undo);
     }
-    parse_number(text, MAX_REWIND_TO).map(|n| RewindInput::To(Turn(n)))
+    parse_number(text, MAX_REWIND_TO).map(|n| RewindInput::To(Turn::new(n)))
 }
 
 fn strip(input: &[u8]) -> Option<&str> {
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn rewind_input() {
-        assert_eq!(parse_rewind(b"3\n"), Some(RewindInput::To(Turn(3))));
+        assert_eq!(parse_rewind(b"3\n"), Some(RewindInput::To(Turn::new(3))));
         assert_eq!(parse_rewind(b"undo"), Some(RewindInput::Undo));
         assert_eq!(parse_rewind(b"3 x"), None);
     }

@@ -219,7 +219,7 @@ fn keep_from(store: &Store, policy: Policy, sizes: &HashMap<BlobId, u64>, before
             first += 1;
         }
     }
-    turns.get(first).copied().unwrap_or(Turn(0))
+    turns.get(first).copied().unwrap_or(Turn::new(0))
 }
 
 /// Plans a prune of `store` by `policy`, changing nothing.
@@ -248,7 +248,7 @@ fn plan_with(
     let journal_now = store.journal_len();
     let before = blob_bytes + journal_now;
     let keep_from = keep_from(store, policy, sizes, before);
-    let first = store.index.turns.first().map_or(Turn(0), |t| t.turn);
+    let first = store.index.turns.first().map_or(Turn::new(0), |t| t.turn);
     let (forget, journal_after, report) = if keep_from <= first && policy.undo == UndoHistory::Keep
     {
         let named = super::fsck::named_blobs(&read_journal(store)?);
@@ -291,8 +291,8 @@ fn plan_with(
             .index
             .turns
             .iter()
-            .map(|t| t.turn.0)
-            .filter(|t| *t >= keep_from.0)
+            .map(|t| t.turn.get())
+            .filter(|t| *t >= keep_from.get())
             .collect(),
         removed_blobs: blobs.len(),
         freed_bytes: before.saturating_sub(after),
@@ -397,9 +397,9 @@ fn losses(store: &Store, keep_from: Turn) -> (Unrecoverable, Vec<Loss>) {
     let mut lost = Vec::new();
     let mut u = Unrecoverable::default();
     for t in index.turns.iter().filter(|t| t.turn < keep_from) {
-        u.dropped_turns.push(t.turn.0);
+        u.dropped_turns.push(t.turn.get());
         lost.push(Loss::Turn {
-            turn: t.turn.0,
+            turn: t.turn.get(),
             label: t.label.clone(),
         });
     }
@@ -425,9 +425,9 @@ fn losses(store: &Store, keep_from: Turn) -> (Unrecoverable, Vec<Loss>) {
     rewound.sort_by_key(|(t, _)| t.turn);
     rewound.dedup_by_key(|(t, _)| t.turn);
     for (t, by) in rewound {
-        u.lost_rewound_turns.push(t.turn.0);
+        u.lost_rewound_turns.push(t.turn.get());
         lost.push(Loss::RewoundTurn {
-            turn: t.turn.0,
+            turn: t.turn.get(),
             label: t.label.clone(),
             by,
         });
@@ -492,11 +492,11 @@ fn kept_lines(store: &Store, keep_from: Turn, pruned: super::journal::Pruned) ->
         seq += 1;
         lines.push(Line {
             v: rec.version(),
-            seq: Seq(seq),
+            seq: Seq::new(seq),
             time,
             rec,
         });
-        Seq(seq)
+        Seq::new(seq)
     };
     let kept = store.index.turns.iter().filter(|t| t.turn >= keep_from);
     for (i, t) in kept.enumerate() {
@@ -548,7 +548,7 @@ mod tests {
     fn file_cap(s: &mut Store, turn: u64, path: &str, content: &[u8]) {
         let stored = s.blobs.put_bytes(content).expect("put");
         s.append(Record::Capture {
-            turn: Turn(turn),
+            turn: Turn::new(turn),
             path: RelPath::new(path.as_bytes()).expect("valid"),
             pre: PreImage::File {
                 blob: stored.id,
@@ -577,7 +577,7 @@ mod tests {
         file_cap(&mut s, 1, "a", b"turn one bytes");
         for t in 2..=4 {
             s.append(Record::Turn {
-                turn: Turn(t),
+                turn: Turn::new(t),
                 label: Some(format!("t{t}")),
             })
             .expect("turn");
@@ -594,18 +594,22 @@ mod tests {
         assert_eq!(r.unrecoverable.dropped_turns, vec![1, 2]);
         assert_eq!(r.kept_turns, vec![3, 4]);
         assert_eq!(r.removed_blobs, 2);
-        assert!(!s.index.has_turn(Turn(2)));
-        assert_eq!(s.index.plan_targets(Turn(3)).len(), 1);
+        assert!(!s.index.has_turn(Turn::new(2)));
+        assert_eq!(s.index.plan_targets(Turn::new(3)).len(), 1);
         drop(s);
         // The rewritten journal replays to the same index, and appends still work.
         let mut s = Store::reopen_for_test(root.as_fd()).expect("reopen");
         assert_eq!(
-            s.index.turns.iter().map(|t| t.turn.0).collect::<Vec<_>>(),
+            s.index
+                .turns
+                .iter()
+                .map(|t| t.turn.get())
+                .collect::<Vec<_>>(),
             vec![3, 4]
         );
         assert_eq!(s.index.turns[0].label.as_deref(), Some("t3"));
         s.append(Record::Turn {
-            turn: Turn(5),
+            turn: Turn::new(5),
             label: None,
         })
         .expect("append after prune");
@@ -619,7 +623,7 @@ mod tests {
         let mut s = Store::for_test(root.as_fd()).expect("store");
         file_cap(&mut s, 1, "a", &[1u8; 5000]);
         s.append(Record::Turn {
-            turn: Turn(2),
+            turn: Turn::new(2),
             label: None,
         })
         .expect("turn");
@@ -644,7 +648,7 @@ mod tests {
         file_cap(&mut s, 1, "a", &[1u8; 4000]);
         for t in 2..=3u8 {
             s.append(Record::Turn {
-                turn: Turn(u64::from(t)),
+                turn: Turn::new(u64::from(t)),
                 label: None,
             })
             .expect("turn");
@@ -652,8 +656,8 @@ mod tests {
         }
         let begin = s
             .append(Record::RewindBegin {
-                to: Turn(1),
-                from: Turn(3),
+                to: Turn::new(1),
+                from: Turn::new(3),
             })
             .expect("rewind");
         s.append(Record::RewindDone {
