@@ -105,7 +105,10 @@ mod tests {
             Errno(libc::EBUSY)
         );
         assert_eq!(
-            TurnError::NotAfter { current: 5 }.to_errno(),
+            TurnError::NotAfter {
+                current: Turn::new(5)
+            }
+            .to_errno(),
             Errno(libc::EINVAL)
         );
         assert_eq!(TurnError::OutOfRange.to_errno(), Errno(libc::EINVAL));

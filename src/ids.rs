@@ -3,13 +3,15 @@
 //! `blobs/`), and never again; and the numbers, each a type of its own so one cannot be passed
 //! for another: the journal's turns and seqs and the journal epoch of the store, and the
 //! FUSE core's node ids and open-handle numbers. A number's value is private: it becomes one
-//! of these types only through its `new` (or by deserialising a stored one) and a bare `u64`
-//! again only through its `get`, where it enters and leaves. Node ids and handles are made
-//! only inside the crate (`new` is `pub(crate)`): where the kernel's numbers enter
+//! of these types only through its `new` (or by deserialising a stored one, or a turn by
+//! parsing one from the command line) and a bare `u64` again only through its `get`, where it
+//! enters and leaves. A turn is a [`Turn`] wherever it goes: the journal, the control files,
+//! the CLI's arguments, the socket's requests and answers, the reports; it is a bare number in
+//! all of their text (JSON, the journal, messages), as a `u64` was. Node ids and handles are
+//! made only inside the crate (`new` is `pub(crate)`): where the kernel's numbers enter
 //! (`fs/fuse.rs`), in the node table (`fs/inode.rs`, from host inode numbers), as the control
 //! nodes' fixed ids (`fs/control.rs`) and by the handle allocators (`fs/files.rs`,
-//! `fs/ctlfs.rs`). Outside `crate::store` and `crate::rewind`, turns are still bare `u64`
-//! (converted with `Turn::new` / `get` where they meet those).
+//! `fs/ctlfs.rs`).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
@@ -244,6 +246,23 @@ number_id! {
     /// the stager names its capture by `(Epoch, Seq)`, so a result that comes back after a
     /// prune names nothing. Never written anywhere.
     pub(crate) Epoch
+}
+
+/// A turn as the command line names one: a whole number, read as a `u64` is (and refused with
+/// the same error, so `clap` says what it said when the argument was a `u64`).
+impl FromStr for Turn {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(Self)
+    }
+}
+
+impl Turn {
+    /// The turn numbered one more, if there is such a number.
+    pub fn checked_next(self) -> Option<Self> {
+        self.0.checked_add(1).map(Self)
+    }
 }
 
 impl Seq {

@@ -11,7 +11,7 @@ use super::attrs::now_ts;
 use super::control::{self, CTL_DIR, CTL_GITIGNORE, CTL_REWIND, CTL_TURN};
 use super::{DirItem, Entry, FsResult, Rewound, SetAttr};
 use crate::capture::TurnError;
-use crate::ids::{Fh, NodeId};
+use crate::ids::{Fh, NodeId, Turn};
 use crate::ipc::JsonText;
 use crate::rewind::{self, RewindError};
 use crate::sync::Mutex;
@@ -36,11 +36,11 @@ pub(super) fn is_control_fh(fh: Fh) -> bool {
 /// the core (`turns.rs`).
 pub(super) trait TurnControl {
     /// The current turn (`.ckpt/turn`).
-    fn current_turn(&self) -> u64;
+    fn current_turn(&self) -> Turn;
     /// The last whole rewind's report as it was answered (`.ckpt/rewind`).
     fn last_report(&self) -> Option<Arc<JsonText>>;
     /// Begins turn `n` (a write to `.ckpt/turn`).
-    fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError>;
+    fn begin_turn(&self, n: Turn, label: Option<String>) -> Result<bool, TurnError>;
     /// Runs a rewind (a write to `.ckpt/rewind`).
     fn rewind(&self, req: &rewind::Request) -> Result<Rewound, RewindError>;
 }

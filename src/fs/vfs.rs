@@ -442,7 +442,7 @@ impl CkptFs {
     }
 
     /// Begins turn `n`; returns whether the turn changed.
-    pub fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
+    pub fn begin_turn(&self, n: Turn, label: Option<String>) -> Result<bool, TurnError> {
         self.turns.begin_turn(&self.host, n, label)
     }
 
