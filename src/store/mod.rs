@@ -527,7 +527,7 @@ mod tests {
         assert_eq!(s.journal_end().expect("end"), end);
         // Appends go on from there, numbered as if nothing had been written.
         let seq = s.append(cap(1, "next", PreImage::Absent)).expect("append");
-        assert_eq!(seq.get(), end.last_seq.get() + 1);
+        assert_eq!(seq, end.last_seq.next());
         drop(s);
         assert_eq!(open(&dir).index.captures.len(), 2);
     }

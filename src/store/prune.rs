@@ -57,11 +57,11 @@ pub struct Policy {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unrecoverable {
     /// Turns forgotten: no rewind to their start any more.
-    pub dropped_turns: Vec<u64>,
+    pub dropped_turns: Vec<Turn>,
     /// Operations that could be undone or redone before the prune and no longer can.
     pub lost_ops: Vec<u64>,
     /// Turns retired by a rewind that an undo could have brought back, and no longer can.
-    pub lost_rewound_turns: Vec<u64>,
+    pub lost_rewound_turns: Vec<Turn>,
 }
 
 impl Unrecoverable {
@@ -80,7 +80,7 @@ pub enum Loss {
     /// A turn forgotten.
     Turn {
         /// Its number.
-        turn: u64,
+        turn: Turn,
         /// Its label.
         label: Option<String>,
     },
@@ -101,7 +101,7 @@ pub enum Loss {
     /// A turn a rewind in effect retired, which undoing that rewind would bring back.
     RewoundTurn {
         /// Its number.
-        turn: u64,
+        turn: Turn,
         /// Its label.
         label: Option<String>,
         /// The rewind that retired it.
@@ -121,7 +121,7 @@ pub struct PruneReport {
     /// The same, one entry each, for people: turns, then undo and redo steps, then rewound turns.
     pub lost: Vec<Loss>,
     /// Turns that can still be rewound to.
-    pub kept_turns: Vec<u64>,
+    pub kept_turns: Vec<Turn>,
     /// What became of the undo and redo history.
     pub undo_history: UndoHistory,
     /// Blobs removed.
@@ -291,8 +291,8 @@ fn plan_with(
             .index
             .turns
             .iter()
-            .map(|t| t.turn.get())
-            .filter(|t| *t >= keep_from.get())
+            .map(|t| t.turn)
+            .filter(|t| *t >= keep_from)
             .collect(),
         removed_blobs: blobs.len(),
         freed_bytes: before.saturating_sub(after),
@@ -397,9 +397,9 @@ fn losses(store: &Store, keep_from: Turn) -> (Unrecoverable, Vec<Loss>) {
     let mut lost = Vec::new();
     let mut u = Unrecoverable::default();
     for t in index.turns.iter().filter(|t| t.turn < keep_from) {
-        u.dropped_turns.push(t.turn.get());
+        u.dropped_turns.push(t.turn);
         lost.push(Loss::Turn {
-            turn: t.turn.get(),
+            turn: t.turn,
             label: t.label.clone(),
         });
     }
@@ -425,9 +425,9 @@ fn losses(store: &Store, keep_from: Turn) -> (Unrecoverable, Vec<Loss>) {
     rewound.sort_by_key(|(t, _)| t.turn);
     rewound.dedup_by_key(|(t, _)| t.turn);
     for (t, by) in rewound {
-        u.lost_rewound_turns.push(t.turn.get());
+        u.lost_rewound_turns.push(t.turn);
         lost.push(Loss::RewoundTurn {
-            turn: t.turn.get(),
+            turn: t.turn,
             label: t.label.clone(),
             by,
         });
@@ -545,6 +545,11 @@ mod tests {
     use super::*;
     use crate::relpath::RelPath;
 
+    /// Turns numbered `ns`.
+    fn turns(ns: impl IntoIterator<Item = u64>) -> Vec<Turn> {
+        ns.into_iter().map(Turn::new).collect()
+    }
+
     fn file_cap(s: &mut Store, turn: u64, path: &str, content: &[u8]) {
         let stored = s.blobs.put_bytes(content).expect("put");
         s.append(Record::Capture {
@@ -591,8 +596,8 @@ mod tests {
             },
         )
         .expect("prune");
-        assert_eq!(r.unrecoverable.dropped_turns, vec![1, 2]);
-        assert_eq!(r.kept_turns, vec![3, 4]);
+        assert_eq!(r.unrecoverable.dropped_turns, turns([1, 2]));
+        assert_eq!(r.kept_turns, turns([3, 4]));
         assert_eq!(r.removed_blobs, 2);
         assert!(!s.index.has_turn(Turn::new(2)));
         assert_eq!(s.index.plan_targets(Turn::new(3)).len(), 1);
@@ -636,8 +641,8 @@ mod tests {
             },
         )
         .expect("prune");
-        assert_eq!(r.kept_turns, vec![2]);
-        assert_eq!(r.unrecoverable.dropped_turns, vec![1]);
+        assert_eq!(r.kept_turns, turns([2]));
+        assert_eq!(r.unrecoverable.dropped_turns, turns([1]));
     }
 
     /// Turns 1 to 3, each capturing `a` (4,000 distinct bytes a turn), then a rewind to turn 1
@@ -713,13 +718,13 @@ mod tests {
         };
         let preview = preview(&s, policy).expect("preview");
         let r = prune(&mut s, policy).expect("prune");
-        assert_eq!(r.unrecoverable.dropped_turns, Vec::<u64>::new());
+        assert_eq!(r.unrecoverable.dropped_turns, Vec::<Turn>::new());
         assert_eq!(r.unrecoverable.lost_ops, vec![2, 3, 4]);
-        assert_eq!(r.unrecoverable.lost_rewound_turns, vec![2, 3]);
+        assert_eq!(r.unrecoverable.lost_rewound_turns, turns([2, 3]));
         assert_eq!(
             r.lost.last(),
             Some(&Loss::RewoundTurn {
-                turn: 3,
+                turn: Turn::new(3),
                 label: None,
                 by: 4
             })
