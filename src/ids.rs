@@ -178,9 +178,9 @@ impl<'de> Deserialize<'de> for BlobId {
 
 /// A number type: a bare `u64` in every message (`Display` and `Debug` write the number), a
 /// type of its own in the code. Its number is private: it is made only by `new`, as visible as
-/// the macro's caller says (so a bare `u64` becomes a node id only where the kernel's numbers
-/// enter), and read back only by `get` (or `u64::from`). `stored` ones are also a bare `u64` on
-/// disk (`#[serde(transparent)]`).
+/// the macro's caller says (node ids and handles: only inside the crate), and read back only
+/// by `get` (or `u64::from`). `stored` ones are also a bare `u64` on disk
+/// (`#[serde(transparent)]`).
 macro_rules! number_id {
     ($(#[$doc:meta])* stored $vis:vis $name:ident) => {
         number_id! {
