@@ -4,6 +4,7 @@
 use crate::capture::Capturer;
 use crate::fs::fuse::{FuseAdapter, KernelInvalidator};
 use crate::fs::{CkptFs, FsConfig, Rewound};
+use crate::ids::Turn;
 use crate::ipc::{self, Request, Response};
 use crate::relpath::RelPath;
 use crate::rewind;
@@ -86,7 +87,7 @@ fn handle(
             paths,
             agent,
         } => {
-            let to = crate::ids::Turn(to.unwrap_or_else(|| fs.capturer().current_turn()));
+            let to = to.unwrap_or_else(|| fs.capturer().current_turn());
             let mode = rewind::Mode::from_dry_run(dry_run);
             let req = rewind::Request::from_fields(to, (undo, paths, agent), mode);
             return rewind_request(fs, &req, progress);
@@ -139,7 +140,7 @@ fn handle(
 }
 
 /// `turn`: the current turn (`set` none), or begin turn `set`, labelled.
-fn turn(fs: &CkptFs, set: Option<u64>, label: Option<String>) -> Response {
+fn turn(fs: &CkptFs, set: Option<Turn>, label: Option<String>) -> Response {
     let Some(n) = set else {
         return Response::ok(&ipc::TurnAnswer {
             turn: fs.capturer().current_turn(),
@@ -165,8 +166,8 @@ fn mark_agent(fs: &CkptFs, mark: crate::store::journal::AgentMark) -> Response {
 }
 
 /// `turn --label N TEXT`.
-fn relabel(fs: &CkptFs, turn: u64, label: Option<String>) -> Response {
-    match fs.relabel(crate::ids::Turn(turn), label) {
+fn relabel(fs: &CkptFs, turn: Turn, label: Option<String>) -> Response {
+    match fs.relabel(turn, label) {
         Ok(()) => Response::ok(&ipc::TurnAnswer {
             turn,
             changed: None,
@@ -177,7 +178,7 @@ fn relabel(fs: &CkptFs, turn: u64, label: Option<String>) -> Response {
 
 /// `cat`: a file as it was when `turn` began, its bytes streamed after the answer (read from
 /// the store's blobs or the folder without the store lock, which is held only to find them).
-fn cat_reply(fs: &Arc<CkptFs>, turn: Option<u64>, path: RelPath) -> ipc::Reply {
+fn cat_reply(fs: &Arc<CkptFs>, turn: Option<Turn>, path: RelPath) -> ipc::Reply {
     let (found, blobs) = {
         let store = fs.capturer().lock();
         (

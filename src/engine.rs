@@ -48,9 +48,9 @@ pub enum Query {
 #[derive(Debug, Clone)]
 pub struct DiffQuery {
     /// The turn.
-    pub turn: Option<u64>,
+    pub turn: Option<Turn>,
     /// The later turn whose start ends the range (default: now).
-    pub to: Option<u64>,
+    pub to: Option<Turn>,
     /// Only what turn `turn` changed.
     pub show: bool,
     /// Only these paths (and what is below them); everything when empty.
@@ -245,11 +245,11 @@ fn diff(
 ) -> Result<Vec<FileChange>, EngineError> {
     use crate::diff::Range;
     let index = store.index();
-    let from = q.turn.map_or_else(|| index.current_turn(), Turn);
+    let from = q.turn.unwrap_or_else(|| index.current_turn());
     if !index.has_turn(from) {
         return Err(EngineError::NoSuchTurn(from));
     }
-    let range = match (q.to.map(Turn), q.show) {
+    let range = match (q.to, q.show) {
         // The turn alone ends where the next live turn begins; the last one, now.
         (_, true) => match index.turns.iter().find(|t| t.turn > from) {
             Some(next) => Range::Between(from, next.turn),
@@ -280,7 +280,7 @@ mod tests {
         let mut store = Store::for_test(root.as_fd()).expect("store");
         let mut ask = |q: &Query| query(root.as_fd(), &mut store, "f", None, q);
         let status = Status::try_from(ask(&Query::Status).expect("status")).expect("a status");
-        assert_eq!(status.turn, 1, "{status:?}");
+        assert_eq!(status.turn, Turn::new(1), "{status:?}");
         let diff = |turn| {
             Query::Diff(DiffQuery {
                 turn,
@@ -290,7 +290,9 @@ mod tests {
             })
         };
         assert_eq!(
-            ask(&diff(Some(9))).map_err(|e| e.to_string()).err(),
+            ask(&diff(Some(Turn::new(9))))
+                .map_err(|e| e.to_string())
+                .err(),
             Some("turn 9 does not exist".to_string())
         );
         let changes = ask(&diff(None)).expect("diff");

@@ -94,8 +94,8 @@ mod tests {
         assert_eq!(StoreError::Layout(no_journal).to_errno(), Errno(libc::EIO));
         assert_eq!(
             RewindError::NoSuchTurn {
-                turn: Turn(9),
-                known: vec![Turn(1), Turn(2)]
+                turn: Turn::new(9),
+                known: vec![Turn::new(1), Turn::new(2)]
             }
             .to_errno(),
             Errno(libc::EINVAL)
@@ -105,7 +105,10 @@ mod tests {
             Errno(libc::EBUSY)
         );
         assert_eq!(
-            TurnError::NotAfter { current: 5 }.to_errno(),
+            TurnError::NotAfter {
+                current: Turn::new(5)
+            }
+            .to_errno(),
             Errno(libc::EINVAL)
         );
         assert_eq!(TurnError::OutOfRange.to_errno(), Errno(libc::EINVAL));

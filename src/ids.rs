@@ -2,10 +2,16 @@
 //! where untrusted text is read (the journal, the pack indexes, the names of the files in
 //! `blobs/`), and never again; and the numbers, each a type of its own so one cannot be passed
 //! for another: the journal's turns and seqs and the journal epoch of the store, and the
-//! FUSE core's node ids and open-handle numbers. A number becomes one of these types where it
-//! enters (the journal, the kernel's requests in `fs/fuse.rs`, the control nodes' fixed ids)
-//! and a bare `u64` again only where it leaves. Outside `crate::store` and `crate::rewind`,
-//! turns are still bare `u64` (converted with `Turn(n)` / `.0` where they meet those).
+//! FUSE core's node ids and open-handle numbers. A number's value is private: it becomes one
+//! of these types only through its `new` (or by deserialising a stored one, or a turn by
+//! parsing one from the command line) and a bare `u64` again only through its `get`, where it
+//! enters and leaves. A turn is a [`Turn`] wherever it goes: the journal, the control files,
+//! the CLI's arguments, the socket's requests and answers, the reports; it is a bare number in
+//! all of their text (JSON, the journal, messages), as a `u64` was. Node ids and handles are
+//! made only inside the crate (`new` is `pub(crate)`): where the kernel's numbers enter
+//! (`fs/fuse.rs`), in the node table (`fs/inode.rs`, from host inode numbers), as the control
+//! nodes' fixed ids (`fs/control.rs`) and by the handle allocators (`fs/files.rs`,
+//! `fs/ctlfs.rs`).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
@@ -171,25 +177,33 @@ impl<'de> Deserialize<'de> for BlobId {
 }
 
 /// A number type: a bare `u64` in every message (`Display` and `Debug` write the number), a
-/// type of its own in the code, converted only explicitly (`From`, or the field where it
-/// enters and leaves). `stored` ones are also a bare `u64` on disk (`#[serde(transparent)]`).
+/// type of its own in the code. Its number is private: it is made only by `new`, as visible as
+/// the macro's caller says (node ids and handles: only inside the crate), and read back only
+/// by `get` (or `u64::from`). `stored` ones are also a bare `u64` on disk
+/// (`#[serde(transparent)]`).
 macro_rules! number_id {
-    ($(#[$doc:meta])* stored $name:ident) => {
+    ($(#[$doc:meta])* stored $vis:vis $name:ident) => {
         number_id! {
             $(#[$doc])*
             #[derive(Default, Serialize, Deserialize)]
             #[serde(transparent)]
-            $name
+            $vis $name
         }
     };
-    ($(#[$doc:meta])* $name:ident) => {
+    ($(#[$doc:meta])* $vis:vis $name:ident) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(pub u64);
+        pub struct $name(u64);
 
-        impl From<u64> for $name {
-            fn from(n: u64) -> Self {
+        impl $name {
+            /// The one numbered `n`.
+            $vis const fn new(n: u64) -> Self {
                 Self(n)
+            }
+
+            /// Its number.
+            pub const fn get(self) -> u64 {
+                self.0
             }
         }
 
@@ -216,14 +230,14 @@ macro_rules! number_id {
 number_id! {
     /// A turn number: turn 0 is before the first `turn` record; `echo N > .ckpt/turn` begins
     /// turn `N`.
-    stored Turn
+    stored pub Turn
 }
 
 number_id! {
     /// A journal position: the `seq` of a line, strictly increasing through the journal (a
     /// prune renumbers them). Records name other records by it (`rewind_done`'s `begin`,
     /// `staged`'s `capture`, …), and a staged pre-image is the file `staged/<seq>`.
-    stored Seq
+    stored pub Seq
 }
 
 number_id! {
@@ -231,7 +245,31 @@ number_id! {
     /// prune rewrites the journal and renumbers every [`Seq`]. A staged pre-image handed to
     /// the stager names its capture by `(Epoch, Seq)`, so a result that comes back after a
     /// prune names nothing. Never written anywhere.
-    Epoch
+    pub(crate) Epoch
+}
+
+/// A turn as the command line names one: a whole number, read as a `u64` is (and refused with
+/// the same error, so `clap` says what it said when the argument was a `u64`).
+impl FromStr for Turn {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(Self)
+    }
+}
+
+impl Turn {
+    /// The turn numbered one more, if there is such a number.
+    pub fn checked_next(self) -> Option<Self> {
+        self.0.checked_add(1).map(Self)
+    }
+}
+
+impl Seq {
+    /// The position of the line after this one.
+    pub fn next(self) -> Self {
+        Self(self.0 + 1)
+    }
 }
 
 impl Epoch {
@@ -263,14 +301,14 @@ number_id! {
     ///     let _ = fs.getattr(fh, Some(node));
     /// }
     /// ```
-    NodeId
+    pub(crate) NodeId
 }
 
 number_id! {
     /// An open handle's number (`fh`): what `open` and `create` return and every call on an
     /// open file names it by (`fs/handles.rs`). Never reused while the mount lives. Made from
     /// and turned back into fuser's `FileHandle` only in `fs/fuse.rs`.
-    Fh
+    pub(crate) Fh
 }
 
 #[cfg(test)]
@@ -378,26 +416,40 @@ mod tests {
 
     #[test]
     fn turns_and_seqs_are_bare_numbers_on_disk_and_in_messages() {
-        assert_eq!(serde_json::to_string(&Turn(7)).expect("serialise"), "7");
-        assert_eq!(serde_json::to_string(&Seq(42)).expect("serialise"), "42");
-        assert_eq!(serde_json::from_str::<Seq>("42").expect("parse"), Seq(42));
+        assert_eq!(
+            serde_json::to_string(&Turn::new(7)).expect("serialise"),
+            "7"
+        );
+        assert_eq!(
+            serde_json::to_string(&Seq::new(42)).expect("serialise"),
+            "42"
+        );
+        assert_eq!(
+            serde_json::from_str::<Seq>("42").expect("parse"),
+            Seq::new(42)
+        );
         assert!(serde_json::from_str::<Turn>("\"7\"").is_err());
         assert!(serde_json::from_str::<Turn>("-1").is_err());
         assert_eq!(
-            format!("{} {:?} {:>3}", Turn(7), Seq(42), Turn(5)),
+            format!("{} {:?} {:>3}", Turn::new(7), Seq::new(42), Turn::new(5)),
             "7 42   5"
         );
-        assert_eq!(u64::from(Turn::from(9)), 9);
-        assert!(Seq(2) > Seq(1));
+        assert_eq!(u64::from(Turn::new(9)), 9);
+        assert!(Seq::new(2) > Seq::new(1));
     }
 
     #[test]
     fn node_ids_handles_and_epochs_print_as_bare_numbers() {
         assert_eq!(
-            format!("{} {:?} {}", NodeId(7), Fh(42), Epoch(0).next()),
+            format!(
+                "{} {:?} {}",
+                NodeId::new(7),
+                Fh::new(42),
+                Epoch::new(0).next()
+            ),
             "7 42 1"
         );
-        assert_eq!(u64::from(NodeId::from(9)), 9);
-        assert!(NodeId(2) < NodeId(16));
+        assert_eq!(u64::from(NodeId::new(9)), 9);
+        assert!(NodeId::new(2) < NodeId::new(16));
     }
 }

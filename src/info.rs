@@ -25,7 +25,7 @@ use std::os::fd::BorrowedFd;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TurnRow {
     /// Turn number.
-    pub turn: u64,
+    pub turn: Turn,
     /// Label.
     pub label: Option<String>,
     /// Unix time it began.
@@ -62,7 +62,7 @@ pub struct TurnRow {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SkippedCapture {
     /// The turn it belongs to.
-    pub turn: u64,
+    pub turn: Turn,
     /// The path.
     pub path: RelPath,
     /// What the path was (`file`, `socket`, `device`).
@@ -87,7 +87,7 @@ pub fn skipped_captures(store: &Store) -> Vec<SkippedCapture> {
         .iter()
         .filter_map(|c| match &c.pre {
             PreImage::Skipped { was, size, reason } => Some(SkippedCapture {
-                turn: c.turn.0,
+                turn: c.turn,
                 path: c.path.clone(),
                 was: was.clone(),
                 size: *size,
@@ -149,7 +149,7 @@ pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
         }
         let at_rewind: Later<'_> = saves
             .iter()
-            .map(|c| (&c.path, (Seq(u64::MAX), &c.pre)))
+            .map(|c| (&c.path, (Seq::new(u64::MAX), &c.pre)))
             .collect();
         let mut more = rows_of(
             index,
@@ -193,7 +193,7 @@ fn rows_of<'a>(
         row.actors = index.actors_over(own.iter().copied());
         row.skipped = skipped
             .iter()
-            .filter(|c| c.turn == info.turn.0)
+            .filter(|c| c.turn == info.turn)
             .cloned()
             .collect();
         rows.push(row);
@@ -238,7 +238,7 @@ fn count_turn(
     root: BorrowedFd<'_>,
 ) -> TurnRow {
     let mut row = TurnRow {
-        turn: info.turn.0,
+        turn: info.turn,
         label: info.label.clone(),
         time: info.time,
         time_iso: crate::units::iso8601_utc(crate::units::unix_seconds(info.time)),
@@ -296,7 +296,7 @@ pub struct Status {
     /// The daemon's pid.
     pub pid: Option<u32>,
     /// Current turn.
-    pub turn: u64,
+    pub turn: Turn,
     /// Captures in the current turn.
     pub captures_this_turn: usize,
     /// Bytes in blobs plus the journal.
@@ -317,7 +317,7 @@ pub struct Status {
     /// and compression save; 1.0 when no file pre-image is kept.
     pub dedup_ratio: f64,
     /// Turns that can be rewound to.
-    pub turns: Vec<u64>,
+    pub turns: Vec<Turn>,
     /// Size above which `status` warns: 1 GiB or 10 % of the free space, whichever is less.
     pub warn_bytes: u64,
     /// Bytes free (to a normal user) on the store's filesystem, when known: what the warning's
@@ -354,7 +354,7 @@ impl Default for Status {
             folder: String::new(),
             mounted: false,
             pid: None,
-            turn: 0,
+            turn: Turn::new(0),
             captures_this_turn: 0,
             store_bytes: 0,
             journal_bytes: 0,
@@ -390,7 +390,7 @@ pub struct Pending {
     pub what: String,
     /// The turn a rewind goes to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<u64>,
+    pub to: Option<Turn>,
 }
 
 impl Pending {
@@ -417,7 +417,7 @@ pub fn pending_rewind(index: &Index) -> Option<Pending> {
     Some(Pending {
         kind: "rewind".into(),
         what: format!("rewind to turn {to}"),
-        to: Some(to.0),
+        to: Some(to),
     })
 }
 
@@ -444,7 +444,7 @@ pub fn pending_op(index: &Index) -> Option<Pending> {
     Some(Pending {
         kind: kind.into(),
         what,
-        to: u.op.to.map(|t| t.0),
+        to: u.op.to,
     })
 }
 
@@ -477,7 +477,7 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
             }
         }
     }
-    let cur = store.index().current_turn().0;
+    let cur = store.index().current_turn();
     let journal_bytes = store.journal_len();
     let vfs = sys::fstatvfs(store.dir()).ok();
     let free = vfs.map(|s| s.f_bavail.saturating_mul(s.f_frsize));
@@ -499,7 +499,7 @@ pub fn status(store: &Store, folder: &str, pid: Option<u32>) -> Status {
         } else {
             preimage_bytes as f64 / preimage_blob_bytes as f64
         },
-        turns: store.index().turns.iter().map(|t| t.turn.0).collect(),
+        turns: store.index().turns.iter().map(|t| t.turn).collect(),
         warn_bytes: warn_threshold(free),
         free_bytes: free,
         disk_bytes: disk,
@@ -547,13 +547,13 @@ mod tests {
         use crate::store::ops::UnfinishedOp;
         let mut index = Index::default();
         assert_eq!(pending(&index), None);
-        index.unfinished_rewind = Some((Seq(7), Turn(2), Turn(3)));
+        index.unfinished_rewind = Some((Seq::new(7), Turn::new(2), Turn::new(3)));
         let p = pending(&index).expect("a cut-off rewind");
-        assert_eq!((p.kind.as_str(), p.to), ("rewind", Some(2)));
+        assert_eq!((p.kind.as_str(), p.to), ("rewind", Some(Turn::new(2))));
         assert_eq!(p.with_article(), "a rewind to turn 2");
         index.unfinished_rewind = None;
         let op = |kind, to, paths: &[&str], target| UnfinishedOp {
-            begin: Seq(9),
+            begin: Seq::new(9),
             id: 5,
             op: OpBegin {
                 kind,
@@ -567,7 +567,7 @@ mod tests {
         };
         index.ops.unfinished = Some(op(
             OpKind::RewindPaths,
-            Some(Turn(1)),
+            Some(Turn::new(1)),
             &["src", "a.txt"],
             None,
         ));
@@ -609,7 +609,7 @@ mod tests {
 
         fn turn(&mut self, n: u64) {
             self.record(Record::Turn {
-                turn: Turn(n),
+                turn: Turn::new(n),
                 label: None,
             });
         }
@@ -625,7 +625,7 @@ mod tests {
             )
             .expect("pre-image");
             self.record(Record::Capture {
-                turn: Turn(turn),
+                turn: Turn::new(turn),
                 path: RelPath::new(name.as_bytes()).expect("path"),
                 pre,
                 undo_of: None,
@@ -646,7 +646,7 @@ mod tests {
         fn counts(&self) -> Vec<(u64, usize, usize, usize, u64)> {
             log_rows(&self.store, self.root.as_fd())
                 .iter()
-                .map(|r| (r.turn, r.created, r.modified, r.deleted, r.bytes))
+                .map(|r| (r.turn.get(), r.created, r.modified, r.deleted, r.bytes))
                 .collect()
         }
     }
@@ -685,13 +685,13 @@ mod tests {
         // A rewind to the start of turn 2 (the folder put back as it began, as the rewind
         // does): turn 1 still created eight, turn 2 begins afresh.
         let begin = f.record(Record::RewindBegin {
-            to: Turn(2),
-            from: Turn(3),
+            to: Turn::new(2),
+            from: Turn::new(3),
         });
         // What the rewind overwrote: the five names turn 3 removed were absent.
         for name in &EIGHT[3..] {
             f.record(Record::Capture {
-                turn: Turn(2),
+                turn: Turn::new(2),
                 path: RelPath::new(name.as_bytes()).expect("valid"),
                 pre: PreImage::Absent,
                 undo_of: Some(begin),
@@ -734,7 +734,7 @@ mod tests {
         f.turn(2);
         let rows = log_rows(&f.store, f.root.as_fd());
         assert_eq!(
-            rows.iter().map(|r| r.turn).collect::<Vec<_>>(),
+            rows.iter().map(|r| r.turn.get()).collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
         assert_eq!(rows[2].programs, vec!["sh".to_string()]);
@@ -757,8 +757,8 @@ mod tests {
         assert_eq!(before.unused_blob_bytes, 0);
         // A rewind retires turn 2's captures but keeps them for its undo: same figures.
         let begin = f.record(Record::RewindBegin {
-            to: Turn(2),
-            from: Turn(2),
+            to: Turn::new(2),
+            from: Turn::new(2),
         });
         f.record(Record::RewindDone {
             begin,
@@ -770,8 +770,8 @@ mod tests {
         // A second rewind keeps the first one's undo too (undo goes any depth): same figures,
         // and no blob is unused.
         let begin = f.record(Record::RewindBegin {
-            to: Turn(2),
-            from: Turn(2),
+            to: Turn::new(2),
+            from: Turn::new(2),
         });
         f.record(Record::RewindDone {
             begin,

@@ -2,6 +2,7 @@
 //! response line, over an abstract Unix socket named after the folder. Only root and the
 //! daemon's own user may connect (checked with `SO_PEERCRED`).
 
+use crate::ids::Turn;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -20,14 +21,14 @@ pub enum Request {
     /// Read the current turn, or begin turn `set`.
     Turn {
         /// Turn to begin.
-        set: Option<u64>,
+        set: Option<Turn>,
         /// Its label.
         label: Option<String>,
     },
     /// Rewind.
     Rewind {
         /// Target turn (default: the current one).
-        to: Option<u64>,
+        to: Option<Turn>,
         /// Plan only.
         dry_run: bool,
         /// Undo the last rewind.
@@ -55,7 +56,7 @@ pub enum Request {
     /// Give turn `turn` the label `label` (none: remove it).
     Relabel {
         /// The turn.
-        turn: u64,
+        turn: Turn,
         /// The label.
         label: Option<String>,
     },
@@ -94,16 +95,16 @@ pub enum Request {
     /// A file as it was when `turn` (default: current) began; its bytes follow the answer.
     Cat {
         /// The turn.
-        turn: Option<u64>,
+        turn: Option<Turn>,
         /// The path, relative to the folder.
         path: crate::relpath::RelPath,
     },
     Diff {
         /// The turn.
-        turn: Option<u64>,
+        turn: Option<Turn>,
         /// The later turn whose start ends the range (default: now).
         #[serde(default)]
-        to: Option<u64>,
+        to: Option<Turn>,
         /// Only what turn `turn` changed: to the start of the next turn, or now for the last.
         #[serde(default)]
         show: bool,
@@ -153,7 +154,7 @@ impl From<crate::engine::Query> for Request {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnAnswer {
     /// The turn.
-    pub turn: u64,
+    pub turn: Turn,
     /// A switch: whether it changed the current turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed: Option<bool>,

@@ -148,11 +148,11 @@ impl From<VersionError> for String {
 pub fn old_version(
     store: &Store,
     root: BorrowedFd<'_>,
-    turn: Option<u64>,
+    turn: Option<Turn>,
     rel: &RelPath,
 ) -> Result<OldVersion, VersionError> {
     let index = store.index();
-    let turn = turn.map_or_else(|| index.current_turn(), Turn);
+    let turn = turn.unwrap_or_else(|| index.current_turn());
     if !index.has_turn(turn) {
         return Err(VersionError::NoSuchTurn(turn));
     }

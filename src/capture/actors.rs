@@ -503,7 +503,8 @@ mod tests {
             session: None,
         })
         .expect("mark");
-        cap.begin_turn(2, None, &|_| {}).expect("turn 2");
+        cap.begin_turn(crate::ids::Turn::new(2), None, &|_| {})
+            .expect("turn 2");
         for who in [me, other, me, other] {
             cap.ensure(root.as_fd(), c"f", &f, Who::new(who, What::Write))
                 .expect("ensure");

@@ -41,6 +41,7 @@ pub use preimage::{read_open_file, read_preimage, walk_tree};
 pub use stage::{PendingStage, StageBy, Staging};
 pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError};
 
+use crate::ids::Turn;
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::StoreError;
@@ -187,8 +188,8 @@ impl Capturer {
     /// The current turn, read without storing the stager's backlog first (what
     /// [`Self::lock`] does): reading `.ckpt/turn`, which a shell prompt may do every time,
     /// must not wait for every pending staged capture to be stored.
-    pub fn current_turn(&self) -> u64 {
-        self.lock_raw().index().current_turn().0
+    pub fn current_turn(&self) -> Turn {
+        self.lock_raw().index().current_turn()
     }
 
     /// The size limit for stored file content.
@@ -324,7 +325,7 @@ impl Capturer {
     ) -> Result<crate::ids::Seq, CaptureError> {
         log::debug!(target: "ckpt::capture", "captured turn={} path={path} kind={}", store.index().current_turn(), pre.kind());
         let turn = store.index().current_turn();
-        let capture = crate::ids::Seq(store.index().last_seq.0 + 1);
+        let capture = store.index().last_seq.next();
         let mut records = vec![Record::Capture {
             turn,
             path: path.clone(),

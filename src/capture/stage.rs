@@ -478,7 +478,7 @@ mod tests {
     /// store it anyway): resolved in the journal and the index, its staged file gone.
     fn assert_stored_at_once(dir: &tempfile::TempDir, cap: &Capturer, seq: Seq, bytes: &[u8]) {
         let records = staged_records(dir);
-        let resolving = records.iter().filter(|s| **s == seq.0).count();
+        let resolving = records.iter().filter(|s| **s == seq.get()).count();
         assert_eq!(resolving, 1, "one staged record in the journal resolves it");
         let store = cap.lock_raw();
         assert!(store.index().pending.is_empty(), "nothing left pending");
@@ -611,7 +611,7 @@ mod tests {
         // renumbered journal then gives the next capture the seq of the staged one.
         store
             .append(Record::Capture {
-                turn: Turn(1),
+                turn: Turn::new(1),
                 path: rp("x"),
                 pre: PreImage::Absent,
                 undo_of: None,
@@ -621,7 +621,7 @@ mod tests {
             .expect("turn 1 capture");
         store
             .append(Record::Turn {
-                turn: Turn(2),
+                turn: Turn::new(2),
                 label: None,
             })
             .expect("turn 2");

@@ -31,7 +31,7 @@ pub enum TurnError {
     /// The number is not greater than the current turn.
     NotAfter {
         /// The current turn.
-        current: u64,
+        current: Turn,
     },
     /// A file held open for writing could not be captured for the new turn.
     HeldOpen(Errno),
@@ -62,7 +62,7 @@ impl std::fmt::Display for TurnError {
 /// one by one (a turn a second for 136 years) and for turns numbered by Unix time (until 2106),
 /// stays exact in every JSON reader, and is what the control file, `ckpt-mount turn`, the hooks
 /// and the daemon all refuse above.
-pub const MAX_TURN: u64 = u32::MAX as u64;
+pub const MAX_TURN: Turn = Turn::new(u32::MAX as u64);
 
 impl Capturer {
     /// Captures, for the current turn, the files held open for writing (after a rewind).
@@ -94,28 +94,25 @@ impl Capturer {
     /// writes in the new turn could not be rewound.
     pub fn begin_turn(
         &self,
-        n: u64,
+        n: Turn,
         label: Option<String>,
         open_for_write: &OpenForWrite<'_>,
     ) -> Result<bool, TurnError> {
         let mut store = self.lock_raw();
-        let current = store.index().current_turn().0;
+        let current = store.index().current_turn();
         if n == current && label.is_none() {
             return Ok(false);
         }
         // The control file and the CLI refuse these first; a request over the socket (another
         // client, an older CLI) is held to the same bound here.
-        if !(1..=MAX_TURN).contains(&n) {
+        if !(Turn::new(1)..=MAX_TURN).contains(&n) {
             return Err(TurnError::OutOfRange);
         }
         if n <= current {
             return Err(TurnError::NotAfter { current });
         }
         let max_blob = self.max_blob;
-        let mut records = vec![Record::Turn {
-            turn: Turn(n),
-            label,
-        }];
+        let mut records = vec![Record::Turn { turn: n, label }];
         let mut seen = std::collections::HashSet::new();
         let mut failed = None;
         open_for_write(&mut |named| {
@@ -125,7 +122,7 @@ impl Capturer {
                 }
                 let pre = read_preimage(store.blobs(), dir, name, max_blob)?;
                 records.push(Record::Capture {
-                    turn: Turn(n),
+                    turn: n,
                     path: path.clone(),
                     pre,
                     undo_of: None,

@@ -3,6 +3,7 @@
 use super::{CliError, CliResult};
 use crate::diff::{self, FileChange};
 use crate::engine::{DiffQuery, Query};
+use crate::ids::Turn;
 use crate::quote::quote_path;
 use clap::Args;
 use clap::builder::{PathBufValueParser, TypedValueParser};
@@ -42,7 +43,7 @@ pub struct DiffArgs {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The turn (default: the current turn)
-    pub turn: Option<u64>,
+    pub turn: Option<Turn>,
     /// Only a summary per path: lines changed, sizes of binary files, the programs that changed it
     #[arg(long)]
     pub stat: bool,
@@ -61,15 +62,15 @@ pub struct ShowArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TurnSpan {
     /// The first turn.
-    pub from: u64,
+    pub from: Turn,
     /// The later turn whose start ends the span (`None`: now).
-    pub to: Option<u64>,
+    pub to: Option<Turn>,
 }
 
 fn parse_turns(s: &str) -> Result<TurnSpan, String> {
     // A number that names no turn (0, say) is the engine's to refuse, as for every command.
     let turn = |t: &str| {
-        t.parse::<u64>()
+        t.parse::<Turn>()
             .map_err(|_| format!("not a turn: {t:?} (a turn is a whole number)"))
     };
     match s.split_once("..") {

@@ -6,6 +6,7 @@
 use super::{CliError, CliResult};
 use crate::daemon_log::DaemonLog;
 use crate::engine::Query;
+use crate::ids::Turn;
 use crate::info::{SkippedCapture, Status, TurnRow};
 use crate::quote::quote_path;
 use crate::store::journal::AgentMark;
@@ -301,7 +302,7 @@ pub fn log(a: LogArgs) -> CliResult {
 /// file skipped for another reason; `with_turn` says which turn (the log prints them under the
 /// turn's row).
 fn skipped_lines(skipped: &[SkippedCapture], with_turn: bool) -> Vec<String> {
-    let mut turns: Vec<u64> = skipped.iter().map(|c| c.turn).collect();
+    let mut turns: Vec<Turn> = skipped.iter().map(|c| c.turn).collect();
     turns.dedup();
     let mut out = Vec::new();
     for t in turns {
@@ -571,7 +572,7 @@ mod tests {
 
     fn row(turn: u64, label: Option<&str>, programs: &[&str], bytes: u64) -> TurnRow {
         TurnRow {
-            turn,
+            turn: Turn::new(turn),
             label: label.map(String::from),
             // 2026-12-02 09:14:05 UTC
             time: 1_796_202_845 + turn * 600,
@@ -590,7 +591,7 @@ mod tests {
     fn rows() -> Vec<TurnRow> {
         let mut skipped = row(9, Some("big files"), &["cp"], 0);
         skipped.skipped = vec![SkippedCapture {
-            turn: 9,
+            turn: Turn::new(9),
             path: crate::relpath::RelPath::new(b"data/big.bin").expect("a valid path"),
             was: "file".into(),
             size: 3 << 30,

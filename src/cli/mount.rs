@@ -95,7 +95,7 @@ pub fn mount(a: MountArgs) -> CliResult {
     )
     .ok()
     .and_then(|answer| answer.data)
-    .map_or(0, |answer| answer.turn);
+    .map_or(crate::ids::Turn::new(0), |answer| answer.turn);
     println!("mounted {} (turn {turn}, daemon pid {pid})", dir.display());
     // The shell that ran this still stands in the folder under the new mount.
     if super::cwd_under_the_mount(&dir) {

@@ -336,7 +336,7 @@ fn hints(r: &PruneReport) -> Vec<String> {
 }
 
 /// At most five numbers of `ids`, each after `prefix`, then how many more.
-fn some_ids(ids: &[u64], prefix: &str) -> String {
+fn some_ids(ids: &[impl std::fmt::Display], prefix: &str) -> String {
     let mut s: Vec<String> = ids.iter().take(5).map(|i| format!("{prefix}{i}")).collect();
     if ids.len() > 5 {
         s.push(format!("and {} more", ids.len() - 5));
@@ -381,7 +381,13 @@ fn refusal(r: &PruneReport) -> String {
 
 /// What a prune that ran prints.
 fn done(r: &PruneReport) -> Vec<String> {
-    let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    // Turns and operation ids alike.
+    fn list(v: &[impl std::fmt::Display]) -> String {
+        v.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
     let removed = plural(r.removed_blobs, "blob", "blobs");
     let mut out = Vec::new();
     let dropped = &r.unrecoverable.dropped_turns;
@@ -435,6 +441,12 @@ fn done(r: &PruneReport) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::Turn;
+
+    /// Turns numbered `ns`.
+    fn turns(ns: impl IntoIterator<Item = u64>) -> Vec<Turn> {
+        ns.into_iter().map(Turn::new).collect()
+    }
 
     /// A prune of turns 1 and 2 (of 3) after a rewind to turn 3 from turn 4, with an undone
     /// relabel to redo.
@@ -442,17 +454,17 @@ mod tests {
         PruneReport {
             dry_run: true,
             unrecoverable: Unrecoverable {
-                dropped_turns: vec![1, 2],
+                dropped_turns: turns([1, 2]),
                 lost_ops: vec![2, 3, 5, 6],
-                lost_rewound_turns: vec![4],
+                lost_rewound_turns: turns([4]),
             },
             lost: vec![
                 Loss::Turn {
-                    turn: 1,
+                    turn: Turn::new(1),
                     label: Some("mounted".into()),
                 },
                 Loss::Turn {
-                    turn: 2,
+                    turn: Turn::new(2),
                     label: Some("tab\tand \"quote\"".into()),
                 },
                 Loss::Undo {
@@ -472,12 +484,12 @@ mod tests {
                     text: "label turn 3 \"x\"".into(),
                 },
                 Loss::RewoundTurn {
-                    turn: 4,
+                    turn: Turn::new(4),
                     label: None,
                     by: 5,
                 },
             ],
-            kept_turns: vec![3],
+            kept_turns: turns([3]),
             undo_history: UndoHistory::Drop,
             removed_blobs: 7,
             freed_bytes: 3 << 20,
@@ -493,7 +505,7 @@ mod tests {
     fn keeping() -> PruneReport {
         PruneReport {
             dry_run: true,
-            kept_turns: vec![1, 2, 3],
+            kept_turns: turns([1, 2, 3]),
             undo_history: UndoHistory::Keep,
             removed_blobs: 1,
             freed_bytes: 2048,
@@ -540,7 +552,7 @@ mod tests {
                 op: 2,
                 text: "turn 2 begins (after turn 1)".into(),
             }],
-            kept_turns: vec![1, 2],
+            kept_turns: turns([1, 2]),
             undo_history: UndoHistory::Drop,
             freed_bytes: 120,
             store_bytes: 900,
@@ -563,7 +575,7 @@ mod tests {
     fn a_refusal_lists_at_most_five_of_each() {
         let r = PruneReport {
             unrecoverable: Unrecoverable {
-                dropped_turns: (1..=12).collect(),
+                dropped_turns: turns(1..=12),
                 ..Unrecoverable::default()
             },
             ..PruneReport::default()
@@ -577,7 +589,7 @@ mod tests {
     #[test]
     fn nothing_to_prune_says_so() {
         let r = PruneReport {
-            kept_turns: vec![1],
+            kept_turns: turns([1]),
             store_bytes: 300,
             ..PruneReport::default()
         };

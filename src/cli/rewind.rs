@@ -2,6 +2,7 @@
 //! change in the folder as it is now; on a terminal the run shows that preview first and asks.
 
 use super::{CliError, CliResult, Target};
+use crate::ids::Turn;
 use crate::ipc::Request;
 use crate::relpath::RelPath;
 use crate::rewind::{self, Conflicts, Failure, PathActors, ReportJson};
@@ -16,7 +17,7 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct RewindArgs {
     /// The turn whose start to return to (default: the current turn)
-    pub turn: Option<u64>,
+    pub turn: Option<Turn>,
     /// Print what the rewind would change in the folder as it is now, and change nothing
     /// (exit code 1 when something could not be restored, or the disk lacks the room the run
     /// needs)
@@ -76,7 +77,7 @@ impl From<ConflictsArg> for rewind::Conflicts {
 impl RewindArgs {
     /// The usage errors no folder is needed to know (see [`super::Cli::check`]).
     pub fn check(&self) -> CliResult {
-        if self.turn == Some(0) {
+        if self.turn == Some(Turn::new(0)) {
             return Err(CliError::usage("turns start at 1"));
         }
         Ok(())
@@ -201,7 +202,7 @@ struct Answer {
 enum Rewinder {
     Mounted {
         folder: PathBuf,
-        to: Option<u64>,
+        to: Option<Turn>,
         undo: bool,
         paths: Vec<RelPath>,
         agent: Option<rewind::Conflicts>,
@@ -218,7 +219,7 @@ enum Rewinder {
 impl Rewinder {
     fn new(
         t: Target,
-        to: Option<u64>,
+        to: Option<Turn>,
         undo: bool,
         paths: Vec<RelPath>,
         agent: Option<rewind::Conflicts>,
@@ -233,7 +234,7 @@ impl Rewinder {
             },
             Target::Offline(folder) => {
                 let (root, store) = super::open_offline(&folder)?;
-                let to = crate::ids::Turn(to.unwrap_or_else(|| store.index().current_turn().0));
+                let to = to.unwrap_or_else(|| store.index().current_turn());
                 let req =
                     rewind::Request::from_fields(to, (undo, paths, agent), rewind::Mode::Apply);
                 Self::Offline {

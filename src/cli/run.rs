@@ -196,7 +196,7 @@ fn banner(folder: &std::path::Path) {
     )
     .ok()
     .and_then(|answer| answer.data)
-    .map_or(0, |answer| answer.turn);
+    .map_or(crate::ids::Turn::new(0), |answer| answer.turn);
     eprintln!(
         "ckpt-mount: capturing {} from turn {turn}; undo with: ckpt-mount rewind {turn} --dir {}",
         folder.display(),

@@ -4,6 +4,7 @@
 //! need a folder or a mount are in `tests/bad_input.rs`.
 
 use super::*;
+use crate::ids::Turn;
 use clap::CommandFactory;
 
 /// A `--dir` that does not exist: a case that reached the folder would answer "cannot open"
@@ -423,7 +424,7 @@ fn every_example_in_every_help_is_valid_usage() {
 }
 
 /// The parsed arguments of `ckpt-mount diff ARGS`.
-fn diff_args(args: &[&str]) -> (Option<u64>, bool, Vec<PathBuf>, Vec<PathBuf>) {
+fn diff_args(args: &[&str]) -> (Option<Turn>, bool, Vec<PathBuf>, Vec<PathBuf>) {
     let argv = argv(&[&["diff"], args].concat());
     match Cli::try_parse_from(&argv) {
         Ok(Cli {
@@ -445,18 +446,26 @@ fn diff_takes_paths_after_the_turn_with_or_without_dashes() {
     // The example of `diff --help`, as a user types it after `git diff`.
     assert_eq!(
         diff_args(&["2", "--stat", "src/"]),
-        (Some(2), true, p(&["src/"]), p(&[]))
+        (Some(Turn::new(2)), true, p(&["src/"]), p(&[]))
     );
     assert_eq!(
         diff_args(&["2", "src/", "lib", "--", "3", "-x"]),
-        (Some(2), false, p(&["src/", "lib"]), p(&["3", "-x"]))
+        (
+            Some(Turn::new(2)),
+            false,
+            p(&["src/", "lib"]),
+            p(&["3", "-x"])
+        )
     );
     assert_eq!(
         diff_args(&["--", "src/"]),
         (None, false, p(&[]), p(&["src/"]))
     );
     assert_eq!(diff_args(&[]), (None, false, p(&[]), p(&[])));
-    assert_eq!(diff_args(&["7"]), (Some(7), false, p(&[]), p(&[])));
+    assert_eq!(
+        diff_args(&["7"]),
+        (Some(Turn::new(7)), false, p(&[]), p(&[]))
+    );
 }
 
 #[test]
@@ -468,8 +477,11 @@ fn diff_takes_a_span_of_turns() {
         Ok(other) => panic!("{args:?} parsed as {other:?}"),
         Err(e) => panic!("{args:?}: {e}"),
     };
-    assert_eq!(span(&["2..4", "src/"]), Some((2, Some(4))));
-    assert_eq!(span(&["3"]), Some((3, None)));
+    assert_eq!(
+        span(&["2..4", "src/"]),
+        Some((Turn::new(2), Some(Turn::new(4))))
+    );
+    assert_eq!(span(&["3"]), Some((Turn::new(3), None)));
     for bad in ["4..2", "3..3", "2..x", "..3", "x"] {
         assert!(
             Cli::try_parse_from(argv(&["diff", bad])).is_err(),

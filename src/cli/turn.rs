@@ -1,7 +1,8 @@
 //! `turn`: print the current turn, or begin a new one.
 
 use super::{CliError, CliResult, Target};
-use crate::capture::TurnError;
+use crate::capture::{MAX_TURN, TurnError};
+use crate::ids::Turn;
 use crate::ipc::{Request, TurnAnswer};
 use crate::store::journal::Record;
 use clap::Args;
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 pub struct TurnArgs {
     /// The turn to begin (greater than the current one, at most 4294967295); omit to print the
     /// current turn
-    pub turn: Option<u64>,
+    pub turn: Option<Turn>,
     /// A label for the new turn
     #[arg(short = 'm', long = "message")]
     pub label: Option<String>,
@@ -30,10 +31,7 @@ pub struct TurnArgs {
 impl TurnArgs {
     /// The usage errors no folder is needed to know (see [`super::Cli::check`]).
     pub fn check(&self) -> CliResult {
-        if self
-            .turn
-            .is_some_and(|n| n == 0 || n > crate::capture::MAX_TURN)
-        {
+        if self.turn.is_some_and(|n| n == Turn::new(0) || n > MAX_TURN) {
             return Err(CliError::usage(TurnError::OutOfRange.to_string()));
         }
         if let Some(r) = &self.relabel {
@@ -48,11 +46,11 @@ impl TurnArgs {
 
 impl TurnArgs {
     /// The turn and label of `--label N TEXT` (an empty TEXT: no label).
-    fn relabel_target(&self, r: &[String]) -> Result<(u64, Option<String>), CliError> {
+    fn relabel_target(&self, r: &[String]) -> Result<(Turn, Option<String>), CliError> {
         let n = r
             .first()
-            .and_then(|n| n.parse::<u64>().ok())
-            .filter(|n| (1..=crate::capture::MAX_TURN).contains(n))
+            .and_then(|n| n.parse::<Turn>().ok())
+            .filter(|n| (Turn::new(1)..=MAX_TURN).contains(n))
             .ok_or_else(|| CliError::usage("--label N TEXT: N is a turn number"))?;
         let text = r.get(1).cloned().unwrap_or_default();
         Ok((n, (!text.is_empty()).then_some(text)))
@@ -69,7 +67,7 @@ fn relabel(a: &TurnArgs, r: &[String]) -> CliResult {
         Target::Offline(folder) => {
             let (_root, mut store) = super::open_offline(&folder)?;
             store
-                .relabel(crate::ids::Turn(n), label)
+                .relabel(n, label)
                 .map_err(|e| CliError::fail(e.to_string()))?;
         }
     }
@@ -99,7 +97,7 @@ pub fn run(a: TurnArgs) -> CliResult {
         }
         Target::Offline(folder) => {
             let (_root, mut store) = super::open_offline(&folder)?;
-            let current = store.index().current_turn().0;
+            let current = store.index().current_turn();
             match a.turn {
                 None => println!("{current}"),
                 Some(_) if !a.offline => return Err(CliError::fail(not_mounted_line(&folder))),
@@ -112,7 +110,7 @@ pub fn run(a: TurnArgs) -> CliResult {
                 Some(n) => {
                     store
                         .append(Record::Turn {
-                            turn: crate::ids::Turn(n),
+                            turn: n,
                             label: a.label,
                         })
                         .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
@@ -126,7 +124,11 @@ pub fn run(a: TurnArgs) -> CliResult {
 
 /// Reads the current turn (`set` none) or begins turn `set` on a mounted folder; returns the
 /// turn the daemon reports.
-fn through_daemon(folder: &Path, set: Option<u64>, label: Option<String>) -> Result<u64, CliError> {
+fn through_daemon(
+    folder: &Path,
+    set: Option<Turn>,
+    label: Option<String>,
+) -> Result<Turn, CliError> {
     let answer: TurnAnswer = super::ask_daemon(folder, &Request::Turn { set, label })?;
     Ok(answer.turn)
 }
@@ -135,7 +137,7 @@ fn through_daemon(folder: &Path, set: Option<u64>, label: Option<String>) -> Res
 /// what an agent's hook does for each prompt. Refuses a folder that is not mounted, with
 /// [`not_mounted_line`]; `Ok(None)` when no ckpt-mount folder contains `path` at all (the agent
 /// works in a project that does not use ckpt-mount).
-pub fn begin_next(path: &Path, label: Option<String>) -> Result<Option<u64>, CliError> {
+pub fn begin_next(path: &Path, label: Option<String>) -> Result<Option<Turn>, CliError> {
     if crate::mounts::find_folder(path).is_none() {
         return Ok(None);
     }
@@ -144,12 +146,11 @@ pub fn begin_next(path: &Path, label: Option<String>) -> Result<Option<u64>, Cli
         Target::Mounted(folder) => {
             let current = through_daemon(&folder, None, None)?;
             let next = current
-                .checked_add(1)
-                .filter(|n| *n <= crate::capture::MAX_TURN)
+                .checked_next()
+                .filter(|n| *n <= MAX_TURN)
                 .ok_or_else(|| {
                     CliError::fail(format!(
-                        "the turn numbers are used up: the current turn is {current}, and a turn is at most {}",
-                        crate::capture::MAX_TURN
+                        "the turn numbers are used up: the current turn is {current}, and a turn is at most {MAX_TURN}"
                     ))
                 })?;
             through_daemon(&folder, Some(next), label).map(Some)

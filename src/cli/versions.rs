@@ -2,6 +2,7 @@
 //! path, without rewinding anything.
 
 use super::{CliError, CliResult, Target};
+use crate::ids::Turn;
 use crate::ipc::Request;
 use crate::quote::quote_path;
 use crate::versions::OldVersion;
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Args)]
 pub struct CatArgs {
     /// The turn whose start to read from (default: the current turn)
-    pub turn: Option<u64>,
+    pub turn: Option<Turn>,
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -28,7 +29,7 @@ pub struct CatArgs {
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
     /// The turn whose start to take the file from (default: the current turn)
-    pub turn: Option<u64>,
+    pub turn: Option<Turn>,
     /// Where to write it: a new file (or symlink), anywhere
     #[arg(long, value_name = "DEST")]
     pub to: PathBuf,
@@ -47,7 +48,7 @@ pub struct RestoreArgs {
 /// `out`: through the daemon of a mounted folder, or from the store of an unmounted one.
 fn fetch(
     dir: Option<PathBuf>,
-    turn: Option<u64>,
+    turn: Option<Turn>,
     path: &Path,
     out: &mut dyn Write,
 ) -> Result<(OldVersion, crate::relpath::RelPath), CliError> {
@@ -92,7 +93,7 @@ fn fetch(
     Ok((version, rel))
 }
 
-fn when(turn: Option<u64>) -> String {
+fn when(turn: Option<Turn>) -> String {
     match turn {
         Some(n) => format!("when turn {n} began"),
         None => "when the current turn began".into(),

@@ -8,13 +8,13 @@ use crate::capture::MAX_TURN;
 use crate::ids::{NodeId, Turn};
 
 /// Node id of the virtual `.ckpt` directory.
-pub const CTL_DIR: NodeId = NodeId(2);
+pub const CTL_DIR: NodeId = NodeId::new(2);
 /// Node id of `.ckpt/turn`.
-pub const CTL_TURN: NodeId = NodeId(3);
+pub const CTL_TURN: NodeId = NodeId::new(3);
 /// Node id of `.ckpt/rewind`.
-pub const CTL_REWIND: NodeId = NodeId(4);
+pub const CTL_REWIND: NodeId = NodeId::new(4);
 /// Node id of `.ckpt/.gitignore`.
-pub const CTL_GITIGNORE: NodeId = NodeId(5);
+pub const CTL_GITIGNORE: NodeId = NodeId::new(5);
 
 /// Largest write accepted by a control file.
 pub const MAX_INPUT: usize = 4096;
@@ -43,7 +43,7 @@ pub fn lookup(name: &[u8]) -> Option<NodeId> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnInput {
     /// The turn to begin.
-    pub turn: u64,
+    pub turn: Turn,
     /// Its label.
     pub label: Option<String>,
 }
@@ -55,7 +55,7 @@ pub fn parse_turn(input: &[u8]) -> Option<TurnInput> {
         Some(i) => (&text[..i], text[i..].trim()),
         None => (text, ""),
     };
-    let turn = parse_number(num, MAX_TURN)?;
+    let turn = parse_turn_number(num, MAX_TURN)?;
     let label = (!rest.is_empty()).then(|| rest.to_string());
     if label
         .as_deref()
@@ -81,7 +81,7 @@ pub fn parse_rewind(input: &[u8]) -> Option<RewindInput> {
     if text == "undo" {
         return Some(RewindInput::Undo);
     }
-    parse_number(text, MAX_REWIND_TO).map(|n| RewindInput::To(Turn(n)))
+    parse_turn_number(text, MAX_REWIND_TO).map(RewindInput::To)
 }
 
 fn strip(input: &[u8]) -> Option<&str> {
@@ -99,15 +99,15 @@ fn strip(input: &[u8]) -> Option<&str> {
 /// The largest turn `.ckpt/rewind` names: any a store can hold, those begun before new turns
 /// were bounded by [`MAX_TURN`] included (up to 2^53 - 1, the bound then). A turn that does
 /// not exist is refused by the rewind itself.
-const MAX_REWIND_TO: u64 = (1 << 53) - 1;
+const MAX_REWIND_TO: Turn = Turn::new((1 << 53) - 1);
 
 /// Only plain decimal digits, 1..=max: no sign, exponent, or leading `+`.
-fn parse_number(s: &str, max: u64) -> Option<u64> {
+fn parse_turn_number(s: &str, max: Turn) -> Option<Turn> {
     if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let n: u64 = s.parse().ok()?;
-    (1..=max).contains(&n).then_some(n)
+    let n: Turn = s.parse().ok()?;
+    (Turn::new(1)..=max).contains(&n).then_some(n)
 }
 
 #[cfg(test)]
@@ -143,7 +143,7 @@ mod tests {
         assert_eq!(
             parse_turn(b"2\n"),
             Some(TurnInput {
-                turn: 2,
+                turn: Turn::new(2),
                 label: None
             })
         );
@@ -157,7 +157,7 @@ mod tests {
         assert_eq!(
             parse_turn(b"7 fix the build\n"),
             Some(TurnInput {
-                turn: 7,
+                turn: Turn::new(7),
                 label: Some("fix the build".into())
             })
         );
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn rewind_input() {
-        assert_eq!(parse_rewind(b"3\n"), Some(RewindInput::To(Turn(3))));
+        assert_eq!(parse_rewind(b"3\n"), Some(RewindInput::To(Turn::new(3))));
         assert_eq!(parse_rewind(b"undo"), Some(RewindInput::Undo));
         assert_eq!(parse_rewind(b"3 x"), None);
     }

@@ -11,7 +11,7 @@ use super::attrs::now_ts;
 use super::control::{self, CTL_DIR, CTL_GITIGNORE, CTL_REWIND, CTL_TURN};
 use super::{DirItem, Entry, FsResult, Rewound, SetAttr};
 use crate::capture::TurnError;
-use crate::ids::{Fh, NodeId};
+use crate::ids::{Fh, NodeId, Turn};
 use crate::ipc::JsonText;
 use crate::rewind::{self, RewindError};
 use crate::sync::Mutex;
@@ -29,18 +29,18 @@ pub(super) const CONTROL_FH: u64 = 1 << 63;
 
 /// Whether `fh` is a control file's handle.
 pub(super) fn is_control_fh(fh: Fh) -> bool {
-    fh.0 >= CONTROL_FH
+    fh.get() >= CONTROL_FH
 }
 
 /// What the control files read and what a write to them asks: the turn and rewind side of
 /// the core (`turns.rs`).
 pub(super) trait TurnControl {
     /// The current turn (`.ckpt/turn`).
-    fn current_turn(&self) -> u64;
+    fn current_turn(&self) -> Turn;
     /// The last whole rewind's report as it was answered (`.ckpt/rewind`).
     fn last_report(&self) -> Option<Arc<JsonText>>;
     /// Begins turn `n` (a write to `.ckpt/turn`).
-    fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError>;
+    fn begin_turn(&self, n: Turn, label: Option<String>) -> Result<bool, TurnError>;
     /// Runs a rewind (a write to `.ckpt/rewind`).
     fn rewind(&self, req: &rewind::Request) -> Result<Rewound, RewindError>;
 }
@@ -133,7 +133,7 @@ impl ControlFs {
         if writing && node == CTL_GITIGNORE {
             return Err(Errno(libc::EACCES).into());
         }
-        let fh = Fh(self.next_fh.fetch_add(1, Ordering::Relaxed));
+        let fh = Fh::new(self.next_fh.fetch_add(1, Ordering::Relaxed));
         let handle = ControlHandle {
             node,
             snapshot: Mutex::leaf(Vec::new()),
@@ -201,7 +201,7 @@ impl ControlFs {
         FileAttr {
             // A control node shows its node id as its inode number (the adapter puts the node
             // id in `st_ino` of every entry anyway).
-            ino: fuser::INodeNo(node.0),
+            ino: fuser::INodeNo(node.get()),
             size,
             blocks: 0,
             atime: t,
@@ -233,7 +233,7 @@ impl ControlFs {
     fn dir_items(&self) -> Vec<DirItem> {
         let mut v = vec![
             DirItem {
-                ino: CTL_DIR.0,
+                ino: CTL_DIR.get(),
                 offset: 1,
                 kind: FileType::Directory,
                 name: ".".into(),
@@ -247,7 +247,7 @@ impl ControlFs {
         ];
         for (i, (n, name)) in control::ENTRIES.iter().enumerate() {
             v.push(DirItem {
-                ino: n.0,
+                ino: n.get(),
                 offset: i as u64 + 3,
                 kind: FileType::RegularFile,
                 name: (*name).into(),

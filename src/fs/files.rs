@@ -78,7 +78,7 @@ pub(super) fn open_to_capture(
 
 impl HostFs {
     pub(super) fn add_handle(&self, h: Handle) -> Fh {
-        let fh = Fh(self.next_fh.fetch_add(1, Ordering::Relaxed));
+        let fh = Fh::new(self.next_fh.fetch_add(1, Ordering::Relaxed));
         if h.mappable {
             self.mappable_open.fetch_add(1, Ordering::Relaxed);
         }

@@ -78,28 +78,29 @@ impl FuseAdapter {
 }
 
 // The kernel's numbers and the core's: the same values, and the one place where one becomes
-// the other. Nowhere else does a `u64` become a node id or a handle.
+// the other. Elsewhere a `u64` becomes a node id or a handle only where the core makes its own
+// (the node table, the control nodes' fixed ids, the handle allocators).
 impl From<INodeNo> for NodeId {
     fn from(ino: INodeNo) -> Self {
-        NodeId(ino.0)
+        NodeId::new(ino.0)
     }
 }
 
 impl From<NodeId> for INodeNo {
     fn from(node: NodeId) -> Self {
-        INodeNo(node.0)
+        INodeNo(node.get())
     }
 }
 
 impl From<FileHandle> for Fh {
     fn from(fh: FileHandle) -> Self {
-        Fh(fh.0)
+        Fh::new(fh.0)
     }
 }
 
 impl From<Fh> for FileHandle {
     fn from(fh: Fh) -> Self {
-        FileHandle(fh.0)
+        FileHandle(fh.get())
     }
 }
 

@@ -101,23 +101,25 @@ mod tests {
     #[test]
     fn a_node_stays_open_until_its_last_handle_is_released() {
         let mut t = HandleTable::new();
-        t.insert(Fh(1), h(NodeId(7), false));
-        t.insert(Fh(2), h(NodeId(7), true));
-        t.insert(Fh(3), h(NodeId(8), false));
-        assert!(t.is_open(NodeId(7)) && t.is_open(NodeId(8)) && !t.is_open(NodeId(9)));
-        assert_eq!(
-            t.find_on(NodeId(7), |h| h.writable).map(|h| h.node),
-            Some(NodeId(7))
+        t.insert(Fh::new(1), h(NodeId::new(7), false));
+        t.insert(Fh::new(2), h(NodeId::new(7), true));
+        t.insert(Fh::new(3), h(NodeId::new(8), false));
+        assert!(
+            t.is_open(NodeId::new(7)) && t.is_open(NodeId::new(8)) && !t.is_open(NodeId::new(9))
         );
-        assert!(t.find_on(NodeId(8), |h| h.writable).is_none());
+        assert_eq!(
+            t.find_on(NodeId::new(7), |h| h.writable).map(|h| h.node),
+            Some(NodeId::new(7))
+        );
+        assert!(t.find_on(NodeId::new(8), |h| h.writable).is_none());
 
-        assert_eq!(t.remove(Fh(2)).map(|h| h.node), Some(NodeId(7)));
-        assert!(t.is_open(NodeId(7)), "handle 1 still holds node 7");
-        assert!(t.find_on(NodeId(7), |h| h.writable).is_none());
-        assert!(t.remove(Fh(2)).is_none(), "a handle is released once");
-        t.remove(Fh(1));
-        t.remove(Fh(3));
-        assert!(!t.is_open(NodeId(7)) && !t.is_open(NodeId(8)));
+        assert_eq!(t.remove(Fh::new(2)).map(|h| h.node), Some(NodeId::new(7)));
+        assert!(t.is_open(NodeId::new(7)), "handle 1 still holds node 7");
+        assert!(t.find_on(NodeId::new(7), |h| h.writable).is_none());
+        assert!(t.remove(Fh::new(2)).is_none(), "a handle is released once");
+        t.remove(Fh::new(1));
+        t.remove(Fh::new(3));
+        assert!(!t.is_open(NodeId::new(7)) && !t.is_open(NodeId::new(8)));
         assert_eq!(t.nodes_indexed(), 0, "no empty entries are left behind");
         assert_eq!(t.values().count(), 0);
     }
@@ -125,11 +127,11 @@ mod tests {
     #[test]
     fn reinserting_a_number_moves_it_to_the_new_node() {
         let mut t = HandleTable::new();
-        t.insert(Fh(1), h(NodeId(7), false));
-        t.insert(Fh(1), h(NodeId(8), false));
-        assert!(!t.is_open(NodeId(7)));
-        assert!(t.is_open(NodeId(8)));
-        t.remove(Fh(1));
+        t.insert(Fh::new(1), h(NodeId::new(7), false));
+        t.insert(Fh::new(1), h(NodeId::new(8), false));
+        assert!(!t.is_open(NodeId::new(7)));
+        assert!(t.is_open(NodeId::new(8)));
+        t.remove(Fh::new(1));
         assert_eq!(t.nodes_indexed(), 0);
     }
 }

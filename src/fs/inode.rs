@@ -27,7 +27,7 @@ pub type Name = Arc<OsStr>;
 pub type Aliases = smallvec::SmallVec<[(NodeId, Name); 1]>;
 
 /// The root node id.
-pub const ROOT: NodeId = NodeId(1);
+pub const ROOT: NodeId = NodeId::new(1);
 /// Host inode numbers below this are never used as node ids (the virtual control files live
 /// there).
 pub const FIRST_DYNAMIC: u64 = 16;
@@ -250,11 +250,11 @@ impl InodeTable {
     fn add_node(&mut self, host: HostId) -> NodeId {
         let own =
             host.dev == self.root_dev && host.ino >= FIRST_DYNAMIC && host.ino < FALLBACK_BASE;
-        let ino = if own && !self.nodes.contains_key(&NodeId(host.ino)) {
-            NodeId(host.ino)
+        let ino = if own && !self.nodes.contains_key(&NodeId::new(host.ino)) {
+            NodeId::new(host.ino)
         } else {
             self.next += 1;
-            NodeId(self.next)
+            NodeId::new(self.next)
         };
         self.nodes.insert(
             ino,
@@ -527,7 +527,10 @@ mod tests {
         assert!(t.pages_still_valid(g, fp(2)));
         assert!(!t.pages_still_valid(g, None), "unproven: never trusted");
         assert!(!t.pages_still_valid(g, None));
-        assert!(!t.pages_still_valid(NodeId(999), fp(3)), "no such node");
+        assert!(
+            !t.pages_still_valid(NodeId::new(999), fp(3)),
+            "no such node"
+        );
     }
 
     #[test]

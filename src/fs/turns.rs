@@ -8,7 +8,7 @@ use super::resolve::Located;
 use super::{CkptFs, FsResult, HostFs, cname};
 use crate::capture::TurnError;
 use crate::identity::FileId;
-use crate::ids::NodeId;
+use crate::ids::{NodeId, Turn};
 use crate::ipc::JsonText;
 use crate::relpath::RelPath;
 use crate::rewind::{self, Report, RewindError};
@@ -268,7 +268,7 @@ impl Turns {
     pub(super) fn begin_turn(
         &self,
         host: &HostFs,
-        n: u64,
+        n: Turn,
         label: Option<String>,
     ) -> Result<bool, TurnError> {
         let _gate = host.exclusive_gate();
@@ -348,7 +348,7 @@ impl Turns {
 /// The turns as the control files see them: `.ckpt/turn` and `.ckpt/rewind` read and begin
 /// turns and rewinds as the control socket does.
 impl TurnControl for CkptFs {
-    fn current_turn(&self) -> u64 {
+    fn current_turn(&self) -> Turn {
         self.host.capture.current_turn()
     }
 
@@ -356,7 +356,7 @@ impl TurnControl for CkptFs {
         self.turns.last_report()
     }
 
-    fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
+    fn begin_turn(&self, n: Turn, label: Option<String>) -> Result<bool, TurnError> {
         self.turns.begin_turn(&self.host, n, label)
     }
 

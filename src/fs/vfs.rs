@@ -442,7 +442,7 @@ impl CkptFs {
     }
 
     /// Begins turn `n`; returns whether the turn changed.
-    pub fn begin_turn(&self, n: u64, label: Option<String>) -> Result<bool, TurnError> {
+    pub fn begin_turn(&self, n: Turn, label: Option<String>) -> Result<bool, TurnError> {
         self.turns.begin_turn(&self.host, n, label)
     }
 
@@ -484,7 +484,11 @@ mod tests {
         for id in [CTL_DIR, CTL_TURN, CTL_REWIND, CTL_GITIGNORE] {
             assert_eq!(side(id), Side::Control, "{id}");
         }
-        for id in [ROOT, NodeId(CTL_GITIGNORE.0 + 1), NodeId(1 << 40)] {
+        for id in [
+            ROOT,
+            NodeId::new(CTL_GITIGNORE.get() + 1),
+            NodeId::new(1 << 40),
+        ] {
             assert_eq!(side(id), Side::Host, "{id}");
         }
     }

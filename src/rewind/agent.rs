@@ -116,7 +116,7 @@ mod tests {
         fn new() -> Self {
             let mut j = Self(Index::default());
             j.add(Record::Turn {
-                turn: Turn(1),
+                turn: Turn::new(1),
                 label: None,
             });
             j.add(Record::Agent(AgentMark {
@@ -127,14 +127,14 @@ mod tests {
                 session: None,
             }));
             j.add(Record::Turn {
-                turn: Turn(2),
+                turn: Turn::new(2),
                 label: None,
             });
             j
         }
 
         fn add(&mut self, rec: Record) -> Seq {
-            let seq = Seq(self.0.last_seq.0 + 1);
+            let seq = self.0.last_seq.next();
             self.0.apply(&Line {
                 v: rec.version(),
                 seq,
@@ -153,7 +153,7 @@ mod tests {
             let capture = match self.0.capture_seq_now(&path) {
                 Some(seq) => seq,
                 None => self.add(Record::Capture {
-                    turn: Turn(2),
+                    turn: Turn::new(2),
                     path,
                     pre,
                     undo_of: None,
@@ -195,7 +195,7 @@ mod tests {
         j.changed("both.txt", PreImage::Absent, &[("vim", false)]);
         j.changed("src", dir(), &[("chmod", true)]);
         j.changed("src/mine.rs", PreImage::Absent, &[("vim", false)]);
-        let s = split(&j.0, Turn(2), Conflicts::Keep, &|_| true).expect("split");
+        let s = split(&j.0, Turn::new(2), Conflicts::Keep, &|_| true).expect("split");
         assert_eq!(names(&s.agent_only), vec!["agent.txt", "src"]);
         assert_eq!(names(&s.conflicts), vec!["both.txt"]);
         assert_eq!(names(&s.others), vec!["mine.txt", "src/mine.rs"]);
@@ -209,7 +209,7 @@ mod tests {
         );
         let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
         assert_eq!(chosen, vec!["agent.txt", "src"]);
-        let s = split(&j.0, Turn(2), Conflicts::Rewind, &|_| true).expect("split");
+        let s = split(&j.0, Turn::new(2), Conflicts::Rewind, &|_| true).expect("split");
         let chosen: Vec<String> = s.chosen().iter().map(RelPath::to_string).collect();
         assert_eq!(chosen, vec!["agent.txt", "src", "both.txt"]);
     }
@@ -221,7 +221,7 @@ mod tests {
         j.changed("gen/a.o", PreImage::Absent, &[("cc", true)]);
         j.changed("gen/notes", PreImage::Absent, &[("vim", false)]);
         for policy in [Conflicts::Keep, Conflicts::Rewind] {
-            let s = split(&j.0, Turn(2), policy, &|_| true).expect("split");
+            let s = split(&j.0, Turn::new(2), policy, &|_| true).expect("split");
             assert_eq!(names(&s.agent_only), vec!["gen/a.o"]);
             assert_eq!(names(&s.conflicts), vec!["gen"]);
             assert_eq!(
@@ -251,7 +251,7 @@ mod tests {
         // `docs` is gone now (the other process removed it); `src` is still a directory.
         let dir_now = |p: &RelPath| p.to_string() == "src";
         for policy in [Conflicts::Keep, Conflicts::Rewind] {
-            let s = split(&j.0, Turn(2), policy, &dir_now).expect("split");
+            let s = split(&j.0, Turn::new(2), policy, &dir_now).expect("split");
             assert_eq!(names(&s.agent_only), vec!["src/b.rs"], "{policy:?}");
             assert_eq!(names(&s.conflicts), vec!["docs/a.md"], "{policy:?}");
             assert_eq!(
@@ -269,11 +269,11 @@ mod tests {
         // A capture no touch names: a file held open for writing across the turn switch.
         j.changed("held.log", PreImage::Absent, &[]);
         j.changed("held.log", PreImage::Absent, &[("node", true)]);
-        let s = split(&j.0, Turn(2), Conflicts::Keep, &|_| true).expect("split");
+        let s = split(&j.0, Turn::new(2), Conflicts::Keep, &|_| true).expect("split");
         assert_eq!(names(&s.conflicts), vec!["held.log"]);
         let unmarked = Index::default();
         assert!(matches!(
-            split(&unmarked, Turn(1), Conflicts::Keep, &|_| true),
+            split(&unmarked, Turn::new(1), Conflicts::Keep, &|_| true),
             Err(RewindError::NoAgent)
         ));
     }

@@ -163,7 +163,7 @@ mod tests {
         // loose blob in a new shard, small ones in the pack).
         store
             .append(Record::Turn {
-                turn: Turn(2),
+                turn: Turn::new(2),
                 label: None,
             })
             .expect("turn");
@@ -172,7 +172,7 @@ mod tests {
         for p in paths {
             store
                 .append(Record::Capture {
-                    turn: Turn(2),
+                    turn: Turn::new(2),
                     path: RelPath::new(p.as_bytes()).expect("path"),
                     pre: PreImage::Absent,
                     undo_of: None,
@@ -196,12 +196,12 @@ mod tests {
         for partial in [false, true] {
             let req = if partial {
                 Request::To {
-                    to: Turn(2),
+                    to: Turn::new(2),
                     scope: Scope::Paths(asked.clone()),
                     mode: Mode::Apply,
                 }
             } else {
-                Request::folder(Turn(2))
+                Request::folder(Turn::new(2))
             };
             let r = run(root.as_fd(), &mut store, &req, u64::MAX, &none);
             match r {
@@ -221,7 +221,7 @@ mod tests {
         // What the store holds replays as it was: turn 2 current, its captures in place.
         drop(store);
         let store = Store::reopen_for_test(root.as_fd()).expect("reopen");
-        assert_eq!(store.index().current_turn(), Turn(2));
-        assert_eq!(store.index().plan_targets(Turn(2)).len(), paths.len());
+        assert_eq!(store.index().current_turn(), Turn::new(2));
+        assert_eq!(store.index().plan_targets(Turn::new(2)).len(), paths.len());
     }
 }

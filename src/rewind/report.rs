@@ -476,8 +476,8 @@ mod tests {
     #[test]
     fn a_report_reads_back_as_the_json_it_was_written_as() {
         let report = Report {
-            to: Turn(2),
-            from: Turn(4),
+            to: Turn::new(2),
+            from: Turn::new(4),
             op: Some("undo of #3".into()),
             restored: vec![p("a"), RelPath::new(b"b\xff").expect("a valid path")],
             deleted: vec![p("c")],

@@ -447,7 +447,7 @@ impl<'a> Rewinder<'a> {
         let writes = self.room_for_run((&plan, anchors), frame.saving())?;
         self.times.end("room");
         let attempt = Attempt::begin(self.store)?;
-        let begin = resume.unwrap_or(Seq(self.store.index().last_seq.0 + 1));
+        let begin = resume.unwrap_or(self.store.index().last_seq.next());
         let read = self.read_saves(&plan, anchors, &frame, begin);
         let reads = match read {
             Ok(reads) => reads,

@@ -103,7 +103,7 @@ impl Rewinder<'_> {
         log::warn!(target: "ckpt::rewind", "completing operation #{} that was cut off", u.id);
         let report = match u.op.kind {
             OpKind::RewindPaths => {
-                let to = u.op.to.unwrap_or(Turn(0));
+                let to = u.op.to.unwrap_or(Turn::new(0));
                 self.partial(to, &u.op.paths, Some(u.begin))?
             }
             OpKind::Undo | OpKind::Redo => {
@@ -191,7 +191,7 @@ impl Rewinder<'_> {
         open: OpBegin,
         resume: Option<Seq>,
     ) -> Result<(), RewindError> {
-        let begin = resume.unwrap_or(Seq(self.store.index().last_seq.0 + 1));
+        let begin = resume.unwrap_or(self.store.index().last_seq.next());
         let mut records = Vec::new();
         if resume.is_none() {
             records.push(Record::OpBegin(open));

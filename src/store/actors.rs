@@ -258,7 +258,7 @@ mod tests {
 
     fn capture(turn: u64, path: &str) -> Record {
         Record::Capture {
-            turn: Turn(turn),
+            turn: Turn::new(turn),
             path: RelPath::new(path.as_bytes()).expect("valid"),
             pre: PreImage::Absent,
             undo_of: None,
@@ -306,7 +306,7 @@ mod tests {
         .expect("mark");
         for t in 2..=3 {
             s.append(Record::Turn {
-                turn: Turn(t),
+                turn: Turn::new(t),
                 label: None,
             })
             .expect("turn");
@@ -332,8 +332,8 @@ mod tests {
         // A rewind to turn 3 retires turn 3's capture, and with it its touches.
         let b = s
             .append(Record::RewindBegin {
-                to: Turn(3),
-                from: Turn(3),
+                to: Turn::new(3),
+                from: Turn::new(3),
             })
             .expect("begin");
         s.append(Record::RewindDone {
@@ -389,7 +389,7 @@ mod tests {
         let parsed = crate::store::journal::parse(text.as_bytes()).expect("parse");
         let found: Vec<u64> = check_records(&parsed.lines)
             .iter()
-            .map(|(s, _)| s.0)
+            .map(|(s, _)| s.get())
             .collect();
         assert_eq!(found, vec![2, 3]);
     }

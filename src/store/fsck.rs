@@ -344,7 +344,7 @@ fn still_at_its_path(store_dir: BorrowedFd<'_>, path: &RelPath, pre: &PreImage) 
 /// Parses line by line, reporting each bad line instead of stopping at the first.
 fn check_lines(bytes: &[u8], add: &mut dyn FnMut(Finding)) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
-    let mut last_seq = Seq(0);
+    let mut last_seq = Seq::new(0);
     let mut begun: HashSet<Seq> = HashSet::new();
     let text_lines: Vec<&[u8]> = bytes.split_inclusive(|b| *b == b'\n').collect();
     for (i, raw) in text_lines.iter().enumerate() {
@@ -531,7 +531,7 @@ mod tests {
         let f = std::fs::File::open(dir.path().join("f")).expect("open f");
         let stored = s.blobs.put_fd(f.as_fd()).expect("put");
         s.append(Record::Capture {
-            turn: Turn(1),
+            turn: Turn::new(1),
             path: RelPath::new(b"f").expect("valid"),
             pre: PreImage::File {
                 blob: stored.id,

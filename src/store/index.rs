@@ -50,7 +50,7 @@ pub struct Index {
 impl Index {
     /// The current turn (0 before the first turn record).
     pub fn current_turn(&self) -> Turn {
-        self.turns.last().map_or(Turn(0), |t| t.turn)
+        self.turns.last().map_or(Turn::new(0), |t| t.turn)
     }
 
     /// The index a journal's lines describe, replayed in order.
@@ -430,7 +430,7 @@ pub(crate) mod tests {
 
     pub(in crate::store) fn cap(turn: u64, path: &str, pre: PreImage) -> Record {
         Record::Capture {
-            turn: Turn(turn),
+            turn: Turn::new(turn),
             path: rp(path),
             pre,
             undo_of: None,
@@ -442,8 +442,8 @@ pub(crate) mod tests {
     #[test]
     fn retiring_captures_splits_them_by_turn_in_journal_order() {
         let c = |seq: u64, turn: u64, path: &str| Capture {
-            seq: Seq(seq),
-            turn: Turn(turn),
+            seq: Seq::new(seq),
+            turn: Turn::new(turn),
             path: rp(path),
             pre: PreImage::Absent,
             pid: None,
@@ -458,16 +458,16 @@ pub(crate) mod tests {
             c(4, 3, "d"),
             c(5, 2, "e"),
         ];
-        let retired = retire_captures(&mut captures, Turn(2));
+        let retired = retire_captures(&mut captures, Turn::new(2));
         assert_eq!(paths(&retired), ["b", "d", "e"]);
         assert_eq!(paths(&captures), ["a", "c"]);
         // Every capture retired: all of them, in order, and nothing left.
-        let retired = retire_captures(&mut captures, Turn(1));
+        let retired = retire_captures(&mut captures, Turn::new(1));
         assert_eq!(paths(&retired), ["a", "c"]);
         assert!(captures.is_empty());
         // None retired.
         let mut captures = vec![c(1, 1, "a"), c(2, 1, "b")];
-        assert!(retire_captures(&mut captures, Turn(2)).is_empty());
+        assert!(retire_captures(&mut captures, Turn::new(2)).is_empty());
         assert_eq!(paths(&captures), ["a", "b"]);
     }
 
@@ -478,7 +478,7 @@ pub(crate) mod tests {
         fn new() -> Self {
             let mut r = Self(Index::default());
             r.append(Record::Turn {
-                turn: Turn(1),
+                turn: Turn::new(1),
                 label: None,
             });
             r
@@ -486,7 +486,7 @@ pub(crate) mod tests {
 
         /// Applies `rec` as the next line and returns its seq.
         fn append(&mut self, rec: Record) -> Seq {
-            let seq = Seq(self.0.last_seq.0 + 1);
+            let seq = self.0.last_seq.next();
             self.0.apply(&Line {
                 v: rec.version(),
                 seq,
@@ -545,12 +545,12 @@ pub(crate) mod tests {
             index.turns,
             vec![
                 TurnInfo {
-                    turn: Turn(1),
+                    turn: Turn::new(1),
                     label: None,
                     time: 100,
                 },
                 TurnInfo {
-                    turn: Turn(2),
+                    turn: Turn::new(2),
                     label: Some("edit".into()),
                     time: 200,
                 },
@@ -560,24 +560,24 @@ pub(crate) mod tests {
             index.captures,
             vec![
                 Capture {
-                    seq: Seq(2),
-                    turn: Turn(1),
+                    seq: Seq::new(2),
+                    turn: Turn::new(1),
                     path: rp("a.txt"),
                     pre: PreImage::Absent,
                     pid: None,
                     comm: None,
                 },
                 Capture {
-                    seq: Seq(4),
-                    turn: Turn(2),
+                    seq: Seq::new(4),
+                    turn: Turn::new(2),
                     path: rp("a.txt"),
                     pre: stored_a(),
                     pid: Some(42),
                     comm: Some("rm".into()),
                 },
                 Capture {
-                    seq: Seq(5),
-                    turn: Turn(2),
+                    seq: Seq::new(5),
+                    turn: Turn::new(2),
                     path: rp("b.txt"),
                     pre: PreImage::Absent,
                     pid: None,
@@ -585,22 +585,22 @@ pub(crate) mod tests {
                 },
             ]
         );
-        assert_eq!(index.current_turn(), Turn(2));
-        assert_eq!(index.last_seq, Seq(6));
+        assert_eq!(index.current_turn(), Turn::new(2));
+        assert_eq!(index.last_seq, Seq::new(6));
         assert!(index.pending.is_empty(), "the staged line resolved it");
         assert_eq!(
             captured_paths(&index),
             std::collections::HashSet::from([rp("a.txt"), rp("b.txt")])
         );
         assert_eq!(
-            index.plan_targets(Turn(1)),
+            index.plan_targets(Turn::new(1)),
             vec![
                 (rp("a.txt"), PreImage::Absent),
                 (rp("b.txt"), PreImage::Absent)
             ]
         );
         assert_eq!(
-            index.plan_targets(Turn(2)),
+            index.plan_targets(Turn::new(2)),
             vec![(rp("a.txt"), stored_a()), (rp("b.txt"), PreImage::Absent)]
         );
     }
@@ -617,7 +617,7 @@ pub(crate) mod tests {
         assert_eq!(
             index.turns,
             vec![TurnInfo {
-                turn: Turn(1),
+                turn: Turn::new(1),
                 label: None,
                 time: 301,
             }]
@@ -634,16 +634,16 @@ pub(crate) mod tests {
         else {
             panic!("a whole rewind: {top:?}");
         };
-        assert_eq!((*begin, *to), (Seq(7), Turn(1)));
+        assert_eq!((*begin, *to), (Seq::new(7), Turn::new(1)));
         assert_eq!(
             index.ops.get(top.op).map(|o| o.what.clone()),
             Some(OpWhat::Rewind {
-                to: Turn(1),
-                from: Turn(2)
+                to: Turn::new(1),
+                from: Turn::new(2)
             })
         );
         assert_eq!(
-            retired.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
+            retired.iter().map(|c| c.seq.get()).collect::<Vec<_>>(),
             vec![2, 4, 5]
         );
         assert_eq!(targets, vec![(rp("b.txt"), PreImage::Absent)]);
@@ -654,11 +654,15 @@ pub(crate) mod tests {
         );
         let index = replay_text(&undone);
         assert_eq!(
-            index.turns.iter().map(|t| t.turn.0).collect::<Vec<_>>(),
+            index.turns.iter().map(|t| t.turn.get()).collect::<Vec<_>>(),
             vec![1, 2]
         );
         assert_eq!(
-            index.captures.iter().map(|c| c.seq.0).collect::<Vec<_>>(),
+            index
+                .captures
+                .iter()
+                .map(|c| c.seq.get())
+                .collect::<Vec<_>>(),
             vec![2, 4, 5]
         );
         assert!(
@@ -696,7 +700,7 @@ pub(crate) mod tests {
                 .iter()
                 .all(|o| !matches!(o.what, OpWhat::Rewind { .. }))
         );
-        assert_eq!(index.last_seq, Seq(9));
+        assert_eq!(index.last_seq, Seq::new(9));
     }
 
     #[test]
@@ -704,22 +708,22 @@ pub(crate) mod tests {
         let mut s = Replay::new();
         s.append(cap(1, "f", file("one")));
         s.append(Record::Turn {
-            turn: Turn(2),
+            turn: Turn::new(2),
             label: None,
         });
         s.append(cap(2, "f", file("two")));
         s.append(Record::Turn {
-            turn: Turn(3),
+            turn: Turn::new(3),
             label: None,
         });
         s.append(cap(3, "f", file("three")));
         s.append(cap(3, "g", PreImage::Absent));
         assert_eq!(
-            s.0.plan_targets(Turn(1)),
+            s.0.plan_targets(Turn::new(1)),
             vec![(rp("f"), file("one")), (rp("g"), PreImage::Absent)]
         );
         assert_eq!(
-            s.0.plan_targets(Turn(3)),
+            s.0.plan_targets(Turn::new(3)),
             vec![(rp("f"), file("three")), (rp("g"), PreImage::Absent)]
         );
     }
@@ -728,20 +732,20 @@ pub(crate) mod tests {
     fn undo_brings_back_retired_turns() {
         let mut s = Replay::new();
         s.append(Record::Turn {
-            turn: Turn(2),
+            turn: Turn::new(2),
             label: None,
         });
         s.append(cap(2, "f", file("two")));
         s.append(Record::Turn {
-            turn: Turn(3),
+            turn: Turn::new(3),
             label: None,
         });
         let b = s.append(Record::RewindBegin {
-            to: Turn(2),
-            from: Turn(3),
+            to: Turn::new(2),
+            from: Turn::new(3),
         });
         s.append(Record::Capture {
-            turn: Turn(2),
+            turn: Turn::new(2),
             path: rp("f"),
             pre: file("now"),
             undo_of: Some(b),
@@ -759,8 +763,8 @@ pub(crate) mod tests {
             vec![(rp("f"), file("now")), (rp("h"), PreImage::Absent)]
         );
         s.append(Record::UndoDone { rewind: b });
-        assert_eq!(s.0.current_turn(), Turn(3));
-        assert_eq!(s.0.plan_targets(Turn(2)), vec![(rp("f"), file("two"))]);
+        assert_eq!(s.0.current_turn(), Turn::new(3));
+        assert_eq!(s.0.plan_targets(Turn::new(2)), vec![(rp("f"), file("two"))]);
         // A legacy undo cannot be redone; the turn switches before it can still be undone.
         assert!(s.0.ops.redo.is_empty());
     }

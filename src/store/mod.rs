@@ -246,11 +246,11 @@ impl Store {
             durable,
             staged,
             dev,
-            epoch: Epoch(0),
+            epoch: Epoch::new(0),
         };
         if store.index.turns.is_empty() {
             store.append(Record::Turn {
-                turn: Turn(1),
+                turn: Turn::new(1),
                 label: Some("mounted".into()),
             })?;
         }
@@ -311,7 +311,7 @@ impl Store {
         let mut lines: Vec<Line> = Vec::new();
         let mut bytes = Vec::new();
         for rec in recs {
-            let seq = Seq(self.index.last_seq.0 + 1 + lines.len() as u64);
+            let seq = Seq::new(self.index.last_seq.get() + 1 + lines.len() as u64);
             let line = Line {
                 v: rec.version(),
                 seq,
@@ -417,7 +417,7 @@ mod tests {
         let (last, before) = {
             let mut s = open(&dir);
             s.append(Record::Turn {
-                turn: Turn(2),
+                turn: Turn::new(2),
                 label: None,
             })
             .expect("append");
@@ -425,7 +425,7 @@ mod tests {
             let last = s
                 .append_all(paths.iter().map(|p| cap(2, p, PreImage::Absent)))
                 .expect("append_all");
-            assert_eq!(last.0, first.0 + n as u64, "one seq per record");
+            assert_eq!(last.get(), first.get() + n as u64, "one seq per record");
             assert!(
                 s.journal_len() > 2 * APPEND_BATCH as u64,
                 "more than one batch"
@@ -447,21 +447,21 @@ mod tests {
         {
             let mut s = open(&dir);
             s.append(Record::Turn {
-                turn: Turn(2),
+                turn: Turn::new(2),
                 label: Some("edit".into()),
             })
             .expect("append");
             s.append(cap(2, "f", file("two"))).expect("append");
             s.append(Record::Turn {
-                turn: Turn(3),
+                turn: Turn::new(3),
                 label: None,
             })
             .expect("append");
             s.append(cap(3, "g", PreImage::Absent)).expect("append");
             let b = s
                 .append(Record::RewindBegin {
-                    to: Turn(2),
-                    from: Turn(3),
+                    to: Turn::new(2),
+                    from: Turn::new(3),
                 })
                 .expect("append");
             s.append(Record::RewindDone {
@@ -469,16 +469,16 @@ mod tests {
                 counts: None,
             })
             .expect("append");
-            assert_eq!(s.index.current_turn(), Turn(2));
-            assert!(s.index.plan_targets(Turn(2)).is_empty());
-            assert!(!s.index.has_turn(Turn(3)));
+            assert_eq!(s.index.current_turn(), Turn::new(2));
+            assert!(s.index.plan_targets(Turn::new(2)).is_empty());
+            assert!(!s.index.has_turn(Turn::new(3)));
         }
         let s = open(&dir);
-        assert_eq!(s.index.current_turn(), Turn(2));
-        assert!(s.index.plan_targets(Turn(1)).is_empty());
+        assert_eq!(s.index.current_turn(), Turn::new(2));
+        assert!(s.index.plan_targets(Turn::new(1)).is_empty());
         assert_eq!(
             s.index.turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
-            vec![Turn(1), Turn(2)]
+            vec![Turn::new(1), Turn::new(2)]
         );
     }
 
@@ -488,20 +488,20 @@ mod tests {
         {
             let mut s = open(&dir);
             s.append(Record::Turn {
-                turn: Turn(2),
+                turn: Turn::new(2),
                 label: None,
             })
             .expect("append");
             s.append(cap(2, "f", file("two"))).expect("append");
             s.append(Record::RewindBegin {
-                to: Turn(2),
-                from: Turn(2),
+                to: Turn::new(2),
+                from: Turn::new(2),
             })
             .expect("append");
         }
         let s = open(&dir);
-        assert_eq!(s.index.unfinished_rewind.map(|r| r.1), Some(Turn(2)));
-        assert_eq!(s.index.plan_targets(Turn(2)).len(), 1);
+        assert_eq!(s.index.unfinished_rewind.map(|r| r.1), Some(Turn::new(2)));
+        assert_eq!(s.index.plan_targets(Turn::new(2)).len(), 1);
     }
 
     #[test]
@@ -527,7 +527,7 @@ mod tests {
         assert_eq!(s.journal_end().expect("end"), end);
         // Appends go on from there, numbered as if nothing had been written.
         let seq = s.append(cap(1, "next", PreImage::Absent)).expect("append");
-        assert_eq!(seq.0, end.last_seq.0 + 1);
+        assert_eq!(seq, end.last_seq.next());
         drop(s);
         assert_eq!(open(&dir).index.captures.len(), 2);
     }

@@ -57,11 +57,11 @@ pub struct Policy {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unrecoverable {
     /// Turns forgotten: no rewind to their start any more.
-    pub dropped_turns: Vec<u64>,
+    pub dropped_turns: Vec<Turn>,
     /// Operations that could be undone or redone before the prune and no longer can.
     pub lost_ops: Vec<u64>,
     /// Turns retired by a rewind that an undo could have brought back, and no longer can.
-    pub lost_rewound_turns: Vec<u64>,
+    pub lost_rewound_turns: Vec<Turn>,
 }
 
 impl Unrecoverable {
@@ -80,7 +80,7 @@ pub enum Loss {
     /// A turn forgotten.
     Turn {
         /// Its number.
-        turn: u64,
+        turn: Turn,
         /// Its label.
         label: Option<String>,
     },
@@ -101,7 +101,7 @@ pub enum Loss {
     /// A turn a rewind in effect retired, which undoing that rewind would bring back.
     RewoundTurn {
         /// Its number.
-        turn: u64,
+        turn: Turn,
         /// Its label.
         label: Option<String>,
         /// The rewind that retired it.
@@ -121,7 +121,7 @@ pub struct PruneReport {
     /// The same, one entry each, for people: turns, then undo and redo steps, then rewound turns.
     pub lost: Vec<Loss>,
     /// Turns that can still be rewound to.
-    pub kept_turns: Vec<u64>,
+    pub kept_turns: Vec<Turn>,
     /// What became of the undo and redo history.
     pub undo_history: UndoHistory,
     /// Blobs removed.
@@ -219,7 +219,7 @@ fn keep_from(store: &Store, policy: Policy, sizes: &HashMap<BlobId, u64>, before
             first += 1;
         }
     }
-    turns.get(first).copied().unwrap_or(Turn(0))
+    turns.get(first).copied().unwrap_or(Turn::new(0))
 }
 
 /// Plans a prune of `store` by `policy`, changing nothing.
@@ -248,7 +248,7 @@ fn plan_with(
     let journal_now = store.journal_len();
     let before = blob_bytes + journal_now;
     let keep_from = keep_from(store, policy, sizes, before);
-    let first = store.index.turns.first().map_or(Turn(0), |t| t.turn);
+    let first = store.index.turns.first().map_or(Turn::new(0), |t| t.turn);
     let (forget, journal_after, report) = if keep_from <= first && policy.undo == UndoHistory::Keep
     {
         let named = super::fsck::named_blobs(&read_journal(store)?);
@@ -291,8 +291,8 @@ fn plan_with(
             .index
             .turns
             .iter()
-            .map(|t| t.turn.0)
-            .filter(|t| *t >= keep_from.0)
+            .map(|t| t.turn)
+            .filter(|t| *t >= keep_from)
             .collect(),
         removed_blobs: blobs.len(),
         freed_bytes: before.saturating_sub(after),
@@ -397,9 +397,9 @@ fn losses(store: &Store, keep_from: Turn) -> (Unrecoverable, Vec<Loss>) {
     let mut lost = Vec::new();
     let mut u = Unrecoverable::default();
     for t in index.turns.iter().filter(|t| t.turn < keep_from) {
-        u.dropped_turns.push(t.turn.0);
+        u.dropped_turns.push(t.turn);
         lost.push(Loss::Turn {
-            turn: t.turn.0,
+            turn: t.turn,
             label: t.label.clone(),
         });
     }
@@ -425,9 +425,9 @@ fn losses(store: &Store, keep_from: Turn) -> (Unrecoverable, Vec<Loss>) {
     rewound.sort_by_key(|(t, _)| t.turn);
     rewound.dedup_by_key(|(t, _)| t.turn);
     for (t, by) in rewound {
-        u.lost_rewound_turns.push(t.turn.0);
+        u.lost_rewound_turns.push(t.turn);
         lost.push(Loss::RewoundTurn {
-            turn: t.turn.0,
+            turn: t.turn,
             label: t.label.clone(),
             by,
         });
@@ -492,11 +492,11 @@ fn kept_lines(store: &Store, keep_from: Turn, pruned: super::journal::Pruned) ->
         seq += 1;
         lines.push(Line {
             v: rec.version(),
-            seq: Seq(seq),
+            seq: Seq::new(seq),
             time,
             rec,
         });
-        Seq(seq)
+        Seq::new(seq)
     };
     let kept = store.index.turns.iter().filter(|t| t.turn >= keep_from);
     for (i, t) in kept.enumerate() {
@@ -545,10 +545,15 @@ mod tests {
     use super::*;
     use crate::relpath::RelPath;
 
+    /// Turns numbered `ns`.
+    fn turns(ns: impl IntoIterator<Item = u64>) -> Vec<Turn> {
+        ns.into_iter().map(Turn::new).collect()
+    }
+
     fn file_cap(s: &mut Store, turn: u64, path: &str, content: &[u8]) {
         let stored = s.blobs.put_bytes(content).expect("put");
         s.append(Record::Capture {
-            turn: Turn(turn),
+            turn: Turn::new(turn),
             path: RelPath::new(path.as_bytes()).expect("valid"),
             pre: PreImage::File {
                 blob: stored.id,
@@ -577,7 +582,7 @@ mod tests {
         file_cap(&mut s, 1, "a", b"turn one bytes");
         for t in 2..=4 {
             s.append(Record::Turn {
-                turn: Turn(t),
+                turn: Turn::new(t),
                 label: Some(format!("t{t}")),
             })
             .expect("turn");
@@ -591,21 +596,25 @@ mod tests {
             },
         )
         .expect("prune");
-        assert_eq!(r.unrecoverable.dropped_turns, vec![1, 2]);
-        assert_eq!(r.kept_turns, vec![3, 4]);
+        assert_eq!(r.unrecoverable.dropped_turns, turns([1, 2]));
+        assert_eq!(r.kept_turns, turns([3, 4]));
         assert_eq!(r.removed_blobs, 2);
-        assert!(!s.index.has_turn(Turn(2)));
-        assert_eq!(s.index.plan_targets(Turn(3)).len(), 1);
+        assert!(!s.index.has_turn(Turn::new(2)));
+        assert_eq!(s.index.plan_targets(Turn::new(3)).len(), 1);
         drop(s);
         // The rewritten journal replays to the same index, and appends still work.
         let mut s = Store::reopen_for_test(root.as_fd()).expect("reopen");
         assert_eq!(
-            s.index.turns.iter().map(|t| t.turn.0).collect::<Vec<_>>(),
+            s.index
+                .turns
+                .iter()
+                .map(|t| t.turn.get())
+                .collect::<Vec<_>>(),
             vec![3, 4]
         );
         assert_eq!(s.index.turns[0].label.as_deref(), Some("t3"));
         s.append(Record::Turn {
-            turn: Turn(5),
+            turn: Turn::new(5),
             label: None,
         })
         .expect("append after prune");
@@ -619,7 +628,7 @@ mod tests {
         let mut s = Store::for_test(root.as_fd()).expect("store");
         file_cap(&mut s, 1, "a", &[1u8; 5000]);
         s.append(Record::Turn {
-            turn: Turn(2),
+            turn: Turn::new(2),
             label: None,
         })
         .expect("turn");
@@ -632,8 +641,8 @@ mod tests {
             },
         )
         .expect("prune");
-        assert_eq!(r.kept_turns, vec![2]);
-        assert_eq!(r.unrecoverable.dropped_turns, vec![1]);
+        assert_eq!(r.kept_turns, turns([2]));
+        assert_eq!(r.unrecoverable.dropped_turns, turns([1]));
     }
 
     /// Turns 1 to 3, each capturing `a` (4,000 distinct bytes a turn), then a rewind to turn 1
@@ -644,7 +653,7 @@ mod tests {
         file_cap(&mut s, 1, "a", &[1u8; 4000]);
         for t in 2..=3u8 {
             s.append(Record::Turn {
-                turn: Turn(u64::from(t)),
+                turn: Turn::new(u64::from(t)),
                 label: None,
             })
             .expect("turn");
@@ -652,8 +661,8 @@ mod tests {
         }
         let begin = s
             .append(Record::RewindBegin {
-                to: Turn(1),
-                from: Turn(3),
+                to: Turn::new(1),
+                from: Turn::new(3),
             })
             .expect("rewind");
         s.append(Record::RewindDone {
@@ -709,13 +718,13 @@ mod tests {
         };
         let preview = preview(&s, policy).expect("preview");
         let r = prune(&mut s, policy).expect("prune");
-        assert_eq!(r.unrecoverable.dropped_turns, Vec::<u64>::new());
+        assert_eq!(r.unrecoverable.dropped_turns, Vec::<Turn>::new());
         assert_eq!(r.unrecoverable.lost_ops, vec![2, 3, 4]);
-        assert_eq!(r.unrecoverable.lost_rewound_turns, vec![2, 3]);
+        assert_eq!(r.unrecoverable.lost_rewound_turns, turns([2, 3]));
         assert_eq!(
             r.lost.last(),
             Some(&Loss::RewoundTurn {
-                turn: 3,
+                turn: Turn::new(3),
                 label: None,
                 by: 4
             })

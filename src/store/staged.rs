@@ -284,7 +284,7 @@ impl Store {
             let seq = std::str::from_utf8(&e.name)
                 .ok()
                 .and_then(|n| n.parse::<u64>().ok())
-                .map(Seq);
+                .map(Seq::new);
             if seq.is_some_and(|s| self.index.pending.contains_key(&s)) {
                 continue;
             }

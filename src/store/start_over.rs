@@ -250,7 +250,7 @@ mod tests {
         assert!(aside.join("VERSION").is_file());
         assert!(!t.path().join(".ckpt/blobs").exists());
         let s = super::super::Store::reopen_for_test(root(&t).as_fd()).expect("reopen");
-        assert_eq!(s.index().current_turn(), crate::ids::Turn(1));
+        assert_eq!(s.index().current_turn(), crate::ids::Turn::new(1));
         assert!(s.blobs().list().expect("list").is_empty());
         drop(s);
         assert_eq!(

@@ -4,7 +4,7 @@ use super::*;
 
 impl Case {
     pub(super) fn next_turn(&mut self, n: u64) -> Result<(), Failure> {
-        match self.fs().begin_turn(n, None) {
+        match self.fs().begin_turn(Turn::new(n), None) {
             Ok(true) => {}
             Ok(false) => return fail("core-error", format!("begin_turn({n}) changed nothing")),
             Err(e) => return fail("core-error", format!("begin_turn({n}): {e}")),
@@ -87,7 +87,7 @@ impl Case {
             .index()
             .turns
             .iter()
-            .map(|t| (t.turn.0, t.label.clone()))
+            .map(|t| (t.turn.get(), t.label.clone()))
             .collect();
         drop(store);
         let want: Vec<(u64, Option<String>)> = self
@@ -108,7 +108,7 @@ impl Case {
     pub(super) fn relabel(&mut self, k: u64, seed: u8) -> Result<(), Failure> {
         let text = String::from_utf8(content(seed)).unwrap_or_default();
         let label = (!text.is_empty()).then_some(text);
-        if let Err(e) = self.fs().relabel(Turn(k), label.clone()) {
+        if let Err(e) = self.fs().relabel(Turn::new(k), label.clone()) {
             return fail("core-error", format!("relabel {k}: {e}"));
         }
         let host = self.seen.take().unwrap_or_else(|| observe(&self.core.root));
@@ -208,9 +208,9 @@ impl Case {
 
     pub(super) fn rewind(&mut self, k: u64, seen: Option<Observed>) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
-        let req = rewind::Request::folder(Turn(k));
+        let req = rewind::Request::folder(Turn::new(k));
         let dry = rewind::Request::To {
-            to: Turn(k),
+            to: Turn::new(k),
             scope: rewind::Scope::Folder,
             mode: rewind::Mode::Preview,
         };

@@ -91,30 +91,38 @@ mod tests {
         let registered = AtomicU32::new(0);
         let register = || Some(Id(registered.fetch_add(1, Ordering::Relaxed), &given_back));
         let ids = BackingIds::default();
-        let a = ids.for_handle(NodeId(20), Fh(1), register).map(|id| id.0);
-        let b = ids.for_handle(NodeId(20), Fh(2), register).map(|id| id.0);
-        let other = ids.for_handle(NodeId(21), Fh(3), register).map(|id| id.0);
+        let a = ids
+            .for_handle(NodeId::new(20), Fh::new(1), register)
+            .map(|id| id.0);
+        let b = ids
+            .for_handle(NodeId::new(20), Fh::new(2), register)
+            .map(|id| id.0);
+        let other = ids
+            .for_handle(NodeId::new(21), Fh::new(3), register)
+            .map(|id| id.0);
         assert_eq!((a, b, other), (Some(0), Some(0), Some(1)));
-        ids.release(Fh(1));
+        ids.release(Fh::new(1));
         assert_eq!(
             given_back.load(Ordering::Relaxed),
             0,
             "handle 2 still holds node 20's id"
         );
-        ids.release(Fh(2));
+        ids.release(Fh::new(2));
         assert_eq!(
             given_back.load(Ordering::Relaxed),
             1,
             "node 20's id given back"
         );
-        let again = ids.for_handle(NodeId(20), Fh(4), register).map(|id| id.0);
+        let again = ids
+            .for_handle(NodeId::new(20), Fh::new(4), register)
+            .map(|id| id.0);
         assert_eq!(
             again,
             Some(2),
             "a new open after the last release registers again"
         );
-        ids.release(Fh(3));
-        ids.release(Fh(4));
+        ids.release(Fh::new(3));
+        ids.release(Fh::new(4));
         assert_eq!(given_back.load(Ordering::Relaxed), 3);
     }
 
@@ -122,12 +130,15 @@ mod tests {
     fn a_failed_registration_holds_nothing_and_the_next_open_tries_again() {
         let given_back = AtomicU32::new(0);
         let ids = BackingIds::default();
-        assert!(ids.for_handle(NodeId(20), Fh(1), || None).is_none());
-        let id = ids.for_handle(NodeId(20), Fh(2), || Some(Id(7, &given_back)));
+        assert!(
+            ids.for_handle(NodeId::new(20), Fh::new(1), || None)
+                .is_none()
+        );
+        let id = ids.for_handle(NodeId::new(20), Fh::new(2), || Some(Id(7, &given_back)));
         assert_eq!(id.map(|id| id.0), Some(7));
-        ids.release(Fh(1));
+        ids.release(Fh::new(1));
         assert_eq!(given_back.load(Ordering::Relaxed), 0);
-        ids.release(Fh(2));
+        ids.release(Fh::new(2));
         assert_eq!(given_back.load(Ordering::Relaxed), 1);
     }
 
@@ -136,8 +147,10 @@ mod tests {
         let given_back = AtomicU32::new(0);
         let ids = BackingIds::default();
         for n in 0..(PRUNE_ABOVE as u64 + 10) {
-            let _ = ids.for_handle(NodeId(100 + n), Fh(n), || Some(Id(0, &given_back)));
-            ids.release(Fh(n));
+            let _ = ids.for_handle(NodeId::new(100 + n), Fh::new(n), || {
+                Some(Id(0, &given_back))
+            });
+            ids.release(Fh::new(n));
         }
         assert!(ids.lock().by_node.len() <= PRUNE_ABOVE + 1);
         assert!(ids.lock().by_handle.is_empty());

@@ -88,7 +88,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
     let mut out = Parsed::default();
     let mut pos = 0;
     let mut line_no = 0;
-    let mut last_seq = Seq(0);
+    let mut last_seq = Seq::new(0);
     while pos < bytes.len() {
         line_no += 1;
         let Some(nl) = bytes[pos..].iter().position(|b| *b == b'\n') else {
@@ -162,10 +162,10 @@ mod tests {
     fn turn(seq: u64, n: u64) -> Line {
         Line {
             v: 1,
-            seq: Seq(seq),
+            seq: Seq::new(seq),
             time: 0,
             rec: Record::Turn {
-                turn: Turn(n),
+                turn: Turn::new(n),
                 label: None,
             },
         }
@@ -207,10 +207,10 @@ mod tests {
     fn capture_line_format_is_stable() {
         let line = Line {
             v: 1,
-            seq: Seq(7),
+            seq: Seq::new(7),
             time: 5,
             rec: Record::Capture {
-                turn: Turn(2),
+                turn: Turn::new(2),
                 path: RelPath::new(b"a/b.txt").expect("valid"),
                 pre: PreImage::Absent,
                 undo_of: None,

@@ -473,7 +473,7 @@ pub struct Pruned {
     pub id: u64,
     /// Turns that can no longer be rewound to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dropped_turns: Vec<u64>,
+    pub dropped_turns: Vec<Turn>,
     /// Operations that could be undone (or redone) before, and no longer can.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost_ops: Vec<u64>,

@@ -81,7 +81,7 @@ pub enum OpWhat {
     /// A prune forgot turns and undo history.
     Prune {
         /// Turns forgotten.
-        dropped_turns: Vec<u64>,
+        dropped_turns: Vec<Turn>,
         /// Operations that can no longer be undone or redone.
         lost_ops: Vec<u64>,
     },

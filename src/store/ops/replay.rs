@@ -131,7 +131,7 @@ impl Index {
     pub(in crate::store) fn op_begin(&mut self, seq: Seq, time: u64, op: &OpBegin) {
         let what = match op.kind {
             OpKind::RewindPaths => OpWhat::RewindPaths {
-                to: op.to.unwrap_or(Turn(0)),
+                to: op.to.unwrap_or(Turn::new(0)),
                 paths: op.paths.iter().map(ToString::to_string).collect(),
             },
             OpKind::Undo => OpWhat::Undo {
@@ -543,7 +543,7 @@ impl Index {
             .iter()
             .map(|a| OpEntry {
                 id: a.id,
-                seq: Seq(0),
+                seq: Seq::new(0),
                 time: a.time,
                 what: OpWhat::Archived {
                     text: a.text.clone(),

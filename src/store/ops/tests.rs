@@ -6,11 +6,11 @@ use crate::store::journal::{Line, Record};
 
 /// Applies `rec` as the next line at time `seq * 10`; returns its seq.
 fn push(index: &mut Index, rec: Record) -> Seq {
-    let seq = Seq(index.last_seq.0 + 1);
+    let seq = index.last_seq.next();
     index.apply(&Line {
         v: rec.version(),
         seq,
-        time: seq.0 * 10,
+        time: seq.get() * 10,
         rec,
     });
     seq
@@ -18,7 +18,7 @@ fn push(index: &mut Index, rec: Record) -> Seq {
 
 fn turn(n: u64) -> Record {
     Record::Turn {
-        turn: Turn(n),
+        turn: Turn::new(n),
         label: None,
     }
 }
@@ -65,7 +65,7 @@ fn rewind_saving(index: &mut Index, (to, from): (Turn, Turn), path: &str, pre: P
 }
 
 fn turns_of(index: &Index) -> Vec<u64> {
-    index.turns.iter().map(|t| t.turn.0).collect()
+    index.turns.iter().map(|t| t.turn.get()).collect()
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn undoing_a_turn_switch_merges_its_captures_and_redo_splits_them_again() {
     assert_eq!(turns_of(&index), vec![1]);
     // Turn 1's own capture of `a` is older and wins; `b` is turn 1's now.
     assert_eq!(
-        index.plan_targets(Turn(1)),
+        index.plan_targets(Turn::new(1)),
         vec![(rp("a"), file("a1")), (rp("b"), PreImage::Absent)]
     );
     // A path changed after the undo is captured again (for a redo to find).
@@ -92,7 +92,7 @@ fn undoing_a_turn_switch_merges_its_captures_and_redo_splits_them_again() {
     undo_or_redo(&mut index, OpKind::Redo);
     assert_eq!(turns_of(&index), vec![1, 2]);
     assert_eq!(
-        index.plan_targets(Turn(2)),
+        index.plan_targets(Turn::new(2)),
         vec![
             (rp("a"), file("a2")),
             (rp("b"), PreImage::Absent),
@@ -118,7 +118,7 @@ fn undo_two_deep_then_redo_gives_back_each_index_state() {
     push(&mut index, turn(1));
     push(&mut index, turn(2));
     push(&mut index, cap(2, "f", file("two")));
-    let b = rewind_saving(&mut index, (Turn(1), Turn(2)), "f", file("now"));
+    let b = rewind_saving(&mut index, (Turn::new(1), Turn::new(2)), "f", file("now"));
     push(
         &mut index,
         Record::RewindDone {
@@ -130,7 +130,7 @@ fn undo_two_deep_then_redo_gives_back_each_index_state() {
     push(
         &mut index,
         Record::Relabel {
-            turn: Turn(1),
+            turn: Turn::new(1),
             label: Some("x".into()),
         },
     );
@@ -144,12 +144,15 @@ fn undo_two_deep_then_redo_gives_back_each_index_state() {
     );
     undo_or_redo(&mut index, OpKind::Undo); // the rewind
     assert_eq!(turns_of(&index), vec![1, 2]);
-    assert_eq!(index.plan_targets(Turn(2)), vec![(rp("f"), file("two"))]);
+    assert_eq!(
+        index.plan_targets(Turn::new(2)),
+        vec![(rp("f"), file("two"))]
+    );
     // Its redo gives back `g`'s capture, taken after the rewind.
     undo_or_redo(&mut index, OpKind::Redo);
     assert_eq!(turns_of(&index), vec![1]);
     assert_eq!(
-        index.plan_targets(Turn(1)),
+        index.plan_targets(Turn::new(1)),
         vec![(rp("g"), PreImage::Absent)]
     );
     undo_or_redo(&mut index, OpKind::Redo);
@@ -171,7 +174,7 @@ fn a_partial_rewind_restarts_the_capture_epoch_and_an_unfinished_one_is_remember
         &mut index,
         Record::OpBegin(OpBegin {
             kind: OpKind::RewindPaths,
-            to: Some(Turn(1)),
+            to: Some(Turn::new(1)),
             paths: vec![rp("a")],
             target: None,
         }),
@@ -180,7 +183,7 @@ fn a_partial_rewind_restarts_the_capture_epoch_and_an_unfinished_one_is_remember
     push(
         &mut index,
         Record::Capture {
-            turn: Turn(1),
+            turn: Turn::new(1),
             path: rp("a"),
             pre: file("a1"),
             undo_of: Some(b),
@@ -238,7 +241,12 @@ fn linked_identities_count_every_record_kept_and_follow_renewals() {
     assert_eq!(index.linked_identities(), HashSet::from([id(5)]));
     // A rewind retires turn 2's captures to its undo entry and saves a group it replaces:
     // both are records an undo or a redo restores, so both count.
-    let b = rewind_saving(&mut index, (Turn(1), Turn(2)), "group", file_of(8, 3));
+    let b = rewind_saving(
+        &mut index,
+        (Turn::new(1), Turn::new(2)),
+        "group",
+        file_of(8, 3),
+    );
     // While the rewind runs, its saves count too.
     assert_eq!(index.linked_identities(), HashSet::from([id(5), id(8)]));
     push(
