@@ -145,7 +145,7 @@ mod run;
 #[path = "core_model/turns.rs"]
 mod turns;
 
-use common::reference::history::{Actor, Change, TurnRec, UndoRec};
+use common::reference::history::{Actor, Change, TurnRec, Turns, UndoRec};
 use common::reference::model::{
     HKey, Kind, MEntry, Model, Observed, Snap, Tree, Xattrs, show, tree_diff,
 };
@@ -216,9 +216,8 @@ struct Case {
     vfs: Vfs,
     model: Model,
     held: Vec<Held>,
-    turns: BTreeMap<u64, TurnRec>,
-    current: u64,
-    max_used: u64,
+    /// The live turns with their starts, the current turn and the highest number used.
+    turns: Turns<TurnRec>,
     /// Operations `undo` reverts, newest last.
     undo_stack: Vec<UndoRec>,
     /// Operations undone that `redo` re-applies, newest last.

@@ -239,13 +239,13 @@ impl Case {
         before: &Observed,
         after: &Observed,
     ) -> BTreeSet<String> {
-        let since = self.turns[&k].start;
+        let since = self.turns.start(k).start;
         before
             .tree
             .entries
             .keys()
             .chain(after.tree.entries.keys())
-            .chain(self.turns[&k].tree.entries.keys())
+            .chain(self.turns.start(k).tree.entries.keys())
             .chain(
                 self.history
                     .iter()
@@ -259,7 +259,7 @@ impl Case {
 
     /// Who changed each path since turn `k` began, in the model.
     fn actors_since(&self, k: u64) -> ByPath {
-        let since = self.turns[&k].start;
+        let since = self.turns.start(k).start;
         let mut by = ByPath::new();
         for c in self.history.iter().filter(|c| c.step > since) {
             by.entry(c.path.clone()).or_default().insert(c.actor);
@@ -292,7 +292,7 @@ impl Case {
         let tops: Vec<&str> = chosen.iter().map(String::as_str).collect();
         let captured = self.paths_below(k, &tops, &before, &after);
         self.daemon_changed(captured);
-        let hint = self.turns[&k].ids.clone();
+        let hint = self.turns.start(k).ids.clone();
         self.adopt(&after, &hint)?;
         self.seen = Some(after);
         Ok(())
@@ -338,7 +338,7 @@ impl Case {
             let agent_alone = a.iter().all(|x| *x == Actor::Agent) && !a.is_empty();
             !(agent_alone || (a.contains(&Actor::Agent) && rewind_conflicts))
         };
-        let then = &self.turns[&k].tree.entries;
+        let then = &self.turns.start(k).tree.entries;
         let mut lines = Vec::new();
         for p in &sets.blocked {
             let then_dir = matches!(then.get(p).map(|s| &s.kind), Some(Kind::Dir { .. }));
@@ -381,7 +381,7 @@ impl Case {
         after: &Observed,
         chosen: &BTreeSet<String>,
     ) -> Result<(), Failure> {
-        let then = &self.turns[&k].tree;
+        let then = &self.turns.start(k).tree;
         let mut want = before.tree.clone();
         for p in chosen {
             match then.entries.get(p) {

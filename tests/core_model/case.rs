@@ -13,16 +13,13 @@ impl Case {
             .permissions()
             .mode()
             & 0o7777;
-        let turns = BTreeMap::from([(
-            1,
-            TurnRec {
-                tree: host.tree,
-                inos: host.inos,
-                ids: BTreeMap::new(),
-                start: 0,
-                label: Some("mounted".into()),
-            },
-        )]);
+        let turns = Turns::new(TurnRec {
+            tree: host.tree,
+            inos: host.inos,
+            ids: BTreeMap::new(),
+            start: 0,
+            label: Some("mounted".into()),
+        });
         Self {
             core,
             vfs: Vfs::default(),
@@ -32,8 +29,6 @@ impl Case {
             },
             held: Vec::new(),
             turns,
-            current: 1,
-            max_used: 1,
             undo_stack: Vec::new(),
             redo_stack: Vec::new(),
             step: 0,
@@ -56,7 +51,7 @@ impl Case {
     pub(super) fn replay(&self) -> String {
         format!(
             "replay (fixture ops, current turn {}):\n    {}",
-            self.current,
+            self.turns.current,
             self.trace.join("\n    ")
         )
     }
@@ -98,7 +93,7 @@ impl Case {
         self.step += 1;
         count(op.kind(), true);
         let note = match op {
-            NextTurn(g) => format!(" // turn {}", self.max_used + u64::from(g)),
+            NextTurn(g) => format!(" // turn {}", self.turns.next_number(g)),
             _ => String::new(),
         };
         self.trace.push(format!("{op:?},{note}"));
@@ -130,7 +125,7 @@ impl Case {
             }
             NextTurn(g) => {
                 return self
-                    .next_turn(self.max_used + u64::from(g))
+                    .next_turn(self.turns.next_number(g))
                     .and_then(|()| self.check_turns());
             }
             _ => {

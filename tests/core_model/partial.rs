@@ -41,7 +41,7 @@ impl Case {
         let what = format!("rewind_paths({k}, {o:?})");
         self.previewed_rewind(&what, k, rewind::Scope::Paths(vec![rel]))?;
         let after = observe(&self.core.root);
-        let x = expect_partial(&before, &self.model.file_ids(), &self.turns[&k], o);
+        let x = expect_partial(&before, &self.model.file_ids(), self.turns.start(k), o);
         let lines = self.partial_diffs(&x, &after);
         if !lines.is_empty() {
             return fail(
@@ -139,7 +139,7 @@ impl Case {
         let top = ancestors(o).first().copied().unwrap_or(o);
         let paths = self.paths_below(k, &[top], &before, &after);
         self.daemon_changed(paths);
-        let hint = self.turns[&k].ids.clone();
+        let hint = self.turns.start(k).ids.clone();
         self.adopt(&after, &hint)?;
         self.seen = Some(after);
         Ok(())

@@ -55,7 +55,7 @@ impl Case {
 
     /// An even selector picks one of the last two turns, an odd one any turn.
     pub(super) fn turn_sel(&self, sel: u8) -> u64 {
-        let turns: Vec<u64> = self.turns.keys().copied().collect();
+        let turns: Vec<u64> = self.turns.live();
         let from = if sel.is_multiple_of(2) {
             &turns[turns.len().saturating_sub(2)..]
         } else {
@@ -263,7 +263,7 @@ impl Case {
             G::RewindPaths { turn, entry } => {
                 let to = self.turn_sel(turn);
                 let mut c: BTreeSet<&'static str> = self.entries().into_iter().collect();
-                c.extend(self.turns[&to].tree.entries.keys().map(|k| intern(k)));
+                c.extend(self.turns.start(to).tree.entries.keys().map(|k| intern(k)));
                 RewindPaths(to, self.local(entry, c.into_iter().collect())?)
             }
             G::Undo => Undo,
@@ -300,8 +300,8 @@ impl Case {
                 .is_some_and(|x| x.contains_key(XNAMES[usize::from(n) % XNAMES.len()])),
             WriteHeld(..) | TruncHeld(..) | CloseHeld(..) => !self.held.is_empty(),
             NextTurn(g) => g > 0,
-            Rewind(t) | RewindPaths(t, _) | Relabel(t, _) => self.turns.contains_key(&t),
-            RewindAgent(t, _) => self.turns.contains_key(&t) && self.procs.is_some(),
+            Rewind(t) | RewindPaths(t, _) | Relabel(t, _) => self.turns.get(t).is_some(),
+            RewindAgent(t, _) => self.turns.get(t).is_some() && self.procs.is_some(),
             As(_) => self.procs.is_some(),
             Forget | Undo | Redo => true,
             // Made through the core as `Mkdir` and `Unlink`/`Rmdir` steps, never as one.

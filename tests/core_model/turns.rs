@@ -20,14 +20,13 @@ impl Case {
         self.push_op(UndoRec {
             tree: host.tree.clone(),
             turns: self.turns.clone(),
-            current: self.current,
             at: self.step,
             kept: BTreeMap::new(),
             folder: false,
             history: Vec::new(),
             ids: self.model.file_ids(),
         });
-        self.turns.insert(
+        self.turns.begin(
             n,
             TurnRec {
                 tree: host.tree,
@@ -37,8 +36,6 @@ impl Case {
                 label: None,
             },
         );
-        self.current = n;
-        self.max_used = n;
         Ok(())
     }
 
@@ -71,7 +68,6 @@ impl Case {
         self.push_op(UndoRec {
             tree: before.tree.clone(),
             turns: self.turns.clone(),
-            current: self.current,
             at: self.step,
             kept: super::partial::kept_inodes(before, after),
             folder: true,
@@ -93,7 +89,7 @@ impl Case {
         let want: Vec<(u64, Option<String>)> = self
             .turns
             .iter()
-            .map(|(k, t)| (*k, t.label.clone()))
+            .map(|(k, t)| (k, t.label.clone()))
             .collect();
         if got != want {
             return fail(
@@ -115,7 +111,6 @@ impl Case {
         self.push_op(UndoRec {
             tree: host.tree.clone(),
             turns: self.turns.clone(),
-            current: self.current,
             at: self.step,
             kept: BTreeMap::new(),
             folder: false,
@@ -123,7 +118,7 @@ impl Case {
             ids: self.model.file_ids(),
         });
         self.seen = Some(host);
-        if let Some(t) = self.turns.get_mut(&k) {
+        if let Some(t) = self.turns.get_mut(k) {
             t.label = label;
         }
         Ok(())
@@ -239,7 +234,7 @@ impl Case {
     /// After a rewind to `k`: the folder as at the start of `k`, and every path nothing touched
     /// since then on its inode of then.
     pub(super) fn check_rewound(&self, k: u64, after: &Observed) -> Result<(), Failure> {
-        let t = &self.turns[&k];
+        let t = &self.turns.start(k);
         if let Some(d) = tree_diff(&t.tree, &after.tree, self.xattrs) {
             // Every path's inode then and now: a rare failure (a hard-link group lost once in
             // CI, never again in thousands of runs) then says whether an identity was missed
@@ -281,14 +276,13 @@ impl Case {
     /// and the turns after `k` gone.
     fn record_rewind(&mut self, k: u64, before: Observed, after: Observed) -> Result<(), Failure> {
         self.push_folder_op(&before, &after);
-        let hint = self.turns[&k].ids.clone();
+        let hint = self.turns.start(k).ids.clone();
         self.adopt(&after, &hint)?;
         self.seen = Some(after.clone());
-        let since = self.turns[&k].start;
+        let since = self.turns.start(k).start;
         self.history.retain(|c| c.step <= since);
-        self.turns.retain(|t, _| *t <= k);
-        let label = self.turns.get(&k).and_then(|t| t.label.clone());
-        self.turns.insert(
+        let label = self.turns.get(k).and_then(|t| t.label.clone());
+        self.turns.rewound(
             k,
             TurnRec {
                 tree: after.tree,
@@ -298,7 +292,6 @@ impl Case {
                 label,
             },
         );
-        self.current = k;
         Ok(())
     }
 
@@ -328,10 +321,12 @@ impl Case {
         let after = observe(&self.core.root);
         self.check_reverted(what, &u, &before, &after)?;
         self.touch_changes(&before, &after);
+        // The turns come back as they were; numbers used since stay used.
+        let mut turns = u.turns;
+        turns.max_used = self.turns.max_used;
         let back = UndoRec {
             tree: before.tree.clone(),
-            turns: std::mem::replace(&mut self.turns, u.turns),
-            current: std::mem::replace(&mut self.current, u.current),
+            turns: std::mem::replace(&mut self.turns, turns),
             at: self.step,
             kept: kept_inodes(&before, &after),
             folder: u.folder,

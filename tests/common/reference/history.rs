@@ -21,8 +21,9 @@ pub struct TurnRec {
 /// (for a redo: just before the undo it reverts).
 pub struct UndoRec {
     pub tree: Tree,
-    pub turns: BTreeMap<u64, TurnRec>,
-    pub current: u64,
+    /// The turns and the current one (their highest number used is not given back: numbers
+    /// keep growing past every one used).
+    pub turns: Turns<TurnRec>,
     /// The operation's step.
     pub at: u64,
     /// Paths the operation left on their inode, with that inode.
@@ -58,6 +59,7 @@ pub struct Change {
 /// The turns that exist, each with what a tier recorded at its start (`S`), the current turn
 /// and the highest number used: a rewind to `k` drops the turns after `k` and begins `k`
 /// again, and new turn numbers keep growing past every number used.
+#[derive(Clone)]
 pub struct Turns<S> {
     starts: BTreeMap<u64, S>,
     /// The turn the folder is in.
@@ -124,6 +126,16 @@ impl<S> Turns<S> {
     /// What turn `k` began with; `k` must be live.
     pub fn start(&self, k: u64) -> &S {
         &self.starts[&k]
+    }
+
+    /// What turn `k` began with, to change, if it is live.
+    pub fn get_mut(&mut self, k: u64) -> Option<&mut S> {
+        self.starts.get_mut(&k)
+    }
+
+    /// Every live turn with what it began with, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &S)> {
+        self.starts.iter().map(|(k, s)| (*k, s))
     }
 
     /// The record of the current turn.
