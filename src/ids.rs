@@ -9,7 +9,7 @@
 //! the CLI's arguments, the socket's requests and answers, the reports; it is a bare number in
 //! all of their text (JSON, the journal, messages), as a `u64` was. Node ids and handles are
 //! made only inside the crate (`new` is `pub(crate)`): where the kernel's numbers enter
-//! (`fs/fuse.rs`), in the node table (`fs/inode.rs`, from host inode numbers), as the control
+//! (`fs/fuse/translate.rs`), in the node table (`fs/inode.rs`, from host inode numbers), as the control
 //! nodes' fixed ids (`fs/control.rs`) and by the handle allocators (`fs/files.rs`,
 //! `fs/ctlfs.rs`).
 
@@ -284,7 +284,7 @@ number_id! {
     /// knows it (`fs/inode.rs`). The root is 1, the `.ckpt/` control nodes 2 to 5
     /// (`fs/control.rs`), a host inode its own inode number where that can serve; 0 is the
     /// kernel's "no such name" (a negative entry). Made from and turned back into fuser's
-    /// `INodeNo` only in `fs/fuse.rs`.
+    /// `INodeNo` only in `fs/fuse/translate.rs`.
     ///
     /// A handle number is not a node id, and the core's methods say which one they take:
     ///
@@ -307,7 +307,7 @@ number_id! {
 number_id! {
     /// An open handle's number (`fh`): what `open` and `create` return and every call on an
     /// open file names it by (`fs/handles.rs`). Never reused while the mount lives. Made from
-    /// and turned back into fuser's `FileHandle` only in `fs/fuse.rs`.
+    /// and turned back into fuser's `FileHandle` only in `fs/fuse/translate.rs`.
     pub(crate) Fh
 }
 

@@ -11,7 +11,7 @@
 //! [`Capturer::ensure_tree`] a subtree (before a rename). The rest is one job per file:
 //! - `preimage.rs`: reading what a name is now ([`read_preimage`], [`read_open_file`],
 //!   [`walk_tree`]); no policy, no lock;
-//! - `stage.rs`: capturing a removed or renamed-over file's last name by moving its inode into
+//! - `stage/`: capturing a removed or renamed-over file's last name by moving its inode into
 //!   the store ([`Capturer::stage`]), its bytes stored later by the `ckpt-stager` thread;
 //! - `turn.rs`: beginning a turn ([`Capturer::begin_turn`]) and capturing the files held open
 //!   for writing across it.

@@ -2,11 +2,12 @@
 //! What to answer is the core's decision (TTLs in [`Entry`], negative entries'
 //! [`CkptFs::negative_ttl`], direct I/O or passthrough in [`OpenedAs`]); what lives here is
 //! how fuser says it: its `INodeNo` and `FileHandle` as the core's [`NodeId`] and [`Fh`] (the
-//! one place they are converted), the node id swapped into `st_ino` (`fix`), kernel
+//! one place they are converted, `translate.rs`), the node id swapped into `st_ino` (`fix`), kernel
 //! passthrough's backing ids (one per inode, as the kernel requires), the negotiation at
 //! `init`, and the log level of each errno. Every request method is a few lines.
 
 mod backing;
+mod translate;
 
 use super::{Caller, CkptFs, Entry, FsError, Invalidator, OpenedAs, SetAttr, SetTime, XattrReply};
 use crate::ids::{Fh, NodeId};
@@ -23,6 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
+use translate::{At, caller, failed, fix, named, on, placeholder_attr, time};
 
 /// The `fuser::Filesystem` over a shared core.
 pub struct FuseAdapter {
@@ -77,115 +79,6 @@ impl FuseAdapter {
     }
 }
 
-// The kernel's numbers and the core's: the same values, and the one place where one becomes
-// the other. Elsewhere a `u64` becomes a node id or a handle only where the core makes its own
-// (the node table, the control nodes' fixed ids, the handle allocators).
-impl From<INodeNo> for NodeId {
-    fn from(ino: INodeNo) -> Self {
-        NodeId::new(ino.0)
-    }
-}
-
-impl From<NodeId> for INodeNo {
-    fn from(node: NodeId) -> Self {
-        INodeNo(node.get())
-    }
-}
-
-impl From<FileHandle> for Fh {
-    fn from(fh: FileHandle) -> Self {
-        Fh::new(fh.0)
-    }
-}
-
-impl From<Fh> for FileHandle {
-    fn from(fh: Fh) -> Self {
-        FileHandle(fh.get())
-    }
-}
-
-fn caller(req: &Request) -> Caller {
-    Caller {
-        uid: req.uid(),
-        gid: req.gid(),
-        pid: req.pid(),
-    }
-}
-
-/// What a failed request was about, named by path in its log line: a node, a name in a
-/// directory node, and for a request between two (a rename, a link, a copy) the other one.
-#[derive(Clone, Copy)]
-struct At<'a> {
-    node: INodeNo,
-    name: Option<&'a OsStr>,
-    to: Option<(INodeNo, Option<&'a OsStr>)>,
-}
-
-/// A request on `node`.
-fn on(node: INodeNo) -> At<'static> {
-    At {
-        node,
-        name: None,
-        to: None,
-    }
-}
-
-/// A request on `name` in the directory `parent`.
-fn named(parent: INodeNo, name: &OsStr) -> At<'_> {
-    At {
-        node: parent,
-        name: Some(name),
-        to: None,
-    }
-}
-
-impl<'a> At<'a> {
-    /// The same request, from here to `node` (and `name` in it).
-    fn to(self, node: INodeNo, name: Option<&'a OsStr>) -> Self {
-        Self {
-            to: Some((node, name)),
-            ..self
-        }
-    }
-}
-
-/// The reply to a failed request: the errno as the core gave it, logged with the operation,
-/// the path it was about and what the core says failed inside it (debug for outcomes a
-/// filesystem gives every day, a warning for the rest and for anything of the daemon's own
-/// that failed, such as the store). Which errno each failure gets is decided in `src/errno.rs`
-/// and the core, not here.
-fn failed(fs: &CkptFs, op: &str, at: At<'_>, e: FsError) -> Errno {
-    let everyday = !e.daemon_failed()
-        && matches!(
-            e.errno().0,
-            libc::ENOENT
-                | libc::EEXIST
-                | libc::ENODATA
-                | libc::ENOTEMPTY
-                | libc::EPERM
-                | libc::EACCES
-                | libc::EINVAL
-                | libc::ENAMETOOLONG
-                | libc::ENOTDIR
-                | libc::ELOOP
-        );
-    let level = if everyday {
-        log::Level::Debug
-    } else {
-        log::Level::Warn
-    };
-    if log::log_enabled!(target: "ckpt::fuse", level) {
-        // Named by path, quoted, never by node id: the core knows the names.
-        let one = |node: INodeNo, name| fs.log_path(node.into(), name);
-        let path = match at.to {
-            None => one(at.node, at.name),
-            Some((node, name)) => format!("{} -> {}", one(at.node, at.name), one(node, name)),
-        };
-        log::log!(target: "ckpt::fuse", level, "{op} {path} failed: {e}");
-    }
-    Errno::from_i32(e.errno().0)
-}
-
 impl FuseAdapter {
     /// [`failed`], on this adapter's core.
     fn errno(&self, op: &str, at: At<'_>, e: FsError) -> Errno {
@@ -198,43 +91,6 @@ impl FuseAdapter {
             Err(e) => reply.error(self.errno(op, at, e)),
         }
     }
-}
-
-/// The kernel identifies nodes by node id; `st_ino` shows the host inode (kept in `attr.ino`).
-/// fuser writes `attr.ino` as the entry's node id, so swap them here and let the kernel use
-/// the node id; `st_ino` then equals the node id, which is stable per host inode.
-fn fix(e: Entry) -> fuser::FileAttr {
-    let mut a = e.attr;
-    a.ino = e.node.into();
-    a
-}
-
-/// Attributes the kernel does not keep: those of `.` and `..` in a listing, of a negative entry.
-fn placeholder_attr(ino: INodeNo, kind: FileType) -> fuser::FileAttr {
-    fuser::FileAttr {
-        ino,
-        size: 0,
-        blocks: 0,
-        atime: SystemTime::UNIX_EPOCH,
-        mtime: SystemTime::UNIX_EPOCH,
-        ctime: SystemTime::UNIX_EPOCH,
-        crtime: SystemTime::UNIX_EPOCH,
-        kind,
-        perm: 0o755,
-        nlink: 2,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        blksize: 4096,
-        flags: 0,
-    }
-}
-
-fn time(t: Option<TimeOrNow>) -> Option<SetTime> {
-    t.map(|t| match t {
-        TimeOrNow::Now => SetTime::Now,
-        TimeOrNow::SpecificTime(s) => SetTime::At(s),
-    })
 }
 
 /// Sends invalidations through the session's notifier.
