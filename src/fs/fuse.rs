@@ -9,7 +9,7 @@
 mod backing;
 mod translate;
 
-use super::{Caller, CkptFs, Entry, FsError, Invalidator, OpenedAs, SetAttr, SetTime, XattrReply};
+use super::{CkptFs, Entry, FsError, Invalidator, OpenedAs, SetAttr, XattrReply};
 use crate::ids::{Fh, NodeId};
 use backing::BackingIds;
 use fuser::BackingId;
