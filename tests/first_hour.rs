@@ -599,3 +599,46 @@ fn ctrl_c_during_a_rewind_says_it_goes_on_and_undo_takes_it_back() {
     assert!(undone(), "the undo went on to its end");
     common::assert_same_tree(&before, &common::tree(&m.dir, false));
 }
+
+/// `run` started by a parent that ignores `SIGCHLD` (an ignored signal stays ignored through
+/// `execve`): it still returns when its command ends, with the command's code, and unmounts.
+/// Ignored, the kernel would reap children by itself and `run`'s wait for any child would
+/// block until every one was gone, the daemon it mounted included.
+#[test]
+fn run_returns_when_its_parent_ignores_sigchld() {
+    if !require_fuse() {
+        return;
+    }
+    let tmp = tempfile::tempdir_in("/tmp").expect("tempdir");
+    let dir = tmp.path().join("site");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            "trap '' CHLD; exec \"$0\" run -- sh -c 'echo made > made.txt; exit 3'",
+        ])
+        .arg(bin())
+        .current_dir(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = Command::new("umount").arg("-l").arg(&dir).status();
+            panic!("run did not return within 60 s of its command's end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(3), "the command's code");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("made.txt")).expect("made.txt"),
+        "made\n"
+    );
+    assert!(!is_mounted(&dir), "run unmounted the folder it mounted");
+}

@@ -42,6 +42,8 @@ pub fn run(a: RunArgs) -> CliResult {
             code: 127,
         });
     }
+    // Before anything is spawned: `wait_for_command` needs each ended child returned to it.
+    crate::sys::default_sigchld();
     super::mount::recover_dead_mount(&folder)?;
     let mounted_before = crate::mounts::is_ckpt_mount(&folder);
     if !mounted_before {

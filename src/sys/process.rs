@@ -258,6 +258,17 @@ pub fn default_sigpipe() {
     }
 }
 
+/// Restores the default disposition of `SIGCHLD`, which an ignoring parent passes on through
+/// `execve`: ignored, the kernel reaps children by itself and `waitpid(-1)` blocks until every
+/// child is gone (the daemon `run` mounted, an orphan it adopted) instead of returning the one
+/// that ended.
+pub fn default_sigchld() {
+    // SAFETY: installing SIG_DFL for SIGCHLD touches no memory of ours.
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
+}
+
 /// The set holding `SIGINT` alone.
 fn sigint_set() -> libc::sigset_t {
     // SAFETY: a zeroed sigset_t is valid storage, and sigemptyset initialises it before

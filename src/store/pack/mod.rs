@@ -393,8 +393,11 @@ impl Packs {
                 if !holders.is_empty() {
                     pending.lost.get_or_insert(e);
                 }
-                let _ = sys::ftruncate(data.as_fd(), start);
+                // The index first: cut off after a crash between the two, data past the last
+                // line is only unused room, where a line past the data would name the bytes
+                // the next append puts there.
                 let _ = sys::ftruncate(idx.as_fd(), *idx_size);
+                let _ = sys::ftruncate(data.as_fd(), start);
                 let mut index = self.index.lock();
                 for id in &pending.ids {
                     index.remove(id);
@@ -499,7 +502,13 @@ impl Packs {
         let Some(w) = guard.as_mut() else {
             return Ok(false);
         };
-        if w.pack != end.pack || !w.pending.ids.is_empty() || w.size < end.size {
+        // Nothing to cut when the packs ended before the mark (appends lost since, a line
+        // counted at the mark but never written): a cut would pad or split index lines.
+        if w.pack != end.pack
+            || !w.pending.ids.is_empty()
+            || w.size < end.size
+            || w.idx_size < end.idx_size
+        {
             return Ok(false);
         }
         let mut index = self.index.lock();
@@ -509,11 +518,15 @@ impl Packs {
         {
             return Ok(false);
         }
-        sys::ftruncate(w.data.as_fd(), end.size)?;
+        // The index first, as in `write_pending`; once its lines are cut the blobs leave the
+        // index in memory too, whatever the data file's cut gives (a data file longer than
+        // its last line is only unused room).
         sys::ftruncate(w.idx.as_fd(), end.idx_size)?;
-        w.size = end.size;
         w.idx_size = end.idx_size;
         index.retain(|id, l| !end.precedes(id, l));
+        if sys::ftruncate(w.data.as_fd(), end.size).is_ok() {
+            w.size = end.size;
+        }
         Ok(true)
     }
 
