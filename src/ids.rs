@@ -69,7 +69,7 @@ impl BlobId {
     }
 
     /// [`Self::of_file`] for a file whose size `fstat` gave as `size`: one under 64 KiB (what
-    /// a rewind's decision hashes by the thousand) is read in one `pread` into a buffer one
+    /// a rewind's decision hashes by the thousand) is read by `sys::read_if_at_most`: one `pread` into a buffer one
     /// byte larger than it, whose shortfall is its end, instead of a zeroed 64 KiB buffer and a
     /// second `pread` that finds the end (a tenth of the decision's time over 10,000 small
     /// files, docs/BENCHMARKS.md). A file that changed size since falls back to reading it all.
@@ -79,13 +79,9 @@ impl BlobId {
     ) -> crate::sys::SysResult<Self> {
         if let Ok(len) = usize::try_from(size)
             && len < 64 * 1024
+            && let Some(bytes) = crate::sys::read_if_at_most(fd, len)?
         {
-            let mut buf = vec![0u8; len + 1];
-            if let Ok(n) = crate::sys::pread(fd, &mut buf, 0)
-                && n == len
-            {
-                return Ok(Self::of(&buf[..n]));
-            }
+            return Ok(Self::of(&bytes));
         }
         Self::of_file(fd)
     }

@@ -196,14 +196,17 @@ fn attributes_match(
     mode: Option<u32>,
     xattrs: Option<&[Xattr]>,
 ) -> bool {
-    let xattrs_ok = || {
-        xattrs.is_none_or(|want| {
+    owner_and_mode_match(st, owner, mode)
+        && xattrs.is_none_or(|want| {
             sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
-                .and_then(|fd| xattrs::read_all(Via::Path(fd.as_fd())))
-                .is_ok_and(|now| now == want)
+                .is_ok_and(|fd| xattrs_are(Via::Path(fd.as_fd()), want))
         })
-    };
-    owner_and_mode_match(st, owner, mode) && xattrs_ok()
+}
+
+/// Whether the extended attributes read through `via` are exactly `want` (a failed read
+/// counts as not).
+fn xattrs_are(via: Via<'_>, want: &[Xattr]) -> bool {
+    xattrs::read_all(via).is_ok_and(|now| now == want)
 }
 
 /// Whether `st` has the owner (as root only: a user's files are all the user's) and the mode
@@ -448,9 +451,7 @@ impl<'a> Slot<'a> {
             return false;
         };
         BlobId::of_file_sized(fd.as_fd(), st.st_size as u64).is_ok_and(|id| id == *blob)
-            && xattrs.is_none_or(|want| {
-                xattrs::read_all(Via::Open(fd.as_fd())).is_ok_and(|now| now == want)
-            })
+            && xattrs.is_none_or(|want| xattrs_are(Via::Open(fd.as_fd()), want))
     }
 
     /// Whether the inode at the path is proven another than the one the record names (a

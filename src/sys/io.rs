@@ -43,6 +43,25 @@ pub fn pwrite(fd: BorrowedFd<'_>, buf: &[u8], off: u64) -> SysResult<usize> {
     })
 }
 
+/// The whole file open as `fd`, read from offset 0, when it holds at most `size` bytes (what
+/// `fstat` just said, or a bound): read into a buffer one byte larger, where one `pread` that
+/// falls short of it is the common case (the end reached: a second call would only confirm
+/// it). `None` when the file holds more than `size` bytes (it grew since it was sized), so
+/// that the caller reads it its general way.
+pub fn read_if_at_most(fd: BorrowedFd<'_>, size: usize) -> SysResult<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; size + 1];
+    let n = match pread(fd, &mut buf, 0) {
+        Ok(n) if n == size => n,
+        Ok(_) | Err(super::Errno(libc::EINTR)) => read_full(fd, &mut buf, 0)?,
+        Err(e) => return Err(e),
+    };
+    if n > size {
+        return Ok(None);
+    }
+    buf.truncate(n);
+    Ok(Some(buf))
+}
+
 /// Reads until `buf` is full or end of file.
 pub fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64) -> SysResult<usize> {
     let mut got = 0;

@@ -42,7 +42,7 @@ pub use fd::{
 };
 pub use io::{
     copy_file_range, fallocate, flock_try, fsync, ftruncate, lseek, pipe, pread, pwrite, read_file,
-    read_full, read_to_end, write, write_all,
+    read_full, read_if_at_most, read_to_end, write, write_all,
 };
 pub use process::{
     block_sigint, default_sigchld, default_sigpipe, detach_with_fd, geteuid, inherit_fd, kill_self,

@@ -350,20 +350,11 @@ impl BlobStore {
     pub fn put_fd_sized(&self, src: BorrowedFd<'_>, size_hint: u64) -> SysResult<Stored> {
         if let Ok(hint) = usize::try_from(size_hint)
             && hint < SMALL
+            && let Some(bytes) = sys::read_if_at_most(src, hint)?
         {
-            let mut buf = vec![0u8; hint + 1];
-            // One `pread` is the common case: exactly the size seen, one byte short of the
-            // buffer, is the end of the file (a second call would only confirm it).
-            let n = match sys::pread(src, &mut buf, 0) {
-                Ok(n) if n == hint => n,
-                Ok(_) | Err(Errno(libc::EINTR)) => sys::read_full(src, &mut buf, 0)?,
-                Err(e) => return Err(e),
-            };
-            if n <= hint {
-                return self.put_bytes(&buf[..n]);
-            }
-            // Grew since it was sized: the general way below.
+            return self.put_bytes(&bytes);
         }
+        // Large, or grew since it was sized: the general way.
         let mut small = vec![0u8; SMALL];
         let first = sys::read_full(src, &mut small, 0)?;
         if first < SMALL {
