@@ -17,15 +17,7 @@ impl Case {
             );
         }
         self.seen = Some(host.clone());
-        self.push_op(UndoRec {
-            tree: host.tree.clone(),
-            turns: self.turns.clone(),
-            at: self.step,
-            kept: BTreeMap::new(),
-            folder: false,
-            history: Vec::new(),
-            ids: self.model.file_ids(),
-        });
+        self.push_history_op(host.tree.clone());
         self.turns.begin(
             n,
             TurnRec {
@@ -37,6 +29,20 @@ impl Case {
             },
         );
         Ok(())
+    }
+
+    /// A new operation that changed the history and not the folder (a turn switch, a
+    /// relabel), the folder being `tree`: its undo gives back the turns as they are now.
+    fn push_history_op(&mut self, tree: Tree) {
+        self.push_op(UndoRec {
+            tree,
+            turns: self.turns.clone(),
+            at: self.step,
+            kept: BTreeMap::new(),
+            folder: false,
+            history: Vec::new(),
+            ids: self.model.file_ids(),
+        });
     }
 
     /// A new operation: undoable, and nothing undone can be redone any more.
@@ -108,15 +114,7 @@ impl Case {
             return fail("core-error", format!("relabel {k}: {e}"));
         }
         let host = self.seen.take().unwrap_or_else(|| observe(&self.core.root));
-        self.push_op(UndoRec {
-            tree: host.tree.clone(),
-            turns: self.turns.clone(),
-            at: self.step,
-            kept: BTreeMap::new(),
-            folder: false,
-            history: Vec::new(),
-            ids: self.model.file_ids(),
-        });
+        self.push_history_op(host.tree.clone());
         self.seen = Some(host);
         if let Some(t) = self.turns.get_mut(k) {
             t.label = label;
