@@ -79,15 +79,29 @@ fn handle(
 ) -> Response {
     use crate::engine::{DiffQuery, PruneQuery, Query};
     let query = match req {
-        Request::Turn { set, label } => return turn(fs, set, label),
+        Request::Turn { set, label, by } => return turn(fs, set, label, by),
         Request::Rewind {
             to,
             dry_run,
             undo,
             paths,
             agent,
+            agents,
         } => {
-            let to = to.unwrap_or_else(|| fs.capturer().current_turn());
+            let agent = agent.map(|conflicts| rewind::AgentScope {
+                agents: rewind::Agents::from_names(agents),
+                conflicts,
+            });
+            let to = match to {
+                Some(to) => to,
+                None => {
+                    let store = fs.capturer().lock();
+                    match rewind::default_turn(store.index(), agent.as_ref().map(|a| &a.agents)) {
+                        Ok(to) => to,
+                        Err(e) => return Response::fail(e.to_string()),
+                    }
+                }
+            };
             let mode = rewind::Mode::from_dry_run(dry_run);
             let req = rewind::Request::from_fields(to, (undo, paths, agent), mode);
             return rewind_request(fs, &req, progress);
@@ -106,6 +120,7 @@ fn handle(
         }
         Request::Status => Query::Status,
         Request::Log => Query::Log,
+        Request::Agents => Query::Agents,
         Request::OpLog => Query::OpLog,
         Request::DaemonLog { lines } => Query::DaemonLog { lines },
         Request::Fsck => Query::Fsck,
@@ -140,14 +155,15 @@ fn handle(
 }
 
 /// `turn`: the current turn (`set` none), or begin turn `set`, labelled.
-fn turn(fs: &CkptFs, set: Option<Turn>, label: Option<String>) -> Response {
+fn turn(fs: &CkptFs, set: Option<Turn>, label: Option<String>, by: Option<String>) -> Response {
     let Some(n) = set else {
         return Response::ok(&ipc::TurnAnswer {
             turn: fs.capturer().current_turn(),
             changed: None,
         });
     };
-    match fs.begin_turn(n, label) {
+    let start = crate::capture::TurnStart { turn: n, label, by };
+    match fs.begin_turn(start) {
         Ok(changed) => Response::ok(&ipc::TurnAnswer {
             turn: n,
             changed: Some(changed),

@@ -1,5 +1,5 @@
 //! The work of the commands that read or tidy a store (`status`, `status --log`, `log`,
-//! `op log`, `diff`, `prune`, `fsck`), in one place: the daemon runs it for the CLI's requests
+//! `agents`, `op log`, `diff`, `prune`, `fsck`), in one place: the daemon runs it for the CLI's requests
 //! with its store locked, and the CLI runs it itself on a folder that is not mounted, so the
 //! two answers cannot differ.
 //!
@@ -12,6 +12,7 @@
 use crate::daemon_log::{DaemonLog, DaemonLogError};
 use crate::diff::FileChange;
 use crate::ids::Turn;
+use crate::info::agents::AgentRow;
 use crate::info::{Status, TurnRow};
 use crate::relpath::RelPath;
 use crate::store::fsck::FsckReport;
@@ -28,6 +29,8 @@ pub enum Query {
     Status,
     /// `log`: a row per turn.
     Log,
+    /// `agents`: a row per agent marked.
+    Agents,
     /// `op log`: a row per operation, newest first.
     OpLog,
     /// `status --log`: the last `lines` lines of the daemon's log.
@@ -78,6 +81,8 @@ pub enum Answer {
     Status(Box<Status>),
     /// To [`Query::Log`].
     Log(Vec<TurnRow>),
+    /// To [`Query::Agents`].
+    Agents(Vec<AgentRow>),
     /// To [`Query::OpLog`].
     OpLog(Vec<OpRow>),
     /// To [`Query::DaemonLog`].
@@ -132,6 +137,7 @@ impl TryFrom<Answer> for Status {
 
 answers!(
     Log => Vec<TurnRow>,
+    Agents => Vec<AgentRow>,
     OpLog => Vec<OpRow>,
     DaemonLog => DaemonLog,
     Fsck => FsckReport,
@@ -205,6 +211,7 @@ pub fn query(
     Ok(match query {
         Query::Status => Answer::Status(Box::new(crate::info::status(store, folder, daemon))),
         Query::Log => Answer::Log(crate::info::log_rows(store, root)),
+        Query::Agents => Answer::Agents(crate::info::agents::agent_rows(store.index())),
         Query::OpLog => Answer::OpLog(crate::store::ops::op_rows(&store.index().ops)),
         Query::DaemonLog { lines } => Answer::DaemonLog(
             crate::daemon_log::daemon_log(store, *lines).map_err(EngineError::DaemonLog)?,

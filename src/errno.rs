@@ -33,6 +33,7 @@ impl ToErrno for RewindError {
             Self::NoSuchTurn { .. }
             | Self::NothingToUndo
             | Self::NoAgent
+            | Self::UnknownAgent { .. }
             | Self::NoOpToUndo
             | Self::NothingToRedo => Errno(libc::EINVAL),
             // Refused before any change (a blob missing or damaged, a path the journal cannot

@@ -24,6 +24,9 @@ pub enum Request {
         set: Option<Turn>,
         /// Its label.
         label: Option<String>,
+        /// The agent whose hook begins it, by name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// Rewind.
     Rewind {
@@ -36,9 +39,12 @@ pub enum Request {
         /// Only these paths (relative to the folder); empty for the whole folder.
         #[serde(default)]
         paths: Vec<crate::relpath::RelPath>,
-        /// Only what the agent changed (`rewind --agent`), with what to do with conflicts.
+        /// Only what the agents changed (`rewind --agent`), with what to do with conflicts.
         #[serde(default)]
         agent: Option<crate::rewind::Conflicts>,
+        /// With `agent`: the agents whose changes, by name (empty: every agent's).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        agents: Vec<String>,
     },
     /// Mark a process (and what descends from it) as the agent.
     MarkAgent {
@@ -66,6 +72,8 @@ pub enum Request {
     Status,
     /// Turn log as JSON.
     Log,
+    /// The agents marked, as JSON (`agents`).
+    Agents,
     /// Check the store.
     Fsck,
     /// Forget old turns (or only remove the blobs no record names).
@@ -120,6 +128,7 @@ impl From<crate::engine::Query> for Request {
         match query {
             Query::Status => Self::Status,
             Query::Log => Self::Log,
+            Query::Agents => Self::Agents,
             Query::OpLog => Self::OpLog,
             Query::DaemonLog { lines } => Self::DaemonLog { lines },
             Query::Fsck => Self::Fsck,

@@ -99,7 +99,7 @@ fn rewind_agent_restores_what_only_the_agent_changed_and_keeps_the_rest() {
 
     // Who changed what, per file.
     let stat = ok(m.cli(&["diff", "2", "--stat"]));
-    assert!(stat.contains("sed (agent)"), "{stat}");
+    assert!(stat.contains("sed (agent sh)"), "{stat}");
     assert!(stat.contains("mv"), "{stat}");
     assert!(!stat.contains("no agent marked"), "{stat}");
     let json: serde_json::Value =
@@ -150,7 +150,7 @@ fn rewind_agent_restores_what_only_the_agent_changed_and_keeps_the_rest() {
         "restore  run.sh",
         "delete   agent_new.txt",
         "delete   gen",
-        "conflict both.txt: sed (agent) rename",
+        "conflict both.txt: sed (agent sh) rename",
         "keep     editor.txt",
         "keep     notes.md: mv rename",
         "1 conflict kept",
@@ -249,7 +249,7 @@ fn a_path_the_agent_created_holding_another_process_s_file_is_a_conflict_kept_wh
         let preview = ok(m.cli(&["rewind", "2", "--agent", "--conflicts", flag, "--dry-run"]));
         assert!(
             preview.contains(
-                "conflict build: mkdir (agent) create; kept, build/mine.txt below it is kept"
+                "conflict build: mkdir (agent sh) create; kept, build/mine.txt below it is kept"
             ),
             "{preview}"
         );
@@ -303,7 +303,7 @@ fn without_a_marked_agent_every_change_is_one_actor_and_agent_rewinds_are_refuse
         "{status}"
     );
     let stat = ok(m.cli(&["diff", "2", "--stat"]));
-    assert!(stat.contains("touch (agent)"), "{stat}");
+    assert!(stat.contains("touch (agent touch)"), "{stat}");
     assert!(!stat.contains("no agent marked"), "{stat}");
 }
 
@@ -454,5 +454,117 @@ fn an_orphan_the_agent_left_running_is_the_agent_on_a_users_mount() {
         common::user::rerun_as_user(
             "an_orphan_the_agent_left_running_is_the_agent_on_a_users_mount",
         );
+    }
+}
+
+/// Two named agents and the user in one folder in one turn: `alice` edits and creates,
+/// `bob` creates and leaves a `nohup`-style child that writes a log after `run` has exited,
+/// the user writes beside them. `agents` lists both with their paths; `rewind --agent bob`
+/// (no turn: the turn bob was marked in) takes back exactly bob's work, its orphan's log
+/// included, and leaves alice's and the user's byte for byte, on their inodes; undo brings
+/// bob's back.
+fn two_named_agents_and_the_user() {
+    let m = Mounted::with(project);
+    m.turn(2);
+    let start = tree(&m.dir, false);
+    let run_as = |name: &str, script: &str| {
+        let o = Command::new(bin())
+            .args(["run", "--as", name, "--", "sh", "-ec", script])
+            .current_dir(&m.dir)
+            .output()
+            .expect("run the agent");
+        assert!(o.status.success(), "{name}: {}", text(&o));
+    };
+    run_as(
+        "alice",
+        "sed -i s/red/blue/ agent_edit.txt; printf 'alice\\n' > alice.txt",
+    );
+    run_as(
+        "bob",
+        "printf 'bob\\n' > bob.txt; rm agent_del.txt; \
+         ( (sleep 0.4; echo 'bob was here' > bob.log) & ); exit 0",
+    );
+    std::fs::write(m.path("editor.txt"), "the user's line\n").expect("write");
+    // bob's orphan writes after bob's `run` has exited.
+    for _ in 0..50 {
+        if m.path("bob.log").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let before = tree(&m.dir, false);
+    assert!(before.contains_key("bob.log"), "bob's orphan wrote");
+    let agents: serde_json::Value =
+        serde_json::from_str(&ok(m.cli(&["agents", "--json"]))).expect("json");
+    let summary: Vec<(String, u64)> = agents
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|a| {
+            (
+                a["name"].as_str().expect("name").to_string(),
+                a["paths"].as_u64().expect("paths"),
+            )
+        })
+        .collect();
+    // alice touched sed's temporary file too (created, renamed over agent_edit.txt).
+    assert_eq!(
+        summary,
+        vec![("alice".to_string(), 3), ("bob".to_string(), 3)],
+        "{agents}"
+    );
+    let stat = ok(m.cli(&["show", "2", "--stat"]));
+    assert!(stat.contains("sh (agent bob)"), "{stat}");
+    assert!(stat.contains("sed (agent alice)"), "{stat}");
+    let preview = ok(m.cli(&["rewind", "--agent", "bob", "--dry-run"]));
+    assert!(
+        preview.contains("rewinding bob's changes to the start of turn 2"),
+        "{preview}"
+    );
+    ok(m.cli(&["rewind", "--agent", "bob", "-y"]));
+    let after = tree(&m.dir, false);
+    let bobs = ["bob.txt", "bob.log", "agent_del.txt"];
+    for (path, node) in &before {
+        if !bobs.contains(&path.as_str()) {
+            assert_eq!(after.get(path), Some(node), "{path}: not bob's, kept");
+        }
+    }
+    for path in bobs {
+        assert_eq!(after.get(path), start.get(path), "{path}: bob's, rewound");
+    }
+    assert_eq!(
+        after.keys().filter(|p| !before.contains_key(*p)).count(),
+        usize::from(!before.contains_key("agent_del.txt")),
+        "nothing else appeared"
+    );
+    ok(m.cli(&["undo", "-y"]));
+    assert_eq!(tree(&m.dir, false), before, "undo brings bob's work back");
+    // A name no agent has is refused, and nothing changes.
+    let o = m.cli(&["rewind", "--agent", "carol"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o)
+            .contains("no agent named carol was ever marked in this folder (agents: alice, bob"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(tree(&m.dir, false), before);
+}
+
+#[test]
+fn two_named_agents_and_the_user_in_one_folder() {
+    if require_fuse() {
+        two_named_agents_and_the_user();
+    }
+}
+
+/// The same on a normal user's own mount.
+#[test]
+fn two_named_agents_and_the_user_in_one_folder_on_a_users_mount() {
+    if common::user::in_user_run() {
+        two_named_agents_and_the_user();
+    } else if require_fuse() {
+        common::user::rerun_as_user("two_named_agents_and_the_user_in_one_folder_on_a_users_mount");
     }
 }

@@ -64,7 +64,7 @@ use common::reference::generators::core_tier::{
 };
 use common::reference::ops::Op::{self, *};
 
-use ckpt_mount::capture::{Capturer, DEFAULT_MAX_BLOB};
+use ckpt_mount::capture::{Capturer, DEFAULT_MAX_BLOB, TurnStart};
 use ckpt_mount::fs::inode::ROOT;
 use ckpt_mount::fs::{Caller, CkptFs, FsConfig, FsError, SetAttr};
 use ckpt_mount::ids::{Fh, NodeId, Turn};

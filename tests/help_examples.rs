@@ -11,9 +11,11 @@
 //! 2. HOME is a scratch home. The folder the examples name, `~/src/site`, is in it: a README,
 //!    `src/main.rs`, `src/lib.rs` and `notes.txt`, mounted, then turns 1, 2 and 3 each with
 //!    changes (files modified, created, deleted, in `src/` and at the top), then turn 3
-//!    rewound, so there is a last rewind for `--undo`. Turn 3 is current. Turn 2's change to
-//!    `src/lib.rs` is made by a script under `ckpt-mount run`, so an agent is marked and
-//!    `rewind --agent` has the agent's changes to rewind.
+//!    rewound, so there is a last rewind for `--undo`. Turn 3 is current. Turn 2's changes to
+//!    `src/lib.rs` and `src/util.rs` are made by scripts under `ckpt-mount run --as reviewer`
+//!    and `--as codex`, and turn 3 is begun by Claude Code's hook (session `1f3a2b4c-…`, the
+//!    test process standing for the agent CLI), so three agents are marked and
+//!    `rewind --agent NAME` has each one's changes to rewind.
 //! 3. The state: the folder is mounted, except for the examples of a subcommand in
 //!    [`NEEDS_UNMOUNTED`] (`mount` mounts it itself).
 //! 4. Where an example runs: one that names the folder (`~/src/site`) runs from the home
@@ -43,6 +45,9 @@ const AGENTS: &[&str] = &["claude", "codex", "gemini", "aider"];
 
 /// The folder the examples name (rule 2), relative to HOME.
 const SITE: &str = "src/site";
+
+/// The Claude Code session whose hook begins turn 3 (rule 2).
+const SESSION: &str = "1f3a2b4c-5d6e-4f70-8a9b-0c1d2e3f4a5b";
 
 /// One example: the subcommand path that shows it and the line.
 struct Example {
@@ -190,6 +195,51 @@ impl Scratch {
         );
     }
 
+    /// `ckpt-mount run --as NAME -- sh -c SCRIPT` in the folder, which must succeed.
+    fn run_as(&self, name: &str, script: &str) {
+        let out = Command::new(bin())
+            .args(["run", "--as", name, "--dir"])
+            .arg(&self.site)
+            .args(["--", "sh", "-c", script])
+            .current_dir(&self.site)
+            .output()
+            .expect("run ckpt-mount run");
+        assert!(
+            out.status.success(),
+            "preparing the folder: run --as {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Claude Code's prompt hook for `prompt`, in session [`SESSION`]: the next turn begins.
+    fn hook_claude_code(&self, prompt: &str) {
+        use std::io::Write;
+        let payload = serde_json::json!({
+            "cwd": self.site,
+            "prompt": prompt,
+            "session_id": SESSION,
+        });
+        let mut child = Command::new(bin())
+            .args(["hook", "claude-code"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run ckpt-mount hook");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(payload.to_string().as_bytes())
+            .expect("write the payload");
+        drop(stdin);
+        let out = child.wait_with_output().expect("wait for the hook");
+        assert!(
+            out.status.success() && out.stdout.is_empty(),
+            "preparing the folder: the hook said: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     fn write(&self, rel: &str, text: &str) {
         std::fs::write(self.site.join(rel), text).expect("write through the mount");
     }
@@ -217,22 +267,13 @@ impl Scratch {
         // Turn 2.
         self.cli(&["turn", "2", "-m", "second"]);
         let lib = "printf 'pub fn one() -> u32 {\\n    1 + 0\\n}\\n' > src/lib.rs";
-        let out = Command::new(bin())
-            .arg("run")
-            .arg("--dir")
-            .arg(&self.site)
-            .args(["--", "sh", "-c", lib])
-            .output()
-            .expect("run ckpt-mount run");
-        assert!(
-            out.status.success(),
-            "preparing the folder: run: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.run_as("reviewer", lib);
+        self.run_as("codex", "echo '// codex' >> src/util.rs");
         self.write("README.md", "# site\n\nA small site.\n");
         std::fs::remove_file(self.site.join("notes.txt")).expect("rm notes.txt");
-        // Turn 3, then rewound: turn 3 is current and `rewind --undo` has a rewind to undo.
-        self.cli(&["turn", "3", "-m", "third"]);
+        // Turn 3, begun by Claude Code's hook (this process is the agent CLI that ran it),
+        // then rewound: turn 3 is current and `rewind --undo` has a rewind to undo.
+        self.hook_claude_code("third");
         self.write("src/main.rs", "fn main() {\n    println!(\"bye\");\n}\n");
         self.write("docs.md", "docs\n");
         self.cli(&["rewind", "3"]);

@@ -439,6 +439,98 @@ fn the_hook_marks_the_agent_that_ran_it_so_its_changes_are_told_apart() {
     );
 }
 
+/// Two Claude Code sessions in one folder, each in its own agent CLI process: each hook names
+/// its session, so they are two agents (`claude-code:s-one`, `claude-code:s-two`); the turns
+/// each began are recorded; `rewind --agent claude-code:s-one` without a turn goes back to the
+/// start of the latest turn that session began and takes back that session's change alone,
+/// keeping the other session's and the user's (anthropics/claude-code#28078).
+#[test]
+fn two_sessions_are_two_agents_and_one_is_rewound_alone() {
+    if !require_fuse() {
+        return;
+    }
+    let (m, sub) = mounted_with_subfolder();
+    let h = home();
+    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let commands = hook_commands(&user_settings("claude-code", h.path()), "UserPromptSubmit");
+    let session = |id: &str, prompt: &str| {
+        let mut payload: serde_json::Value =
+            serde_json::from_str(&recorded_payload(&sub)).expect("payload");
+        payload["session_id"] = serde_json::json!(id);
+        payload["prompt"] = serde_json::json!(prompt);
+        let file = h.path().join(format!("{id}.json"));
+        std::fs::write(&file, payload.to_string()).expect("payload");
+        format!("{} < {}", commands[0], file.display())
+    };
+    // Session one: a prompt, then its tool writes; session two the same, after it; session
+    // one's second prompt and write come last. Each session is its own agent CLI process.
+    let one = format!(
+        "{} && echo one > one.html && sleep 0.6 && {} && echo again > one.html",
+        session("s-one", "first of one"),
+        session("s-one", "second of one")
+    );
+    let two = format!(
+        "sleep 0.2 && {} && echo two > two.html",
+        session("s-two", "first of two")
+    );
+    let spawn = |script: &str| {
+        Command::new("timeout")
+            .args(["30", "sh", "-c", script])
+            .current_dir(&sub)
+            .spawn()
+            .expect("agent")
+    };
+    let (mut a, mut b) = (spawn(&one), spawn(&two));
+    assert!(a.wait().expect("one").success());
+    assert!(b.wait().expect("two").success());
+    std::fs::write(sub.join("notes.html"), "mine\n").expect("write");
+    let agents = m.cli(&["agents", "--json"]);
+    let agents: serde_json::Value = serde_json::from_slice(&agents.stdout).expect("json");
+    let rows: Vec<(String, Vec<u64>)> = agents
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            let began = r["began"].as_array().expect("began");
+            (
+                r["name"].as_str().expect("name").to_string(),
+                began.iter().map(|t| t.as_u64().expect("turn")).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("claude-code:s-one".to_string(), vec![2, 4]),
+            ("claude-code:s-two".to_string(), vec![3]),
+        ],
+        "{agents}"
+    );
+    let before = common::tree(&m.dir, false);
+    let preview = text(&m.cli(&["rewind", "--agent", "claude-code:s-one", "--dry-run"]));
+    assert!(
+        preview.contains("rewinding claude-code:s-one's changes to the start of turn 4"),
+        "{preview}"
+    );
+    let o = m.cli(&["rewind", "--agent", "claude-code:s-one", "-y"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let after = common::tree(&m.dir, false);
+    for (path, node) in &before {
+        let want = if path == "src/deep/one.html" {
+            "one\n"
+        } else {
+            assert_eq!(after.get(path), Some(node), "{path}: kept");
+            continue;
+        };
+        match after.get(path) {
+            Some(common::Node::File { data, .. }) => assert_eq!(data, want.as_bytes()),
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+    assert_eq!(after.len(), before.len());
+}
+
 #[test]
 fn on_an_unmounted_folder_the_hook_tells_the_user_and_begins_nothing() {
     if !require_fuse() {

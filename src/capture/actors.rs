@@ -1,8 +1,9 @@
-//! Who is behind a request: its command name, and whether it descends from a marked agent.
+//! Who is behind a request: its command name, and which marked agent it descends from.
 //!
-//! A process is the agent when it is a marked process (pid *and* start time, since pids are
-//! reused) or descends from one, followed through `/proc/PID/stat` parent links; a thread is
-//! whatever its process is. Each thread or process classified is remembered with a pidfd
+//! A process is an agent when it is a marked process (pid *and* start time, since pids are
+//! reused) or descends from one, followed through `/proc/PID/stat` parent links; it is the
+//! agent of the nearest mark above it (an agent's `run --as helper -- …` starts another
+//! agent inside the first one's tree); a thread is whatever its process is. Each thread or process classified is remembered with a pidfd
 //! (`crate::sys::pidfd_open_thread`) that proves its number still means it, so a request from a
 //! known caller costs one `poll` and no `/proc` read; ancestors are remembered on the way up,
 //! so a new child of a known process reads only its own two `/proc` files. Where the kernel
@@ -14,8 +15,12 @@
 //! The table is bounded ([`MAX_KNOWN`]): when full, exited entries go, then everything.
 
 use crate::store::actors::Actor;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+/// The agent a process descends from, by its nearest mark's name; `None`: no mark above it.
+type AgentOf = Option<Arc<str>>;
 
 /// What a change was, as the first `touched` record of an actor on a path says.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -123,22 +128,26 @@ const MAX_DEPTH: usize = 128;
 struct Known {
     start: u64,
     comm: String,
-    agent: bool,
+    agent: AgentOf,
     watch: Option<OwnedFd>,
 }
 
-/// The marks, and every thread and process classified so far.
+/// The marks (each with its agent's name), and every thread and process classified so far.
 #[derive(Debug, Default)]
 pub struct Classifier {
-    marks: HashSet<(u32, u64)>,
+    marks: HashMap<(u32, u64), Arc<str>>,
     any_marked: bool,
     known: HashMap<u32, Known>,
 }
 
 impl Classifier {
-    /// A classifier with the marks a store recorded.
-    pub fn new(marks: impl IntoIterator<Item = (u32, u64)>) -> Self {
-        let marks: HashSet<(u32, u64)> = marks.into_iter().collect();
+    /// A classifier with the marks a store recorded, in journal order: `(pid, start, name)`
+    /// (a process marked again under another name is that agent from then on).
+    pub fn new(marks: impl IntoIterator<Item = (u32, u64, String)>) -> Self {
+        let marks: HashMap<(u32, u64), Arc<str>> = marks
+            .into_iter()
+            .map(|(pid, start, name)| ((pid, start), Arc::from(name)))
+            .collect();
         Self {
             any_marked: !marks.is_empty(),
             marks,
@@ -146,10 +155,10 @@ impl Classifier {
         }
     }
 
-    /// Marks process `pid` started at `start` as the agent: what was classified before may
-    /// now descend from it, so it is classified again.
-    pub fn mark(&mut self, pid: u32, start: u64) {
-        self.marks.insert((pid, start));
+    /// Marks process `pid` started at `start` as the agent `name`: what was classified before
+    /// may now descend from it, so it is classified again.
+    pub fn mark(&mut self, pid: u32, start: u64, name: &str) {
+        self.marks.insert((pid, start), Arc::from(name));
         self.any_marked = true;
         self.known.clear();
     }
@@ -167,29 +176,37 @@ impl Classifier {
         }
         let (comm, agent) = self
             .classify(pid, procs)
-            .unwrap_or_else(|| ("?".into(), false));
+            .unwrap_or_else(|| ("?".into(), None));
         Some(Actor {
-            agent: self.any_marked.then_some(agent),
+            agent: self.any_marked.then_some(agent.is_some()),
+            name: agent.map(|n| n.to_string()),
             comm,
         })
     }
 
-    /// The remembered command name and agent flag of `pid`, if it is still the same thread.
-    fn valid(&mut self, pid: u32, procs: &mut dyn Procs) -> Option<(String, bool)> {
+    /// The remembered command name and agent of `pid`, if it is still the same thread.
+    fn valid(&mut self, pid: u32, procs: &mut dyn Procs) -> Option<(String, AgentOf)> {
         let k = self.known.get(&pid)?;
         let same = match &k.watch {
             Some(fd) => !crate::sys::pidfd_exited(fd.as_fd()),
             None => procs.info(pid).is_some_and(|i| i.start == k.start),
         };
         if same {
-            return Some((k.comm.clone(), k.agent));
+            return Some((k.comm.clone(), k.agent.clone()));
         }
         self.known.remove(&pid);
         None
     }
 
     /// Remembers `pid` (bounded: exited entries go first, then all).
-    fn remember(&mut self, pid: u32, start: u64, comm: String, agent: bool, procs: &mut dyn Procs) {
+    fn remember(
+        &mut self,
+        pid: u32,
+        start: u64,
+        comm: String,
+        agent: AgentOf,
+        procs: &mut dyn Procs,
+    ) {
         if self.known.len() >= MAX_KNOWN {
             self.known.retain(|_, k| {
                 k.watch
@@ -212,8 +229,8 @@ impl Classifier {
         );
     }
 
-    /// The command name of `pid`'s process and whether it descends from a mark.
-    fn classify(&mut self, pid: u32, procs: &mut dyn Procs) -> Option<(String, bool)> {
+    /// The command name of `pid`'s process and the agent it descends from.
+    fn classify(&mut self, pid: u32, procs: &mut dyn Procs) -> Option<(String, AgentOf)> {
         if let Some(k) = self.valid(pid, procs) {
             return Some(k);
         }
@@ -221,7 +238,7 @@ impl Classifier {
         if info.tgid != 0 && info.tgid != pid {
             // A thread: whatever its process is, named as its process is.
             let (comm, agent) = self.classify(info.tgid, procs)?;
-            self.remember(pid, info.start, comm.clone(), agent, procs);
+            self.remember(pid, info.start, comm.clone(), agent.clone(), procs);
             return Some((comm, agent));
         }
         let comm = info.comm.clone();
@@ -230,18 +247,18 @@ impl Classifier {
     }
 
     /// Walks up from process `pid` (with its `info`) to a mark, a remembered ancestor, or the
-    /// top, and remembers every process on the way with the answer.
-    fn walk(&mut self, pid: u32, info: ProcInfo, procs: &mut dyn Procs) -> bool {
+    /// top, and remembers every process on the way with the answer: the nearest mark's agent.
+    fn walk(&mut self, pid: u32, info: ProcInfo, procs: &mut dyn Procs) -> AgentOf {
         let mut chain: Vec<(u32, u64, String)> = Vec::new();
         let mut cur = (pid, info);
         let agent = loop {
             let (p, i) = cur;
             chain.push((p, i.start, i.comm.clone()));
-            if self.marks.contains(&(p, i.start)) {
-                break true;
+            if let Some(name) = self.marks.get(&(p, i.start)) {
+                break Some(name.clone());
             }
             if i.ppid <= 1 || chain.len() > MAX_DEPTH {
-                break false;
+                break None;
             }
             if let Some((_, agent)) = self.valid(i.ppid, procs) {
                 break agent;
@@ -249,11 +266,11 @@ impl Classifier {
             match procs.info(i.ppid) {
                 Some(parent) => cur = (i.ppid, parent),
                 // The parent exited between the two reads: the caller was reparented.
-                None => break false,
+                None => break None,
             }
         };
         for (p, start, comm) in chain {
-            self.remember(p, start, comm, agent, procs);
+            self.remember(p, start, comm, agent.clone(), procs);
         }
         agent
     }
@@ -312,17 +329,23 @@ mod tests {
         t
     }
 
+    /// An actor of no agent, or (`agent` true) of the agent `claude`, marked as (30, 9).
     fn actor(agent: Option<bool>, comm: &str) -> Option<Actor> {
         Some(Actor {
             agent,
+            name: (agent == Some(true)).then(|| "claude".into()),
             comm: comm.into(),
         })
+    }
+
+    fn claude() -> [(u32, u64, String); 1] {
+        [(30, 9, "claude".into())]
     }
 
     #[test]
     fn descendants_of_the_marked_process_are_the_agent_and_others_are_not() {
         let mut t = table();
-        let mut c = Classifier::new([(30, 9)]);
+        let mut c = Classifier::new(claude());
         assert_eq!(c.actor(50, &mut t), actor(Some(true), "sed"));
         assert_eq!(c.actor(40, &mut t), actor(Some(true), "sh"));
         assert_eq!(c.actor(30, &mut t), actor(Some(true), "claude"));
@@ -339,23 +362,46 @@ mod tests {
     #[test]
     fn without_a_mark_everything_is_one_actor() {
         let mut t = table();
-        let mut c = Classifier::new([]);
+        let mut c = Classifier::new(Vec::new());
         assert_eq!(c.actor(50, &mut t), actor(None, "sed"));
         assert_eq!(c.actor(60, &mut t), actor(None, "vim"));
-        c.mark(30, 9);
+        c.mark(30, 9, "claude");
         assert_eq!(c.actor(50, &mut t), actor(Some(true), "sed"));
         assert_eq!(c.actor(60, &mut t), actor(Some(false), "vim"));
+    }
+
+    #[test]
+    fn a_process_is_the_agent_of_the_nearest_mark_above_it() {
+        let mut t = table();
+        // claude (30) runs `ckpt-mount run --as helper` as sh (40): sed below it is the
+        // helper's; claude's own thread and vim are as before.
+        let mut c = Classifier::new([(30, 9, "claude".into()), (40, 12, "helper".into())]);
+        let named = |comm: &str, name: &str| {
+            Some(Actor {
+                agent: Some(true),
+                name: Some(name.into()),
+                comm: comm.into(),
+            })
+        };
+        assert_eq!(c.actor(50, &mut t), named("sed", "helper"));
+        assert_eq!(c.actor(40, &mut t), named("sh", "helper"));
+        assert_eq!(c.actor(31, &mut t), named("claude", "claude"));
+        assert_eq!(c.actor(60, &mut t), actor(Some(false), "vim"));
+        // Marked again under another name (a new session of the agent CLI): from then on.
+        c.mark(30, 9, "claude:2");
+        assert_eq!(c.actor(31, &mut t), named("claude", "claude:2"));
+        assert_eq!(c.actor(50, &mut t), named("sed", "helper"));
     }
 
     #[test]
     fn a_reused_pid_is_not_the_marked_process() {
         let mut t = table();
         // The mark names pid 30 started at tick 8: an earlier process with that number.
-        let mut c = Classifier::new([(30, 8)]);
+        let mut c = Classifier::new([(30, 8, "claude".into())]);
         assert_eq!(c.actor(50, &mut t), actor(Some(false), "sed"));
         // A remembered process whose pid comes back with another start time is classified
         // again: pid 60 is now a child of the agent.
-        let mut c = Classifier::new([(30, 9)]);
+        let mut c = Classifier::new(claude());
         assert_eq!(c.actor(60, &mut t), actor(Some(false), "vim"));
         t.add(60, 30, 99, "node");
         assert_eq!(c.actor(60, &mut t), actor(Some(true), "node"));
@@ -364,7 +410,7 @@ mod tests {
     #[test]
     fn a_known_caller_and_its_known_ancestors_are_not_walked_again() {
         let mut t = table();
-        let mut c = Classifier::new([(30, 9)]);
+        let mut c = Classifier::new(claude());
         c.actor(50, &mut t);
         // sed, sh, claude: three reads to reach the mark.
         assert_eq!(t.reads, 3);
@@ -381,7 +427,7 @@ mod tests {
     fn a_process_whose_parent_is_gone_is_not_the_agent() {
         let mut t = table();
         t.add(80, 77, 20, "orphan");
-        let mut c = Classifier::new([(30, 9)]);
+        let mut c = Classifier::new(claude());
         assert_eq!(c.actor(80, &mut t), actor(Some(false), "orphan"));
         assert_eq!(
             c.actor(99, &mut t),
@@ -421,7 +467,7 @@ mod tests {
         }
         let sleep = sleep.expect("sleep started");
         let sh_start = read_proc(sh).expect("sh").start;
-        let mut c = Classifier::new([(sh, sh_start)]);
+        let mut c = Classifier::new([(sh, sh_start, "sh".into())]);
         let mut procs = RealProcs;
         let got = c.actor(sleep, &mut procs).expect("an actor");
         assert_eq!(got.agent, Some(true), "{got:?}");
@@ -501,10 +547,14 @@ mod tests {
             comm: "sleep".into(),
             via: "run".into(),
             session: None,
+            name: None,
         })
         .expect("mark");
-        cap.begin_turn(crate::ids::Turn::new(2), None, &|_| {})
-            .expect("turn 2");
+        cap.begin_turn(
+            crate::capture::TurnStart::new(crate::ids::Turn::new(2)),
+            &|_| {},
+        )
+        .expect("turn 2");
         for who in [me, other, me, other] {
             cap.ensure(root.as_fd(), c"f", &f, Who::new(who, What::Write))
                 .expect("ensure");

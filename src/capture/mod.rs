@@ -39,7 +39,7 @@ pub use actors::{Classifier, ProcInfo, Procs, RealProcs, What, read_proc};
 
 pub use preimage::{read_open_file, read_preimage, walk_tree};
 pub use stage::{PendingStage, StageBy, Staging};
-pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError};
+pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError, TurnStart};
 
 use crate::ids::Turn;
 use crate::relpath::RelPath;
@@ -154,7 +154,7 @@ impl Capturer {
             .actors
             .marks
             .iter()
-            .map(|(_, _, m)| (m.pid, m.start));
+            .map(|(_, _, m)| (m.pid, m.start, m.name()));
         let actors = Mutex::leaf(Classifier::new(marks));
         let store = Arc::new(Mutex::ranked(Rank::Store, store));
         let stager = staged
@@ -207,23 +207,27 @@ impl Capturer {
         self.actors.lock().actor(who.pid, &mut RealProcs)
     }
 
-    /// Marks process `pid`, started at `start`, and what descends from it, as the agent: the
-    /// journal records it, and every caller is classified again. A process marked already (a
-    /// hook runs at every prompt) is not recorded again: `Ok(false)`.
+    /// Marks process `pid`, started at `start`, and what descends from it, as the agent of the
+    /// mark's name: the journal records it, and every caller is classified again. A process
+    /// marked already under that name (a hook runs at every prompt) is not recorded again:
+    /// `Ok(false)`.
     pub fn mark_agent(&self, mark: AgentMark) -> Result<bool, CaptureError> {
-        let (pid, start) = (mark.pid, mark.start);
+        let (pid, start, name) = (mark.pid, mark.start, mark.name());
         {
             let mut store = self.lock_raw();
             let marks = &store.index().actors.marks;
-            if marks
+            // The newest mark of the process counts: a hook of a session the agent CLI
+            // began since (`/clear`) names it anew.
+            let newest = marks
                 .iter()
-                .any(|(_, _, m)| m.pid == pid && m.start == start)
-            {
+                .rev()
+                .find(|(_, _, m)| m.pid == pid && m.start == start);
+            if newest.is_some_and(|(_, _, m)| m.name() == name) {
                 return Ok(false);
             }
             store.append(Record::Agent(mark))?;
         }
-        self.actors.lock().mark(pid, start);
+        self.actors.lock().mark(pid, start, &name);
         Ok(true)
     }
 
@@ -409,6 +413,7 @@ fn touch(capture: crate::ids::Seq, who: Who, actor: &Actor) -> Touch {
         pid: who.pid,
         comm: actor.comm.clone(),
         agent: actor.agent,
+        name: actor.name.clone(),
         what: who.what.as_str().into(),
     }
 }

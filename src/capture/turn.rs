@@ -64,6 +64,37 @@ impl std::fmt::Display for TurnError {
 /// and the daemon all refuse above.
 pub const MAX_TURN: Turn = Turn::new(u32::MAX as u64);
 
+/// A turn to begin: its number, its label, and the agent whose hook begins it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnStart {
+    /// The new turn's number.
+    pub turn: Turn,
+    /// Its label (`echo "N label" > .ckpt/turn`, a hook's prompt).
+    pub label: Option<String>,
+    /// The agent whose hook begins it, by name (none: begun by hand).
+    pub by: Option<String>,
+}
+
+impl TurnStart {
+    /// Turn `turn`, unlabelled, begun by hand.
+    pub fn new(turn: Turn) -> Self {
+        Self {
+            turn,
+            label: None,
+            by: None,
+        }
+    }
+
+    /// Turn `turn` with the label `label`, begun by hand.
+    pub fn labelled(turn: Turn, label: Option<String>) -> Self {
+        Self {
+            turn,
+            label,
+            by: None,
+        }
+    }
+}
+
 impl Capturer {
     /// Captures, for the current turn, the files held open for writing (after a rewind).
     /// Returns the paths that could not be captured, with why (a name that could not be
@@ -88,16 +119,16 @@ impl Capturer {
         failed
     }
 
-    /// Begins turn `n`; `open_for_write` lists the files held open for writing, captured for
-    /// the new turn at once because their next writes need no `open`. Their pre-images are
-    /// read first: if one cannot be, the turn does not begin (nothing is written), because its
-    /// writes in the new turn could not be rewound.
+    /// Begins the turn `start` says; `open_for_write` lists the files held open for writing,
+    /// captured for the new turn at once because their next writes need no `open`. Their
+    /// pre-images are read first: if one cannot be, the turn does not begin (nothing is
+    /// written), because its writes in the new turn could not be rewound.
     pub fn begin_turn(
         &self,
-        n: Turn,
-        label: Option<String>,
+        start: TurnStart,
         open_for_write: &OpenForWrite<'_>,
     ) -> Result<bool, TurnError> {
+        let TurnStart { turn: n, label, by } = start;
         let mut store = self.lock_raw();
         let current = store.index().current_turn();
         if n == current && label.is_none() {
@@ -112,7 +143,7 @@ impl Capturer {
             return Err(TurnError::NotAfter { current });
         }
         let max_blob = self.max_blob;
-        let mut records = vec![Record::Turn { turn: n, label }];
+        let mut records = vec![Record::Turn { turn: n, label, by }];
         let mut seen = std::collections::HashSet::new();
         let mut failed = None;
         open_for_write(&mut |named| {

@@ -88,6 +88,8 @@ pub enum Command {
     /// Example: ckpt-mount rewind 1 -- src/
     /// Example: ckpt-mount rewind 2 --agent --dry-run
     /// Example: ckpt-mount rewind 2 --agent --conflicts rewind
+    /// Example: ckpt-mount rewind --agent claude-code:1f3a --dry-run
+    /// Example: ckpt-mount rewind 3 --agent reviewer --agent codex
     /// Example: ckpt-mount rewind --undo
     /// Example: ckpt-mount rewind 2 --json --dir ~/src/site
     #[command(verbatim_doc_comment)]
@@ -118,6 +120,12 @@ pub enum Command {
     /// Example: ckpt-mount log --json
     #[command(verbatim_doc_comment)]
     Log(info::LogArgs),
+    /// List the agents marked in the folder: their names, marks, the turns they began and changed
+    ///
+    /// Example: ckpt-mount agents
+    /// Example: ckpt-mount agents --json
+    #[command(verbatim_doc_comment)]
+    Agents(agent::AgentsArgs),
     /// Show the folder, mount state, current turn and store size
     ///
     /// Example: ckpt-mount status
@@ -152,6 +160,7 @@ pub enum Command {
     /// Mount the folder if needed, run a command inside it as the agent, unmount when it exits
     ///
     /// Example: ckpt-mount run -- claude
+    /// Example: ckpt-mount run --as reviewer -- codex
     /// Example: ckpt-mount run --dir ~/src/site -- bash
     #[command(verbatim_doc_comment)]
     Run(run::RunArgs),
@@ -219,6 +228,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Turn(a) => turn::run(a),
         Command::Rewind(a) => rewind::run(a),
         Command::Log(a) => info::log(a),
+        Command::Agents(a) => agent::agents(a),
         Command::Op(a) => ops::op(a),
         Command::Undo(a) => ops::undo(a, false),
         Command::Redo(a) => ops::undo(a, true),

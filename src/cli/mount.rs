@@ -91,6 +91,7 @@ pub fn mount(a: MountArgs) -> CliResult {
         &crate::ipc::Request::Turn {
             set: None,
             label: None,
+            by: None,
         },
     )
     .ok()

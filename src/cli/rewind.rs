@@ -16,7 +16,8 @@ use std::path::PathBuf;
 /// `ckpt-mount rewind`.
 #[derive(Debug, Args)]
 pub struct RewindArgs {
-    /// The turn whose start to return to (default: the current turn)
+    /// The turn whose start to return to (default: the current turn; with --agent NAME, the
+    /// latest turn that agent began)
     pub turn: Option<Turn>,
     /// Print what the rewind would change in the folder as it is now, and change nothing
     /// (exit code 1 when something could not be restored, or the disk lacks the room the run
@@ -39,12 +40,19 @@ pub struct RewindArgs {
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Rewind only what the agent changed since the start of the turn: paths that only the
-    /// agent (a command under `ckpt-mount run`, or the agent whose hook is installed) changed
-    /// are restored, paths others changed are kept, and paths both changed are conflicts,
-    /// listed with who did what (see --conflicts)
-    #[arg(long, conflicts_with_all = ["undo", "paths"])]
-    pub agent: bool,
+    /// Rewind only what agents changed since the start of the turn: without NAME every agent's
+    /// changes (commands under `ckpt-mount run`, agents whose hook is installed), with NAME
+    /// (repeatable) that agent's alone, other agents counting as other processes. Paths only
+    /// they changed are restored, paths others changed are kept, and paths both changed are
+    /// conflicts, listed with who did what (see --conflicts). NAME is a name `ckpt-mount
+    /// agents` lists: `claude-code` picks every Claude Code session, `claude-code:1f3a` one
+    #[arg(
+        long,
+        value_name = "NAME",
+        num_args = 0..=1,
+        conflicts_with_all = ["undo", "paths"]
+    )]
+    pub agent: Option<Vec<String>>,
     /// With --agent, what to do with a path both the agent and another process changed:
     /// keep it as it is now (nobody's change is lost), or rewind it too (the other
     /// processes' changes to it go)
@@ -94,7 +102,10 @@ const LISTED_ON_A_TERMINAL: usize = 30;
 /// Runs `rewind` (after [`RewindArgs::check`]).
 pub fn run(a: RewindArgs) -> CliResult {
     let (t, paths) = super::target_with_paths(a.dir.clone(), &a.paths)?;
-    let agent = a.agent.then(|| rewind::Conflicts::from(a.conflicts));
+    let agent = a.agent.map(|names| rewind::AgentScope {
+        agents: rewind::Agents::from_names(names),
+        conflicts: rewind::Conflicts::from(a.conflicts),
+    });
     let mut rewinder = Rewinder::new(t, a.turn, a.undo, paths, agent)?;
     let ask = !a.yes
         && !a.json
@@ -205,7 +216,7 @@ enum Rewinder {
         to: Option<Turn>,
         undo: bool,
         paths: Vec<RelPath>,
-        agent: Option<rewind::Conflicts>,
+        agent: Option<rewind::AgentScope>,
     },
     Offline {
         folder: PathBuf,
@@ -222,7 +233,7 @@ impl Rewinder {
         to: Option<Turn>,
         undo: bool,
         paths: Vec<RelPath>,
-        agent: Option<rewind::Conflicts>,
+        agent: Option<rewind::AgentScope>,
     ) -> Result<Self, CliError> {
         Ok(match t {
             Target::Mounted(folder) => Self::Mounted {
@@ -234,7 +245,11 @@ impl Rewinder {
             },
             Target::Offline(folder) => {
                 let (root, store) = super::open_offline(&folder)?;
-                let to = to.unwrap_or_else(|| store.index().current_turn());
+                let to = match to {
+                    Some(to) => to,
+                    None => rewind::default_turn(store.index(), agent.as_ref().map(|a| &a.agents))
+                        .map_err(|e| CliError::fail(e.to_string()))?,
+                };
                 let req =
                     rewind::Request::from_fields(to, (undo, paths, agent), rewind::Mode::Apply);
                 Self::Offline {
@@ -276,7 +291,11 @@ impl Rewinder {
                     dry_run,
                     undo: *undo,
                     paths: paths.clone(),
-                    agent: *agent,
+                    agent: agent.as_ref().map(|a| a.conflicts),
+                    agents: agent
+                        .as_ref()
+                        .map(|a| a.agents.names().to_vec())
+                        .unwrap_or_default(),
                 };
                 let answer = crate::ipc::call_with_progress(folder, &req, &mut |done, total| {
                     bar.set_length(total);
@@ -331,12 +350,6 @@ fn progress_bar() -> indicatif::ProgressBar {
         bar.set_style(style);
     }
     bar
-}
-
-/// A command name of the report as printed for a person: quoted as git quotes a path, so
-/// that a name cannot fake or hide a line of the report (paths print so by themselves).
-fn name(comm: &str) -> std::borrow::Cow<'_, str> {
-    crate::quote::quote_path(comm.as_bytes())
 }
 
 /// One failure as a report line's end: the path (quoted) and why.
@@ -394,8 +407,8 @@ pub(super) fn print_report(r: &ReportJson, json: bool, listed: Option<usize>) {
         op.to_string()
     } else if r.undo {
         "undid the last rewind".to_string()
-    } else if r.agent.is_some() {
-        format!("rewound the agent's changes to the start of turn {}", r.to)
+    } else if let Some(a) = &r.agent {
+        format!("rewound {} to the start of turn {}", whose_changes(a), r.to)
     } else {
         format!("rewound to the start of turn {}", r.to)
     };
@@ -436,14 +449,7 @@ fn print_agent(r: &ReportJson) {
     let who = |p: &PathActors| {
         p.actors
             .iter()
-            .map(|x| {
-                let role = if x.agent == Some(true) {
-                    " (agent)"
-                } else {
-                    ""
-                };
-                format!("{}{role} {}", name(&x.comm), x.what)
-            })
+            .map(|x| format!("{} {}", x.actor().label(), x.what))
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -490,8 +496,8 @@ fn operation_words(r: &ReportJson, op: Option<&str>, undo: bool) -> String {
         )
     } else {
         let only: Vec<String> = r.only.iter().map(RelPath::to_string).collect();
-        let which = if r.agent.is_some() {
-            " the agent's changes".to_string()
+        let which = if let Some(a) = &r.agent {
+            format!(" {}", whose_changes(a))
         } else if only.is_empty() {
             String::new()
         } else {
@@ -523,9 +529,10 @@ fn sentence(r: &ReportJson, tense: Tense) -> String {
     if tense == Tense::Nothing {
         return if let Some(op) = op {
             format!("nothing to change in the folder for the {op}")
-        } else if r.agent.is_some() {
+        } else if let Some(a) = &r.agent {
             format!(
-                "nothing to change in the folder: no path the agent alone changed since the start of turn {} differs from then{}",
+                "nothing to change in the folder: no path {} alone changed since the start of turn {} differs from then{}",
+                who_of(a),
                 r.to,
                 agent_counts(r)
             )
@@ -572,6 +579,29 @@ fn sentence(r: &ReportJson, tense: Tense) -> String {
         out.push('.');
     }
     out
+}
+
+/// `--agent [NAME]`: who is rewound, as a sentence names it: `the agent`, or the names asked
+/// for (`sh`, `claude-code:1f3a and codex`).
+fn who_of(a: &rewind::AgentSplit) -> String {
+    if a.agents.is_empty() {
+        return "the agent".into();
+    }
+    let names: Vec<String> = a
+        .agents
+        .iter()
+        .map(|n| crate::store::actors::quote_name(n))
+        .collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => "the agent".into(),
+    }
+}
+
+/// `the agent's changes`, `sh's changes`.
+fn whose_changes(a: &rewind::AgentSplit) -> String {
+    format!("{}'s changes", who_of(a))
 }
 
 /// `--agent`: how many conflicts and paths of others are kept (or conflicts rewound).

@@ -14,6 +14,10 @@ pub struct RunArgs {
     /// Mount a home, system or shared directory (such as /tmp) even so
     #[arg(long)]
     pub force: bool,
+    /// The agent's name, as `log`, `agents` and `rewind --agent NAME` give it (default: the
+    /// command's name); two `run`s under one name are one agent
+    #[arg(long = "as", value_name = "NAME", value_parser = agent_name)]
+    pub name: Option<String>,
     /// The command and its arguments: it and everything it starts are the agent, whose
     /// changes `rewind --agent` rewinds and the views mark (a process it leaves running when
     /// its parent exits is adopted by `run`, and stays the agent's)
@@ -72,7 +76,9 @@ pub fn run(a: RunArgs) -> CliResult {
         .map(|p| folder.join(p))
         .unwrap_or_else(|_| folder.clone());
     banner(&folder);
-    mark_as_agent(&folder, prog);
+    let comm = program_name(prog);
+    let name = a.name.unwrap_or_else(|| comm.clone());
+    let marked = mark_as_agent(&folder, prog, name.clone(), comm);
     // A process the command starts and leaves behind (`nohup cmd &`, a dev server) is adopted
     // by this process when its parent exits, not by init: it still descends from the mark and
     // stays the agent's. Without it (an old kernel), such an orphan counts as another process.
@@ -86,6 +92,9 @@ pub fn run(a: RunArgs) -> CliResult {
         .current_dir(&sub)
         .spawn()
         .map(|child| wait_for_command(&child));
+    if marked {
+        hand_over_orphans(&folder, &name);
+    }
     if !mounted_before {
         unmount_after(&folder);
     }
@@ -133,19 +142,68 @@ fn exit_code(status: i32) -> i32 {
     }
 }
 
-/// Marks this process, and so the command about to start (its child) with everything it
-/// starts, as the agent, named by the command; marked before the command exists, so its
-/// first change is the agent's. A failure is said and the command runs anyway (its changes
-/// then count as any other process's).
-fn mark_as_agent(folder: &std::path::Path, prog: &str) {
-    let name = std::path::Path::new(prog)
+/// The command's name as the journal records it: the last component of `prog`.
+fn program_name(prog: &str) -> String {
+    std::path::Path::new(prog)
         .file_name()
-        .map(|n| n.to_string_lossy().into_owned());
-    if let Err(e) = super::agent::mark(folder, std::process::id(), name, "run", None) {
-        eprintln!(
-            "ckpt-mount: {prog} runs without being marked as the agent: {}",
-            e.message
-        );
+        .map_or_else(|| prog.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// `--as NAME`: any text a person can type back, so neither empty nor with control
+/// characters.
+fn agent_name(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("an agent's name cannot be empty".into());
+    }
+    if s.chars().any(char::is_control) {
+        return Err("an agent's name cannot hold control characters".into());
+    }
+    Ok(s.to_string())
+}
+
+/// Marks this process, and so the command about to start (its child) with everything it
+/// starts, as the agent `name`, recording the command's name `comm`; marked before the
+/// command exists, so its first change is the agent's. A failure is said and the command runs
+/// anyway (its changes then count as any other process's).
+fn mark_as_agent(folder: &std::path::Path, prog: &str, name: String, comm: String) -> bool {
+    let of = super::agent::MarkOf {
+        pid: std::process::id(),
+        comm: Some(comm),
+        name,
+        via: "run",
+        session: None,
+    };
+    match super::agent::mark(folder, of) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!(
+                "ckpt-mount: {prog} runs without being marked as the agent: {}",
+                e.message
+            );
+            false
+        }
+    }
+}
+
+/// Once the command has ended, marks each process of its tree that still runs (an orphan
+/// `run` adopted: `nohup cmd &`, a dev server) as the agent `name` itself: when `run` exits
+/// it goes to init, and would otherwise no longer descend from the mark. A failure is said;
+/// that process's later changes then count as another's.
+fn hand_over_orphans(folder: &std::path::Path, name: &str) {
+    for pid in crate::sys::children_of_self() {
+        let of = super::agent::MarkOf {
+            pid,
+            comm: None,
+            name: name.to_string(),
+            via: "run",
+            session: None,
+        };
+        if let Err(e) = super::agent::mark(folder, of) {
+            eprintln!(
+                "ckpt-mount: process {pid}, which the agent left running, will count as another's once this command exits: {}",
+                e.message
+            );
+        }
     }
 }
 
@@ -194,6 +252,7 @@ fn banner(folder: &std::path::Path) {
         &crate::ipc::Request::Turn {
             set: None,
             label: None,
+            by: None,
         },
     )
     .ok()

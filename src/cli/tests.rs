@@ -327,7 +327,7 @@ fn subcommands() -> Vec<String> {
 fn every_help_text_is_as_reviewed() {
     insta::assert_snapshot!("help", help(&[]));
     let subs = subcommands();
-    assert_eq!(subs.len(), 20, "{subs:?}");
+    assert_eq!(subs.len(), 21, "{subs:?}");
     for sub in subs {
         insta::assert_snapshot!(format!("help_{sub}"), help(&[&sub]));
     }

@@ -112,6 +112,7 @@ pub fn run(a: TurnArgs) -> CliResult {
                         .append(Record::Turn {
                             turn: n,
                             label: a.label,
+                            by: None,
                         })
                         .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
                     println!("{n}");
@@ -129,31 +130,59 @@ fn through_daemon(
     set: Option<Turn>,
     label: Option<String>,
 ) -> Result<Turn, CliError> {
-    let answer: TurnAnswer = super::ask_daemon(folder, &Request::Turn { set, label })?;
+    begin_through_daemon(folder, set, label, None)
+}
+
+/// [`through_daemon`], for a turn the agent `by` begins.
+fn begin_through_daemon(
+    folder: &Path,
+    set: Option<Turn>,
+    label: Option<String>,
+    by: Option<String>,
+) -> Result<Turn, CliError> {
+    let answer: TurnAnswer = super::ask_daemon(folder, &Request::Turn { set, label, by })?;
     Ok(answer.turn)
 }
 
-/// Begins the turn after the current one, labelled, on the mounted folder containing `path`:
-/// what an agent's hook does for each prompt. Refuses a folder that is not mounted, with
-/// [`not_mounted_line`]; `Ok(None)` when no ckpt-mount folder contains `path` at all (the agent
-/// works in a project that does not use ckpt-mount).
-pub fn begin_next(path: &Path, label: Option<String>) -> Result<Option<Turn>, CliError> {
+/// Begins the turn after the current one, labelled, on the mounted folder containing `path`,
+/// for the agent `by`: what an agent's hook does for each prompt. Refuses a folder that is not
+/// mounted, with [`not_mounted_line`]; `Ok(None)` when no ckpt-mount folder contains `path` at
+/// all (the agent works in a project that does not use ckpt-mount). Another agent's hook may
+/// begin a turn between the two requests: then the next number after that one is tried.
+pub fn begin_next(
+    path: &Path,
+    label: Option<String>,
+    by: Option<String>,
+) -> Result<Option<Turn>, CliError> {
     if crate::mounts::find_folder(path).is_none() {
         return Ok(None);
     }
-    match super::target(Some(path.to_path_buf()))? {
-        Target::Offline(folder) => Err(CliError::fail(not_mounted_line(&folder))),
-        Target::Mounted(folder) => {
-            let current = through_daemon(&folder, None, None)?;
-            let next = current
-                .checked_next()
-                .filter(|n| *n <= MAX_TURN)
-                .ok_or_else(|| {
-                    CliError::fail(format!(
-                        "the turn numbers are used up: the current turn is {current}, and a turn is at most {MAX_TURN}"
-                    ))
-                })?;
-            through_daemon(&folder, Some(next), label).map(Some)
+    let folder = match super::target(Some(path.to_path_buf()))? {
+        Target::Offline(folder) => return Err(CliError::fail(not_mounted_line(&folder))),
+        Target::Mounted(folder) => folder,
+    };
+    let mut current = through_daemon(&folder, None, None)?;
+    for _ in 0..8 {
+        let next = current
+            .checked_next()
+            .filter(|n| *n <= MAX_TURN)
+            .ok_or_else(|| {
+                CliError::fail(format!(
+                    "the turn numbers are used up: the current turn is {current}, and a turn is at most {MAX_TURN}"
+                ))
+            })?;
+        match begin_through_daemon(&folder, Some(next), label.clone(), by.clone()) {
+            Ok(turn) => return Ok(Some(turn)),
+            Err(e) => {
+                let now = through_daemon(&folder, None, None)?;
+                if now < next {
+                    return Err(e);
+                }
+                current = now;
+            }
         }
     }
+    Err(CliError::fail(format!(
+        "no turn was begun: other turns kept beginning first (the current turn is {current})"
+    )))
 }

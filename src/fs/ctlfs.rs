@@ -10,7 +10,7 @@
 use super::attrs::now_ts;
 use super::control::{self, CTL_DIR, CTL_GITIGNORE, CTL_REWIND, CTL_TURN};
 use super::{DirItem, Entry, FsResult, Rewound, SetAttr};
-use crate::capture::TurnError;
+use crate::capture::{TurnError, TurnStart};
 use crate::ids::{Fh, NodeId, Turn};
 use crate::ipc::JsonText;
 use crate::rewind::{self, RewindError};
@@ -40,7 +40,7 @@ pub(super) trait TurnControl {
     /// The last whole rewind's report as it was answered (`.ckpt/rewind`).
     fn last_report(&self) -> Option<Arc<JsonText>>;
     /// Begins turn `n` (a write to `.ckpt/turn`).
-    fn begin_turn(&self, n: Turn, label: Option<String>) -> Result<bool, TurnError>;
+    fn begin_turn(&self, start: TurnStart) -> Result<bool, TurnError>;
     /// Runs a rewind (a write to `.ckpt/rewind`).
     fn rewind(&self, req: &rewind::Request) -> Result<Rewound, RewindError>;
 }
@@ -274,7 +274,7 @@ impl ControlFs {
             CTL_TURN => {
                 let input = control::parse_turn(data).ok_or(Errno(libc::EINVAL))?;
                 Ok(turns
-                    .begin_turn(input.turn, input.label)
+                    .begin_turn(TurnStart::labelled(input.turn, input.label))
                     .map(drop)
                     .map_err(|e| e.to_errno())?)
             }

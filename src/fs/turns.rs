@@ -6,7 +6,7 @@ use super::files::Handle;
 use super::inode::{HostId, ROOT};
 use super::resolve::Located;
 use super::{CkptFs, FsResult, HostFs, cname};
-use crate::capture::TurnError;
+use crate::capture::{TurnError, TurnStart};
 use crate::identity::FileId;
 use crate::ids::{NodeId, Turn};
 use crate::ipc::JsonText;
@@ -264,16 +264,11 @@ impl Turns {
         f()
     }
 
-    /// Begins turn `n`; returns whether the turn changed.
-    pub(super) fn begin_turn(
-        &self,
-        host: &HostFs,
-        n: Turn,
-        label: Option<String>,
-    ) -> Result<bool, TurnError> {
+    /// Begins the turn `start` says; returns whether the turn changed.
+    pub(super) fn begin_turn(&self, host: &HostFs, start: TurnStart) -> Result<bool, TurnError> {
         let _gate = host.exclusive_gate();
         let held = host.held_for_write();
-        host.capture.begin_turn(n, label, &|f| visit_held(&held, f))
+        host.capture.begin_turn(start, &|f| visit_held(&held, f))
     }
 
     /// Runs the rewind `req` (see [`rewind::run`]) while holding back every other mutation,
@@ -356,8 +351,8 @@ impl TurnControl for CkptFs {
         self.turns.last_report()
     }
 
-    fn begin_turn(&self, n: Turn, label: Option<String>) -> Result<bool, TurnError> {
-        self.turns.begin_turn(&self.host, n, label)
+    fn begin_turn(&self, start: TurnStart) -> Result<bool, TurnError> {
+        self.turns.begin_turn(&self.host, start)
     }
 
     fn rewind(&self, req: &rewind::Request) -> Result<Rewound, RewindError> {

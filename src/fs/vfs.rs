@@ -17,7 +17,7 @@ use super::control::{self, CTL_DIR, CTL_REWIND};
 use super::ctlfs::is_control_fh;
 use super::inode::ROOT;
 use super::{Caller, CkptFs, DirItem, Entry, FsResult, OpenedAs, Rewound, SetAttr, XattrReply};
-use crate::capture::TurnError;
+use crate::capture::{TurnError, TurnStart};
 use crate::ids::{Fh, NodeId, Turn};
 use crate::relpath::STORE_DIR;
 use crate::rewind::{self, Report, RewindError};
@@ -441,9 +441,9 @@ impl CkptFs {
         self.turns.with_captures_held(&self.host, f)
     }
 
-    /// Begins turn `n`; returns whether the turn changed.
-    pub fn begin_turn(&self, n: Turn, label: Option<String>) -> Result<bool, TurnError> {
-        self.turns.begin_turn(&self.host, n, label)
+    /// Begins the turn `start` says; returns whether the turn changed.
+    pub fn begin_turn(&self, start: TurnStart) -> Result<bool, TurnError> {
+        self.turns.begin_turn(&self.host, start)
     }
 
     /// Runs the rewind `req` (see [`rewind::run`]) while holding back every other mutation,

@@ -8,6 +8,8 @@
 //! pre-image captured in turns `>= M`, else the folder as it is now. A turn ends where the next
 //! live turn begins (the last one: now), so its counts do not change as later turns work.
 
+pub mod agents;
+
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;

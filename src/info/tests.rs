@@ -73,6 +73,7 @@ impl Folder {
         self.record(Record::Turn {
             turn: Turn::new(n),
             label: None,
+            by: None,
         });
     }
 

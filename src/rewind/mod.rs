@@ -72,12 +72,13 @@ mod undo;
 mod unlock;
 mod verify;
 
+pub use agent::default_turn;
 pub use apply::Progress;
 pub use plan::{Plan, Step, plan};
 pub use report::{
     AgentSplit, FailedAt, Failure, PathActors, Report, ReportJson, RewindError, Summary,
 };
-pub use request::{Conflicts, Direction, Mode, Request, Scope};
+pub use request::{AgentScope, Agents, Conflicts, Direction, Mode, Request, Scope};
 pub use restore::remove_tree;
 pub use room::{SizedPath, Space};
 pub(crate) use times::log_took;
@@ -119,9 +120,9 @@ pub fn run(
         } => rewinder.paths(*to, paths),
         Request::To {
             to,
-            scope: Scope::Agent(conflicts),
+            scope: Scope::Agent(agent),
             ..
-        } => rewinder.agent(*to, *conflicts),
+        } => rewinder.agent(*to, agent),
     }
 }
 
@@ -165,6 +166,7 @@ mod tests {
             .append(Record::Turn {
                 turn: Turn::new(2),
                 label: None,
+                by: None,
             })
             .expect("turn");
         let long = "n".repeat(300);

@@ -295,6 +295,9 @@ pub struct PathActors {
 pub struct AgentSplit {
     /// What is done with the conflicts.
     pub conflicts_policy: Conflicts,
+    /// The agents whose changes are rewound, as `--agent NAME` named them (none: every agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
     /// Changed by the agent alone: restored.
     pub agent_only: Vec<PathActors>,
     /// Changed by the agent and others: kept, unless `conflicts_policy` is `rewind`.
@@ -334,6 +337,13 @@ pub enum RewindError {
     NothingToUndo,
     /// `--agent`, but no agent was ever marked: every change counts as one actor.
     NoAgent,
+    /// `--agent NAME`, and no agent marked in the folder has that name.
+    UnknownAgent {
+        /// The name asked for.
+        name: String,
+        /// The names of the agents marked.
+        known: Vec<String>,
+    },
     /// No operation to undo (`undo`; `NothingToUndo` is `rewind --undo`'s).
     NoOpToUndo,
     /// Nothing undone to redo.
@@ -358,6 +368,25 @@ impl std::fmt::Display for RewindError {
                 f,
                 "no agent was ever marked in this folder, so every change counts as one actor and the agent's cannot be told apart: run the agent with `ckpt-mount run -- CMD` or install its hook (`ckpt-mount hooks install`), or rewind without --agent"
             ),
+            Self::UnknownAgent { name, known } => {
+                let list: Vec<String> = known
+                    .iter()
+                    .map(|n| crate::quote::quote_path(n.as_bytes()).into_owned())
+                    .collect();
+                write!(
+                    f,
+                    "no agent named {} was ever marked in this folder (agents: {}; `ckpt-mount agents` lists them){}",
+                    crate::quote::quote_path(name.as_bytes()),
+                    list.join(", "),
+                    if name.parse::<u64>().is_ok() {
+                        format!(
+                            "; to rewind every agent's changes since turn {name}, put the turn first: rewind {name} --agent"
+                        )
+                    } else {
+                        String::new()
+                    }
+                )
+            }
             Self::NoOpToUndo => write!(
                 f,
                 "there is no operation to undo (ckpt-mount op log lists them)"

@@ -4,6 +4,7 @@
 
 use crate::ids::Turn;
 use crate::relpath::RelPath;
+use crate::store::actors::{ActorView, names_agent};
 use crate::store::journal::OpKind;
 use serde::{Deserialize, Serialize};
 
@@ -15,9 +16,64 @@ pub enum Scope {
     /// Only these paths, what lies below them, and a directory above them where none stands:
     /// a change of the current turn, itself an operation.
     Paths(Vec<RelPath>),
-    /// Only what the agent changed since the turn began, with what to do with the paths
-    /// others changed too: a partial rewind of those paths.
-    Agent(Conflicts),
+    /// Only what the agents asked for changed since the turn began, with what to do with the
+    /// paths others changed too: a partial rewind of those paths.
+    Agent(AgentScope),
+}
+
+/// `rewind --agent [NAME]…`: whose changes, and what to do with the paths others changed too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentScope {
+    /// Whose changes are taken back.
+    pub agents: Agents,
+    /// What is done with a path they and others changed.
+    pub conflicts: Conflicts,
+}
+
+/// Whose changes `rewind --agent` takes back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Agents {
+    /// Every agent's (`--agent` alone).
+    #[default]
+    Every,
+    /// The agents these patterns name (`--agent NAME`, repeated; see
+    /// [`crate::store::actors::names_agent`]).
+    Named(Vec<String>),
+}
+
+impl Agents {
+    /// The agents `--agent` names: every agent when it is given without a name.
+    pub fn from_names(names: Vec<String>) -> Self {
+        if names.is_empty() {
+            Self::Every
+        } else {
+            Self::Named(names)
+        }
+    }
+
+    /// The names asked for (none: every agent).
+    pub fn names(&self) -> &[String] {
+        match self {
+            Self::Every => &[],
+            Self::Named(n) => n,
+        }
+    }
+
+    /// Whether the actor `a` is one of these agents.
+    pub fn covers(&self, a: &ActorView) -> bool {
+        a.agent == Some(true) && self.covers_name(a.name.as_deref())
+    }
+
+    /// Whether an agent named `name` (`None`: one recorded before agents had names) is one
+    /// of these.
+    pub fn covers_name(&self, name: Option<&str>) -> bool {
+        match self {
+            Self::Every => true,
+            Self::Named(patterns) => {
+                name.is_some_and(|n| patterns.iter().any(|p| names_agent(p, n)))
+            }
+        }
+    }
 }
 
 /// Whether a rewind changes the folder, or only says what it would change (the same lists).
@@ -71,16 +127,16 @@ impl Request {
         }
     }
 
-    /// What the wire's fields ask for (`ipc::Request::Rewind`, the CLI's flags): the agent's
+    /// What the wire's fields ask for (`ipc::Request::Rewind`, the CLI's flags): the agents'
     /// changes when `agent` is given, else the paths when some are, else the whole folder or,
     /// with `undo`, the last whole rewind taken back.
     pub fn from_fields(
         to: Turn,
-        (undo, paths, agent): (bool, Vec<RelPath>, Option<Conflicts>),
+        (undo, paths, agent): (bool, Vec<RelPath>, Option<AgentScope>),
         mode: Mode,
     ) -> Self {
         let scope = match (agent, paths.is_empty()) {
-            (Some(conflicts), _) => Scope::Agent(conflicts),
+            (Some(agent), _) => Scope::Agent(agent),
             (None, false) => Scope::Paths(paths),
             (None, true) if undo => return Self::UndoLast { mode },
             (None, true) => Scope::Folder,

@@ -16,7 +16,7 @@ use super::links::{Anchors, link_anchors, uncaptured_links};
 use super::plan::{Plan, plan};
 use super::preview;
 use super::report::{Report, RewindError};
-use super::request::{Conflicts, Direction, Mode};
+use super::request::{AgentScope, Direction, Mode};
 use super::save::{Attempt, Saving, read_for_partial, save_records, saved_before, saves_for_undo};
 use super::space;
 use super::step::Rewrite;
@@ -335,18 +335,18 @@ impl<'a> Rewinder<'a> {
         self.rewind_partial(chosen, report, resume)
     }
 
-    /// Rewinds what only the agent changed since the start of turn `to` (and, with
-    /// [`Conflicts::Rewind`], what the agent and others both changed), keeping every other
+    /// Rewinds what only the agents `agent` names changed since the start of turn `to` (and,
+    /// with `Conflicts::Rewind`, what they and others both changed), keeping every other
     /// path as it is: a partial rewind of exactly those paths (`agent.rs` chooses them), whose
     /// report says who changed what. Like any partial rewind it is an operation that `undo`
     /// takes back.
-    pub(super) fn agent(&mut self, to: Turn, conflicts: Conflicts) -> Result<Report, RewindError> {
+    pub(super) fn agent(&mut self, to: Turn, agent: &AgentScope) -> Result<Report, RewindError> {
         if let Some(r) = self.complete_unfinished()? {
             return Ok(r);
         }
         let all = self.all_targets(to)?;
         let dir_now = |d: &RelPath| self.is_dir_now(d);
-        let split = agent::split(self.store.index(), to, conflicts, &dir_now)?;
+        let split = agent::split(self.store.index(), to, agent, &dir_now)?;
         let paths = split.chosen();
         let wanted: HashSet<&RelPath> = paths.iter().collect();
         let targets: Vec<(RelPath, PreImage)> = all

@@ -20,12 +20,16 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// An actor: whether it is the agent (`None`: no agent was ever marked in this folder's
-/// history, so every change counts as one actor) and its command name.
+/// An actor: whether it is an agent (`None`: no agent was ever marked in this folder's
+/// history, so every change counts as one actor), which one, and its command name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Actor {
-    /// The agent (`true`), another process (`false`), or not known (`None`).
+    /// An agent (`true`), another process (`false`), or not known (`None`).
     pub agent: Option<bool>,
+    /// The agent's name (its nearest mark's); `None` for another process, and for an agent
+    /// recorded before agents had names (journal version 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The command name (`comm`) of its process, `?` when unknown.
     pub comm: String,
 }
@@ -36,15 +40,42 @@ impl Actor {
         self.agent == Some(true)
     }
 
-    /// `sed (agent)`, `vim`: how views name an actor. The command name is quoted as a path is
-    /// ([`crate::quote::quote_path`]): a process sets its own, newlines and escapes included.
+    /// `sed (agent claude-code:1f3a…)`, `vim`: how views name an actor. The command name and
+    /// the agent's are quoted as a path is ([`crate::quote::quote_path`]): a process sets its
+    /// own, newlines and escapes included.
     pub fn label(&self) -> String {
         let comm = crate::quote::quote_path(self.comm.as_bytes());
-        if self.is_agent() {
-            format!("{comm} (agent)")
-        } else {
-            comm.into_owned()
+        match (&self.name, self.is_agent()) {
+            (Some(name), true) => format!("{comm} (agent {})", quote_name(name)),
+            (None, true) => format!("{comm} (agent)"),
+            (_, false) => comm.into_owned(),
         }
+    }
+}
+
+/// An agent's name as views print it: quoted as a path when odd, a long session id cut to
+/// its first 8 characters (`claude-code:1f3a2b4c…`); `agents` and `--json` give it whole.
+pub fn quote_name(name: &str) -> String {
+    match name.split_once(':') {
+        Some((cli, session)) if session.chars().count() > 12 => {
+            let head: String = session.chars().take(8).collect();
+            let quoted = crate::quote::quote_path(format!("{cli}:{head}").as_bytes()).into_owned();
+            format!("{quoted}…")
+        }
+        _ => crate::quote::quote_path(name.as_bytes()).into_owned(),
+    }
+}
+
+/// Whether `pattern`, as `--agent` takes it, names the agent `name`: the same name; every
+/// session of an agent CLI (`claude-code` names `claude-code:1f3a…`); or a session by its
+/// first characters (`claude-code:1f3a`).
+pub fn names_agent(pattern: &str, name: &str) -> bool {
+    if pattern == name {
+        return true;
+    }
+    match name.strip_prefix(pattern) {
+        Some(rest) => rest.starts_with(':') || pattern.contains(':'),
+        None => false,
     }
 }
 
@@ -53,6 +84,7 @@ impl Touch {
     pub fn actor(&self) -> Actor {
         Actor {
             agent: self.agent,
+            name: self.name.clone(),
             comm: self.comm.clone(),
         }
     }
@@ -63,8 +95,11 @@ impl Touch {
 pub struct ActorView {
     /// Command name.
     pub comm: String,
-    /// The agent, another process, or not known (no agent marked).
+    /// An agent, another process, or not known (no agent marked).
     pub agent: Option<bool>,
+    /// The agent's name, when it is one that has a name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The process of its first change (0 when unknown).
     pub pid: u32,
     /// What that first change was (`?` for a change the journal did not attribute).
@@ -76,6 +111,7 @@ impl ActorView {
     pub fn actor(&self) -> Actor {
         Actor {
             agent: self.agent,
+            name: self.name.clone(),
             comm: self.comm.clone(),
         }
     }
@@ -107,6 +143,8 @@ pub struct HeldTouch {
     pub comm: Arc<str>,
     /// Whether it descends from a marked agent; `None` when no agent was ever marked.
     pub agent: Option<bool>,
+    /// The agent's name, when it is one that has a name.
+    pub name: Option<Arc<str>>,
     /// What that first change was.
     pub what: Arc<str>,
 }
@@ -119,6 +157,7 @@ impl HeldTouch {
             pid: self.pid,
             comm: self.comm.to_string(),
             agent: self.agent,
+            name: self.name.as_deref().map(str::to_string),
             what: self.what.to_string(),
         }
     }
@@ -141,6 +180,7 @@ impl Actors {
             pid: t.pid,
             comm: self.name(&t.comm),
             agent: t.agent,
+            name: t.name.as_deref().map(|n| self.name(n)),
             what: self.name(&t.what),
         };
         self.by_capture.entry(t.capture).or_default().push(held);
@@ -156,21 +196,37 @@ impl Actors {
         !self.marks.is_empty()
     }
 
+    /// The name of every agent marked, in the order of their first marks.
+    pub fn agent_names(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (_, _, m) in &self.marks {
+            let n = m.name();
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+        out
+    }
+
     /// Whether `actor` already has a touch of capture `capture`: the dedup of attribution.
     pub fn has_touch(&self, capture: Seq, actor: &Actor) -> bool {
         self.by_capture.get(&capture).is_some_and(|ts| {
-            ts.iter()
-                .any(|t| t.agent == actor.agent && *t.comm == *actor.comm)
+            ts.iter().any(|t| {
+                t.agent == actor.agent
+                    && t.name.as_deref() == actor.name.as_deref()
+                    && *t.comm == *actor.comm
+            })
         })
     }
 }
 
-/// The agent first, then others by command name.
+/// Agents first (by name), then others by command name.
 pub fn sort_actors(list: &mut [ActorView]) {
     list.sort_by(|a, b| {
         b.agent
             .unwrap_or(false)
             .cmp(&a.agent.unwrap_or(false))
+            .then_with(|| a.name.cmp(&b.name))
             .then_with(|| a.comm.cmp(&b.comm))
     });
 }
@@ -252,6 +308,7 @@ mod tests {
             pid: 7,
             comm: comm.into(),
             agent: Some(agent),
+            name: agent.then(|| "claude".into()),
             what: "write".into(),
         })
     }
@@ -281,9 +338,22 @@ mod tests {
     fn a_command_name_is_quoted_as_a_path_is() {
         let actor = |agent, comm: &str| Actor {
             agent,
+            name: None,
             comm: comm.into(),
         };
         assert_eq!(actor(Some(true), "sed").label(), "sed (agent)");
+        let named = |name: &str| Actor {
+            agent: Some(true),
+            name: Some(name.into()),
+            comm: "sed".into(),
+        };
+        assert_eq!(named("helper").label(), "sed (agent helper)");
+        assert_eq!(
+            named("claude-code:1f3a2b4c-0000-1111").label(),
+            "sed (agent claude-code:1f3a2b4c…)",
+            "a long session id is cut"
+        );
+        assert_eq!(named("a\nb").label(), r#"sed (agent "a\nb")"#);
         assert_eq!(actor(Some(false), "x\ny").label(), r#""x\ny""#);
         assert_eq!(
             programs_text(&["vim".into(), "e\x1b[2J".into()]),
@@ -302,12 +372,14 @@ mod tests {
             comm: "claude".into(),
             via: "run".into(),
             session: None,
+            name: None,
         }))
         .expect("mark");
         for t in 2..=3 {
             s.append(Record::Turn {
                 turn: Turn::new(t),
                 label: None,
+                by: None,
             })
             .expect("turn");
             let c = s.append(capture(t, "f")).expect("capture");
@@ -315,7 +387,10 @@ mod tests {
             s.append(touch(c, &format!("vim{t}"), false))
                 .expect("touch");
         }
-        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim2", "vim3"]);
+        assert_eq!(
+            comms(s.index(), "f"),
+            vec!["sed (agent claude)", "vim2", "vim3"]
+        );
         let now = s
             .index()
             .capture_seq_now(&RelPath::new(b"f").expect("valid"));
@@ -324,6 +399,7 @@ mod tests {
                 now.expect("captured now"),
                 &Actor {
                     agent: Some(false),
+                    name: None,
                     comm: "vim3".into()
                 }
             ),
@@ -341,7 +417,7 @@ mod tests {
             counts: None,
         })
         .expect("done");
-        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim2"]);
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent claude)", "vim2"]);
         assert_eq!(
             s.index()
                 .capture_seq_now(&RelPath::new(b"f").expect("valid")),
@@ -349,7 +425,10 @@ mod tests {
         );
         // Its undo brings them back, and the dedup finds the capture again.
         s.append(Record::UndoDone { rewind: b }).expect("undo");
-        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim2", "vim3"]);
+        assert_eq!(
+            comms(s.index(), "f"),
+            vec!["sed (agent claude)", "vim2", "vim3"]
+        );
         assert_eq!(
             s.index()
                 .capture_seq_now(&RelPath::new(b"f").expect("valid")),
@@ -366,14 +445,55 @@ mod tests {
             },
         )
         .expect("prune");
-        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim3"]);
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent claude)", "vim3"]);
         assert_eq!(s.index().actors.marks.len(), 1);
         drop(s);
         let s = Store::reopen_for_test(root.as_fd()).expect("reopen");
-        assert_eq!(comms(s.index(), "f"), vec!["sed (agent)", "vim3"]);
+        assert_eq!(comms(s.index(), "f"), vec!["sed (agent claude)", "vim3"]);
         let text = std::fs::read_to_string(dir.path().join(".ckpt/journal.jsonl")).expect("read");
         let parsed = crate::store::journal::parse(text.as_bytes()).expect("parse");
         assert!(check_records(&parsed.lines).is_empty(), "{text}");
+    }
+
+    #[test]
+    fn a_pattern_names_an_agent_its_sessions_or_a_session_by_its_start() {
+        assert!(names_agent("helper", "helper"));
+        assert!(names_agent("claude-code", "claude-code:1f3a"));
+        assert!(names_agent("claude-code:", "claude-code:1f3a"));
+        assert!(names_agent("claude-code:1f", "claude-code:1f3a"));
+        assert!(!names_agent("claude", "claude-code:1f3a"));
+        assert!(!names_agent("help", "helper"));
+        assert!(!names_agent("claude-code:2", "claude-code:1f3a"));
+    }
+
+    #[test]
+    fn a_version_4_journal_reads_with_its_agents_named_from_their_marks() {
+        let text = concat!(
+            r#"{"v":1,"seq":1,"time":0,"op":"turn","turn":1}"#,
+            "\n",
+            r#"{"v":4,"seq":2,"time":0,"op":"agent","pid":30,"start":9,"comm":"claude","via":"hook","session":"abc123"}"#,
+            "\n",
+            r#"{"v":4,"seq":3,"time":0,"op":"agent","pid":40,"start":9,"comm":"codex","via":"run"}"#,
+            "\n",
+            r#"{"v":1,"seq":4,"time":0,"op":"capture","turn":1,"path":"f","pre":{"kind":"absent"},"pid":7,"comm":"sed"}"#,
+            "\n",
+            r#"{"v":4,"seq":5,"time":0,"op":"touched","capture":4,"pid":7,"comm":"sed","agent":true,"what":"write"}"#,
+            "\n",
+        );
+        let parsed = crate::store::journal::parse(text.as_bytes()).expect("parse");
+        let index = Index::replay(&parsed.lines);
+        assert_eq!(index.actors.agent_names(), vec!["claude:abc123", "codex"]);
+        let f = RelPath::new(b"f").expect("valid");
+        let caps = index.captures.iter().filter(|c| c.path == f);
+        let actors = index.actors_over(caps);
+        assert_eq!(actors.len(), 1);
+        assert_eq!(
+            actors[0].name, None,
+            "an agent from before agents had names"
+        );
+        assert_eq!(actors[0].actor().label(), "sed (agent)");
+        assert!(crate::rewind::Agents::Every.covers(&actors[0]));
+        assert!(!crate::rewind::Agents::Named(vec!["claude".into()]).covers(&actors[0]));
     }
 
     #[test]

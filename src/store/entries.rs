@@ -15,6 +15,8 @@ pub struct TurnInfo {
     pub label: Option<String>,
     /// Unix time it began.
     pub time: u64,
+    /// The agent whose hook began it, by name (none: begun by hand).
+    pub by: Option<String>,
 }
 
 /// A capture as the index knows it.

@@ -66,9 +66,14 @@ impl Index {
     pub fn apply(&mut self, line: &Line) {
         self.last_seq = line.seq;
         match &line.rec {
-            Record::Turn { turn, label } => {
+            Record::Turn { turn, label, by } => {
                 let from = (!self.turns.is_empty()).then(|| self.current_turn());
-                self.begin_turn(*turn, label.clone(), line.time);
+                self.begin_turn(TurnInfo {
+                    turn: *turn,
+                    label: label.clone(),
+                    time: line.time,
+                    by: by.clone(),
+                });
                 self.epoch = line.seq;
                 self.op_turn(line.seq, line.time, *turn, from);
             }
@@ -112,9 +117,9 @@ impl Index {
         }
     }
 
-    /// `turn`: turn `turn` begins at `time`; nothing is captured in it yet.
-    fn begin_turn(&mut self, turn: Turn, label: Option<String>, time: u64) {
-        self.turns.push(TurnInfo { turn, label, time });
+    /// `turn`: a turn begins; nothing is captured in it yet.
+    fn begin_turn(&mut self, turn: TurnInfo) {
+        self.turns.push(turn);
         self.captured_now.clear();
     }
 
@@ -157,6 +162,7 @@ impl Index {
                     turn: to,
                     label: None,
                     time,
+                    by: None,
                 });
                 time
             }
@@ -343,6 +349,7 @@ impl Index {
             out.push(ActorView {
                 comm: c.comm.as_deref().unwrap_or("?").to_string(),
                 agent: self.actors.any_marked().then_some(false),
+                name: None,
                 pid: own.unwrap_or(0),
                 what: "?".into(),
             });
@@ -350,6 +357,7 @@ impl Index {
         out.extend(touches.iter().map(|t| ActorView {
             comm: t.comm.to_string(),
             agent: t.agent,
+            name: t.name.as_deref().map(str::to_string),
             pid: t.pid,
             what: t.what.to_string(),
         }));
@@ -480,6 +488,7 @@ pub(crate) mod tests {
             r.append(Record::Turn {
                 turn: Turn::new(1),
                 label: None,
+                by: None,
             });
             r
         }
@@ -548,11 +557,13 @@ pub(crate) mod tests {
                     turn: Turn::new(1),
                     label: None,
                     time: 100,
+                    by: None,
                 },
                 TurnInfo {
                     turn: Turn::new(2),
                     label: Some("edit".into()),
                     time: 200,
+                    by: None,
                 },
             ]
         );
@@ -620,6 +631,7 @@ pub(crate) mod tests {
                 turn: Turn::new(1),
                 label: None,
                 time: 301,
+                by: None,
             }]
         );
         assert!(index.captures.is_empty());
@@ -710,11 +722,13 @@ pub(crate) mod tests {
         s.append(Record::Turn {
             turn: Turn::new(2),
             label: None,
+            by: None,
         });
         s.append(cap(2, "f", file("two")));
         s.append(Record::Turn {
             turn: Turn::new(3),
             label: None,
+            by: None,
         });
         s.append(cap(3, "f", file("three")));
         s.append(cap(3, "g", PreImage::Absent));
@@ -734,11 +748,13 @@ pub(crate) mod tests {
         s.append(Record::Turn {
             turn: Turn::new(2),
             label: None,
+            by: None,
         });
         s.append(cap(2, "f", file("two")));
         s.append(Record::Turn {
             turn: Turn::new(3),
             label: None,
+            by: None,
         });
         let b = s.append(Record::RewindBegin {
             to: Turn::new(2),

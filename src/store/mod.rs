@@ -252,6 +252,7 @@ impl Store {
             store.append(Record::Turn {
                 turn: Turn::new(1),
                 label: Some("mounted".into()),
+                by: None,
             })?;
         }
         // A daemon that stopped with pre-images still staged: store them now (one it never
@@ -419,6 +420,7 @@ mod tests {
             s.append(Record::Turn {
                 turn: Turn::new(2),
                 label: None,
+                by: None,
             })
             .expect("append");
             let first = s.index.last_seq;
@@ -449,12 +451,14 @@ mod tests {
             s.append(Record::Turn {
                 turn: Turn::new(2),
                 label: Some("edit".into()),
+                by: None,
             })
             .expect("append");
             s.append(cap(2, "f", file("two"))).expect("append");
             s.append(Record::Turn {
                 turn: Turn::new(3),
                 label: None,
+                by: None,
             })
             .expect("append");
             s.append(cap(3, "g", PreImage::Absent)).expect("append");
@@ -490,6 +494,7 @@ mod tests {
             s.append(Record::Turn {
                 turn: Turn::new(2),
                 label: None,
+                by: None,
             })
             .expect("append");
             s.append(cap(2, "f", file("two"))).expect("append");

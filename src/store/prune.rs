@@ -500,12 +500,12 @@ fn kept_lines(store: &Store, keep_from: Turn, pruned: super::journal::Pruned) ->
     };
     let kept = store.index.turns.iter().filter(|t| t.turn >= keep_from);
     for (i, t) in kept.enumerate() {
-        let label = t.label.clone();
         push(
             t.time,
             Record::Turn {
                 turn: t.turn,
-                label,
+                label: t.label.clone(),
+                by: t.by.clone(),
             },
         );
         if i == 0 {
@@ -584,6 +584,7 @@ mod tests {
             s.append(Record::Turn {
                 turn: Turn::new(t),
                 label: Some(format!("t{t}")),
+                by: None,
             })
             .expect("turn");
             file_cap(&mut s, t, "a", format!("turn {t} bytes").as_bytes());
@@ -616,6 +617,7 @@ mod tests {
         s.append(Record::Turn {
             turn: Turn::new(5),
             label: None,
+            by: None,
         })
         .expect("append after prune");
         assert_eq!(s.blobs.list().expect("list").len(), 2);
@@ -630,6 +632,7 @@ mod tests {
         s.append(Record::Turn {
             turn: Turn::new(2),
             label: None,
+            by: None,
         })
         .expect("turn");
         file_cap(&mut s, 2, "a", &[2u8; 5000]);
@@ -655,6 +658,7 @@ mod tests {
             s.append(Record::Turn {
                 turn: Turn::new(u64::from(t)),
                 label: None,
+                by: None,
             })
             .expect("turn");
             file_cap(&mut s, u64::from(t), "a", &[t; 4000]);

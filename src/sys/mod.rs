@@ -45,10 +45,11 @@ pub use io::{
     read_full, read_if_at_most, read_to_end, write, write_all,
 };
 pub use process::{
-    block_sigint, default_sigchld, default_sigpipe, detach_with_fd, geteuid, inherit_fd, kill_self,
-    lower_thread_priority, make_undumpable, map_large_allocations, own_fd, peer_cred, pidfd_exited,
-    pidfd_open_thread, process_alive, raise_nofile_limit, reap_ended_children, recv_fd,
-    set_child_subreaper, set_umask, umount, unshare_fs, wait_any_child, wait_for_sigint,
+    block_sigint, children_of_self, default_sigchld, default_sigpipe, detach_with_fd, geteuid,
+    inherit_fd, kill_self, lower_thread_priority, make_undumpable, map_large_allocations, own_fd,
+    peer_cred, pidfd_exited, pidfd_open_thread, process_alive, raise_nofile_limit,
+    reap_ended_children, recv_fd, set_child_subreaper, set_umask, umount, unshare_fs,
+    wait_any_child, wait_for_sigint,
 };
 pub use term::{local_time, terminal_columns};
 pub use xattr::{

@@ -79,6 +79,26 @@ pub fn reap_ended_children() -> usize {
     }
 }
 
+/// The processes that are children of this one now (every thread's, from
+/// `/proc/self/task/*/children`): after the command `run` ran has ended, the orphans of its
+/// tree that `run`, their subreaper, adopted and that still run.
+pub fn children_of_self() -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// Effective uid of this process.
 pub fn geteuid() -> u32 {
     // SAFETY: cannot fail.

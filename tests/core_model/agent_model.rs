@@ -157,6 +157,7 @@ impl Case {
             comm: "agent".into(),
             via: "run".into(),
             session: None,
+            name: None,
         };
         self.fs()
             .capturer()
@@ -280,7 +281,14 @@ impl Case {
             Conflicts::Keep
         };
         let what = format!("rewind_agent({k}, {policy:?})");
-        let r = self.previewed_rewind(&what, k, rewind::Scope::Agent(policy))?;
+        let r = self.previewed_rewind(
+            &what,
+            k,
+            rewind::Scope::Agent(rewind::AgentScope {
+                agents: rewind::Agents::Every,
+                conflicts: policy,
+            }),
+        )?;
         let Some(split) = &r.agent else {
             return fail("agent-split", format!("{what}: the report has no split"));
         };

@@ -4,7 +4,7 @@ use super::*;
 
 impl Case {
     pub(super) fn next_turn(&mut self, n: u64) -> Result<(), Failure> {
-        match self.fs().begin_turn(Turn::new(n), None) {
+        match self.fs().begin_turn(TurnStart::new(Turn::new(n))) {
             Ok(true) => {}
             Ok(false) => return fail("core-error", format!("begin_turn({n}) changed nothing")),
             Err(e) => return fail("core-error", format!("begin_turn({n}): {e}")),

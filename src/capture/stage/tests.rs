@@ -246,6 +246,7 @@ fn a_stage_stored_after_a_prune_renumbered_the_journal_is_not_recorded_twice() {
         .append(Record::Turn {
             turn: Turn::new(2),
             label: None,
+            by: None,
         })
         .expect("turn 2");
     std::fs::write(dir.path().join("f"), b"bytes").expect("write");

@@ -48,11 +48,31 @@ pub fn label_of(prompt: &str) -> Option<String> {
     Some(cut)
 }
 
+impl HookAgent {
+    /// The agent CLI as its marks name it (`claude-code:SESSION`).
+    fn cli(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => "claude-code",
+            Self::Codex | Self::CodexNotify => "codex",
+            Self::Gemini => "gemini",
+        }
+    }
+}
+
+/// The name of the agent a hook marks: the agent CLI, with its session when the payload gave
+/// one, so that two sessions in one folder are two agents (`claude-code:1f3a…`).
+pub fn agent_name(agent: HookAgent, session: Option<&str>) -> String {
+    match session.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(s) => format!("{}:{s}", agent.cli()),
+        None => agent.cli().to_string(),
+    }
+}
+
 /// Runs `hook` (exit 0 whatever happens: a hook must not stop the agent).
 pub fn run_hook(a: HookArgs) -> CliResult {
     match a.agent {
         HookAgent::CodexNotify => codex_notify(a.payload.as_deref().unwrap_or("{}")),
-        _ => prompt_hook(),
+        agent => prompt_hook(agent),
     }
     Ok(())
 }
@@ -61,10 +81,10 @@ pub fn run_hook(a: HookArgs) -> CliResult {
 /// on stdin, and each shows the user a JSON `systemMessage` printed on stdout with exit 0,
 /// without blocking the prompt. Success prints nothing (Claude Code adds a hook's plain output
 /// to the model's context).
-fn prompt_hook() {
+fn prompt_hook(agent: HookAgent) {
     let mut text = String::new();
     let outcome = match std::io::stdin().read_to_string(&mut text) {
-        Ok(_) => begin(&text),
+        Ok(_) => begin(agent, &text),
         Err(e) => Err(HookError::ReadPayload(e)),
     };
     if let Err(message) = outcome {
@@ -173,25 +193,34 @@ fn last_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error
     })
 }
 
-/// Begins the next turn for a prompt payload; the error is the message for the user.
-fn begin(text: &str) -> Result<(), HookError> {
+/// Begins the next turn for a prompt payload, as begun by the agent (the CLI and its
+/// session); the error is the message for the user.
+fn begin(agent: HookAgent, text: &str) -> Result<(), HookError> {
     let payload: PromptPayload = payload(text).map_err(HookError::NotJson)?;
     let cwd = working_dir(payload.cwd.as_deref())?;
     let label = payload.prompt.as_deref().and_then(label_of);
-    if turn::begin_next(&cwd, label)?.is_some() {
-        mark_caller(&cwd, payload.session_id)?;
+    let name = agent_name(agent, payload.session_id.as_deref());
+    if turn::begin_next(&cwd, label, Some(name.clone()))?.is_some() {
+        mark_caller(&cwd, name, payload.session_id)?;
     }
     Ok(())
 }
 
-/// Marks the agent CLI that ran this hook (and what it runs) as the agent in the mounted folder
-/// containing `cwd`, with the agent's session id when its payload gave one.
-fn mark_caller(cwd: &Path, session: Option<String>) -> Result<(), HookError> {
+/// Marks the agent CLI that ran this hook (and what it runs) as the agent `name` in the
+/// mounted folder containing `cwd`, with the agent's session id when its payload gave one.
+fn mark_caller(cwd: &Path, name: String, session: Option<String>) -> Result<(), HookError> {
     let Some(folder) = crate::mounts::find_folder(cwd) else {
         return Ok(());
     };
     let caller = super::super::agent::hook_caller().ok_or(HookError::NoCaller)?;
-    super::super::agent::mark(&folder, caller, None, "hook", session)?;
+    let of = super::super::agent::MarkOf {
+        pid: caller,
+        comm: None,
+        name,
+        via: "hook",
+        session,
+    };
+    super::super::agent::mark(&folder, of)?;
     Ok(())
 }
 
@@ -220,10 +249,11 @@ fn codex_notify(arg: &str) {
     };
     let last = payload.last_input.as_deref().and_then(label_of);
     let label = last.map(|l| format!("after: {l}"));
-    match turn::begin_next(&cwd, label) {
+    let name = agent_name(HookAgent::CodexNotify, payload.thread_id.as_deref());
+    match turn::begin_next(&cwd, label, Some(name.clone())) {
         Err(e) => notify_failed(&e.message),
         Ok(Some(_)) => {
-            if let Err(e) = mark_caller(&cwd, payload.thread_id) {
+            if let Err(e) = mark_caller(&cwd, name, payload.thread_id) {
                 notify_failed(&e.to_string());
             }
         }

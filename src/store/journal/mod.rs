@@ -24,8 +24,10 @@ pub use record::{
 /// inodes by number only (never trusted as proof that a file is the same; see SEMANTICS.md).
 /// Version 4 adds who changed what (`touched` and `agent` records, `crate::store::actors`) and
 /// the operation log (`crate::store::ops`): `op_begin`, `op_done`, `relabel`, `pruned`, and a
-/// `rewind_done` that carries its counts.
-pub const JOURNAL_VERSION: u32 = 4;
+/// `rewind_done` that carries its counts. Version 5 names agents: an `agent` mark's name, the
+/// agent a `touched` record's process descends from, and the agent whose hook began a `turn`
+/// (several agents in one folder, each rewound on its own).
+pub const JOURNAL_VERSION: u32 = 5;
 
 /// A record with its envelope, as one line of the journal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -167,6 +169,7 @@ mod tests {
             rec: Record::Turn {
                 turn: Turn::new(n),
                 label: None,
+                by: None,
             },
         }
     }

@@ -284,6 +284,10 @@ pub enum Record {
         /// Optional label given with `echo "N label" > .ckpt/turn`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         label: Option<String>,
+        /// The agent whose hook began it, by its mark's name (journal version 5; absent for
+        /// a turn begun by hand, by `.ckpt/turn`, or on older lines).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// The pre-image of `path` for `turn`.
     Capture {
@@ -373,6 +377,9 @@ impl Record {
         let pre = match self {
             Self::Capture { pre, .. } | Self::Staged { pre, .. } => pre,
             Self::Renewed { .. } => return 3,
+            Self::Touched(Touch { name: Some(_), .. })
+            | Self::Agent(AgentMark { name: Some(_), .. })
+            | Self::Turn { by: Some(_), .. } => return 5,
             Self::Touched(_) | Self::Agent(_) => return 4,
             Self::OpBegin(..) | Self::OpDone { .. } | Self::Relabel { .. } | Self::Pruned(..) => {
                 return 4;
@@ -492,6 +499,10 @@ pub struct Touch {
     /// Whether it descends from a marked agent; absent when no agent was ever marked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<bool>,
+    /// The agent it descends from, by the name of the nearest mark above it (journal version
+    /// 5); absent for another process, and on older lines, whose agent is unnamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// What that first change was: `write`, `create`, `delete`, `rename`, `attr` or `link`.
     pub what: String,
 }
@@ -511,4 +522,21 @@ pub struct AgentMark {
     /// The agent's session id, when a hook's payload gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// The agent's name (journal version 5): `run --as NAME` (default: the command's name),
+    /// or the agent CLI with its session (`claude-code:1f3a…`). On older lines it is derived
+    /// ([`AgentMark::name`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl AgentMark {
+    /// The agent's name: the one recorded, else (a line older than version 5) the command
+    /// name, with the session when a hook gave one.
+    pub fn name(&self) -> String {
+        match (&self.name, &self.session) {
+            (Some(n), _) => n.clone(),
+            (None, Some(s)) => format!("{}:{s}", self.comm),
+            (None, None) => self.comm.clone(),
+        }
+    }
 }

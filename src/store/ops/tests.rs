@@ -20,6 +20,7 @@ fn turn(n: u64) -> Record {
     Record::Turn {
         turn: Turn::new(n),
         label: None,
+        by: None,
     }
 }
 
