@@ -68,8 +68,9 @@ fn init_log(store: &Store, foreground: bool) {
     let _ = b.try_init();
 }
 
-/// Answers one control request: a turn switch, rewind, agent mark, undo or relabel through the
-/// filesystem core; what reads or tidies the store as the engine's [`crate::engine::Query`].
+/// Answers one control request: what reads or tidies the store as the engine's
+/// [`crate::engine::Query`]; a turn switch, rewind, agent mark, undo or relabel through the
+/// filesystem core ([`change`]).
 fn handle(
     fs: &CkptFs,
     folder: &str,
@@ -77,9 +78,17 @@ fn handle(
     req: Request,
     progress: crate::rewind::Progress<'_>,
 ) -> Response {
-    use crate::engine::{DiffQuery, PruneQuery, Query};
-    let query = match req {
-        Request::Turn { set, label, by } => return turn(fs, set, label, by),
+    match crate::engine::Query::try_from(req) {
+        Ok(query) => store_query(fs, folder, io, &query),
+        Err(req) => change(fs, req, progress),
+    }
+}
+
+/// A request that is not a query: a turn switch, rewind, agent mark, undo or relabel through
+/// the filesystem core.
+fn change(fs: &CkptFs, req: Request, progress: crate::rewind::Progress<'_>) -> Response {
+    match req {
+        Request::Turn { set, label, by } => turn(fs, set, label, by),
         Request::Rewind {
             to,
             dry_run,
@@ -88,70 +97,34 @@ fn handle(
             agent,
             agents,
         } => {
-            let agent = agent.map(|conflicts| rewind::AgentScope {
-                agents: rewind::Agents::from_names(agents),
-                conflicts,
-            });
-            let to = match to {
-                Some(to) => to,
-                None => {
-                    let store = fs.capturer().lock();
-                    match rewind::default_turn(store.index(), agent.as_ref().map(|a| &a.agents)) {
-                        Ok(to) => to,
-                        Err(e) => return Response::fail(e.to_string()),
-                    }
-                }
+            let fields = rewind::Fields {
+                to,
+                undo,
+                paths,
+                agent: agent.map(|conflicts| rewind::AgentScope {
+                    agents: rewind::Agents::from_names(agents),
+                    conflicts,
+                }),
             };
             let mode = rewind::Mode::from_dry_run(dry_run);
-            let req = rewind::Request::from_fields(to, (undo, paths, agent), mode);
-            return rewind_request(fs, &req, progress);
+            let req = fields.request(fs.capturer().lock().index(), mode);
+            match req {
+                Ok(req) => rewind_request(fs, &req, progress),
+                Err(e) => Response::fail(e.to_string()),
+            }
         }
-        Request::MarkAgent { mark } => return mark_agent(fs, mark),
+        Request::MarkAgent { mark } => mark_agent(fs, mark),
         Request::Undo { redo, dry_run } => {
             let way = rewind::Direction::from_redo(redo);
             let mode = rewind::Mode::from_dry_run(dry_run);
-            return report_response(fs.undo_redo(way, mode, progress));
+            report_response(fs.undo_redo(way, mode, progress))
         }
-        Request::Relabel { turn, label } => return relabel(fs, turn, label),
+        Request::Relabel { turn, label } => relabel(fs, turn, label),
         // Streamed by the caller ([`cat_reply`]) before it comes here; answered the same way
         // should it ever come.
-        Request::Cat { .. } => {
-            return Response::fail("a file's bytes are streamed, not answered as JSON");
-        }
-        Request::Status => Query::Status,
-        Request::Log => Query::Log,
-        Request::Agents => Query::Agents,
-        Request::OpLog => Query::OpLog,
-        Request::DaemonLog { lines } => Query::DaemonLog { lines },
-        Request::Fsck => Query::Fsck,
-        Request::Diff {
-            turn,
-            to,
-            show,
-            paths,
-        } => Query::Diff(DiffQuery {
-            turn,
-            to,
-            show,
-            paths,
-        }),
-        Request::Prune {
-            keep_turns,
-            max_size,
-            undo,
-            dry_run,
-            expect,
-        } => Query::Prune(PruneQuery {
-            policy: crate::store::prune::Policy {
-                keep_turns,
-                max_size,
-                undo,
-            },
-            dry_run,
-            expect,
-        }),
-    };
-    store_query(fs, folder, io, &query)
+        Request::Cat { .. } => Response::fail("a file's bytes are streamed, not answered as JSON"),
+        query => Response::fail(format!("not a change of the folder: {query:?}")),
+    }
 }
 
 /// `turn`: the current turn (`set` none), or begin turn `set`, labelled.
@@ -426,32 +399,7 @@ fn run_inner(
             errno,
         }
     })?;
-    let mut store = Store::open(
-        root.as_fd(),
-        crate::store::IfMissing::Create,
-        crate::tree::Durability::from_flag(opts.durable),
-    )
-    .map_err(|source| DaemonError::Store {
-        dir: dir.clone(),
-        source,
-    })?;
-    init_log(&store, foreground);
-    // A user's session starts the daemon with a soft limit of 1,024 descriptors, which a
-    // rewind of a big tree exceeds (EMFILE on lookups and opens); the hard limit is allowed.
-    match sys::raise_nofile_limit() {
-        Ok(n) => log::debug!(target: "ckpt::daemon", "open-file limit {n}"),
-        Err(e) => log::warn!(target: "ckpt::daemon", "cannot raise the open-file limit: {e}"),
-    }
-    if !mapped {
-        log::debug!(target: "ckpt::daemon", "the allocator keeps its own large-allocation threshold");
-    }
-    store.blobs().set_compress(opts.compress);
-    for line in complete_cut_off(root.as_fd(), &mut store, opts.max_blob)? {
-        log::info!(target: "ckpt::rewind", "{line}");
-        if let Some(r) = ready.as_mut() {
-            let _ = writeln!(r, "{READY_NOTE}{line}");
-        }
-    }
+    let store = open_store(opts, root.as_fd(), foreground, mapped, ready)?;
     let listener = ipc::listen(dir).map_err(DaemonError::ControlSocket)?;
     sys::set_umask(0);
     let root_for_fs = root.try_clone().map_err(DaemonError::Dup)?;
@@ -488,6 +436,46 @@ fn run_inner(
     let r = session.run();
     log::info!(target: "ckpt::fuse", "unmounted {}", dir.display());
     r.map_err(DaemonError::Session)
+}
+
+/// Opens the folder's store (made if missing), starts the log in it, and completes a rewind a
+/// crash cut off, telling the waiting `mount` on `ready` (`mapped`: whether the allocator took
+/// the large-allocation threshold, logged once the log is up).
+fn open_store(
+    opts: &MountOptions,
+    root: BorrowedFd<'_>,
+    foreground: bool,
+    mapped: bool,
+    ready: &mut Option<std::fs::File>,
+) -> Result<Store, DaemonError> {
+    let dir = &opts.dir;
+    let mut store = Store::open(
+        root,
+        crate::store::IfMissing::Create,
+        crate::tree::Durability::from_flag(opts.durable),
+    )
+    .map_err(|source| DaemonError::Store {
+        dir: dir.clone(),
+        source,
+    })?;
+    init_log(&store, foreground);
+    // A user's session starts the daemon with a soft limit of 1,024 descriptors, which a
+    // rewind of a big tree exceeds (EMFILE on lookups and opens); the hard limit is allowed.
+    match sys::raise_nofile_limit() {
+        Ok(n) => log::debug!(target: "ckpt::daemon", "open-file limit {n}"),
+        Err(e) => log::warn!(target: "ckpt::daemon", "cannot raise the open-file limit: {e}"),
+    }
+    if !mapped {
+        log::debug!(target: "ckpt::daemon", "the allocator keeps its own large-allocation threshold");
+    }
+    store.blobs().set_compress(opts.compress);
+    for line in complete_cut_off(root, &mut store, opts.max_blob)? {
+        log::info!(target: "ckpt::rewind", "{line}");
+        if let Some(r) = ready.as_mut() {
+            let _ = writeln!(r, "{READY_NOTE}{line}");
+        }
+    }
+    Ok(store)
 }
 
 /// How a line the daemon sends on its readiness pipe before `ok` begins: something the user

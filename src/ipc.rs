@@ -158,6 +158,49 @@ impl From<crate::engine::Query> for Request {
     }
 }
 
+/// The engine's query a request asks, or the request itself when it changes the folder.
+impl TryFrom<Request> for crate::engine::Query {
+    type Error = Request;
+    fn try_from(req: Request) -> Result<Self, Request> {
+        use crate::engine::{DiffQuery, PruneQuery, Query};
+        Ok(match req {
+            Request::Status => Query::Status,
+            Request::Log => Query::Log,
+            Request::Agents => Query::Agents,
+            Request::OpLog => Query::OpLog,
+            Request::DaemonLog { lines } => Query::DaemonLog { lines },
+            Request::Fsck => Query::Fsck,
+            Request::Diff {
+                turn,
+                to,
+                show,
+                paths,
+            } => Query::Diff(DiffQuery {
+                turn,
+                to,
+                show,
+                paths,
+            }),
+            Request::Prune {
+                keep_turns,
+                max_size,
+                undo,
+                dry_run,
+                expect,
+            } => Query::Prune(PruneQuery {
+                policy: crate::store::prune::Policy {
+                    keep_turns,
+                    max_size,
+                    undo,
+                },
+                dry_run,
+                expect,
+            }),
+            other => return Err(other),
+        })
+    }
+}
+
 /// The answer to [`Request::Turn`] and [`Request::Relabel`]: the turn current now (or the one
 /// relabelled), and for a switch whether it began a new turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

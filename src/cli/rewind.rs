@@ -245,13 +245,15 @@ impl Rewinder {
             },
             Target::Offline(folder) => {
                 let (root, store) = super::open_offline(&folder)?;
-                let to = match to {
-                    Some(to) => to,
-                    None => rewind::default_turn(store.index(), agent.as_ref().map(|a| &a.agents))
-                        .map_err(|e| CliError::fail(e.to_string()))?,
+                let fields = rewind::Fields {
+                    to,
+                    undo,
+                    paths,
+                    agent,
                 };
-                let req =
-                    rewind::Request::from_fields(to, (undo, paths, agent), rewind::Mode::Apply);
+                let req = fields
+                    .request(store.index(), rewind::Mode::Apply)
+                    .map_err(|e| CliError::fail(e.to_string()))?;
                 Self::Offline {
                     folder,
                     root,

@@ -48,27 +48,7 @@ pub fn run(a: RunArgs) -> CliResult {
     }
     // Before anything is spawned: `wait_for_command` needs each ended child returned to it.
     crate::sys::default_sigchld();
-    super::mount::recover_dead_mount(&folder)?;
-    let mounted_before = crate::mounts::is_ckpt_mount(&folder);
-    if !mounted_before {
-        let dir = crate::mount_policy::check_folder(&folder, a.force)
-            .map_err(|e| CliError::fail(e.to_string()))?;
-        let args = super::mount::MountArgs {
-            dir: dir.clone(),
-            foreground: false,
-            max_blob: crate::capture::DEFAULT_MAX_BLOB,
-            allow_other: false,
-            durable: false,
-            threads: 4,
-            ttl: 60,
-            no_passthrough: false,
-            force: a.force,
-            kernel_permissions: false,
-            compress: false,
-            ready_fd: None,
-        };
-        super::mount::spawn_daemon(&dir, &args)?;
-    }
+    let mounted_before = mount_if_needed(&folder, a.force)?;
     // Resolved after the mount: the working directory is inside the mounted view, so the
     // command can never see the raw folder (the stale-cwd trap).
     let sub = cwd
@@ -109,6 +89,33 @@ pub fn run(a: RunArgs) -> CliResult {
             code,
         }),
     }
+}
+
+/// Mounts `folder` with the defaults unless it is mounted already (a dead mount is recovered
+/// first); whether it was mounted before.
+fn mount_if_needed(folder: &std::path::Path, force: bool) -> Result<bool, CliError> {
+    super::mount::recover_dead_mount(folder)?;
+    if crate::mounts::is_ckpt_mount(folder) {
+        return Ok(true);
+    }
+    let dir = crate::mount_policy::check_folder(folder, force)
+        .map_err(|e| CliError::fail(e.to_string()))?;
+    let args = super::mount::MountArgs {
+        dir: dir.clone(),
+        foreground: false,
+        max_blob: crate::capture::DEFAULT_MAX_BLOB,
+        allow_other: false,
+        durable: false,
+        threads: 4,
+        ttl: 60,
+        no_passthrough: false,
+        force,
+        kernel_permissions: false,
+        compress: false,
+        ready_fd: None,
+    };
+    super::mount::spawn_daemon(&dir, &args)?;
+    Ok(false)
 }
 
 /// Waits for the command `child` to end, reaping on the way every orphan of its tree that this

@@ -72,13 +72,12 @@ mod undo;
 mod unlock;
 mod verify;
 
-pub use agent::default_turn;
 pub use apply::Progress;
 pub use plan::{Plan, Step, plan};
 pub use report::{
     AgentSplit, FailedAt, Failure, PathActors, Report, ReportJson, RewindError, Summary,
 };
-pub use request::{AgentScope, Agents, Conflicts, Direction, Mode, Request, Scope};
+pub use request::{AgentScope, Agents, Conflicts, Direction, Fields, Mode, Request, Scope};
 pub use restore::remove_tree;
 pub use room::{SizedPath, Space};
 pub(crate) use times::log_took;

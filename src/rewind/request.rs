@@ -2,9 +2,11 @@
 //! CLI's socket and for `.ckpt/rewind`, the CLI itself on an unmounted folder, the mount
 //! completing a cut-off rewind. `super::run` is its one entry point. No I/O.
 
+use super::report::RewindError;
 use crate::ids::Turn;
 use crate::relpath::RelPath;
 use crate::store::actors::{ActorView, names_agent};
+use crate::store::index::Index;
 use crate::store::journal::OpKind;
 use serde::{Deserialize, Serialize};
 
@@ -127,23 +129,6 @@ impl Request {
         }
     }
 
-    /// What the wire's fields ask for (`ipc::Request::Rewind`, the CLI's flags): the agents'
-    /// changes when `agent` is given, else the paths when some are, else the whole folder or,
-    /// with `undo`, the last whole rewind taken back.
-    pub fn from_fields(
-        to: Turn,
-        (undo, paths, agent): (bool, Vec<RelPath>, Option<AgentScope>),
-        mode: Mode,
-    ) -> Self {
-        let scope = match (agent, paths.is_empty()) {
-            (Some(agent), _) => Scope::Agent(agent),
-            (None, false) => Scope::Paths(paths),
-            (None, true) if undo => return Self::UndoLast { mode },
-            (None, true) => Scope::Folder,
-        };
-        Self::To { to, scope, mode }
-    }
-
     /// Whether anything changes.
     pub fn mode(&self) -> Mode {
         match self {
@@ -160,6 +145,40 @@ impl Request {
                 ..
             } | Self::UndoLast { .. }
         )
+    }
+}
+
+/// A rewind as the wire (`ipc::Request::Rewind`) and the CLI's flags give it: the turn may be
+/// left out, and the flags say the scope.
+#[derive(Debug, Clone, Default)]
+pub struct Fields {
+    /// The turn whose start is given back; none: the current turn, or, for named agents, the
+    /// latest turn one of them began ([`super::agent::default_turn`]).
+    pub to: Option<Turn>,
+    /// `--undo`: the last whole rewind taken back.
+    pub undo: bool,
+    /// Only these paths.
+    pub paths: Vec<RelPath>,
+    /// Only the changes of these agents.
+    pub agent: Option<AgentScope>,
+}
+
+impl Fields {
+    /// The request these fields ask for on the folder whose history is `index`: the agents'
+    /// changes when `agent` is given, else the paths when some are, else the whole folder or,
+    /// with `undo`, the last whole rewind taken back.
+    pub fn request(self, index: &Index, mode: Mode) -> Result<Request, RewindError> {
+        let to = match self.to {
+            Some(to) => to,
+            None => super::agent::default_turn(index, self.agent.as_ref().map(|a| &a.agents))?,
+        };
+        let scope = match (self.agent, self.paths.is_empty()) {
+            (Some(agent), _) => Scope::Agent(agent),
+            (None, false) => Scope::Paths(self.paths),
+            (None, true) if self.undo => return Ok(Request::UndoLast { mode }),
+            (None, true) => Scope::Folder,
+        };
+        Ok(Request::To { to, scope, mode })
     }
 }
 
