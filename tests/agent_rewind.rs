@@ -568,3 +568,101 @@ fn two_named_agents_and_the_user_in_one_folder_on_a_users_mount() {
         common::user::rerun_as_user("two_named_agents_and_the_user_in_one_folder_on_a_users_mount");
     }
 }
+
+/// A process that opened a file for writing in turn 2 and writes through that descriptor in
+/// turn 3 (its writes reach the host without a request): the views and the preview of
+/// `rewind 3 --agent` name it, in words, as the one whose descriptor wrote, and a rewind of
+/// the agent's changes keeps its file; the agent's own file in turn 3 is rewound.
+fn a_held_descriptor_is_its_openers() {
+    let m = Mounted::with(project);
+    m.turn(2);
+    // The agent is marked in turn 2 already, so the holder is classified as another process.
+    let agent = Command::new(bin())
+        .args([
+            "run",
+            "--as",
+            "bot",
+            "--",
+            "sh",
+            "-c",
+            "echo early > early.txt",
+        ])
+        .current_dir(&m.dir)
+        .output()
+        .expect("run");
+    assert!(agent.status.success(), "{}", text(&agent));
+    let outside = tempfile::tempdir().expect("tempdir");
+    let go = outside.path().join("go");
+    let script = format!(
+        "exec 3>>held.log; echo one >&3; while [ ! -e {go} ]; do sleep 0.02; done; echo two >&3",
+        go = go.display()
+    );
+    let mut holder = Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(&m.dir)
+        .spawn()
+        .expect("holder");
+    for _ in 0..200 {
+        if std::fs::read(m.path("held.log")).is_ok_and(|b| b == b"one\n") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    m.turn(3);
+    std::fs::write(&go, "").expect("go");
+    assert!(holder.wait().expect("holder").success());
+    let agent = Command::new(bin())
+        .args(["run", "--as", "bot", "--", "sh", "-c", "echo bot > bot.txt"])
+        .current_dir(&m.dir)
+        .output()
+        .expect("run");
+    assert!(agent.status.success(), "{}", text(&agent));
+    let before = tree(&m.dir, false);
+    let preview = ok(m.cli(&["rewind", "3", "--agent", "--dry-run"]));
+    let pid = holder.id();
+    assert!(
+        preview.contains(&format!(
+            "keep     held.log: written through a descriptor sh (pid {pid}) opened in turn 2"
+        )),
+        "{preview}"
+    );
+    assert!(!preview.contains("? ?"), "{preview}");
+    assert!(preview.contains("delete   bot.txt"), "{preview}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(m.cli(&["show", "3", "--json"]))).expect("json");
+    let held = json
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find(|c| c["path"] == "held.log")
+        .unwrap_or_else(|| panic!("held.log in {json}"));
+    let actors = held["actors"].as_array().expect("actors");
+    assert_eq!(actors.len(), 1, "{held}");
+    assert_eq!(actors[0]["what"], "held");
+    assert_eq!(actors[0]["opened_in"], 2);
+    assert_eq!(actors[0]["agent"], false);
+    ok(m.cli(&["rewind", "3", "--agent", "-y"]));
+    let after = tree(&m.dir, false);
+    let mut want = before.clone();
+    want.remove("bot.txt");
+    assert_eq!(after, want, "only the agent's file went");
+}
+
+#[test]
+fn a_write_through_a_descriptor_held_across_a_turn_is_its_openers() {
+    if require_fuse() {
+        a_held_descriptor_is_its_openers();
+    }
+}
+
+/// The same on a normal user's own mount.
+#[test]
+fn a_write_through_a_descriptor_held_across_a_turn_is_its_openers_on_a_users_mount() {
+    if common::user::in_user_run() {
+        a_held_descriptor_is_its_openers();
+    } else if require_fuse() {
+        common::user::rerun_as_user(
+            "a_write_through_a_descriptor_held_across_a_turn_is_its_openers_on_a_users_mount",
+        );
+    }
+}

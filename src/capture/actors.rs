@@ -38,6 +38,13 @@ pub enum What {
     Attr,
     /// Given another name by a hard link (the source of `link`).
     Link,
+    /// Held open for writing across a turn switch, through a descriptor opened in
+    /// `opened_in`: its writes reach the host without a request, so who holds it stands for
+    /// who writes.
+    Held {
+        /// The turn the descriptor was opened in.
+        opened_in: crate::ids::Turn,
+    },
 }
 
 impl What {
@@ -50,6 +57,7 @@ impl What {
             Self::Rename => "rename",
             Self::Attr => "attr",
             Self::Link => "link",
+            Self::Held { .. } => "held",
         }
     }
 }

@@ -39,7 +39,7 @@ pub use actors::{Classifier, ProcInfo, Procs, RealProcs, What, read_proc};
 
 pub use preimage::{read_open_file, read_preimage, walk_tree};
 pub use stage::{PendingStage, StageBy, Staging};
-pub use turn::{HeldName, MAX_TURN, OpenForWrite, TurnError, TurnStart};
+pub use turn::{HeldBy, HeldName, MAX_TURN, OpenForWrite, TurnError, TurnStart};
 
 use crate::ids::Turn;
 use crate::relpath::RelPath;
@@ -415,6 +415,10 @@ fn touch(capture: crate::ids::Seq, who: Who, actor: &Actor) -> Touch {
         agent: actor.agent,
         name: actor.name.clone(),
         what: who.what.as_str().into(),
+        opened_in: match who.what {
+            What::Held { opened_in } => Some(opened_in),
+            _ => None,
+        },
     }
 }
 

@@ -5,23 +5,49 @@
 //! switch, read and recorded under the store lock (see `mod.rs`). They are apart
 //! from the per-request policy because they run once per turn, for a list the caller (the
 //! filesystem's handle table) supplies, and decide whether the turn may begin at all.
+//!
+//! Such a file's writes reach the host without a request, so they cannot be attributed one by
+//! one: the processes that opened its descriptors ([`HeldBy`]) are recorded as its actors in
+//! the new turn (`held`), which is what `rewind --agent` and the views then say.
 
-use super::{Capturer, Who, read_preimage};
-use crate::ids::Turn;
+use super::{Capturer, What, Who, read_preimage};
+use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::StoreError;
+use crate::store::actors::Actor;
 use crate::store::journal::Record;
 use crate::sys::{Errno, ToErrno};
+use std::collections::HashMap;
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
 
-/// One name of a file held open for writing: `(parent dir, name, path)`, or the error that
-/// kept the name from being reached.
-pub type HeldName<'a> = Result<(BorrowedFd<'a>, &'a CStr, &'a RelPath), Errno>;
+/// Who holds a file open for writing: the process that opened the descriptor, and the turn it
+/// was opened in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldBy {
+    /// The process (thread) that opened it.
+    pub pid: u32,
+    /// The turn current when it was opened.
+    pub opened_in: Turn,
+}
+
+/// One name of a file held open for writing: `(parent dir, name, path, who holds it)`, or the
+/// error that kept the name from being reached.
+pub type HeldName<'a> = Result<(BorrowedFd<'a>, &'a CStr, &'a RelPath, &'a [HeldBy]), Errno>;
 
 /// Visits every name of every file held open for writing. It runs under the store lock, so it
 /// must take no lock of its own (`crate::sync`): the filesystem collects the names first.
 pub type OpenForWrite<'a> = dyn Fn(&mut dyn FnMut(HeldName<'_>)) + 'a;
+
+/// Who a holder is, as a change: `held` through a descriptor opened in its turn.
+fn held(h: HeldBy) -> Who {
+    Who::new(
+        h.pid,
+        What::Held {
+            opened_in: h.opened_in,
+        },
+    )
+}
 
 /// Why a turn could not begin.
 #[derive(Debug)]
@@ -103,20 +129,40 @@ impl Capturer {
         &self,
         open_for_write: &OpenForWrite<'_>,
     ) -> Vec<(Option<RelPath>, Errno)> {
+        let actors = self.holders(open_for_write);
         let mut store = self.lock_raw();
         let max_blob = self.max_blob;
         let mut failed = Vec::new();
         open_for_write(&mut |named| match named {
-            Ok((dir, name, path)) => {
-                if let Err(e) =
-                    Self::ensure_locked(&mut store, max_blob, dir, name, path, Who::default(), None)
-                {
+            Ok((dir, name, path, held_by)) => {
+                let mut who = held_by.iter().map(|h| (held(*h), actors.get(&h.pid)));
+                let (first, actor) = who.next().unwrap_or((Who::default(), None));
+                let mut r =
+                    Self::ensure_locked(&mut store, max_blob, dir, name, path, first, actor);
+                for (w, actor) in who {
+                    r = r.and_then(|()| Self::attribute(&mut store, path, w, actor));
+                }
+                if let Err(e) = r {
                     failed.push((Some(path.clone()), e.to_errno()));
                 }
             }
             Err(e) => failed.push((None, e)),
         });
         failed
+    }
+
+    /// The actor of each process that holds a file open for writing, classified before the
+    /// store is locked (classifying may read `/proc`).
+    fn holders(&self, open_for_write: &OpenForWrite<'_>) -> HashMap<u32, Actor> {
+        let mut pids: Vec<HeldBy> = Vec::new();
+        open_for_write(&mut |named| {
+            if let Ok((_, _, _, held_by)) = named {
+                pids.extend_from_slice(held_by);
+            }
+        });
+        pids.into_iter()
+            .filter_map(|h| Some((h.pid, self.actor(held(h))?)))
+            .collect()
     }
 
     /// Begins the turn `start` says; `open_for_write` lists the files held open for writing,
@@ -129,6 +175,7 @@ impl Capturer {
         open_for_write: &OpenForWrite<'_>,
     ) -> Result<bool, TurnError> {
         let TurnStart { turn: n, label, by } = start;
+        let actors = self.holders(open_for_write);
         let mut store = self.lock_raw();
         let current = store.index().current_turn();
         if n == current && label.is_none() {
@@ -146,20 +193,36 @@ impl Capturer {
         let mut records = vec![Record::Turn { turn: n, label, by }];
         let mut seen = std::collections::HashSet::new();
         let mut failed = None;
+        let base = store.index().last_seq.get();
         open_for_write(&mut |named| {
-            let read = named.and_then(|(dir, name, path)| {
+            let read = named.and_then(|(dir, name, path, held_by)| {
                 if !seen.insert(path.clone()) {
                     return Ok(());
                 }
                 let pre = read_preimage(store.blobs(), dir, name, max_blob)?;
+                let first = held_by.first();
                 records.push(Record::Capture {
                     turn: n,
                     path: path.clone(),
                     pre,
                     undo_of: None,
-                    pid: None,
-                    comm: None,
+                    pid: first.map(|h| h.pid),
+                    comm: first
+                        .and_then(|h| actors.get(&h.pid))
+                        .map(|a| a.comm.clone()),
                 });
+                // The seq this capture gets when the records are appended.
+                let capture = Seq::new(base + records.len() as u64);
+                let mut recorded: Vec<&Actor> = Vec::new();
+                for h in held_by {
+                    let Some(actor) = actors.get(&h.pid) else {
+                        continue;
+                    };
+                    if !recorded.contains(&actor) {
+                        recorded.push(actor);
+                        records.push(Record::Touched(super::touch(capture, held(*h), actor)));
+                    }
+                }
                 Ok(())
             });
             if let Err(e) = read {

@@ -451,7 +451,7 @@ fn print_agent(r: &ReportJson) {
     let who = |p: &PathActors| {
         p.actors
             .iter()
-            .map(|x| format!("{} {}", x.actor().label(), x.what))
+            .map(crate::store::actors::ActorView::described)
             .collect::<Vec<_>>()
             .join(", ")
     };

@@ -5,7 +5,7 @@ use super::creds::{CallerUmask, setid_to_drop};
 use super::handles::NodeHandle;
 use super::resolve::{Located, Reach};
 use super::{Caller, Entry, FsError, FsResult, HostFs};
-use crate::capture::{What, Who};
+use crate::capture::{HeldBy, What, Who};
 use crate::ids::{Fh, NodeId};
 use crate::relpath::RelPath;
 use crate::sys::{self, Errno};
@@ -26,6 +26,9 @@ pub(super) struct Handle {
     /// Opened read-write: a shared writable mapping of it can be made (see
     /// [`super::CkptFs::attr_ttl`]).
     pub(super) mappable: bool,
+    /// Who opened it and in which turn (a handle open for writing): what a turn switch
+    /// records as the actor of the file's later writes, which reach the host unseen.
+    pub(super) opener: Option<HeldBy>,
 }
 
 impl NodeHandle for Handle {
@@ -108,7 +111,7 @@ impl HostFs {
         let Located { dir, name, path } = match self.reach(node)? {
             Reach::Named(l) => l,
             // `/proc/PID/fd/N` of a file unlinked while open: reopen that open file.
-            Reach::Unnamed(orphan) => return self.open_orphan(node, orphan, clean),
+            Reach::Unnamed(orphan) => return self.open_orphan(node, orphan, clean, caller),
             Reach::Root => return Err(Errno(libc::EINVAL).into()),
         };
         if writable && flags & libc::O_TRUNC == 0 {
@@ -157,12 +160,19 @@ impl HostFs {
             writable,
             regular,
             mappable,
+            opener: writable.then(|| self.opener(caller)),
         }))
     }
 
     /// Opens a file unlinked while open (through `/proc/PID/fd/N`) by reopening `orphan`, a
     /// descriptor of it ([`Reach::Unnamed`]).
-    fn open_orphan(&self, node: NodeId, orphan: OwnedFd, clean: i32) -> FsResult<Fh> {
+    fn open_orphan(
+        &self,
+        node: NodeId,
+        orphan: OwnedFd,
+        clean: i32,
+        caller: Caller,
+    ) -> FsResult<Fh> {
         let fd = sys::reopen(orphan.as_fd(), clean | libc::O_NOFOLLOW)?;
         let writable = clean & libc::O_ACCMODE != libc::O_RDONLY || clean & libc::O_TRUNC != 0;
         Ok(self.add_handle(Handle {
@@ -171,7 +181,16 @@ impl HostFs {
             writable,
             regular: false,
             mappable: clean & libc::O_ACCMODE == libc::O_RDWR,
+            opener: writable.then(|| self.opener(caller)),
         }))
+    }
+
+    /// The opener of a handle opened for writing now by `caller`.
+    fn opener(&self, caller: Caller) -> HeldBy {
+        HeldBy {
+            pid: caller.pid,
+            opened_in: self.turn_now(),
+        }
     }
 
     /// `open` for writing without truncation: the file is opened first, read-write, and its
@@ -214,6 +233,7 @@ impl HostFs {
             writable: true,
             regular,
             mappable: clean & libc::O_ACCMODE == libc::O_RDWR,
+            opener: Some(self.opener(caller)),
         }))
     }
 
@@ -249,6 +269,7 @@ impl HostFs {
             // No attributes of the new file were cached before it could be mapped, and it
             // is empty: it grows by a write or a truncation first, and both refresh them.
             mappable: flags & libc::O_ACCMODE == libc::O_RDWR,
+            opener: Some(self.opener(caller)),
         });
         Ok((entry, fh))
     }

@@ -183,6 +183,10 @@ pub struct HostFs {
     passthrough: AtomicBool,
     /// Open handles that are [`Handle::mappable`].
     mappable_open: AtomicUsize,
+    /// The current turn, as a handle opened now records it ([`Handle::opener`]): changed only
+    /// with `gate` held exclusively (a turn switch, a rewind, an undo or redo), so a request
+    /// holding it shared reads the turn it runs in without the store's lock.
+    turn_now: AtomicU64,
 }
 
 fn cname(name: &OsStr) -> FsResult<CString> {
@@ -265,7 +269,27 @@ impl HostFs {
             invalidator: OnceLock::new(),
             passthrough: AtomicBool::new(false),
             mappable_open: AtomicUsize::new(0),
+            turn_now: AtomicU64::new(0),
         }
+        .with_turn_now()
+    }
+
+    /// Reads the current turn from the store into [`Self::turn_now`] (with `gate` held
+    /// exclusively, or before the mount serves anything).
+    fn with_turn_now(self) -> Self {
+        self.refresh_turn_now();
+        self
+    }
+
+    /// See [`Self::with_turn_now`].
+    fn refresh_turn_now(&self) {
+        let turn = self.capture.current_turn();
+        self.turn_now.store(turn.get(), Ordering::Relaxed);
+    }
+
+    /// The current turn, for a request that holds `gate` shared.
+    fn turn_now(&self) -> crate::ids::Turn {
+        crate::ids::Turn::new(self.turn_now.load(Ordering::Relaxed))
     }
 
     /// Whether the kernel passes file I/O through to the host (decided at FUSE init).

@@ -6,7 +6,7 @@ use super::files::Handle;
 use super::inode::{HostId, ROOT};
 use super::resolve::Located;
 use super::{CkptFs, FsResult, HostFs, cname};
-use crate::capture::{TurnError, TurnStart};
+use crate::capture::{HeldBy, TurnError, TurnStart};
 use crate::identity::FileId;
 use crate::ids::{NodeId, Turn};
 use crate::ipc::JsonText;
@@ -37,18 +37,21 @@ impl HostFs {
     /// Collected before the store is locked, so that no table lock is taken under the store
     /// (`crate::sync`); the caller holds the gate exclusively, so no name changes between
     /// this and the captures.
-    pub(super) fn held_for_write(&self) -> Vec<FsResult<Located>> {
-        let nodes: Vec<NodeId> = self
-            .lock_handles()
-            .values()
-            .filter(|h| h.writable)
-            .map(|h| h.node)
-            .collect();
+    pub(super) fn held_for_write(&self) -> Vec<Held> {
+        let mut nodes: HashMap<NodeId, Vec<HeldBy>> = HashMap::new();
+        for h in self.lock_handles().values().filter(|h| h.writable) {
+            let by = nodes.entry(h.node).or_default();
+            if let Some(opener) = h.opener
+                && !by.contains(&opener)
+            {
+                by.push(opener);
+            }
+        }
         let mut held = Vec::new();
-        for node in nodes {
+        for (node, by) in nodes {
             match self.names(node) {
-                Ok(names) => held.extend(names.into_iter().map(Ok)),
-                Err(e) => held.push(Err(e)),
+                Ok(names) => held.extend(names.into_iter().map(|l| (Ok(l), by.clone()))),
+                Err(e) => held.push((Err(e), by)),
             }
         }
         held
@@ -268,7 +271,9 @@ impl Turns {
     pub(super) fn begin_turn(&self, host: &HostFs, start: TurnStart) -> Result<bool, TurnError> {
         let _gate = host.exclusive_gate();
         let held = host.held_for_write();
-        host.capture.begin_turn(start, &|f| visit_held(&held, f))
+        let begun = host.capture.begin_turn(start, &|f| visit_held(&held, f));
+        host.refresh_turn_now();
+        begun
     }
 
     /// Runs the rewind `req` (see [`rewind::run`]) while holding back every other mutation,
@@ -326,6 +331,7 @@ impl Turns {
                 // operation began a capture epoch, `crate::store::ops`).
                 host.capture_held_after(&mut report);
                 host.lock_dirs().map.clear();
+                host.refresh_turn_now();
                 rewind::log_took("inode names refreshed", started);
             }
             (report, refreshed)
@@ -362,11 +368,15 @@ impl TurnControl for CkptFs {
 
 /// Passes each collected name of a file held open for writing to `f`, as the capture's
 /// `OpenForWrite` visitor wants them.
-fn visit_held(held: &[FsResult<Located>], f: &mut dyn FnMut(crate::capture::HeldName<'_>)) {
-    for name in held {
+fn visit_held(held: &[Held], f: &mut dyn FnMut(crate::capture::HeldName<'_>)) {
+    for (name, by) in held {
         match name {
-            Ok(l) => f(Ok((l.dir.as_fd(), &l.name, &l.path))),
+            Ok(l) => f(Ok((l.dir.as_fd(), &l.name, &l.path, by))),
             Err(e) => f(Err(e.errno())),
         }
     }
 }
+
+/// One name of a file held open for writing (or why it could not be reached), and who holds
+/// it open.
+pub(super) type Held = (FsResult<Located>, Vec<HeldBy>);

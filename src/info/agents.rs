@@ -146,6 +146,7 @@ mod tests {
                 agent: Some(by.is_some()),
                 name: by.map(str::to_string),
                 what: "create".into(),
+                opened_in: None,
             }),
             0,
         );

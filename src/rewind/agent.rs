@@ -7,8 +7,8 @@
 //! A path changed since the start of N by the agent alone is restored. A path changed only by
 //! other processes is kept. A path both changed is a conflict: kept unless
 //! [`Conflicts::Rewind`] says to restore it too. A change the journal cannot attribute (a
-//! capture from before journal version 4, a file held open for writing across a turn switch)
-//! is never taken for the agent's. A path the agent alone changed that stands where something
+//! capture from before journal version 4; a file held open for writing across a turn switch
+//! before version 5, which names the descriptor's opener) is never taken for the agent's. A path the agent alone changed that stands where something
 //! else must be kept below it (the agent created `dir`, an editor then wrote `dir/notes`) is a
 //! conflict too, since restoring it would remove what is kept; and so is one that would come
 //! back below a directory that another change, kept, made something else or removed (the
@@ -230,6 +230,7 @@ mod tests {
                     agent: Some(*agent),
                     name: agent.then(|| "claude".into()),
                     what: "write".into(),
+                    opened_in: None,
                 }));
             }
         }
@@ -355,6 +356,7 @@ mod tests {
                 agent: Some(name.is_some()),
                 name: name.map(str::to_string),
                 what: "write".into(),
+                opened_in: None,
             }));
         }
     }

@@ -15,7 +15,7 @@
 //! untrusted input: a touch whose capture is unknown is kept but names nothing (fsck says so).
 
 use super::journal::{AgentMark, Touch};
-use crate::ids::Seq;
+use crate::ids::{Seq, Turn};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -102,11 +102,30 @@ pub struct ActorView {
     pub name: Option<String>,
     /// The process of its first change (0 when unknown).
     pub pid: u32,
-    /// What that first change was (`?` for a change the journal did not attribute).
+    /// What that first change was (`?` for a change the journal did not attribute; `held`:
+    /// held open for writing across the turn switch).
     pub what: String,
+    /// For `held`: the turn the descriptor was opened in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_in: Option<Turn>,
 }
 
 impl ActorView {
+    /// Who did what, as the views say it: `sed (agent helper) rename`, or for a file it held
+    /// open for writing across the turn switch, `written through a descriptor python3 (pid
+    /// 1234) opened in turn 3` (such writes reach the host without a request, so they are not
+    /// seen one by one: who holds the descriptor stands for who writes).
+    pub fn described(&self) -> String {
+        let label = self.actor().label();
+        match self.opened_in {
+            Some(turn) => format!(
+                "written through a descriptor {label} (pid {}) opened in turn {turn}",
+                self.pid
+            ),
+            None => format!("{label} {}", self.what),
+        }
+    }
+
     /// The actor.
     pub fn actor(&self) -> Actor {
         Actor {
@@ -147,6 +166,8 @@ pub struct HeldTouch {
     pub name: Option<Arc<str>>,
     /// What that first change was.
     pub what: Arc<str>,
+    /// For `held`: the turn the descriptor was opened in.
+    pub opened_in: Option<Turn>,
 }
 
 impl HeldTouch {
@@ -159,6 +180,7 @@ impl HeldTouch {
             agent: self.agent,
             name: self.name.as_deref().map(str::to_string),
             what: self.what.to_string(),
+            opened_in: self.opened_in,
         }
     }
 }
@@ -182,6 +204,7 @@ impl Actors {
             agent: t.agent,
             name: t.name.as_deref().map(|n| self.name(n)),
             what: self.name(&t.what),
+            opened_in: t.opened_in,
         };
         self.by_capture.entry(t.capture).or_default().push(held);
     }
@@ -310,6 +333,7 @@ mod tests {
             agent: Some(agent),
             name: agent.then(|| "claude".into()),
             what: "write".into(),
+            opened_in: None,
         })
     }
 

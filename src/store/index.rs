@@ -333,9 +333,9 @@ impl Index {
 
     /// The actors of capture `c`: its touches, and the capture's own process unless the touch
     /// written with it stands for it. A capture without one (written before journal version
-    /// 4, or by the daemon: a file held open for writing across a turn switch, whose writer is
-    /// not known, or what a partial rewind overwrote) adds an actor from what it recorded,
-    /// never taken for the agent.
+    /// 4, or by the daemon: what a partial rewind overwrote, or before version 5 a file held
+    /// open for writing across a turn switch, whose holders version 5 records) adds an actor
+    /// from what it recorded, never taken for the agent.
     pub fn actors_of(&self, c: &Capture) -> Vec<ActorView> {
         let touches = self
             .actors
@@ -352,6 +352,7 @@ impl Index {
                 name: None,
                 pid: own.unwrap_or(0),
                 what: "?".into(),
+                opened_in: None,
             });
         }
         out.extend(touches.iter().map(|t| ActorView {
@@ -360,6 +361,7 @@ impl Index {
             name: t.name.as_deref().map(str::to_string),
             pid: t.pid,
             what: t.what.to_string(),
+            opened_in: t.opened_in,
         }));
         out
     }

@@ -378,6 +378,9 @@ impl Record {
             Self::Capture { pre, .. } | Self::Staged { pre, .. } => pre,
             Self::Renewed { .. } => return 3,
             Self::Touched(Touch { name: Some(_), .. })
+            | Self::Touched(Touch {
+                opened_in: Some(_), ..
+            })
             | Self::Agent(AgentMark { name: Some(_), .. })
             | Self::Turn { by: Some(_), .. } => return 5,
             Self::Touched(_) | Self::Agent(_) => return 4,
@@ -503,8 +506,13 @@ pub struct Touch {
     /// 5); absent for another process, and on older lines, whose agent is unnamed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// What that first change was: `write`, `create`, `delete`, `rename`, `attr` or `link`.
+    /// What that first change was: `write`, `create`, `delete`, `rename`, `attr` or `link`;
+    /// `held` (journal version 5): the file was held open for writing across the turn switch
+    /// through a descriptor this process opened in turn `opened_in`.
     pub what: String,
+    /// For `held`: the turn the descriptor was opened in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_in: Option<Turn>,
 }
 
 /// An `agent` record: process `pid`, started at `start` (clock ticks after boot, field 22 of
