@@ -666,3 +666,135 @@ fn a_write_through_a_descriptor_held_across_a_turn_is_its_openers_on_a_users_mou
         );
     }
 }
+
+/// `--conflicts merge`: the agent and the user edit different lines of one text file in the
+/// same turn (the user saving by rename, as editors do), the same line of another, and a
+/// binary file both: the agent's lines of the first are taken back and the user's kept,
+/// byte for byte; the second (overlapping) and the binary one are kept whole, with the hunks
+/// and the reason shown; the preview shows the merge as a diff; nothing else changes; undo
+/// brings the agent's lines back.
+fn merge_takes_back_the_agents_lines() {
+    let m = Mounted::with(|d| {
+        project(d);
+        std::fs::write(d.join("doc.txt"), "one\ntwo\nthree\nfour\nfive\nsix\n").expect("doc");
+        std::fs::write(d.join("other.txt"), "x\ny\n").expect("other");
+        std::fs::write(d.join("bin.dat"), b"\0\x01bin\n").expect("bin");
+    });
+    m.turn(2);
+    let bot = |script: &str| {
+        let o = Command::new(bin())
+            .args(["run", "--as", "bot", "--", "sh", "-ec", script])
+            .current_dir(&m.dir)
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    let user = |script: &str| {
+        let o = Command::new("sh")
+            .args(["-ec", script])
+            .current_dir(&m.dir)
+            .output()
+            .expect("sh");
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    bot("sed -i s/one/ONE/ doc.txt; sed -i s/x/X/ other.txt; printf 'bot\\000' >> bin.dat");
+    user(
+        "sed s/five/FIVE/ doc.txt > .doc.swp && mv .doc.swp doc.txt; \
+         sed -i 's/X/X, mine/' other.txt; printf 'me\\000' >> bin.dat",
+    );
+    bot("sed -i s/three/THREE/ doc.txt");
+    let before = tree(&m.dir, false);
+    let preview = ok(m.cli(&[
+        "rewind",
+        "2",
+        "--agent",
+        "bot",
+        "--conflicts",
+        "merge",
+        "--dry-run",
+    ]));
+    assert!(
+        preview.contains("merge    doc.txt: sed (agent bot) rename, mv rename, sed (agent bot) rename; bot's lines taken back, the others' kept")
+            || preview.contains("merge    doc.txt: sed (agent bot) rename, mv rename; bot's lines taken back, the others' kept"),
+        "{preview}"
+    );
+    for line in ["-ONE", "+one", "-THREE", "+three", " FIVE"] {
+        assert!(
+            preview
+                .lines()
+                .any(|l| l.trim_start() == line || l.ends_with(line)),
+            "{line} in {preview}"
+        );
+    }
+    assert!(
+        preview.contains("conflict other.txt:") && preview.contains("overlapping edits"),
+        "{preview}"
+    );
+    assert!(preview.contains("X, mine"), "the hunk is shown: {preview}");
+    assert!(
+        preview.contains("conflict bin.dat:")
+            && preview.contains("not merged line by line: binary"),
+        "{preview}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&ok(m.cli(&[
+        "rewind",
+        "2",
+        "--agent",
+        "bot",
+        "--conflicts",
+        "merge",
+        "--dry-run",
+        "--json",
+    ])))
+    .expect("json");
+    let merged = json["agent"]["merged"].as_array().expect("merged");
+    assert_eq!(merged.len(), 1, "{json}");
+    assert_eq!(merged[0]["path"], "doc.txt");
+    assert!(merged[0]["diff"].as_str().expect("diff").contains("+one"));
+    assert_eq!(tree(&m.dir, false), before, "a dry run changes nothing");
+    ok(m.cli(&[
+        "rewind",
+        "2",
+        "--agent",
+        "bot",
+        "--conflicts",
+        "merge",
+        "-y",
+    ]));
+    let after = tree(&m.dir, false);
+    for (path, node) in &before {
+        if path != "doc.txt" {
+            assert_eq!(after.get(path), Some(node), "{path}: kept");
+        }
+    }
+    assert_eq!(after.len(), before.len(), "nothing appeared or went");
+    assert_eq!(
+        std::fs::read_to_string(m.path("doc.txt")).expect("doc"),
+        "one\ntwo\nthree\nfour\nFIVE\nsix\n"
+    );
+    ok(m.cli(&["undo", "-y"]));
+    assert_eq!(
+        tree(&m.dir, false),
+        before,
+        "undo brings the agent's lines back"
+    );
+}
+
+#[test]
+fn merge_takes_back_the_agents_lines_and_keeps_yours() {
+    if require_fuse() {
+        merge_takes_back_the_agents_lines();
+    }
+}
+
+/// The same on a normal user's own mount.
+#[test]
+fn merge_takes_back_the_agents_lines_and_keeps_yours_on_a_users_mount() {
+    if common::user::in_user_run() {
+        merge_takes_back_the_agents_lines();
+    } else if require_fuse() {
+        common::user::rerun_as_user(
+            "merge_takes_back_the_agents_lines_and_keeps_yours_on_a_users_mount",
+        );
+    }
+}

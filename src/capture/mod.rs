@@ -45,9 +45,9 @@ use crate::ids::Turn;
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::StoreError;
-use crate::store::actors::Actor;
+use crate::store::actors::{Actor, Owner};
 use crate::store::blob::BlobStore;
-use crate::store::journal::{AgentMark, Touch};
+use crate::store::journal::{AgentMark, HandOff, Touch};
 use crate::store::journal::{PreImage, Record};
 use crate::sync::{Mutex, MutexGuard, Rank};
 use crate::sys::{self, Errno};
@@ -271,7 +271,9 @@ impl Capturer {
         let actor = self.actor(who);
         {
             let mut store = self.lock_raw();
-            if store.index().captured_now.contains_key(path) {
+            if store.index().captured_now.contains_key(path)
+                && handoff_due(&store, path, actor.as_ref()).is_none()
+            {
                 // The common case: attributed in memory, no journal write.
                 return Self::attribute(&mut store, path, who, actor.as_ref());
             }
@@ -279,9 +281,33 @@ impl Capturer {
         let pre = read_preimage(&self.blobs, parent, name, self.max_blob)?;
         let mut store = self.lock_raw();
         if store.index().captured_now.contains_key(path) {
-            return Self::attribute(&mut store, path, who, actor.as_ref());
+            return Self::hand_off(&mut store, path, pre, who, actor.as_ref());
         }
         Self::record(&mut store, path, pre, who, actor).map(drop)
+    }
+
+    /// For a path captured already in this turn: records `pre`, its state now, as a hand-off
+    /// when `actor` is another owner than the path's ([`handoff_due`]), then attributes the
+    /// change.
+    fn hand_off(
+        store: &mut Store,
+        path: &RelPath,
+        pre: PreImage,
+        who: Who,
+        actor: Option<&Actor>,
+    ) -> Result<(), CaptureError> {
+        if let (Some(capture), Some(a)) = (handoff_due(store, path, actor), actor) {
+            log::debug!(target: "ckpt::capture", "hand-off path={path} to={}", a.label());
+            store.append(Record::HandOff(HandOff {
+                capture,
+                pre,
+                pid: who.pid,
+                comm: a.comm.clone(),
+                agent: a.agent,
+                name: a.name.clone(),
+            }))?;
+        }
+        Self::attribute(store, path, who, actor)
     }
 
     /// As [`Self::ensure`], for a regular file the caller holds open for reading (`st` its
@@ -300,7 +326,9 @@ impl Capturer {
         {
             let mut store = self.lock_raw();
             store.settle_inode(st.st_ino)?;
-            if store.index().captured_now.contains_key(path) {
+            if store.index().captured_now.contains_key(path)
+                && handoff_due(&store, path, actor.as_ref()).is_none()
+            {
                 return Self::attribute(&mut store, path, who, actor.as_ref());
             }
         }
@@ -313,7 +341,7 @@ impl Capturer {
         // caller can write through the descriptor it is about to get.
         store.settle_inode(st.st_ino)?;
         if store.index().captured_now.contains_key(path) {
-            return Self::attribute(&mut store, path, who, actor.as_ref());
+            return Self::hand_off(&mut store, path, pre, who, actor.as_ref());
         }
         Self::record(&mut store, path, pre, who, actor).map(drop)
     }
@@ -356,7 +384,11 @@ impl Capturer {
         actor: Option<&Actor>,
     ) -> Result<(), CaptureError> {
         if store.index().captured_now.contains_key(path) {
-            return Self::attribute(store, path, who, actor);
+            if handoff_due(store, path, actor).is_none() {
+                return Self::attribute(store, path, who, actor);
+            }
+            let pre = read_preimage(store.blobs(), parent, name, max_blob)?;
+            return Self::hand_off(store, path, pre, who, actor);
         }
         let pre = read_preimage(store.blobs(), parent, name, max_blob)?;
         Self::record(store, path, pre, who, actor.cloned()).map(drop)
@@ -404,6 +436,20 @@ impl Capturer {
         }
         Ok(())
     }
+}
+
+/// The capture of `path` in this turn when `actor` changing it now is a change of hands: an
+/// agent's change of a path another owner changed last in the turn, or another owner's of a
+/// path an agent changed last ([`Owner`]: every process of no agent is one owner). Only once
+/// an agent was marked: before, nothing is told apart. The state at that moment is what
+/// `rewind --agent NAME --conflicts merge` needs to take NAME's edits back line by line.
+fn handoff_due(store: &Store, path: &RelPath, actor: Option<&Actor>) -> Option<crate::ids::Seq> {
+    let actor = actor?;
+    actor.agent?;
+    let capture = store.index().capture_seq_now(path)?;
+    let now = Owner::of(actor.agent, actor.name.as_deref());
+    let owner = store.index().actors.owner(capture);
+    (owner.as_ref() != Some(&now)).then_some(capture)
 }
 
 /// The `touched` record of `actor` (as `who`) on the path of capture `capture`.

@@ -71,6 +71,9 @@ pub enum ConflictsArg {
     Keep,
     /// Rewind paths both changed too
     Rewind,
+    /// Take back the agent's lines of a text file both changed, keeping everyone else's
+    /// (overlapping edits and binary files are kept whole)
+    Merge,
 }
 
 impl From<ConflictsArg> for rewind::Conflicts {
@@ -78,6 +81,7 @@ impl From<ConflictsArg> for rewind::Conflicts {
         match c {
             ConflictsArg::Keep => Self::Keep,
             ConflictsArg::Rewind => Self::Rewind,
+            ConflictsArg::Merge => Self::Merge,
         }
     }
 }
@@ -442,8 +446,9 @@ fn print_preview(r: &ReportJson, limit: Option<usize>) {
     print_agent(r);
 }
 
-/// `--agent`: the conflicts (with who did what) and the paths kept because only others
-/// changed them; the paths restored are in the lists above.
+/// `--agent`: the conflicts (with who did what), the paths merged line by line (with the diff
+/// a preview shows) and the paths kept because only others changed them; the paths restored
+/// are in the lists above.
 fn print_agent(r: &ReportJson) {
     let Some(a) = &r.agent else {
         return;
@@ -455,17 +460,40 @@ fn print_agent(r: &ReportJson) {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let rewound = a.conflicts_policy == Conflicts::Rewind;
+    let policy = a.conflicts_policy;
     for c in &a.conflicts {
-        let what = match (&c.below, &c.above) {
-            (Some(below), _) => format!("kept, {below} below it is kept"),
-            (None, Some(above)) => {
+        let what = match (&c.below, &c.above, &c.merge) {
+            (Some(below), _, _) => format!("kept, {below} below it is kept"),
+            (None, Some(above), _) => {
                 format!("kept, {above} above it is kept and not a directory")
             }
-            (None, None) if rewound => "rewound too (--conflicts rewind)".to_string(),
-            (None, None) => "kept (--conflicts rewind would rewind it)".to_string(),
+            (None, None, Some(why)) => format!("kept; {why}"),
+            (None, None, None) if policy == Conflicts::Rewind => {
+                "rewound too (--conflicts rewind)".to_string()
+            }
+            (None, None, None) => {
+                "kept (--conflicts rewind would rewind it, --conflicts merge take back only the agent's lines)".to_string()
+            }
         };
         println!("conflict {}: {}; {what}", c.path, who(c));
+    }
+    for m in &a.merged {
+        let who = m
+            .actors
+            .iter()
+            .map(crate::store::actors::ActorView::described)
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!(
+            "merge    {}: {who}; {}'s lines taken back, the others' kept",
+            m.path,
+            who_of(a)
+        );
+        if r.dry_run {
+            for line in m.diff.lines() {
+                println!("         {line}");
+            }
+        }
     }
     for k in &a.others {
         println!("keep     {}: {}", k.path, who(k));

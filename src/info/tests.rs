@@ -25,6 +25,7 @@ fn a_pending_operation_is_named_with_its_turn_or_its_target() {
                 .map(|p| RelPath::new(p.as_bytes()).expect("path"))
                 .collect(),
             target,
+            merged: Vec::new(),
         },
     };
     index.ops.unfinished = Some(op(

@@ -128,6 +128,7 @@ pub fn split(
             actors: actors.clone(),
             below: below.cloned(),
             above: above.cloned(),
+            merge: None,
         };
         let replaces_below = !matches!(targets.get(path), Some(PreImage::Dir { .. }));
         let below = above_kept.get(path).filter(|_| replaces_below);

@@ -54,6 +54,7 @@ mod apply;
 mod close;
 mod groups;
 mod links;
+mod merge;
 mod parts;
 mod plan;
 mod preview;

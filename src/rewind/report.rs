@@ -288,6 +288,22 @@ pub struct PathActors {
     /// something else, or removed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub above: Option<RelPath>,
+    /// Under `--conflicts merge`, why the conflict was not merged: the overlapping hunks, or
+    /// why it is not merged line by line (a binary file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<String>,
+}
+
+/// A conflict merged line by line (`--conflicts merge`): the agents' edits taken back, every
+/// other actor's lines kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergedPath {
+    /// The path.
+    pub path: RelPath,
+    /// Who changed it.
+    pub actors: Vec<ActorView>,
+    /// What the merge changes in it, as a unified diff from the file as it is now.
+    pub diff: String,
 }
 
 /// The paths changed since the start of the turn, by who changed them.
@@ -304,6 +320,9 @@ pub struct AgentSplit {
     pub conflicts: Vec<PathActors>,
     /// Changed by others alone: kept.
     pub others: Vec<PathActors>,
+    /// Conflicts merged line by line (`--conflicts merge`): restored to the merge's result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<MergedPath>,
 }
 
 impl AgentSplit {
@@ -319,7 +338,9 @@ impl AgentSplit {
                     .filter(|c| c.below.is_none() && c.above.is_none()),
             );
         }
-        out.iter().map(|p| p.path.clone()).collect()
+        let mut paths: Vec<RelPath> = out.iter().map(|p| p.path.clone()).collect();
+        paths.extend(self.merged.iter().map(|m| m.path.clone()));
+        paths
     }
 }
 

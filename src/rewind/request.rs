@@ -191,6 +191,9 @@ pub enum Conflicts {
     Keep,
     /// Restore it too, as at the start of the turn: the other processes' changes to it go.
     Rewind,
+    /// Take back the agent's edits of a text file line by line, keeping every line others
+    /// changed; overlapping edits and binary files are kept, as with `Keep`.
+    Merge,
 }
 
 /// Which way an operation of the log is taken: back, or again after it was taken back.

@@ -13,10 +13,12 @@ use super::apply::{apply, sweep_temps};
 use super::close::finish;
 use super::groups::share_hard_links;
 use super::links::{Anchors, link_anchors, uncaptured_links};
+use super::merge;
 use super::plan::{Plan, plan};
 use super::preview;
+use super::report::{AgentSplit, MergedPath};
 use super::report::{Report, RewindError};
-use super::request::{AgentScope, Direction, Mode};
+use super::request::{AgentScope, Agents, Conflicts, Direction, Mode};
 use super::save::{Attempt, Saving, read_for_partial, save_records, saved_before, saves_for_undo};
 use super::space;
 use super::step::Rewrite;
@@ -25,10 +27,10 @@ use super::verify::{refuse_unless_verified, verify};
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::Store;
-use crate::store::journal::{OpBegin, OpKind};
+use crate::store::journal::{MergedTarget, OpBegin, OpKind};
 use crate::store::journal::{PreImage, Record};
 use std::collections::HashSet;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 /// The bounds a run works under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +85,8 @@ pub(super) enum Frame<'p> {
         from: Turn,
         /// The paths asked for.
         paths: &'p [RelPath],
+        /// The paths given a merge's result, and that state.
+        merged: &'p [MergedTarget],
     },
     /// An undo or redo (`way`) opened by `open`: the saves for its own undo, then `op_done`.
     Revert {
@@ -127,11 +131,14 @@ impl Frame<'_> {
                 to: *to,
                 from: *from,
             },
-            Self::Partial { to, paths, .. } => Record::OpBegin(OpBegin {
+            Self::Partial {
+                to, paths, merged, ..
+            } => Record::OpBegin(OpBegin {
                 kind: OpKind::RewindPaths,
                 to: Some(*to),
                 paths: paths.to_vec(),
                 target: None,
+                merged: merged.to_vec(),
             }),
             Self::Revert { open, .. } => Record::OpBegin(open.clone()),
         }
@@ -160,6 +167,21 @@ struct Partial<'p> {
     all: Vec<(RelPath, PreImage)>,
     targets: Vec<(RelPath, PreImage)>,
     paths: &'p [RelPath],
+    merged: &'p [MergedTarget],
+}
+
+/// `targets` with each path of `merged` given its merged state instead (added when absent).
+fn with_merged(
+    mut targets: Vec<(RelPath, PreImage)>,
+    merged: &[MergedTarget],
+) -> Vec<(RelPath, PreImage)> {
+    for m in merged {
+        match targets.iter_mut().find(|(p, _)| *p == m.path) {
+            Some((_, pre)) => *pre = m.pre.clone(),
+            None => targets.push((m.path.clone(), m.pre.clone())),
+        }
+    }
+    targets
 }
 
 /// What a whole rewind works from.
@@ -296,15 +318,15 @@ impl<'a> Rewinder<'a> {
         if let Some(r) = self.complete_unfinished()? {
             return Ok(r);
         }
-        self.partial(to, paths, None)
+        self.partial(to, (paths, &[]), None)
     }
 
-    /// A partial rewind of `paths`; `resume` is the `op_begin` of a run cut off by a crash,
-    /// completed now.
+    /// A partial rewind of `paths`, those of `merged` given a merge's result; `resume` is the
+    /// `op_begin` of a run cut off by a crash, completed now.
     pub(super) fn partial(
         &mut self,
         to: Turn,
-        paths: &[RelPath],
+        (paths, merged): (&[RelPath], &[MergedTarget]),
         resume: Option<Seq>,
     ) -> Result<Report, RewindError> {
         let all = self.all_targets(to)?;
@@ -329,8 +351,9 @@ impl<'a> Rewinder<'a> {
         };
         let chosen = Partial {
             all,
-            targets,
+            targets: with_merged(targets, merged),
             paths,
+            merged,
         };
         self.rewind_partial(chosen, report, resume)
     }
@@ -346,7 +369,12 @@ impl<'a> Rewinder<'a> {
         }
         let all = self.all_targets(to)?;
         let dir_now = |d: &RelPath| self.is_dir_now(d);
-        let split = agent::split(self.store.index(), to, agent, &dir_now)?;
+        let mut split = agent::split(self.store.index(), to, agent, &dir_now)?;
+        let merged = if agent.conflicts == Conflicts::Merge {
+            self.merge_conflicts(&mut split, to, &agent.agents)?
+        } else {
+            Vec::new()
+        };
         let paths = split.chosen();
         let wanted: HashSet<&RelPath> = paths.iter().collect();
         let targets: Vec<(RelPath, PreImage)> = all
@@ -360,10 +388,118 @@ impl<'a> Rewinder<'a> {
         };
         let chosen = Partial {
             all,
-            targets,
+            targets: with_merged(targets, &merged),
             paths: &paths,
+            merged: &merged,
         };
         self.rewind_partial(chosen, report, None)
+    }
+
+    /// `--conflicts merge`: each conflict that nothing holds back (below or above it) merged
+    /// line by line (`merge.rs`). A clean merge moves the path to `split.merged`, with the
+    /// diff the folder gets, and returns the state it is given: the file as it is now (mode,
+    /// owner, xattrs, inode) with the merged bytes, stored as a blob. An overlap stays a
+    /// conflict with its hunks; a binary file stays a conflict, saying so.
+    fn merge_conflicts(
+        &mut self,
+        split: &mut AgentSplit,
+        to: Turn,
+        agents: &Agents,
+    ) -> Result<Vec<MergedTarget>, RewindError> {
+        let mut out = Vec::new();
+        let mut kept = Vec::new();
+        for mut c in std::mem::take(&mut split.conflicts) {
+            if c.below.is_some() || c.above.is_some() {
+                kept.push(c);
+                continue;
+            }
+            match merge::merge(self.root, self.store, &c, to, agents) {
+                merge::Merged::Clean(bytes) => {
+                    let Some((pre, now)) = self.merged_state(&c.path, &bytes)? else {
+                        c.merge = Some("not merged: the file cannot be read now".into());
+                        kept.push(c);
+                        continue;
+                    };
+                    let new = String::from_utf8_lossy(&bytes);
+                    split.merged.push(MergedPath {
+                        diff: merge::unified_diff(&c.path, &now, &new),
+                        path: c.path.clone(),
+                        actors: c.actors,
+                    });
+                    out.push(MergedTarget { path: c.path, pre });
+                }
+                merge::Merged::Overlap(hunks) => {
+                    c.merge = Some(format!("overlapping edits, kept:\n{hunks}"));
+                    kept.push(c);
+                }
+                merge::Merged::Whole(why) => {
+                    c.merge = Some(format!("not merged line by line: {why}"));
+                    kept.push(c);
+                }
+            }
+        }
+        split.conflicts = kept;
+        Ok(out)
+    }
+
+    /// The state `path` is given by a merge: the file as it stands now with `bytes` (stored
+    /// as a blob), and its text now; `None` when it cannot be read now.
+    fn merged_state(
+        &self,
+        path: &RelPath,
+        bytes: &[u8],
+    ) -> Result<Option<(PreImage, String)>, RewindError> {
+        let Ok(parent) = super::resolve::open_parent_raw(self.root, path) else {
+            return Ok(None);
+        };
+        let name = path.file_name_cstring();
+        let blobs = self.store.blobs();
+        let Ok(now) = crate::capture::read_preimage(blobs, parent.as_fd(), &name, merge::MERGE_MAX)
+        else {
+            return Ok(None);
+        };
+        let PreImage::File {
+            blob: was,
+            mode,
+            uid,
+            gid,
+            ino,
+            nlink,
+            fh,
+            btime,
+            xattrs,
+            ..
+        } = now
+        else {
+            return Ok(None);
+        };
+        let mut text = Vec::new();
+        let read = blobs.read_blob(&was, &mut |chunk| {
+            text.extend_from_slice(chunk);
+            Ok(())
+        });
+        if read.is_err() {
+            return Ok(None);
+        }
+        let stored = blobs.put_bytes(bytes).map_err(|errno| {
+            RewindError::Store(crate::store::StoreError::Io {
+                what: format!("store the merge of {path}"),
+                errno,
+            })
+        })?;
+        let pre = PreImage::File {
+            blob: stored.id,
+            size: stored.size,
+            mode,
+            uid,
+            gid,
+            ino,
+            nlink,
+            fh,
+            btime,
+            xattrs,
+        };
+        Ok(Some((pre, String::from_utf8_lossy(&text).into_owned())))
     }
 
     /// Whether a directory stands at `d` now (reached without following a symlink).
@@ -397,6 +533,7 @@ impl<'a> Rewinder<'a> {
             all,
             mut targets,
             paths,
+            merged,
         } = chosen;
         targets.extend(uncaptured_links(self.root, &all, &targets, paths));
         let plan = plan(targets, &self.store.index().once_linked());
@@ -414,6 +551,7 @@ impl<'a> Rewinder<'a> {
             to: report.to,
             from: report.from,
             paths,
+            merged,
         };
         self.carry_out(plan, &anchors, frame, resume, &mut report)?;
         Ok(report)

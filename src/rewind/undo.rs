@@ -104,7 +104,7 @@ impl Rewinder<'_> {
         let report = match u.op.kind {
             OpKind::RewindPaths => {
                 let to = u.op.to.unwrap_or(Turn::new(0));
-                self.partial(to, &u.op.paths, Some(u.begin))?
+                self.partial(to, (&u.op.paths, &u.op.merged), Some(u.begin))?
             }
             OpKind::Undo | OpKind::Redo => {
                 let way = Direction::from_redo(u.op.kind == OpKind::Redo);
@@ -137,6 +137,7 @@ impl Rewinder<'_> {
             to: None,
             paths: Vec::new(),
             target: Some(target),
+            merged: Vec::new(),
         };
         let Some(targets) = targets else {
             if !self.previews() {

@@ -14,7 +14,7 @@
 //! prunes take it: a touch counts exactly while its capture is in the index. The journal is
 //! untrusted input: a touch whose capture is unknown is kept but names nothing (fsck says so).
 
-use super::journal::{AgentMark, Touch};
+use super::journal::{AgentMark, HandOff, Touch};
 use crate::ids::{Seq, Turn};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -90,6 +90,28 @@ impl Touch {
     }
 }
 
+/// Who owns a path's changes between two hand-offs: an agent by name (`None` for one recorded
+/// before agents had names), or every process of no agent together (the user's editor and
+/// shell are one owner: their edits are never told apart from each other).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// An agent.
+    Agent(Option<String>),
+    /// Any process that is no agent (or, before a first mark, any process at all).
+    Others,
+}
+
+impl Owner {
+    /// The owner an actor with this agent flag and name counts as.
+    pub fn of(agent: Option<bool>, name: Option<&str>) -> Self {
+        if agent == Some(true) {
+            Self::Agent(name.map(str::to_string))
+        } else {
+            Self::Others
+        }
+    }
+}
+
 /// One actor of a path in a view: who, which process first, and what it first did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActorView {
@@ -143,6 +165,8 @@ pub struct Actors {
     pub marks: Vec<(Seq, u64, AgentMark)>,
     /// The touches of each capture, in journal order.
     pub by_capture: HashMap<Seq, Touches>,
+    /// The hand-offs of each capture, in journal order (few: one per change of hands).
+    pub handoffs: HashMap<Seq, Vec<HandOff>>,
     /// One copy of each command name and kind of change, shared by every touch that names it
     /// (a turn of 100,000 captures holds a handful of names, not 200,000 strings).
     names: HashSet<Arc<str>>,
@@ -207,6 +231,22 @@ impl Actors {
             opened_in: t.opened_in,
         };
         self.by_capture.entry(t.capture).or_default().push(held);
+    }
+
+    /// A `hand_off` record.
+    pub fn handed_off(&mut self, h: &HandOff) {
+        self.handoffs.entry(h.capture).or_default().push(h.clone());
+    }
+
+    /// Who owns the path of capture `capture` now, as hand-offs count owners: the agent by
+    /// name, or the processes of no agent (`(Some(false), None)`); the first touch's, else the
+    /// last hand-off's. `None`: nobody recorded (the daemon's own capture).
+    pub fn owner(&self, capture: Seq) -> Option<Owner> {
+        if let Some(h) = self.handoffs.get(&capture).and_then(|v| v.last()) {
+            return Some(Owner::of(h.agent, h.name.as_deref()));
+        }
+        let t = self.by_capture.get(&capture)?.first()?;
+        Some(Owner::of(t.agent, t.name.as_deref()))
     }
 
     /// An `agent` record at `seq`, `time`.
@@ -303,6 +343,13 @@ pub fn check_records(lines: &[super::journal::Line]) -> Vec<(Seq, String)> {
             Record::Touched(t) if t.comm.is_empty() || t.what.is_empty() => {
                 out.push((l.seq, "touched without a command name or a change".into()));
             }
+            Record::HandOff(h) if !captures.contains(&h.capture) => out.push((
+                l.seq,
+                format!(
+                    "hand_off names capture {}, which is not a capture before it",
+                    h.capture
+                ),
+            )),
             Record::Agent(m) if m.pid == 0 || m.comm.is_empty() => {
                 out.push((
                     l.seq,
@@ -383,6 +430,68 @@ mod tests {
             programs_text(&["vim".into(), "e\x1b[2J".into()]),
             r#"vim,"e\033[2J""#
         );
+    }
+
+    #[test]
+    fn hand_offs_follow_their_captures_through_a_prune_with_their_blobs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::File::open(dir.path()).expect("root");
+        let mut s = Store::for_test(root.as_fd()).expect("store");
+        s.append(Record::Agent(AgentMark {
+            pid: 30,
+            start: 9,
+            comm: "claude".into(),
+            via: "run".into(),
+            session: None,
+            name: Some("claude".into()),
+        }))
+        .expect("mark");
+        for t in 2..=3 {
+            s.append(Record::Turn {
+                turn: Turn::new(t),
+                label: None,
+                by: None,
+            })
+            .expect("turn");
+        }
+        let c = s.append(capture(3, "f")).expect("capture");
+        s.append(touch(c, "sed", true)).expect("touch");
+        let stored = s.blobs().put_bytes(b"the agent's\n").expect("blob");
+        let mut pre = crate::store::index::tests::file_with_blob(stored.id);
+        if let PreImage::File { size, .. } = &mut pre {
+            *size = stored.size;
+        }
+        s.append(Record::HandOff(HandOff {
+            capture: c,
+            pre: pre.clone(),
+            pid: 8,
+            comm: "vim".into(),
+            agent: Some(false),
+            name: None,
+        }))
+        .expect("hand-off");
+        assert_eq!(s.index().actors.owner(c), Some(Owner::Others));
+        crate::store::prune::prune(
+            &mut s,
+            crate::store::prune::Policy {
+                keep_turns: Some(1),
+                max_size: None,
+                undo: crate::store::prune::UndoHistory::Drop,
+            },
+        )
+        .expect("prune");
+        drop(s);
+        let s = Store::reopen_for_test(root.as_fd()).expect("reopen");
+        let f = RelPath::new(b"f").expect("valid");
+        let now = s.index().capture_seq_now(&f).expect("captured");
+        let handoffs = &s.index().actors.handoffs[&now];
+        assert_eq!(handoffs.len(), 1);
+        assert_eq!(handoffs[0].capture, now, "renumbered with its capture");
+        assert_eq!(handoffs[0].pre, pre);
+        assert!(s.blobs().exists(&stored.id), "its blob is kept");
+        assert_eq!(s.index().actors.owner(now), Some(Owner::Others));
+        let report = crate::store::fsck::check(s.dir());
+        assert!(report.clean(), "{report:?}");
     }
 
     #[test]

@@ -206,6 +206,23 @@ fn references(lines: &[Line]) -> (Referenced, Unstored) {
                     referenced.entry(*blob).or_insert((*size, path.to_string()));
                 }
             }
+            Record::HandOff(super::journal::HandOff {
+                pre: PreImage::File { blob, size, .. },
+                capture,
+                ..
+            }) => {
+                let at = format!("a hand-off of capture {capture}");
+                referenced.entry(*blob).or_insert((*size, at));
+            }
+            Record::OpBegin(op) => {
+                for m in &op.merged {
+                    if let PreImage::File { blob, size, .. } = &m.pre {
+                        referenced
+                            .entry(*blob)
+                            .or_insert((*size, m.path.to_string()));
+                    }
+                }
+            }
             _ => {}
         }
     }

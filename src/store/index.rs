@@ -107,6 +107,7 @@ impl Index {
             Record::Staged { capture, pre } => self.resolve_staged(*capture, pre),
             Record::Touched(t) => self.actors.touched(t),
             Record::Agent(m) => self.actors.marked(line.seq, line.time, m),
+            Record::HandOff(h) => self.actors.handed_off(h),
             Record::UndoDone { rewind } => self.op_legacy_undo(line.seq, line.time, *rewind),
             Record::OpBegin(op) => self.op_begin(line.seq, line.time, op),
             Record::OpDone { begin, counts } => self.op_done(*begin, *counts),

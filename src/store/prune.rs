@@ -368,7 +368,11 @@ fn file_blob(line: &Line) -> Option<BlobId> {
         Record::Capture {
             pre: PreImage::File { blob, .. },
             ..
-        } => Some(*blob),
+        }
+        | Record::HandOff(crate::store::journal::HandOff {
+            pre: PreImage::File { blob, .. },
+            ..
+        }) => Some(*blob),
         _ => None,
     }
 }
@@ -530,6 +534,14 @@ fn kept_lines(store: &Store, keep_from: Turn, pruned: super::journal::Pruned) ->
             let touches = store.index.actors.by_capture.get(&c.seq);
             for touch in touches.into_iter().flatten() {
                 push(t.time, Record::Touched(touch.record(capture)));
+            }
+            let handoffs = store.index.actors.handoffs.get(&c.seq);
+            for h in handoffs.into_iter().flatten() {
+                let h = crate::store::journal::HandOff {
+                    capture,
+                    ..h.clone()
+                };
+                push(t.time, Record::HandOff(h));
             }
         }
     }

@@ -262,11 +262,10 @@ impl Capturer {
         } = at;
         let actor = self.actor(who);
         let mut store = self.lock_raw();
-        if store.index().captured_now.contains_key(path) {
-            Self::attribute(&mut store, path, who, actor.as_ref())?;
-            return Ok(None);
-        }
-        if !self.can_stage(&store, st, held_open) {
+        if store.index().captured_now.contains_key(path) || !self.can_stage(&store, st, held_open) {
+            // Captured already: attributed, with a hand-off when it changes hands (its bytes
+            // read now, under the lock: a change of hands is rare); or not to be staged: read
+            // now.
             Self::ensure_locked(
                 &mut store,
                 self.max_blob,

@@ -13,8 +13,8 @@ mod record;
 pub use crate::identity::Handle;
 pub use crate::xattrs::Xattr;
 pub use record::{
-    AgentMark, ArchivedOp, LinkTarget, OpBegin, OpCounts, OpKind, PreImage, Pruned, Record, Touch,
-    Xattrs,
+    AgentMark, ArchivedOp, HandOff, LinkTarget, MergedTarget, OpBegin, OpCounts, OpKind, PreImage,
+    Pruned, Record, Touch, Xattrs,
 };
 
 /// The newest journal format version: what this build reads (every version up to it) and

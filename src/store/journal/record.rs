@@ -345,6 +345,9 @@ pub enum Record {
     Touched(Touch),
     /// A process and its descendants are the agent from here on (journal version 4).
     Agent(AgentMark),
+    /// The path of a capture changes hands in its turn: its state as another agent (or a
+    /// process of no agent) first changes it (journal version 5).
+    HandOff(HandOff),
     /// An operation of the operation log began: a partial rewind, an undo or a redo (journal
     /// version 4; see `crate::store::ops`).
     OpBegin(OpBegin),
@@ -384,6 +387,8 @@ impl Record {
             | Self::Agent(AgentMark { name: Some(_), .. })
             | Self::Turn { by: Some(_), .. } => return 5,
             Self::Touched(_) | Self::Agent(_) => return 4,
+            Self::HandOff(_) => return 5,
+            Self::OpBegin(op) if !op.merged.is_empty() => return 5,
             Self::OpBegin(..) | Self::OpDone { .. } | Self::Relabel { .. } | Self::Pruned(..) => {
                 return 4;
             }
@@ -456,6 +461,20 @@ pub struct OpBegin {
     /// The id of the operation an undo or redo reverts or re-applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<u64>,
+    /// A partial rewind's paths that get a merge's result instead of their state at the start
+    /// of `to` (`rewind --agent NAME --conflicts merge`, journal version 5): the state each is
+    /// given, so that a run cut off by a crash completes with the same bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<MergedTarget>,
+}
+
+/// A path a partial rewind gives a merge's result, and that state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergedTarget {
+    /// The path.
+    pub path: RelPath,
+    /// The state it is given.
+    pub pre: PreImage,
 }
 
 /// An operation from before a prune, kept as text in the `pruned` record.
@@ -513,6 +532,30 @@ pub struct Touch {
     /// For `held`: the turn the descriptor was opened in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened_in: Option<Turn>,
+}
+
+/// A `hand_off` record: the path of capture `capture`, changed in that capture's turn by one
+/// owner (an agent, by name, or the processes of no agent), is first changed by another; `pre`
+/// is its state at that moment, and the new owner's process is named as a touch names one.
+/// With the capture's pre-image and the next turn's, the hand-offs cut a path's history in
+/// the turn into spans of one owner each: what `rewind --agent NAME --conflicts merge` takes
+/// back line by line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandOff {
+    /// Seq of the capture record of the path in that turn.
+    pub capture: Seq,
+    /// The path's state when it changed hands.
+    pub pre: PreImage,
+    /// The process of the new owner's first change.
+    pub pid: u32,
+    /// Its command name.
+    pub comm: String,
+    /// Whether it descends from a marked agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<bool>,
+    /// The agent's name, when it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// An `agent` record: process `pid`, started at `start` (clock ticks after boot, field 22 of

@@ -36,6 +36,7 @@ fn undo_or_redo(index: &mut Index, kind: OpKind) {
             to: None,
             paths: Vec::new(),
             target,
+            merged: Vec::new(),
         }),
     );
     push(
@@ -178,6 +179,7 @@ fn a_partial_rewind_restarts_the_capture_epoch_and_an_unfinished_one_is_remember
             to: Some(Turn::new(1)),
             paths: vec![rp("a")],
             target: None,
+            merged: Vec::new(),
         }),
     );
     assert!(index.captured_now.is_empty());
