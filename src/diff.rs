@@ -368,9 +368,15 @@ fn file_changes(
 /// The `--stat` summary of a diff: one row per path (sorted), with the lines changed for text
 /// and the sizes for binary or large files, and who changed it (the agent marked as such);
 /// when no agent was marked, a last line says that every change counts as one actor.
-pub fn stat(changes: &[FileChange]) -> String {
+pub fn stat(changes: &[FileChange], fold: Fold) -> String {
     let mut rows: Vec<&FileChange> = changes.iter().collect();
     rows.sort_by(|a, b| a.path.cmp(&b.path));
+    let folds = match fold {
+        Fold::Folded => folds(&rows),
+        Fold::Expanded => Vec::new(),
+    };
+    let folded = |c: &FileChange| folds.iter().any(|f| c.path.starts_with(&f.dir));
+    rows.retain(|c| !folded(c));
     let amount = |c: &FileChange| {
         if c.binary {
             let size = |s: Option<u64>| s.map_or("-".to_string(), crate::units::human_size);
@@ -387,9 +393,29 @@ pub fn stat(changes: &[FileChange]) -> String {
     let amounts: Vec<String> = rows.iter().map(|c| amount(c)).collect();
     // Quoted names are ASCII: their length is their width.
     let names: Vec<Cow<'_, str>> = rows.iter().map(|c| quote_path(c.path.as_bytes())).collect();
-    let width = names.iter().map(|n| n.len()).max().unwrap_or(0);
+    let fold_names: Vec<String> = folds
+        .iter()
+        .map(|f| format!("{}/", quote_path(f.dir.as_bytes())))
+        .collect();
+    let width = names
+        .iter()
+        .map(|n| n.len())
+        .chain(fold_names.iter().map(String::len))
+        .max()
+        .unwrap_or(0);
     let amount_width = amounts.iter().map(String::len).max().unwrap_or(0);
     let mut s = String::new();
+    for (f, dir) in folds.iter().zip(&fold_names) {
+        let line = format!(
+            " {:<width$} | {} paths ({})  {}",
+            dir,
+            group_digits(f.paths),
+            f.kinds,
+            f.who,
+        );
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
     for ((c, amount), name) in rows.iter().zip(&amounts).zip(&names) {
         let who = if c.actors.is_empty() {
             crate::store::actors::programs_text(&c.programs)
@@ -414,6 +440,101 @@ pub fn stat(changes: &[FileChange]) -> String {
         s.push_str(&format!(" {}\n", crate::store::actors::ONE_ACTOR));
     }
     s
+}
+
+/// Whether `--stat` folds large trees into one line each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fold {
+    /// A directory with [`FOLD_AT`] changed paths or more below it is one line (`show` and
+    /// `diff --stat` by default).
+    Folded,
+    /// Every path on its own line (`--expand`).
+    Expanded,
+}
+
+/// How many changed paths below a directory fold it into one line of `--stat`.
+pub const FOLD_AT: usize = 50;
+
+/// A directory `--stat` shows as one line: how many paths changed below it, how (`1,779
+/// created`), and by whom.
+struct Folded {
+    dir: RelPath,
+    paths: usize,
+    kinds: String,
+    who: String,
+}
+
+/// The directories to fold among `rows` (sorted by path): the topmost ones with [`FOLD_AT`]
+/// changed paths or more below them (never the folder itself).
+fn folds(rows: &[&FileChange]) -> Vec<Folded> {
+    let mut counts: std::collections::BTreeMap<RelPath, usize> = std::collections::BTreeMap::new();
+    for c in rows {
+        let mut up = c.path.parent();
+        while let Some(d) = up {
+            up = d.parent();
+            *counts.entry(d).or_default() += 1;
+        }
+    }
+    let mut dirs: Vec<RelPath> = Vec::new();
+    for (d, n) in &counts {
+        if *n >= FOLD_AT && !dirs.iter().any(|top| d.starts_with(top)) {
+            dirs.push(d.clone());
+        }
+    }
+    dirs.into_iter()
+        .map(|dir| {
+            let below: Vec<&&FileChange> =
+                rows.iter().filter(|c| c.path.starts_with(&dir)).collect();
+            let mut kinds: std::collections::BTreeMap<&str, usize> =
+                std::collections::BTreeMap::new();
+            for c in &below {
+                *kinds.entry(c.change.as_str()).or_default() += 1;
+            }
+            let kinds: Vec<String> = kinds
+                .iter()
+                .map(|(k, n)| format!("{} {k}", group_digits(*n)))
+                .collect();
+            let mut actors: Vec<ActorView> = Vec::new();
+            let mut programs: Vec<String> = Vec::new();
+            for c in &below {
+                for a in &c.actors {
+                    if !actors.iter().any(|b| b.actor() == a.actor()) {
+                        actors.push(a.clone());
+                    }
+                }
+                for p in &c.programs {
+                    if !programs.contains(p) {
+                        programs.push(p.clone());
+                    }
+                }
+            }
+            crate::store::actors::sort_actors(&mut actors);
+            let who = if actors.is_empty() {
+                crate::store::actors::programs_text(&programs)
+            } else {
+                actors_text(&actors)
+            };
+            Folded {
+                paths: below.len(),
+                dir,
+                kinds: kinds.join(", "),
+                who,
+            }
+        })
+        .collect()
+}
+
+/// `1779` as `1,779`.
+fn group_digits(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
 }
 
 /// Whether `changes` name actors and none of them was classified (no agent was marked).
@@ -448,13 +569,36 @@ mod tests {
             change("é\nforged | created 9 +", "ev\x1bil"),
         ];
         assert_eq!(
-            stat(&changes),
+            stat(&changes, Fold::Folded),
             concat!(
                 " ok.txt                           | created      1 +  sh\n",
                 r#" "\303\251\nforged | created 9 +" | created      1 +  "ev\033il""#,
                 "\n 2 paths changed, 2 insertions(+), 0 deletions(-)\n",
             )
         );
+    }
+
+    #[test]
+    fn a_large_tree_is_one_line_until_expanded() {
+        let mut changes: Vec<FileChange> = (0..1779)
+            .map(|i| change(&format!("node_modules/p{}/f{i}.js", i % 300), "npm"))
+            .collect();
+        changes.push(change("package.json", "npm"));
+        changes.push(change("src/a.js", "vim"));
+        let folded = stat(&changes, Fold::Folded);
+        assert_eq!(
+            folded,
+            concat!(
+                " node_modules/ | 1,779 paths (1,779 created)  npm\n",
+                " package.json  | created      1 +  npm\n",
+                " src/a.js      | created      1 +  vim\n",
+                " 1781 paths changed, 1781 insertions(+), 0 deletions(-)\n",
+            )
+        );
+        let expanded = stat(&changes, Fold::Expanded);
+        assert_eq!(expanded.lines().count(), 1782);
+        assert_eq!(group_digits(1234567), "1,234,567");
+        assert_eq!(group_digits(12), "12");
     }
 
     #[test]

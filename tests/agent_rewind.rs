@@ -798,3 +798,79 @@ fn merge_takes_back_the_agents_lines_and_keeps_yours_on_a_users_mount() {
         );
     }
 }
+
+/// The views fold a large tree to one line (`--expand` lists it) and take `--agent NAME`:
+/// `show --stat`, `diff --stat` and `log` keep what that agent changed; a name no agent has is
+/// refused, naming the agents there are.
+fn views_fold_and_filter_by_agent() {
+    let m = Mounted::with(project);
+    m.turn(2);
+    let o = Command::new(bin())
+        .args([
+            "run",
+            "--as",
+            "bot",
+            "--",
+            "sh",
+            "-ec",
+            "mkdir vendor; for i in $(seq 1 60); do echo $i > vendor/f$i.js; done; \
+             echo bot >> agent_edit.txt",
+        ])
+        .current_dir(&m.dir)
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(m.path("editor.txt"), "mine\n").expect("write");
+    m.turn(3);
+    std::fs::write(m.path("notes.md"), "# only mine\n").expect("write");
+    let stat = ok(m.cli(&["show", "2", "--stat"]));
+    assert!(
+        stat.lines()
+            .any(|l| l.starts_with(" vendor/") && l.contains("| 61 paths (61 created)")),
+        "{stat}"
+    );
+    assert!(!stat.contains("vendor/f1.js"), "{stat}");
+    let expanded = ok(m.cli(&["show", "2", "--stat", "--expand"]));
+    assert!(expanded.contains("vendor/f60.js"), "{expanded}");
+    let bots = ok(m.cli(&["show", "2", "--stat", "--agent", "bot"]));
+    assert!(bots.contains("agent_edit.txt"), "{bots}");
+    assert!(!bots.contains("editor.txt"), "{bots}");
+    let diff = ok(m.cli(&["diff", "2", "--stat", "--agent", "bot"]));
+    assert!(
+        !diff.contains("notes.md") && !diff.contains("editor.txt"),
+        "{diff}"
+    );
+    let log: serde_json::Value =
+        serde_json::from_str(&ok(m.cli(&["log", "--json", "--agent", "bot"]))).expect("json");
+    let turns: Vec<u64> = log
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["turn"].as_u64().expect("turn"))
+        .collect();
+    assert_eq!(turns, vec![2], "{log}");
+    let o = m.cli(&["show", "2", "--agent", "ghost"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("no agent named ghost was ever marked in this folder (agents: bot;"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn views_fold_large_trees_and_filter_by_agent() {
+    if require_fuse() {
+        views_fold_and_filter_by_agent();
+    }
+}
+
+/// The same on a normal user's own mount.
+#[test]
+fn views_fold_large_trees_and_filter_by_agent_on_a_users_mount() {
+    if common::user::in_user_run() {
+        views_fold_and_filter_by_agent();
+    } else if require_fuse() {
+        common::user::rerun_as_user("views_fold_large_trees_and_filter_by_agent_on_a_users_mount");
+    }
+}

@@ -243,3 +243,55 @@ mod tests {
         assert!(agents_table(&[]).starts_with("no agent marked in this folder"));
     }
 }
+
+/// `--agent [NAME]` on the views (`log`, `show`, `diff`): only what agents changed, or (with
+/// NAME, repeatable) what those agents changed.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AgentFilter {
+    /// Only what agents changed; with NAME (repeatable), what that agent changed
+    /// (`claude-code` picks every Claude Code session, `claude-code:1f3a` one)
+    #[arg(long = "agent", value_name = "NAME", num_args = 0..=1)]
+    pub agent: Option<Vec<String>>,
+}
+
+impl AgentFilter {
+    /// The agents asked for; `None` when the flag is not given.
+    pub fn agents(&self) -> Option<crate::rewind::Agents> {
+        self.agent.clone().map(crate::rewind::Agents::from_names)
+    }
+
+    /// Refuses names no agent of the folder `dir` has, listing those it has: a typo must not
+    /// print an empty view and call it done.
+    pub fn check(&self, dir: Option<&std::path::Path>) -> super::CliResult {
+        let Some(crate::rewind::Agents::Named(names)) = self.agents() else {
+            return Ok(());
+        };
+        let rows: Vec<AgentRow> = super::query(
+            super::target(dir.map(std::path::Path::to_path_buf))?,
+            Query::Agents,
+            |_, e| CliError::fail(e.to_string()),
+        )?;
+        let known: Vec<String> = rows.into_iter().map(|r| r.name).collect();
+        for name in &names {
+            if !known
+                .iter()
+                .any(|k| crate::store::actors::names_agent(name, k))
+            {
+                let e = crate::rewind::RewindError::UnknownAgent {
+                    name: name.clone(),
+                    known: known.clone(),
+                };
+                return Err(CliError::fail(e.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a path or turn these `actors` changed is shown.
+    pub fn keeps(&self, actors: &[crate::store::actors::ActorView]) -> bool {
+        match self.agents() {
+            None => true,
+            Some(agents) => actors.iter().any(|a| agents.covers(a)),
+        }
+    }
+}

@@ -37,6 +37,12 @@ pub struct DiffArgs {
     /// The paths given after `--` (described with the ones above)
     #[arg(last = true, value_name = "PATHS", hide = true)]
     pub paths_after_dashes: Vec<PathBuf>,
+    #[command(flatten)]
+    pub agent: super::agent::AgentFilter,
+    /// With --stat, list every path of a large tree (one line per directory with 50 changed
+    /// paths or more otherwise, as `node_modules/  1,779 paths (1,779 created)  npm`)
+    #[arg(long)]
+    pub expand: bool,
 }
 
 /// `ckpt-mount show`.
@@ -56,6 +62,12 @@ pub struct ShowArgs {
     /// Only these paths (relative to the folder, or absolute inside it)
     #[arg(last = true, value_name = "PATHS")]
     pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub agent: super::agent::AgentFilter,
+    /// With --stat, list every path of a large tree (one line per directory with 50 changed
+    /// paths or more otherwise)
+    #[arg(long)]
+    pub expand: bool,
 }
 
 /// The turns a diff spans: from the start of `from` to now, or to the start of `to`.
@@ -126,26 +138,61 @@ fn colour(text: &str) -> String {
 pub fn run(a: DiffArgs) -> CliResult {
     let given: Vec<PathBuf> = a.paths.into_iter().chain(a.paths_after_dashes).collect();
     let span = a.turn;
+    a.agent.check(a.dir.as_deref())?;
     let changes = fetch(a.dir, &given, |paths| DiffQuery {
         turn: span.map(|s| s.from),
         to: span.and_then(|s| s.to),
         show: false,
         paths,
     })?;
-    print_changes(&changes, a.stat, a.json);
+    let view = View {
+        stat: a.stat,
+        json: a.json,
+        fold: fold(a.expand),
+    };
+    print_changes(&keep(changes, &a.agent), view);
     Ok(())
 }
 
 /// Runs `show`: what one turn alone changed.
 pub fn show(a: ShowArgs) -> CliResult {
+    a.agent.check(a.dir.as_deref())?;
     let changes = fetch(a.dir, &a.paths, |paths| DiffQuery {
         turn: a.turn,
         to: None,
         show: true,
         paths,
     })?;
-    print_changes(&changes, a.stat, a.json);
+    let view = View {
+        stat: a.stat,
+        json: a.json,
+        fold: fold(a.expand),
+    };
+    print_changes(&keep(changes, &a.agent), view);
     Ok(())
+}
+
+/// How the changes are printed.
+struct View {
+    stat: bool,
+    json: bool,
+    fold: diff::Fold,
+}
+
+fn fold(expand: bool) -> diff::Fold {
+    if expand {
+        diff::Fold::Expanded
+    } else {
+        diff::Fold::Folded
+    }
+}
+
+/// The changes `--agent` keeps.
+fn keep(changes: Vec<FileChange>, agent: &super::agent::AgentFilter) -> Vec<FileChange> {
+    changes
+        .into_iter()
+        .filter(|c| agent.keeps(&c.actors))
+        .collect()
 }
 
 /// Asks the daemon (or, offline, the engine) for the changes of the request `req` builds from
@@ -161,7 +208,8 @@ fn fetch(
     })
 }
 
-fn print_changes(changes: &[FileChange], stat: bool, json: bool) {
+fn print_changes(changes: &[FileChange], view: View) {
+    let View { stat, json, fold } = view;
     if json {
         println!(
             "{}",
@@ -170,7 +218,7 @@ fn print_changes(changes: &[FileChange], stat: bool, json: bool) {
         return;
     }
     if stat {
-        print!("{}", diff::stat(changes));
+        print!("{}", diff::stat(changes, fold));
         return;
     }
     let tty = std::io::stdout().is_terminal();

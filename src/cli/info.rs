@@ -29,6 +29,8 @@ pub struct LogArgs {
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent: super::agent::AgentFilter,
 }
 
 /// `ckpt-mount status`.
@@ -288,7 +290,18 @@ impl LogColumns {
 
 /// Runs `log`.
 pub fn log(a: LogArgs) -> CliResult {
+    a.agent.check(a.dir.as_deref())?;
     let rows: Vec<TurnRow> = fetch(a.dir, Query::Log)?;
+    let agents = a.agent.agents();
+    let rows: Vec<TurnRow> = rows
+        .into_iter()
+        .filter(|r| {
+            a.agent.keeps(&r.actors)
+                || agents
+                    .as_ref()
+                    .is_some_and(|g| r.by.is_some() && g.covers_name(r.by.as_deref()))
+        })
+        .collect();
     if a.json {
         super::print_json(&rows);
         return Ok(());
@@ -585,6 +598,7 @@ mod tests {
             actors: Vec::new(),
             skipped: Vec::new(),
             rewound_by: None,
+            by: None,
         }
     }
 

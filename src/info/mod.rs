@@ -58,6 +58,9 @@ pub struct TurnRow {
     /// (`undo` brings the turn back); none for a live turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewound_by: Option<u64>,
+    /// The agent whose hook began it, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A capture that stored nothing, so that no rewind can restore its path to what it was.
@@ -252,6 +255,7 @@ fn count_turn(
         actors: Vec::new(),
         skipped: Vec::new(),
         rewound_by: None,
+        by: info.by.clone(),
     };
     let mut programs = BTreeSet::new();
     let mut counted = HashSet::new();
