@@ -92,6 +92,28 @@ use std::time::Instant;
 const XATTRS_RESTORED: bool = true;
 /// The temporary name `Replace` writes before its rename (never one of `NAMES`).
 const REPLACE_TMP: &str = "t~";
+
+/// The lines of a text file `EditLine` keeps.
+const LINES: u8 = 5;
+
+/// `data` as [`LINES`] lines (cut, or padded with lines of their own number: a diff of many
+/// equal lines is ambiguous, for any merge as for git's), line `line` replaced by one made from
+/// `seed`: one line's edit.
+fn with_line(data: &[u8], line: u8, seed: u8) -> Vec<u8> {
+    let mut lines: Vec<Vec<u8>> = data.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+    if data.ends_with(b"\n") {
+        lines.pop();
+    }
+    lines.truncate(usize::from(LINES));
+    while lines.len() < usize::from(LINES) {
+        lines.push(format!("line {}", lines.len()).into_bytes());
+    }
+    lines[usize::from(line)] = format!("line {line}: {seed}").into_bytes();
+    let mut out = lines.join(&b'\n');
+    out.push(b'\n');
+    out
+}
+
 /// Handles held open at once, at most.
 const MAX_HELD: usize = 3;
 /// The caller of every request: root, pid 0 (so the core reads nothing from /proc).

@@ -109,7 +109,7 @@ fn apply(root: &Path, op: &Op) -> Result<(), i32> {
         }
         Create(..) | CreateHeld(..) | Replace(..) | SetXattr(..) | RemoveXattr(..)
         | TruncHeld(..) | Forget | RewindPaths(..) | Undo | Redo | Relabel(..) | As(_)
-        | RewindAgent(..) | Hold(_) | WriteLine(..) | Read(_) | Sh(_) | Settle => {
+        | RewindAgent(..) | EditLine(..) | Hold(_) | WriteLine(..) | Read(_) | Sh(_) | Settle => {
             unimplemented!("the mounted tier does not drive {op:?}")
         }
     }

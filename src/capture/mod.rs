@@ -108,6 +108,11 @@ impl Who {
     }
 }
 
+/// The largest file a hand-off stores (a bigger one is recorded as skipped): a hand-off is
+/// only read for a line-by-line merge, which merges no bigger file (`rewind --agent
+/// --conflicts merge`), so a change of hands of a large file costs no read of it.
+pub const HANDOFF_MAX: u64 = 8 << 20;
+
 /// The default `--max-blob`: bigger files are recorded as skipped, not stored.
 pub const DEFAULT_MAX_BLOB: u64 = 1 << 30;
 
@@ -269,16 +274,19 @@ impl Capturer {
         who: Who,
     ) -> Result<(), CaptureError> {
         let actor = self.actor(who);
-        {
+        let limit = {
             let mut store = self.lock_raw();
-            if store.index().captured_now.contains_key(path)
-                && handoff_due(&store, path, actor.as_ref()).is_none()
-            {
-                // The common case: attributed in memory, no journal write.
-                return Self::attribute(&mut store, path, who, actor.as_ref());
+            if store.index().captured_now.contains_key(path) {
+                if handoff_due(&store, path, actor.as_ref()).is_none() {
+                    // The common case: attributed in memory, no journal write.
+                    return Self::attribute(&mut store, path, who, actor.as_ref());
+                }
+                self.max_blob.min(HANDOFF_MAX)
+            } else {
+                self.max_blob
             }
-        }
-        let pre = read_preimage(&self.blobs, parent, name, self.max_blob)?;
+        };
+        let pre = read_preimage(&self.blobs, parent, name, limit)?;
         let mut store = self.lock_raw();
         if store.index().captured_now.contains_key(path) {
             return Self::hand_off(&mut store, path, pre, who, actor.as_ref());
@@ -323,18 +331,19 @@ impl Capturer {
         who: Who,
     ) -> Result<(), CaptureError> {
         let actor = self.actor(who);
-        {
+        let limit = {
             let mut store = self.lock_raw();
             store.settle_inode(st.st_ino)?;
-            if store.index().captured_now.contains_key(path)
-                && handoff_due(&store, path, actor.as_ref()).is_none()
-            {
-                return Self::attribute(&mut store, path, who, actor.as_ref());
+            if store.index().captured_now.contains_key(path) {
+                if handoff_due(&store, path, actor.as_ref()).is_none() {
+                    return Self::attribute(&mut store, path, who, actor.as_ref());
+                }
+                self.max_blob.min(HANDOFF_MAX)
+            } else {
+                self.max_blob
             }
-        }
-        let pre = sys::without_atime(fd, flags, || {
-            read_open_file(&self.blobs, fd, st, self.max_blob)
-        })?;
+        };
+        let pre = sys::without_atime(fd, flags, || read_open_file(&self.blobs, fd, st, limit))?;
         let mut store = self.lock_raw();
         // Settled again: the caller's handle is not registered yet, so an unlink while the
         // store was unlocked may have staged this very inode; its bytes are stored before the
@@ -387,7 +396,7 @@ impl Capturer {
             if handoff_due(store, path, actor).is_none() {
                 return Self::attribute(store, path, who, actor);
             }
-            let pre = read_preimage(store.blobs(), parent, name, max_blob)?;
+            let pre = read_preimage(store.blobs(), parent, name, max_blob.min(HANDOFF_MAX))?;
             return Self::hand_off(store, path, pre, who, actor);
         }
         let pre = read_preimage(store.blobs(), parent, name, max_blob)?;

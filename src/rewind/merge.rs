@@ -24,8 +24,8 @@ use crate::sys;
 use std::os::fd::{AsFd, BorrowedFd};
 
 /// The largest file merged line by line (bigger ones stay whole-path conflicts): a merge holds
-/// every version of the file in memory.
-pub const MERGE_MAX: u64 = 8 << 20;
+/// every version of the file in memory, and a hand-off stores no bigger one.
+pub const MERGE_MAX: u64 = crate::capture::HANDOFF_MAX;
 
 /// What merging one conflict gave.
 #[derive(Debug, Clone, PartialEq, Eq)]

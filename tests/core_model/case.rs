@@ -118,9 +118,9 @@ impl Case {
                 self.seen = seen;
                 return Ok(());
             }
-            RewindAgent(k, conflicts) => {
+            RewindAgent(k, who, conflicts) => {
                 return self
-                    .rewind_agent(k, conflicts, seen)
+                    .rewind_agent(k, (who, conflicts), seen)
                     .and_then(|()| self.check_turns());
             }
             NextTurn(g) => {
@@ -132,8 +132,16 @@ impl Case {
                 let paths = self.changed_paths(op);
                 self.mutate(op)?;
                 let (step, actor) = (self.step, self.actor);
-                self.history
-                    .extend(paths.into_iter().map(|path| Change { step, path, actor }));
+                let line = match op {
+                    EditLine(_, l, _) => Some(l % LINES),
+                    _ => None,
+                };
+                self.history.extend(paths.into_iter().map(|path| Change {
+                    step,
+                    path,
+                    actor,
+                    line,
+                }));
             }
         }
         // The stager stores staged pre-images at its own pace; settle them now so that the

@@ -11,6 +11,7 @@ impl Case {
             Create(p, seed) | CreateHeld(p, seed) => self.create_file(op, p, seed)?,
             Replace(p, seed) => self.replace_file(p, seed)?,
             Write(p, seed) => self.write_file(p, seed)?,
+            EditLine(p, line, seed) => self.edit_line(p, line, seed)?,
             Append(p, seed) => self.append_file(p, seed)?,
             Truncate(p, len) => self.truncate_file(p, len)?,
             Mkdir(p, mode) => self.make_dir(p, mode)?,
@@ -107,6 +108,28 @@ impl Case {
         core("write", self.fs().write(fh, 0, &data))?;
         self.fs().release(fh);
         let id = self.model.file(p).expect("valid");
+        self.resize_model(id, 0);
+        self.write_model(id, 0, &data);
+        Ok(())
+    }
+
+    /// One line of a five-line text file replaced, through `O_TRUNC` and a write of the whole
+    /// file, as `sed -i` and most editors leave a file (the same inode here).
+    fn edit_line(&mut self, p: &'static str, line: u8, seed: u8) -> Result<(), Failure> {
+        let id = self.model.file(p).expect("valid");
+        let data = with_line(&self.model.inodes[&id].data, line % LINES, seed);
+        let node = self.node(p)?;
+        let fh = core("open", self.fs().open(node, libc::O_WRONLY, self.who))?;
+        let set = SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        };
+        core(
+            "setattr (O_TRUNC)",
+            self.fs().setattr(node, Some(fh), set, self.who),
+        )?;
+        core("write", self.fs().write(fh, 0, &data))?;
+        self.fs().release(fh);
         self.resize_model(id, 0);
         self.write_model(id, 0, &data);
         Ok(())

@@ -67,6 +67,7 @@ impl Case {
     pub(super) fn resolve(&self, g: &G) -> Option<Op> {
         match g {
             G::Create { .. }
+            | G::EditLine { .. }
             | G::Write { .. }
             | G::Append { .. }
             | G::Replace { .. }
@@ -113,6 +114,9 @@ impl Case {
                 }
             }
             G::Write { file, seed } => Write(self.local(file, self.files())?, seed),
+            G::EditLine { file, line, seed } => {
+                EditLine(self.local(file, self.files())?, line, seed)
+            }
             G::Append { file, seed } => Append(self.local(file, self.files())?, seed),
             G::Replace { file, seed } => Replace(self.local(file, self.files())?, seed),
             G::Truncate { file, len } => Truncate(self.local(file, self.files())?, len),
@@ -269,11 +273,12 @@ impl Case {
             G::Undo => Undo,
             G::Redo => Redo,
             G::Relabel { turn, seed } => Relabel(self.turn_sel(turn), seed),
-            G::As { agent } => As(agent),
+            G::As { actor } => As(actor),
             G::RewindAgent {
                 turn,
-                rewind_conflicts,
-            } => RewindAgent(self.turn_sel(turn), rewind_conflicts),
+                who,
+                conflicts,
+            } => RewindAgent(self.turn_sel(turn), who, conflicts),
             _ => unreachable!("another group: {g:?}"),
         })
     }
@@ -283,9 +288,12 @@ impl Case {
         let m = &self.model;
         match *op {
             Create(p, _) | CreateHeld(p, _) | Mkdir(p, _) | Symlink(_, p) => m.can_make(p),
-            Write(p, _) | Append(p, _) | Replace(p, _) | Truncate(p, _) | Open(p) => {
-                m.file(p).is_some()
-            }
+            Write(p, _)
+            | Append(p, _)
+            | Replace(p, _)
+            | Truncate(p, _)
+            | Open(p)
+            | EditLine(p, ..) => m.file(p).is_some(),
             Link(a, b) => m.file(a).is_some() && m.can_make(b),
             Unlink(p) => m.tree.contains_key(p) && !m.is_dir(p),
             Rmdir(p) => !p.is_empty() && m.is_dir(p) && !m.has_children(p),
@@ -301,7 +309,7 @@ impl Case {
             WriteHeld(..) | TruncHeld(..) | CloseHeld(..) => !self.held.is_empty(),
             NextTurn(g) => g > 0,
             Rewind(t) | RewindPaths(t, _) | Relabel(t, _) => self.turns.get(t).is_some(),
-            RewindAgent(t, _) => self.turns.get(t).is_some() && self.procs.is_some(),
+            RewindAgent(t, ..) => self.turns.get(t).is_some() && self.procs.is_some(),
             As(_) => self.procs.is_some(),
             Forget | Undo | Redo => true,
             // Made through the core as `Mkdir` and `Unlink`/`Rmdir` steps, never as one.

@@ -121,7 +121,7 @@ pub(super) fn run_property(
         fx.name(),
         if setup.links { "on" } else { "off" },
         if setup.agent {
-            ", two processes, one the agent"
+            ", three processes, two of them named agents"
         } else {
             ""
         },

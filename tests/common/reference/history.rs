@@ -40,8 +40,8 @@ pub struct UndoRec {
 /// Who made a change, for `rewind --agent` (`agent_model.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Actor {
-    /// A process below the marked agent.
-    Agent,
+    /// A process below marked agent 1 or 2 (each a named agent of its own).
+    Agent(u8),
     /// Any other process.
     User,
     /// The core itself: what a partial rewind overwrites (recorded without a process).
@@ -54,6 +54,8 @@ pub struct Change {
     pub step: u64,
     pub path: String,
     pub actor: Actor,
+    /// For an edit of one line (`EditLine`): which.
+    pub line: Option<u8>,
 }
 
 /// The turns that exist, each with what a tier recorded at its start (`S`), the current turn

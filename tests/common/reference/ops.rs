@@ -98,10 +98,15 @@ pub enum Op<P = &'static str, T = u64> {
     Redo,
     /// `turn --label N TEXT`: label turn N with `content(seed)` as text.
     Relabel(T, u8),
-    /// The changes that follow are the agent's (`true`) or another process's.
-    As(bool),
-    /// `rewind N --agent`, conflicts rewound too when `true` (`--conflicts rewind`).
-    RewindAgent(T, bool),
+    /// The changes that follow are agent 1's or agent 2's (`1`, `2`: two named agents, each
+    /// its own process) or another process's (`0`).
+    As(u8),
+    /// `rewind N --agent [NAME]`: whose changes (`0` every agent's, `1` or `2` that agent's
+    /// alone) and what to do with conflicts (`0` keep, `1` rewind, `2` merge).
+    RewindAgent(T, u8, u8),
+    /// Replace line `line % 5` of a text file of five lines (shorter ones padded) with a line
+    /// made from `seed`: an edit of one line, as an editor or `sed -i` makes it.
+    EditLine(P, u8, u8),
 }
 
 use Op::*;
@@ -157,7 +162,8 @@ impl<P, T> Op<P, T> {
             Redo => Redo,
             Relabel(t, s) => Relabel(turn(t), s),
             As(a) => As(a),
-            RewindAgent(t, c) => RewindAgent(turn(t), c),
+            RewindAgent(t, w, c) => RewindAgent(turn(t), w, c),
+            EditLine(p, l, s) => EditLine(path(p), l, s),
         }
     }
 
@@ -200,6 +206,7 @@ impl<P, T> Op<P, T> {
             Relabel(..) => "Relabel",
             As(..) => "As",
             RewindAgent(..) => "RewindAgent",
+            EditLine(..) => "EditLine",
         }
     }
 }
@@ -243,7 +250,8 @@ impl<P: std::fmt::Debug, T: std::fmt::Debug> std::fmt::Debug for Op<P, T> {
             Redo => write!(f, "Redo"),
             Relabel(t, s) => write!(f, "Relabel({t:?}, {s})"),
             As(a) => write!(f, "As({a})"),
-            RewindAgent(t, c) => write!(f, "RewindAgent({t:?}, {c})"),
+            RewindAgent(t, w, c) => write!(f, "RewindAgent({t:?}, {w}, {c})"),
+            EditLine(p, l, s) => write!(f, "EditLine({p:?}, {l}, {s})"),
         }
     }
 }

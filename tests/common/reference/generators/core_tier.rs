@@ -146,11 +146,17 @@ pub enum G {
     },
     /// Only in agent cases (`agent_model.rs`).
     As {
-        agent: bool,
+        actor: u8,
     },
     RewindAgent {
         turn: u8,
-        rewind_conflicts: bool,
+        who: u8,
+        conflicts: u8,
+    },
+    EditLine {
+        file: u8,
+        line: u8,
+        seed: u8,
     },
 }
 
@@ -216,10 +222,52 @@ pub fn agent_step() -> impl Strategy<Value = G> {
         1 => (b(), b()).prop_map(|(turn, entry)| G::RewindPaths { turn, entry }),
         2 => Just(G::Undo),
         1 => Just(G::Redo),
-        6 => any::<bool>().prop_map(|agent| G::As { agent }),
-        4 => (b(), any::<bool>())
-            .prop_map(|(turn, rewind_conflicts)| G::RewindAgent { turn, rewind_conflicts }),
+        6 => (0u8..3).prop_map(|actor| G::As { actor }),
+        4 => (b(), 0u8..3, 0u8..3)
+            .prop_map(|(turn, who, conflicts)| G::RewindAgent { turn, who, conflicts }),
+        6 => (b(), 0u8..5, b()).prop_map(|(file, line, seed)| G::EditLine { file, line, seed }),
     ]
+}
+
+/// The steps of a merge case (`agent_model.rs`): three text files of five lines edited line by
+/// line by both agents and the user, now and then rewritten whole or replaced, turns, and
+/// agent rewinds, mostly with `--conflicts merge`.
+pub fn merge_step() -> impl Strategy<Value = G> {
+    let b = any::<u8>;
+    prop_oneof![
+        12 => (b(), 0u8..5, b()).prop_map(|(file, line, seed)| G::EditLine { file, line, seed }),
+        6 => (0u8..3).prop_map(|actor| G::As { actor }),
+        1 => (b(), b()).prop_map(|(file, seed)| G::Write { file, seed }),
+        1 => (b(), b()).prop_map(|(file, seed)| G::Replace { file, seed }),
+        3 => (1u8..=2).prop_map(|gap| G::NextTurn { gap }),
+        6 => (b(), 0u8..3, prop_oneof![1 => Just(0u8), 1 => Just(1u8), 4 => Just(2u8)])
+            .prop_map(|(turn, who, conflicts)| G::RewindAgent { turn, who, conflicts }),
+        1 => b().prop_map(|turn| G::Rewind { turn }),
+        2 => Just(G::Undo),
+        1 => Just(G::Redo),
+    ]
+}
+
+/// The first steps of a merge case: three files, each made a text of five lines, then turn 2.
+pub fn merge_prefix() -> Vec<G> {
+    let mut out = Vec::new();
+    for name in 0..3u8 {
+        out.push(G::Create {
+            dir: 0,
+            name,
+            seed: name,
+            hold: false,
+        });
+    }
+    for file in 0..3u8 {
+        out.push(G::EditLine {
+            file,
+            line: 0,
+            seed: file,
+        });
+    }
+    out.push(G::NextTurn { gap: 1 });
+    out
 }
 
 pub fn pick<T: Clone>(sel: u8, from: &[T]) -> Option<T> {
