@@ -531,6 +531,49 @@ fn two_sessions_are_two_agents_and_one_is_rewound_alone() {
     assert_eq!(after.len(), before.len());
 }
 
+/// A hooked agent CLI that leads its own session (started by `setsid`, as in its own terminal):
+/// a process it leaves behind, reparented to init, is still in its session, which only its
+/// descendants can be in, so its changes are the agent's while the CLI lives.
+#[test]
+fn an_orphan_in_a_session_the_agent_cli_leads_is_the_agents() {
+    if !require_fuse() {
+        return;
+    }
+    let (m, sub) = mounted_with_subfolder();
+    let h = home();
+    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let commands = hook_commands(&user_settings("claude-code", h.path()), "UserPromptSubmit");
+    let payload = h.path().join("payload.json");
+    std::fs::write(&payload, recorded_payload(&sub)).expect("payload");
+    let prompt = format!("{} < {}", commands[0], payload.display());
+    // `timeout` is the agent CLI: it leads the session `setsid` made, and lives until its
+    // shell ends, after the orphan wrote.
+    let script = format!("{prompt} && ( (sleep 0.3; echo orphan > orphan.html) & ) && sleep 1.2");
+    let o = Command::new("setsid")
+        .args(["--wait", "timeout", "30", "sh", "-c", &script])
+        .current_dir(&sub)
+        .output()
+        .expect("agent");
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(sub.join("mine.html"), "mine\n").expect("write");
+    let show = m.cli(&["show", "--json"]);
+    let changes: serde_json::Value = serde_json::from_slice(&show.stdout).expect("json");
+    let actor_of = |path: &str| {
+        let c = changes
+            .as_array()
+            .expect("changes")
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap_or_else(|| panic!("{path} in {changes}"));
+        c["actors"][0].clone()
+    };
+    let orphan = actor_of("src/deep/orphan.html");
+    assert_eq!(orphan["agent"], true, "{orphan}");
+    assert_eq!(orphan["name"], "claude-code:abc123", "{orphan}");
+    assert_eq!(actor_of("src/deep/mine.html")["agent"], false);
+}
+
 #[test]
 fn on_an_unmounted_folder_the_hook_tells_the_user_and_begins_nothing() {
     if !require_fuse() {

@@ -10,7 +10,11 @@
 //! gives no pidfd for a thread (before Linux 6.9), the start time is read again instead.
 //!
 //! A process that left its parent (a daemon that double-forked, reparented to init or a
-//! subreaper) no longer descends from the agent: its changes count as another actor's.
+//! subreaper) no longer descends from the agent: its changes count as another actor's, with
+//! one exception that proves descent: when the marked process leads its own session (`setsid`:
+//! an agent CLI started that way, or in its own terminal) and still lives, every process of
+//! that session was forked inside it (a session is joined only by birth), so it is that
+//! agent's.
 //!
 //! The table is bounded ([`MAX_KNOWN`]): when full, exited entries go, then everything.
 
@@ -73,6 +77,8 @@ pub struct ProcInfo {
     pub start: u64,
     /// Command name.
     pub comm: String,
+    /// Its session (the pid of the session's leader).
+    pub sid: u32,
 }
 
 /// Where process facts come from: `/proc` and pidfds ([`RealProcs`]), or a table in tests.
@@ -99,6 +105,7 @@ impl Procs for RealProcs {
 pub fn read_proc(pid: u32) -> Option<ProcInfo> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     let (comm, ppid, start) = parse_stat(&stat)?;
+    let sid = parse_session(&stat).unwrap_or(0);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let tgid = status
         .lines()
@@ -109,7 +116,15 @@ pub fn read_proc(pid: u32) -> Option<ProcInfo> {
         ppid,
         start,
         comm,
+        sid,
     })
+}
+
+/// The session (field 6) of a `/proc/PID/stat` line.
+pub fn parse_session(stat: &[u8]) -> Option<u32> {
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    rest.split_ascii_whitespace().nth(3)?.parse().ok()
 }
 
 /// The command name, parent pid and start time of a `/proc/PID/stat` line. The name is
@@ -254,10 +269,22 @@ impl Classifier {
         Some((comm, agent))
     }
 
+    /// The agent whose marked process leads session `sid` and still lives (so every process of
+    /// the session was forked inside it), if any.
+    fn session_leader(&self, sid: u32, procs: &mut dyn Procs) -> AgentOf {
+        if sid <= 1 {
+            return None;
+        }
+        let (&(_, start), name) = self.marks.iter().find(|((p, _), _)| *p == sid)?;
+        let leader = procs.info(sid)?;
+        (leader.start == start && leader.sid == sid).then(|| name.clone())
+    }
+
     /// Walks up from process `pid` (with its `info`) to a mark, a remembered ancestor, or the
     /// top, and remembers every process on the way with the answer: the nearest mark's agent.
     fn walk(&mut self, pid: u32, info: ProcInfo, procs: &mut dyn Procs) -> AgentOf {
         let mut chain: Vec<(u32, u64, String)> = Vec::new();
+        let sid = info.sid;
         let mut cur = (pid, info);
         let agent = loop {
             let (p, i) = cur;
@@ -266,7 +293,7 @@ impl Classifier {
                 break Some(name.clone());
             }
             if i.ppid <= 1 || chain.len() > MAX_DEPTH {
-                break None;
+                break self.session_leader(sid, procs);
             }
             if let Some((_, agent)) = self.valid(i.ppid, procs) {
                 break agent;
@@ -307,8 +334,15 @@ mod tests {
                     ppid,
                     start,
                     comm: comm.into(),
+                    sid: 10,
                 },
             );
+        }
+        /// Makes `pid` a member of session `sid`.
+        fn in_session(&mut self, pid: u32, sid: u32) {
+            if let Some(p) = self.procs.get_mut(&pid) {
+                p.sid = sid;
+            }
         }
     }
 
@@ -402,6 +436,34 @@ mod tests {
     }
 
     #[test]
+    fn an_orphan_in_the_session_a_living_marked_leader_leads_is_its_agent() {
+        let mut t = table();
+        // claude (30) leads its own session; an orphan of it (reparented to init) is in it,
+        // another orphan is in the terminal's session (10).
+        t.in_session(30, 30);
+        t.add(90, 1, 40, "nohup");
+        t.in_session(90, 30);
+        t.add(91, 1, 41, "daemon");
+        let mut c = Classifier::new(claude());
+        assert_eq!(c.actor(90, &mut t), actor(Some(true), "nohup"));
+        assert_eq!(c.actor(91, &mut t), actor(Some(false), "daemon"));
+        // A leader that is gone (its pid now another process's) proves nothing.
+        let mut t = table();
+        t.add(30, 20, 99, "other");
+        t.in_session(30, 30);
+        t.add(90, 1, 140, "nohup");
+        t.in_session(90, 30);
+        let mut c = Classifier::new(claude());
+        assert_eq!(c.actor(90, &mut t), actor(Some(false), "nohup"));
+        // Nor does a marked process that leads no session.
+        let mut t = table();
+        t.add(90, 1, 40, "nohup");
+        t.in_session(90, 30);
+        let mut c = Classifier::new(claude());
+        assert_eq!(c.actor(90, &mut t), actor(Some(false), "nohup"));
+    }
+
+    #[test]
     fn a_reused_pid_is_not_the_marked_process() {
         let mut t = table();
         // The mark names pid 30 started at tick 8: an earlier process with that number.
@@ -447,8 +509,9 @@ mod tests {
     #[test]
     fn stat_lines_with_odd_names_parse() {
         let line =
-            b"4231 (a (b) c) S 4200 4231 4200 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 1000 10";
+            b"4231 (a (b) c) S 4200 4231 4190 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 1000 10";
         assert_eq!(parse_stat(line), Some(("a (b) c".to_string(), 4200, 98765)));
+        assert_eq!(parse_session(line), Some(4190));
         assert_eq!(parse_stat(b"12 (x) S"), None);
     }
 

@@ -550,11 +550,28 @@ fn agent_text(agents: Option<&[AgentMark]>) -> String {
         1 => "; 1 earlier mark".to_string(),
         n => format!("; {n} earlier marks"),
     };
+    let mut names: Vec<String> = Vec::new();
+    for m in marks {
+        let n = crate::store::actors::quote_name(&m.name());
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    let others = if names.len() > 1 {
+        format!(
+            "          {} agents: {} (`ckpt-mount agents` lists them)\n",
+            names.len(),
+            names.join(", ")
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "agent:    {} (pid {}, marked by {}{session}) and what it runs{earlier}\n",
+        "agent:    {} (pid {}, marked by {} as {}{session}) and what it runs{earlier}\n{others}",
         quote_path(last.comm.as_bytes()),
         last.pid,
         last.via,
+        crate::store::actors::quote_name(&last.name()),
     )
 }
 
