@@ -438,24 +438,11 @@ fn an_orphan_of_the_agent_is_the_agent() {
     );
 }
 
-#[test]
-fn an_orphan_the_agent_left_running_is_the_agent() {
-    if require_fuse() {
-        an_orphan_of_the_agent_is_the_agent();
-    }
-}
-
-/// The same on a normal user's own mount: this test binary runs again as the user `ckpt-ci`.
-#[test]
-fn an_orphan_the_agent_left_running_is_the_agent_on_a_users_mount() {
-    if common::user::in_user_run() {
-        an_orphan_of_the_agent_is_the_agent();
-    } else if require_fuse() {
-        common::user::rerun_as_user(
-            "an_orphan_the_agent_left_running_is_the_agent_on_a_users_mount",
-        );
-    }
-}
+on_both_mounts!(
+    an_orphan_the_agent_left_running_is_the_agent,
+    an_orphan_the_agent_left_running_is_the_agent_on_a_users_mount,
+    an_orphan_of_the_agent_is_the_agent
+);
 
 /// Two named agents and the user in one folder in one turn: `alice` edits and creates,
 /// `bob` creates and leaves a `nohup`-style child that writes a log after `run` has exited,
@@ -552,22 +539,11 @@ fn two_named_agents_and_the_user() {
     assert_eq!(tree(&m.dir, false), before);
 }
 
-#[test]
-fn two_named_agents_and_the_user_in_one_folder() {
-    if require_fuse() {
-        two_named_agents_and_the_user();
-    }
-}
-
-/// The same on a normal user's own mount.
-#[test]
-fn two_named_agents_and_the_user_in_one_folder_on_a_users_mount() {
-    if common::user::in_user_run() {
-        two_named_agents_and_the_user();
-    } else if require_fuse() {
-        common::user::rerun_as_user("two_named_agents_and_the_user_in_one_folder_on_a_users_mount");
-    }
-}
+on_both_mounts!(
+    two_named_agents_and_the_user_in_one_folder,
+    two_named_agents_and_the_user_in_one_folder_on_a_users_mount,
+    two_named_agents_and_the_user
+);
 
 /// A process that opened a file for writing in turn 2 and writes through that descriptor in
 /// turn 3 (its writes reach the host without a request): the views and the preview of
@@ -648,24 +624,11 @@ fn a_held_descriptor_is_its_openers() {
     assert_eq!(after, want, "only the agent's file went");
 }
 
-#[test]
-fn a_write_through_a_descriptor_held_across_a_turn_is_its_openers() {
-    if require_fuse() {
-        a_held_descriptor_is_its_openers();
-    }
-}
-
-/// The same on a normal user's own mount.
-#[test]
-fn a_write_through_a_descriptor_held_across_a_turn_is_its_openers_on_a_users_mount() {
-    if common::user::in_user_run() {
-        a_held_descriptor_is_its_openers();
-    } else if require_fuse() {
-        common::user::rerun_as_user(
-            "a_write_through_a_descriptor_held_across_a_turn_is_its_openers_on_a_users_mount",
-        );
-    }
-}
+on_both_mounts!(
+    a_write_through_a_descriptor_held_across_a_turn_is_its_openers,
+    a_write_through_a_descriptor_held_across_a_turn_is_its_openers_on_a_users_mount,
+    a_held_descriptor_is_its_openers
+);
 
 /// `--conflicts merge`: the agent and the user edit different lines of one text file in the
 /// same turn (the user saving by rename, as editors do), the same line of another, and a
@@ -780,24 +743,11 @@ fn merge_takes_back_the_agents_lines() {
     );
 }
 
-#[test]
-fn merge_takes_back_the_agents_lines_and_keeps_yours() {
-    if require_fuse() {
-        merge_takes_back_the_agents_lines();
-    }
-}
-
-/// The same on a normal user's own mount.
-#[test]
-fn merge_takes_back_the_agents_lines_and_keeps_yours_on_a_users_mount() {
-    if common::user::in_user_run() {
-        merge_takes_back_the_agents_lines();
-    } else if require_fuse() {
-        common::user::rerun_as_user(
-            "merge_takes_back_the_agents_lines_and_keeps_yours_on_a_users_mount",
-        );
-    }
-}
+on_both_mounts!(
+    merge_takes_back_the_agents_lines_and_keeps_yours,
+    merge_takes_back_the_agents_lines_and_keeps_yours_on_a_users_mount,
+    merge_takes_back_the_agents_lines
+);
 
 /// The views fold a large tree to one line (`--expand` lists it) and take `--agent NAME`:
 /// `show --stat`, `diff --stat` and `log` keep what that agent changed; a name no agent has is
@@ -858,19 +808,8 @@ fn views_fold_and_filter_by_agent() {
     );
 }
 
-#[test]
-fn views_fold_large_trees_and_filter_by_agent() {
-    if require_fuse() {
-        views_fold_and_filter_by_agent();
-    }
-}
-
-/// The same on a normal user's own mount.
-#[test]
-fn views_fold_large_trees_and_filter_by_agent_on_a_users_mount() {
-    if common::user::in_user_run() {
-        views_fold_and_filter_by_agent();
-    } else if require_fuse() {
-        common::user::rerun_as_user("views_fold_large_trees_and_filter_by_agent_on_a_users_mount");
-    }
-}
+on_both_mounts!(
+    views_fold_large_trees_and_filter_by_agent,
+    views_fold_large_trees_and_filter_by_agent_on_a_users_mount,
+    views_fold_and_filter_by_agent
+);

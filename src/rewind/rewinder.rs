@@ -458,23 +458,11 @@ impl<'a> Rewinder<'a> {
         else {
             return Ok(None);
         };
-        let PreImage::File {
-            blob: was,
-            mode,
-            uid,
-            gid,
-            ino,
-            nlink,
-            fh,
-            btime,
-            xattrs,
-            ..
-        } = now
-        else {
+        let PreImage::File { blob: was, .. } = &now else {
             return Ok(None);
         };
         let mut text = Vec::new();
-        let read = blobs.read_blob(&was, &mut |chunk| {
+        let read = blobs.read_blob(was, &mut |chunk| {
             text.extend_from_slice(chunk);
             Ok(())
         });
@@ -487,17 +475,8 @@ impl<'a> Rewinder<'a> {
                 errno,
             })
         })?;
-        let pre = PreImage::File {
-            blob: stored.id,
-            size: stored.size,
-            mode,
-            uid,
-            gid,
-            ino,
-            nlink,
-            fh,
-            btime,
-            xattrs,
+        let Some(pre) = now.with_content(stored.id, stored.size) else {
+            return Ok(None);
         };
         Ok(Some((pre, String::from_utf8_lossy(&text).into_owned())))
     }

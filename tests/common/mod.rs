@@ -579,3 +579,29 @@ sys.exit(os.waitstatus_to_exitcode(status))
         o.status.code(),
     )
 }
+
+/// Two tests of one property, `$root` on root's mount and `$users` on a normal user's own
+/// mount (this test binary run again as the user `ckpt-ci`), each running `$body`: what holds
+/// on root's mount is tested where users are too.
+#[macro_export]
+macro_rules! on_both_mounts {
+    ($(#[$doc:meta])* $root:ident, $users:ident, $body:path) => {
+        $(#[$doc])*
+        #[test]
+        fn $root() {
+            if common::require_fuse() {
+                $body();
+            }
+        }
+
+        /// The same on a normal user's own mount.
+        #[test]
+        fn $users() {
+            if common::user::in_user_run() {
+                $body();
+            } else if common::require_fuse() {
+                common::user::rerun_as_user(stringify!($users));
+            }
+        }
+    };
+}

@@ -143,6 +143,36 @@ pub enum PreImage {
 }
 
 impl PreImage {
+    /// A file's pre-image with other bytes, the blob `blob` of `size` bytes: its mode, owner,
+    /// inode and xattrs kept (`None` for any other kind).
+    pub fn with_content(self, blob: BlobId, size: u64) -> Option<Self> {
+        match self {
+            Self::File {
+                mode,
+                uid,
+                gid,
+                ino,
+                nlink,
+                fh,
+                btime,
+                xattrs,
+                ..
+            } => Some(Self::File {
+                blob,
+                size,
+                mode,
+                uid,
+                gid,
+                ino,
+                nlink,
+                fh,
+                btime,
+                xattrs,
+            }),
+            _ => None,
+        }
+    }
+
     /// What a `Staged` pre-image becomes once its bytes are the blob `blob` of `size` bytes,
     /// with the extended attributes read from the staged file (`None` for any other kind).
     pub fn stored_as(&self, blob: BlobId, size: u64, xattrs: Xattrs) -> Option<Self> {
