@@ -153,7 +153,7 @@ impl Request {
 #[derive(Debug, Clone, Default)]
 pub struct Fields {
     /// The turn whose start is given back; none: the current turn, or, for named agents, the
-    /// latest turn one of them began ([`super::agent::default_turn`]).
+    /// latest turn one of them began (`agent::default_turn`).
     pub to: Option<Turn>,
     /// `--undo`: the last whole rewind taken back.
     pub undo: bool,
