@@ -643,3 +643,67 @@ fn a_preview_on_an_unmounted_folder_with_a_cut_off_rewind_changes_nothing() {
     m.unmount();
     c.fsck_clean(point);
 }
+
+/// A crash in a merging `rewind --agent NAME --conflicts merge` after its saves: the remount
+/// completes it with the merged bytes journaled with it (the agent's line taken back, the
+/// user's kept), not with the file's state at the start of the turn; undo gives back the file
+/// as it was before the run.
+#[test]
+fn killed_in_a_merging_agent_rewind_after_its_saves() {
+    if !require_fuse() {
+        return;
+    }
+    let point = "partial-after-saves";
+    let (c, m) = Crashable::new(point, |d| {
+        std::fs::write(d.join("doc.txt"), "one\ntwo\nthree\nfour\nfive\n").expect("doc");
+    });
+    m.turn(2);
+    let run = |args: &[&str], script: &str| {
+        let o = Command::new(bin())
+            .args(args)
+            .args(["--dir"])
+            .arg(&c.dir)
+            .args(["--", "sh", "-ec", script])
+            .current_dir(&c.dir)
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", common::output_text(&o));
+    };
+    run(&["run", "--as", "bot"], "sed -i s/one/ONE/ doc.txt");
+    let user = Command::new("sh")
+        .args([
+            "-ec",
+            "sed s/five/FIVE/ doc.txt > .doc.swp && mv .doc.swp doc.txt",
+        ])
+        .current_dir(&c.dir)
+        .output()
+        .expect("user");
+    assert!(user.status.success(), "{}", common::output_text(&user));
+    let before = tree(&c.dir, false);
+    let mut m = c.cut_off(m, point, "merging rewind", |_| {
+        Command::new(bin())
+            .args([
+                "rewind",
+                "2",
+                "--agent",
+                "bot",
+                "--conflicts",
+                "merge",
+                "-y",
+                "--dir",
+            ])
+            .arg(&c.dir)
+            .output()
+            .expect("rewind")
+    });
+    assert_eq!(
+        std::fs::read_to_string(c.dir.join("doc.txt")).expect("doc"),
+        "one\ntwo\nthree\nfour\nFIVE\n",
+        "the completed run gives the merge's bytes"
+    );
+    let o = m.cli(&["undo", "-y"]);
+    assert!(o.status.success(), "{}", common::output_text(&o));
+    assert_same_tree(&before, &tree(&c.dir, false));
+    m.unmount();
+    c.fsck_clean(point);
+}
