@@ -35,7 +35,7 @@ mod preimage;
 mod stage;
 mod turn;
 
-pub use actors::{Classifier, ProcInfo, Procs, RealProcs, What, read_proc};
+pub use actors::{Classifier, ProcInfo, Procs, RealProcs, What, parse_session, read_proc};
 
 pub use preimage::{read_open_file, read_preimage, walk_tree};
 pub use stage::{PendingStage, StageBy, Staging};

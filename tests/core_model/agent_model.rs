@@ -1,5 +1,6 @@
-//! `rewind N --agent [NAME]` against the model: three real processes make the changes, two of
-//! them marked as named agents (`a1`, `a2`) and one a user's, so the core attributes every
+//! `rewind N --agent [NAME]` against the model: real processes make the changes, two of them
+//! marked as named agents (`a1`, `a2`; `a1` leads its own session and left an orphan in it,
+//! which changes files too, as agent 1) and one a user's, so the core attributes every
 //! change from `/proc` as it does under a mount; the model keeps, beside the folder, who
 //! changed which path (and, for an `EditLine`, which line) since each turn began
 //! (`Case::history`). A rewind takes back every agent's changes or one agent's, the other
@@ -31,10 +32,13 @@ use ckpt_mount::rewind::{Conflicts, PathActors};
 use ckpt_mount::store::journal::AgentMark;
 use std::process::{Child, Stdio};
 
-/// The agents' processes and another one, alive for a case (all `sleep`: the core reads only
-/// their `/proc` entries).
+/// The agents' processes, an orphan agent 1 left behind, and another process, alive for a
+/// case (all `sleep`: the core reads only their `/proc` entries). Agent 1 leads its own session
+/// (as an agent CLI in its own terminal); the orphan, reparented away from it, is in that
+/// session.
 pub(super) struct Procs {
     agents: [Child; 2],
+    orphan: u32,
     other: Child,
 }
 
@@ -45,7 +49,50 @@ impl Drop for Procs {
             let _ = c.kill();
             let _ = c.wait();
         }
+        let _ = Command::new("kill")
+            .args(["-9", &self.orphan.to_string()])
+            .status();
     }
+}
+
+/// A session leader (`sleep`, exec'd by the shell that made the session) that left an orphan
+/// `sleep` in its session: the leader, and the orphan's pid.
+fn leader_with_orphan() -> (Child, u32) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "(sleep 100000 &); exec sleep 100000"])
+        .stdin(Stdio::null());
+    // SAFETY: `setsid` is async-signal-safe and touches no memory of the parent's; it runs in
+    // the child between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut leader = cmd.spawn().expect("spawn the session leader");
+    let sid = leader.id();
+    for _ in 0..400 {
+        let orphan = std::fs::read_dir("/proc").ok().and_then(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|p| *p != sid)
+                .find(|p| {
+                    // The `sleep` itself, not the subshell that forks it and exits.
+                    ckpt_mount::capture::read_proc(*p)
+                        .is_some_and(|i| i.sid == sid && i.comm == "sleep" && i.ppid != sid)
+                })
+        });
+        if let Some(o) = orphan {
+            return (leader, o);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let _ = leader.kill();
+    let _ = leader.wait();
+    panic!("the session leader's orphan never showed");
 }
 
 /// The names of the two agents' marks.
@@ -182,8 +229,10 @@ impl Case {
     /// Starts the three processes and marks the first two as the agents `a1` and `a2`; the
     /// third makes the changes until an `As(1)` or `As(2)`.
     pub(super) fn start_agent_case(&mut self) {
+        let (leader, orphan) = leader_with_orphan();
         let procs = Procs {
-            agents: [sleeper(), sleeper()],
+            agents: [leader, sleeper()],
+            orphan,
             other: sleeper(),
         };
         for (agent, name) in procs.agents.iter().zip(NAMES) {
@@ -207,11 +256,20 @@ impl Case {
         self.procs = Some(procs);
     }
 
-    /// The changes that follow are agent `n`'s (1 or 2) or the other process's (0).
+    /// The changes that follow are agent `n`'s (1 or 2), the orphan agent 1 left's (3: agent
+    /// 1's too), or the other process's (0).
     pub(super) fn act_as(&mut self, n: u8) {
         let Some(procs) = &self.procs else { return };
-        (self.who, self.actor) = match n % 3 {
+        (self.who, self.actor) = match n % 4 {
             0 => (caller(&procs.other), Actor::User),
+            3 => (
+                Caller {
+                    uid: 0,
+                    gid: 0,
+                    pid: procs.orphan,
+                },
+                Actor::Agent(1),
+            ),
             n => (caller(&procs.agents[usize::from(n - 1)]), Actor::Agent(n)),
         };
     }

@@ -99,7 +99,8 @@ pub enum Op<P = &'static str, T = u64> {
     /// `turn --label N TEXT`: label turn N with `content(seed)` as text.
     Relabel(T, u8),
     /// The changes that follow are agent 1's or agent 2's (`1`, `2`: two named agents, each
-    /// its own process) or another process's (`0`).
+    /// its own process), an orphan agent 1 left behind (`3`, agent 1's too) or another
+    /// process's (`0`).
     As(u8),
     /// `rewind N --agent [NAME]`: whose changes (`0` every agent's, `1` or `2` that agent's
     /// alone) and what to do with conflicts (`0` keep, `1` rewind, `2` merge).

@@ -222,7 +222,7 @@ pub fn agent_step() -> impl Strategy<Value = G> {
         1 => (b(), b()).prop_map(|(turn, entry)| G::RewindPaths { turn, entry }),
         2 => Just(G::Undo),
         1 => Just(G::Redo),
-        6 => (0u8..3).prop_map(|actor| G::As { actor }),
+        6 => (0u8..4).prop_map(|actor| G::As { actor }),
         4 => (b(), 0u8..3, 0u8..3)
             .prop_map(|(turn, who, conflicts)| G::RewindAgent { turn, who, conflicts }),
         6 => (b(), 0u8..5, b()).prop_map(|(file, line, seed)| G::EditLine { file, line, seed }),
@@ -236,7 +236,7 @@ pub fn merge_step() -> impl Strategy<Value = G> {
     let b = any::<u8>;
     prop_oneof![
         12 => (b(), 0u8..5, b()).prop_map(|(file, line, seed)| G::EditLine { file, line, seed }),
-        6 => (0u8..3).prop_map(|actor| G::As { actor }),
+        6 => (0u8..4).prop_map(|actor| G::As { actor }),
         1 => (b(), b()).prop_map(|(file, seed)| G::Write { file, seed }),
         1 => (b(), b()).prop_map(|(file, seed)| G::Replace { file, seed }),
         3 => (1u8..=2).prop_map(|gap| G::NextTurn { gap }),
