@@ -449,7 +449,8 @@ on_both_mounts!(
 /// the user writes beside them. `agents` lists both with their paths; `rewind --agent bob`
 /// (no turn: the turn bob was marked in) takes back exactly bob's work, its orphan's log
 /// included, and leaves alice's and the user's byte for byte, on their inodes; undo brings
-/// bob's back.
+/// bob's back. Then the three edit different lines of one file in one turn (the user saving by
+/// rename): `--conflicts merge` takes back bob's line and keeps the other two's.
 fn two_named_agents_and_the_user() {
     let m = Mounted::with(project);
     m.turn(2);
@@ -537,6 +538,42 @@ fn two_named_agents_and_the_user() {
         text(&o)
     );
     assert_eq!(tree(&m.dir, false), before);
+    // Turn 3: the three edit different lines of one file, the user saving by rename as an
+    // editor does; bob's line is taken back, alice's and the user's kept, all else as it was.
+    std::fs::write(m.path("shared.txt"), "l1\nl2\nl3\nl4\nl5\nl6\nl7\n").expect("write");
+    m.turn(3);
+    run_as("alice", "sed -i s/l1/alice/ shared.txt");
+    let user = Command::new("sh")
+        .args([
+            "-ec",
+            "sed s/l7/mine/ shared.txt > .shared.swp && mv .shared.swp shared.txt",
+        ])
+        .current_dir(&m.dir)
+        .output()
+        .expect("user");
+    assert!(user.status.success(), "{}", text(&user));
+    run_as("bob", "sed -i s/l4/bob/ shared.txt");
+    let before = tree(&m.dir, false);
+    ok(m.cli(&[
+        "rewind",
+        "3",
+        "--agent",
+        "bob",
+        "--conflicts",
+        "merge",
+        "-y",
+    ]));
+    let after = tree(&m.dir, false);
+    for (path, node) in &before {
+        if path != "shared.txt" {
+            assert_eq!(after.get(path), Some(node), "{path}: kept");
+        }
+    }
+    assert_eq!(after.len(), before.len());
+    assert_eq!(
+        std::fs::read_to_string(m.path("shared.txt")).expect("shared"),
+        "alice\nl2\nl3\nl4\nl5\nl6\nmine\n"
+    );
 }
 
 on_both_mounts!(
