@@ -34,6 +34,44 @@ fn ok(o: Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// `ckpt-mount run --as NAME -- sh -ec SCRIPT` in `m`'s folder, which must succeed.
+fn run_as(m: &Mounted, name: &str, script: &str) {
+    let o = Command::new(bin())
+        .args(["run", "--as", name, "--", "sh", "-ec", script])
+        .current_dir(&m.dir)
+        .output()
+        .expect("run the agent");
+    assert!(o.status.success(), "{name}: {}", text(&o));
+}
+
+/// `sh -ec SCRIPT` in `m`'s folder, as the user (no agent), which must succeed.
+fn user_sh(m: &Mounted, script: &str) {
+    let o = Command::new("sh")
+        .args(["-ec", script])
+        .current_dir(&m.dir)
+        .output()
+        .expect("sh");
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Every path of `before` but `except` is in `after` as it was, and nothing appeared or went.
+fn assert_kept_except(
+    before: &BTreeMap<String, Node>,
+    after: &BTreeMap<String, Node>,
+    except: &[&str],
+) {
+    for (path, node) in before {
+        if !except.contains(&path.as_str()) {
+            assert_eq!(after.get(path), Some(node), "{path}: kept");
+        }
+    }
+    assert_eq!(
+        after.keys().collect::<BTreeSet<_>>(),
+        before.keys().collect::<BTreeSet<_>>(),
+        "nothing appeared or went"
+    );
+}
+
 /// The editor: appends to its file and saves two files by writing a temp file and renaming it
 /// over the original, a few times, as an editor does; not under `run`, so not the agent.
 const EDITOR: &str = r#"
@@ -455,19 +493,13 @@ fn two_named_agents_and_the_user() {
     let m = Mounted::with(project);
     m.turn(2);
     let start = tree(&m.dir, false);
-    let run_as = |name: &str, script: &str| {
-        let o = Command::new(bin())
-            .args(["run", "--as", name, "--", "sh", "-ec", script])
-            .current_dir(&m.dir)
-            .output()
-            .expect("run the agent");
-        assert!(o.status.success(), "{name}: {}", text(&o));
-    };
     run_as(
+        &m,
         "alice",
         "sed -i s/red/blue/ agent_edit.txt; printf 'alice\\n' > alice.txt",
     );
     run_as(
+        &m,
         "bob",
         "printf 'bob\\n' > bob.txt; rm agent_del.txt; \
          ( (sleep 0.4; echo 'bob was here' > bob.log) & ); exit 0",
@@ -542,17 +574,12 @@ fn two_named_agents_and_the_user() {
     // editor does; bob's line is taken back, alice's and the user's kept, all else as it was.
     std::fs::write(m.path("shared.txt"), "l1\nl2\nl3\nl4\nl5\nl6\nl7\n").expect("write");
     m.turn(3);
-    run_as("alice", "sed -i s/l1/alice/ shared.txt");
-    let user = Command::new("sh")
-        .args([
-            "-ec",
-            "sed s/l7/mine/ shared.txt > .shared.swp && mv .shared.swp shared.txt",
-        ])
-        .current_dir(&m.dir)
-        .output()
-        .expect("user");
-    assert!(user.status.success(), "{}", text(&user));
-    run_as("bob", "sed -i s/l4/bob/ shared.txt");
+    run_as(&m, "alice", "sed -i s/l1/alice/ shared.txt");
+    user_sh(
+        &m,
+        "sed s/l7/mine/ shared.txt > .shared.swp && mv .shared.swp shared.txt",
+    );
+    run_as(&m, "bob", "sed -i s/l4/bob/ shared.txt");
     let before = tree(&m.dir, false);
     ok(m.cli(&[
         "rewind",
@@ -563,13 +590,7 @@ fn two_named_agents_and_the_user() {
         "merge",
         "-y",
     ]));
-    let after = tree(&m.dir, false);
-    for (path, node) in &before {
-        if path != "shared.txt" {
-            assert_eq!(after.get(path), Some(node), "{path}: kept");
-        }
-    }
-    assert_eq!(after.len(), before.len());
+    assert_kept_except(&before, &tree(&m.dir, false), &["shared.txt"]);
     assert_eq!(
         std::fs::read_to_string(m.path("shared.txt")).expect("shared"),
         "alice\nl2\nl3\nl4\nl5\nl6\nmine\n"
@@ -681,22 +702,8 @@ fn merge_takes_back_the_agents_lines() {
         std::fs::write(d.join("bin.dat"), b"\0\x01bin\n").expect("bin");
     });
     m.turn(2);
-    let bot = |script: &str| {
-        let o = Command::new(bin())
-            .args(["run", "--as", "bot", "--", "sh", "-ec", script])
-            .current_dir(&m.dir)
-            .output()
-            .expect("run");
-        assert!(o.status.success(), "{}", text(&o));
-    };
-    let user = |script: &str| {
-        let o = Command::new("sh")
-            .args(["-ec", script])
-            .current_dir(&m.dir)
-            .output()
-            .expect("sh");
-        assert!(o.status.success(), "{}", text(&o));
-    };
+    let bot = |script: &str| run_as(&m, "bot", script);
+    let user = |script: &str| user_sh(&m, script);
     bot("sed -i s/one/ONE/ doc.txt; sed -i s/x/X/ other.txt; printf 'bot\\000' >> bin.dat");
     user(
         "sed s/five/FIVE/ doc.txt > .doc.swp && mv .doc.swp doc.txt; \
@@ -761,13 +768,7 @@ fn merge_takes_back_the_agents_lines() {
         "merge",
         "-y",
     ]));
-    let after = tree(&m.dir, false);
-    for (path, node) in &before {
-        if path != "doc.txt" {
-            assert_eq!(after.get(path), Some(node), "{path}: kept");
-        }
-    }
-    assert_eq!(after.len(), before.len(), "nothing appeared or went");
+    assert_kept_except(&before, &tree(&m.dir, false), &["doc.txt"]);
     assert_eq!(
         std::fs::read_to_string(m.path("doc.txt")).expect("doc"),
         "one\ntwo\nthree\nfour\nFIVE\nsix\n"

@@ -323,6 +323,17 @@ fn a_settings_file_behind_a_symlink_stays_a_symlink() {
 }
 
 /// A mounted folder with a subfolder, the agent's working directory.
+/// Claude Code's hook installed in the scratch home `h`, and the recorded prompt payload for
+/// the folder `sub`: the shell command the agent runs at a prompt (`HOOK < payload`).
+fn claude_code_prompt(h: &Path, sub: &Path) -> String {
+    let o = ckpt(h, &["hooks", "install", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let commands = hook_commands(&user_settings("claude-code", h), "UserPromptSubmit");
+    let payload = h.join("payload.json");
+    std::fs::write(&payload, recorded_payload(sub)).expect("payload");
+    format!("{} < {}", commands[0], payload.display())
+}
+
 fn mounted_with_subfolder() -> (Mounted, PathBuf) {
     let m = Mounted::with(|d| {
         std::fs::create_dir_all(d.join("src/deep")).expect("mkdir");
@@ -384,14 +395,9 @@ fn the_hook_marks_the_agent_that_ran_it_so_its_changes_are_told_apart() {
     }
     let (m, sub) = mounted_with_subfolder();
     let h = home();
-    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let commands = hook_commands(&user_settings("claude-code", h.path()), "UserPromptSubmit");
-    let payload = h.path().join("payload.json");
-    std::fs::write(&payload, recorded_payload(&sub)).expect("payload");
+    let prompt = claude_code_prompt(h.path(), &sub);
     // The agent CLI (here `timeout`, a program that is not a shell) runs the hook through
     // `sh -c`, as the agents do, at each of two prompts, and after each its tool writes a file.
-    let prompt = format!("{} < {}", commands[0], payload.display());
     let script = format!("{prompt} && echo 1 > page2.html && {prompt} && echo 2 > page2.html");
     let o = Command::new("timeout")
         .args(["30", "sh", "-c", &script])
@@ -541,12 +547,7 @@ fn an_orphan_in_a_session_the_agent_cli_leads_is_the_agents() {
     }
     let (m, sub) = mounted_with_subfolder();
     let h = home();
-    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let commands = hook_commands(&user_settings("claude-code", h.path()), "UserPromptSubmit");
-    let payload = h.path().join("payload.json");
-    std::fs::write(&payload, recorded_payload(&sub)).expect("payload");
-    let prompt = format!("{} < {}", commands[0], payload.display());
+    let prompt = claude_code_prompt(h.path(), &sub);
     // `timeout` is the agent CLI: it leads the session `setsid` made, and lives until its
     // shell ends, after the orphan wrote.
     let script = format!("{prompt} && ( (sleep 0.3; echo orphan > orphan.html) & ) && sleep 1.2");
