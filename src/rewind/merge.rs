@@ -30,8 +30,14 @@ pub const MERGE_MAX: u64 = crate::capture::HANDOFF_MAX;
 /// What merging one conflict gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Merged {
-    /// The agent's edits taken back, every other line kept: the file's new bytes.
-    Clean(Vec<u8>),
+    /// The agent's edits taken back, every other line kept: the file's text as it is now, and
+    /// its new text.
+    Clean {
+        /// The file now, as the merge read it.
+        now: String,
+        /// The merge's result.
+        merged: String,
+    },
     /// An edit of the agent's overlaps another actor's: the conflicting hunks, in diff3 form.
     Overlap(String),
     /// Not merged line by line, and why.
@@ -62,7 +68,7 @@ pub fn merge(
         Err(why) => return Merged::Whole(why),
     };
     match revert(&spans, &now) {
-        Ok(text) => Merged::Clean(text.into_bytes()),
+        Ok(merged) => Merged::Clean { now, merged },
         Err(conflicted) => Merged::Overlap(conflict_hunks(&conflicted)),
     }
 }

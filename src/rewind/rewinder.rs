@@ -414,15 +414,14 @@ impl<'a> Rewinder<'a> {
                 continue;
             }
             match merge::merge(self.root, self.store, &c, to, agents) {
-                merge::Merged::Clean(bytes) => {
-                    let Some((pre, now)) = self.merged_state(&c.path, &bytes)? else {
+                merge::Merged::Clean { now, merged } => {
+                    let Some(pre) = self.merged_state(&c.path, merged.as_bytes())? else {
                         c.merge = Some("not merged: the file cannot be read now".into());
                         kept.push(c);
                         continue;
                     };
-                    let new = String::from_utf8_lossy(&bytes);
                     split.merged.push(MergedPath {
-                        diff: merge::unified_diff(&c.path, &now, &new),
+                        diff: merge::unified_diff(&c.path, &now, &merged),
                         path: c.path.clone(),
                         actors: c.actors,
                     });
@@ -442,13 +441,9 @@ impl<'a> Rewinder<'a> {
         Ok(out)
     }
 
-    /// The state `path` is given by a merge: the file as it stands now with `bytes` (stored
-    /// as a blob), and its text now; `None` when it cannot be read now.
-    fn merged_state(
-        &self,
-        path: &RelPath,
-        bytes: &[u8],
-    ) -> Result<Option<(PreImage, String)>, RewindError> {
+    /// The state `path` is given by a merge: the file as it stands now (mode, owner, inode,
+    /// xattrs) with `bytes`, stored as a blob; `None` when it cannot be read now.
+    fn merged_state(&self, path: &RelPath, bytes: &[u8]) -> Result<Option<PreImage>, RewindError> {
         let Ok(parent) = super::resolve::open_parent_raw(self.root, path) else {
             return Ok(None);
         };
@@ -458,15 +453,7 @@ impl<'a> Rewinder<'a> {
         else {
             return Ok(None);
         };
-        let PreImage::File { blob: was, .. } = &now else {
-            return Ok(None);
-        };
-        let mut text = Vec::new();
-        let read = blobs.read_blob(was, &mut |chunk| {
-            text.extend_from_slice(chunk);
-            Ok(())
-        });
-        if read.is_err() {
+        if !matches!(now, PreImage::File { .. }) {
             return Ok(None);
         }
         let stored = blobs.put_bytes(bytes).map_err(|errno| {
@@ -475,10 +462,7 @@ impl<'a> Rewinder<'a> {
                 errno,
             })
         })?;
-        let Some(pre) = now.with_content(stored.id, stored.size) else {
-            return Ok(None);
-        };
-        Ok(Some((pre, String::from_utf8_lossy(&text).into_owned())))
+        Ok(now.with_content(stored.id, stored.size))
     }
 
     /// Whether a directory stands at `d` now (reached without following a symlink).
