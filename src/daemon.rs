@@ -167,7 +167,7 @@ fn relabel(fs: &CkptFs, turn: Turn, label: Option<String>) -> Response {
 
 /// `cat`: a file as it was when `turn` began, its bytes streamed after the answer (read from
 /// the store's blobs or the folder without the store lock, which is held only to find them).
-fn cat_reply(fs: &Arc<CkptFs>, turn: Option<Turn>, path: RelPath) -> ipc::Reply {
+fn cat_reply(fs: &Arc<CkptFs>, turn: Option<crate::moment::Moment>, path: RelPath) -> ipc::Reply {
     let (found, blobs) = {
         let store = fs.capturer().lock();
         (

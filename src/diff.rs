@@ -218,15 +218,64 @@ pub fn diff(
     only: &[RelPath],
 ) -> Vec<FileChange> {
     let index = store.index();
-    let wanted = |p: &RelPath| only.is_empty() || only.iter().any(|o| p.starts_with(o));
     // The end state: the start of a later turn where a path was captured then or after, else
     // the folder now.
     let end: HashMap<RelPath, PreImage> = match range {
         Range::Since(_) => HashMap::new(),
         Range::Between(_, to) => index.plan_targets(to).into_iter().collect(),
     };
+    let captures = index.captures.iter().filter(|c| range.contains(c.turn));
+    let states = index
+        .plan_targets(range.from())
+        .into_iter()
+        .map(|(path, pre)| {
+            let after = end.get(&path).cloned();
+            (path, Some(pre), after)
+        });
+    changes(root, store, captures, states, only)
+}
+
+/// The changes from the folder at one moment of its past to another one's, or to now
+/// (`to: None`): the moments a rewind retired are read this way (`crate::store::past`).
+/// `captures` are those taken in between, for who changed what.
+pub fn diff_past<'a>(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    (from, to): (&crate::store::past::Past, Option<&crate::store::past::Past>),
+    captures: impl Iterator<Item = &'a crate::store::Capture> + Clone,
+    only: &[RelPath],
+) -> Vec<FileChange> {
+    let index = store.index();
+    let of = |past: &crate::store::past::Past, path: &RelPath| {
+        crate::versions::in_past(past, index, root, path)
+    };
+    let states = from.paths().filter_map(|path| {
+        let before = of(from, path);
+        let after = to.and_then(|t| of(t, path));
+        // Unchanged over the range: changed only after its end, or never at all.
+        let same = match (&before, &after) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => to.is_some(),
+            _ => false,
+        };
+        (!same).then(|| (path.clone(), before, after))
+    });
+    changes(root, store, captures, states, only)
+}
+
+/// The changes of `states` (each path, with what it was before and after: a pre-image, or
+/// `None` for the folder now), with the programs and actors of `captures`.
+fn changes<'a>(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    captures: impl Iterator<Item = &'a crate::store::Capture> + Clone,
+    states: impl Iterator<Item = (RelPath, Option<PreImage>, Option<PreImage>)>,
+    only: &[RelPath],
+) -> Vec<FileChange> {
+    let index = store.index();
+    let wanted = |p: &RelPath| only.is_empty() || only.iter().any(|o| p.starts_with(o));
     let mut programs: HashMap<&RelPath, BTreeSet<String>> = HashMap::new();
-    for c in index.captures.iter().filter(|c| range.contains(c.turn)) {
+    for c in captures.clone() {
         if let Some(comm) = &c.comm {
             programs
                 .entry(&c.path)
@@ -234,17 +283,18 @@ pub fn diff(
                 .insert(comm.to_string());
         }
     }
-    let actors = index.actors_by_path(index.captures.iter().filter(|c| range.contains(c.turn)));
+    let actors = index.actors_by_path(captures);
+    let version = |path: &RelPath, pre: Option<&PreImage>| match pre {
+        Some(pre) => Version::recorded(store, pre),
+        None => Version::now(root, path),
+    };
     let mut out = Vec::new();
-    for (path, pre) in index.plan_targets(range.from()) {
+    for (path, before, after) in states {
         if !wanted(&path) {
             continue;
         }
-        let before = Version::recorded(store, &pre);
-        let after = match end.get(&path) {
-            Some(pre) => Version::recorded(store, pre),
-            None => Version::now(root, &path),
-        };
+        let before = version(&path, before.as_ref());
+        let after = version(&path, after.as_ref());
         let p = path.clone();
         let who: Vec<String> = programs
             .get(&path)

@@ -11,9 +11,9 @@
 
 use crate::daemon_log::{DaemonLog, DaemonLogError};
 use crate::diff::FileChange;
-use crate::ids::Turn;
 use crate::info::agents::AgentRow;
 use crate::info::{Status, TurnRow};
+use crate::moment::Moment;
 use crate::relpath::RelPath;
 use crate::store::fsck::FsckReport;
 use crate::store::ops::OpRow;
@@ -50,10 +50,10 @@ pub enum Query {
 /// start of `to`, or (`show`) what turn `turn` alone changed, below `paths`.
 #[derive(Debug, Clone)]
 pub struct DiffQuery {
-    /// The turn.
-    pub turn: Option<Turn>,
+    /// The turn, live or retired.
+    pub turn: Option<Moment>,
     /// The later turn whose start ends the range (default: now).
-    pub to: Option<Turn>,
+    pub to: Option<Moment>,
     /// Only what turn `turn` changed.
     pub show: bool,
     /// Only these paths (and what is below them); everything when empty.
@@ -149,13 +149,13 @@ answers!(
 #[derive(Debug)]
 pub enum EngineError {
     /// A turn asked for is not in the history.
-    NoSuchTurn(Turn),
+    NoSuchTurn(Moment),
     /// A range `N..M` whose end is not after its start.
     BackwardRange {
         /// Its start.
-        from: Turn,
+        from: Moment,
         /// Its end.
-        to: Turn,
+        to: Moment,
     },
     /// A prune would now make something else unrecoverable than its preview showed.
     HistoryChanged,
@@ -171,7 +171,7 @@ impl std::fmt::Display for EngineError {
             Self::NoSuchTurn(t) => write!(f, "turn {t} does not exist"),
             Self::BackwardRange { from, to } => write!(
                 f,
-                "a range of turns N..M needs N before M (got {from}..{to})"
+                "a range of turns N..M needs N to begin before M (got {from}..{to}: turn {to} began first)"
             ),
             Self::HistoryChanged => f.write_str(
                 "the history changed since the preview: nothing pruned; run the prune again to see what it would forget now",
@@ -244,7 +244,7 @@ fn prune(
 
 /// `diff` and `show`: what changed from the start of `turn` (the current one when not given)
 /// to now, to the start of a later turn `to`, or (`show`) within turn `turn` alone, below
-/// `paths` (everything when empty).
+/// `paths` (everything when empty). A turn a rewind retired is read from the journal's past.
 fn diff(
     root: BorrowedFd<'_>,
     store: &Store,
@@ -252,26 +252,75 @@ fn diff(
 ) -> Result<Vec<FileChange>, EngineError> {
     use crate::diff::Range;
     let index = store.index();
-    let from = q.turn.unwrap_or_else(|| index.current_turn());
-    if !index.has_turn(from) {
+    let from = q.turn.unwrap_or_else(|| Moment::live(index.current_turn()));
+    if from.rewound_by.is_some() || q.to.is_some_and(|t| t.rewound_by.is_some()) {
+        return diff_past(root, store, from, q);
+    }
+    let (from_turn, to_turn) = (from.turn, q.to.map(|t| t.turn));
+    if !index.has_turn(from_turn) {
         return Err(EngineError::NoSuchTurn(from));
     }
-    let range = match (q.to, q.show) {
+    let range = match (to_turn, q.show) {
         // The turn alone ends where the next live turn begins; the last one, now.
-        (_, true) => match index.turns.iter().find(|t| t.turn > from) {
-            Some(next) => Range::Between(from, next.turn),
-            None => Range::Since(from),
+        (_, true) => match index.turns.iter().find(|t| t.turn > from_turn) {
+            Some(next) => Range::Between(from_turn, next.turn),
+            None => Range::Since(from_turn),
         },
-        (Some(to), false) if to <= from => {
-            return Err(EngineError::BackwardRange { from, to });
+        (Some(to), false) if to <= from_turn => {
+            return Err(EngineError::BackwardRange {
+                from,
+                to: Moment::live(to),
+            });
         }
         (Some(to), false) if !index.has_turn(to) => {
-            return Err(EngineError::NoSuchTurn(to));
+            return Err(EngineError::NoSuchTurn(Moment::live(to)));
         }
-        (Some(to), false) => Range::Between(from, to),
-        (None, false) => Range::Since(from),
+        (Some(to), false) => Range::Between(from_turn, to),
+        (None, false) => Range::Since(from_turn),
     };
     Ok(crate::diff::diff(root, store, range, &q.paths))
+}
+
+/// `diff` and `show` where a turn a rewind retired is one end: both ends are read from the
+/// journal's past (`crate::store::past`).
+fn diff_past(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    from: Moment,
+    q: &DiffQuery,
+) -> Result<Vec<FileChange>, EngineError> {
+    use crate::store::moments::End;
+    let index = store.index();
+    let (began, end) = index.span_of(from).ok_or(EngineError::NoSuchTurn(from))?;
+    let end = match (q.show, q.to) {
+        (true, _) => end,
+        (false, None) => End::Now,
+        (false, Some(to)) => {
+            let (to_began, _) = index.span_of(to).ok_or(EngineError::NoSuchTurn(to))?;
+            if to_began <= began {
+                return Err(EngineError::BackwardRange { from, to });
+            }
+            End::At(to_began)
+        }
+    };
+    let from_past = store.past(began)?;
+    let to_past = match end {
+        End::At(seq) => Some(store.past(seq)?),
+        End::Now => None,
+    };
+    // Who changed what: the captures of the turn, and for a longer range every capture the
+    // index still has after its start (retired with it, or live).
+    let mut captures = index.captures_of(from);
+    if !q.show {
+        captures.extend(index.captures.iter().filter(|c| c.seq > began));
+    }
+    Ok(crate::diff::diff_past(
+        root,
+        store,
+        (&from_past, to_past.as_ref()),
+        captures.into_iter(),
+        &q.paths,
+    ))
 }
 
 #[cfg(test)]
@@ -287,7 +336,7 @@ mod tests {
         let mut store = Store::for_test(root.as_fd()).expect("store");
         let mut ask = |q: &Query| query(root.as_fd(), &mut store, "f", None, q);
         let status = Status::try_from(ask(&Query::Status).expect("status")).expect("a status");
-        assert_eq!(status.turn, Turn::new(1), "{status:?}");
+        assert_eq!(status.turn, crate::ids::Turn::new(1), "{status:?}");
         let diff = |turn| {
             Query::Diff(DiffQuery {
                 turn,
@@ -297,7 +346,7 @@ mod tests {
             })
         };
         assert_eq!(
-            ask(&diff(Some(Turn::new(9))))
+            ask(&diff(Some(Moment::live(crate::ids::Turn::new(9)))))
                 .map_err(|e| e.to_string())
                 .err(),
             Some("turn 9 does not exist".to_string())

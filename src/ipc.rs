@@ -102,17 +102,17 @@ pub enum Request {
     /// (`show`) what turn `turn` alone changed.
     /// A file as it was when `turn` (default: current) began; its bytes follow the answer.
     Cat {
-        /// The turn.
-        turn: Option<Turn>,
+        /// The turn, live or retired.
+        turn: Option<crate::moment::Moment>,
         /// The path, relative to the folder.
         path: crate::relpath::RelPath,
     },
     Diff {
-        /// The turn.
-        turn: Option<Turn>,
+        /// The turn, live or retired.
+        turn: Option<crate::moment::Moment>,
         /// The later turn whose start ends the range (default: now).
         #[serde(default)]
-        to: Option<Turn>,
+        to: Option<crate::moment::Moment>,
         /// Only what turn `turn` changed: to the start of the next turn, or now for the last.
         #[serde(default)]
         show: bool,

@@ -20,6 +20,7 @@ pub mod identity;
 pub mod ids;
 pub mod info;
 pub mod ipc;
+pub mod moment;
 pub mod mount_policy;
 pub mod mounts;
 pub mod quote;

@@ -82,6 +82,29 @@ impl CivilTime {
     }
 }
 
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's `days_from_civil`); `None` for a
+/// day the month does not have.
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> Option<i64> {
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let len = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if day == 0 || day > len {
+        return None;
+    }
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146_097 + doe - 719_468)
+}
+
 /// `unix` (seconds since the epoch) as ISO 8601 in UTC: `2026-12-02T09:14:05Z`.
 pub fn iso8601_utc(unix: i64) -> String {
     let t = CivilTime::utc(unix);

@@ -3,7 +3,8 @@
 //! the rewind rule), and its bytes copied out as a stream, so a large file never sits whole in
 //! memory. The daemon answers with it for a mounted folder, the CLI itself for an unmounted one.
 
-use crate::ids::{BlobId, Turn};
+use crate::ids::BlobId;
+use crate::moment::Moment;
 use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::blob::BlobStore;
@@ -48,13 +49,15 @@ pub enum OldVersion {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VersionError {
     /// The turn asked for is not in the index.
-    NoSuchTurn(Turn),
+    NoSuchTurn(Moment),
+    /// The journal could not be read (for a turn a rewind retired).
+    Store(String),
     /// What the path was when `turn` began has no bytes to give.
     NoBytes {
         /// The path asked for.
         path: RelPath,
         /// The turn whose start was asked for.
-        turn: Turn,
+        turn: Moment,
         /// Why.
         why: NoBytes,
     },
@@ -103,6 +106,7 @@ impl fmt::Display for VersionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NoSuchTurn(turn) => write!(f, "turn {turn} does not exist"),
+            Self::Store(e) => f.write_str(e),
             Self::NoBytes { path, turn, why } => {
                 let when = format!("when turn {turn} began");
                 match why {
@@ -144,23 +148,32 @@ impl From<VersionError> for String {
 }
 
 /// The version of `path` at the start of `turn` (the current turn when `None`), or why there
-/// is none to copy out.
+/// is none to copy out. A live turn's is the index's (the first capture of the path in it or a
+/// later turn, as a rewind takes it); a retired turn's is the past the journal gives
+/// (`crate::store::past`).
 pub fn old_version(
     store: &Store,
     root: BorrowedFd<'_>,
-    turn: Option<Turn>,
+    turn: Option<Moment>,
     rel: &RelPath,
 ) -> Result<OldVersion, VersionError> {
     let index = store.index();
-    let turn = turn.unwrap_or_else(|| index.current_turn());
-    if !index.has_turn(turn) {
-        return Err(VersionError::NoSuchTurn(turn));
-    }
-    let recorded = index
-        .captures
-        .iter()
-        .find(|c| c.turn >= turn && c.path == *rel)
-        .map(|c| c.pre.clone());
+    let turn = turn.unwrap_or_else(|| Moment::live(index.current_turn()));
+    let recorded = match turn.rewound_by {
+        None if !index.has_turn(turn.turn) => return Err(VersionError::NoSuchTurn(turn)),
+        None => index
+            .captures
+            .iter()
+            .find(|c| c.turn >= turn.turn && c.path == *rel)
+            .map(|c| c.pre.clone()),
+        Some(_) => {
+            let (began, _) = index.span_of(turn).ok_or(VersionError::NoSuchTurn(turn))?;
+            let past = store
+                .past(began)
+                .map_err(|e| VersionError::Store(e.to_string()))?;
+            in_past(&past, index, root, rel)
+        }
+    };
     let no_bytes = |why| {
         Err(VersionError::NoBytes {
             path: rel.clone(),
@@ -186,8 +199,32 @@ pub fn old_version(
     }
 }
 
+/// What `rel` was at the past's moment when something recorded it, or an ancestor hid it, or
+/// another name of its hard-link group recorded the file it holds now; `None`: as it is now.
+pub fn in_past(
+    past: &crate::store::past::Past,
+    index: &crate::store::index::Index,
+    root: BorrowedFd<'_>,
+    rel: &RelPath,
+) -> Option<PreImage> {
+    if past.hidden_by_ancestor(rel) {
+        return Some(PreImage::Absent);
+    }
+    if let Some(pre) = past.recorded(rel) {
+        return Some(pre.clone());
+    }
+    let fd = sys::open_beneath(root, &rel.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0).ok()?;
+    let st = sys::fstat(fd.as_fd()).ok()?;
+    if st.st_nlink < 2 || st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        return None;
+    }
+    let id = crate::identity::FileId::of_fd(fd.as_fd(), st.st_ino);
+    past.of_identity(&id, &|recorded| index.current_identity(recorded))
+        .cloned()
+}
+
 /// The version of a path no turn since changed: what stands in the folder now.
-fn now(root: BorrowedFd<'_>, rel: &RelPath, turn: Turn) -> Result<OldVersion, VersionError> {
+fn now(root: BorrowedFd<'_>, rel: &RelPath, turn: Moment) -> Result<OldVersion, VersionError> {
     let io = |doing| {
         move |errno| VersionError::Io {
             path: rel.clone(),

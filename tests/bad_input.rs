@@ -193,19 +193,19 @@ fn every_subcommand_refuses_bad_input_in_one_line_and_changes_nothing() {
         // rewind
         (
             &["rewind", "99", "--dir", "{D}"],
-            Fail("turn 99 does not exist"),
+            Usage("turn 99 does not exist"),
         ),
         (
             &["rewind", "99", "--dry-run", "--dir", "{D}"],
-            Fail("turn 99 does not exist"),
+            Usage("turn 99 does not exist"),
         ),
         (
             &["rewind", "99", "--dir", "{M}"],
-            Fail("turn 99 does not exist"),
+            Usage("turn 99 does not exist"),
         ),
         (
             &["rewind", "9007199254740993", "--dir", "{D}"],
-            Fail("does not exist"),
+            Usage("does not exist"),
         ),
         (
             &["rewind", "--undo", "--dir", "{D}"],
@@ -253,13 +253,13 @@ fn every_subcommand_refuses_bad_input_in_one_line_and_changes_nothing() {
         // diff
         (
             &["diff", "99", "--dir", "{D}"],
-            Fail("turn 99 does not exist"),
+            Usage("turn 99 does not exist"),
         ),
         (
             &["diff", "99", "--dir", "{M}"],
-            Fail("turn 99 does not exist"),
+            Usage("turn 99 does not exist"),
         ),
-        (&["diff", "0", "--dir", "{D}"], Fail("does not exist")),
+        (&["diff", "0", "--dir", "{D}"], Usage("does not exist")),
         (&["diff", "--dir", "{D}", "--", "../escape"], Usage("")),
         (&["diff", "--dir", "{M}", "--", "/etc/passwd"], Usage("")),
         (&["diff", "--dir", "{N}"], Fail("cannot open")),

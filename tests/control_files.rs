@@ -313,10 +313,14 @@ fn rewinding_twice_and_to_a_retired_turn() {
     assert_eq!(report["restored"], serde_json::json!([]));
     assert_eq!(report["deleted"], serde_json::json!([]));
     assert_eq!(m.sh("cat f"), "one\n");
+    // Turn 3 is listed, retired: a rewind goes to live turns only, and says how to get it back.
     let third = m.cli(&["rewind", "3"]);
-    assert_eq!(third.status.code(), Some(1));
+    assert_eq!(third.status.code(), Some(2));
     let err = String::from_utf8_lossy(&third.stderr);
-    assert!(err.contains("turn 3 does not exist"), "stderr: {err}");
+    assert!(
+        err.contains("turn 3 was retired by a rewind") && err.contains("undo"),
+        "stderr: {err}"
+    );
     assert_eq!(m.sh("cat f"), "one\n");
     assert_eq!(current_turn(&m), "2\n");
 }

@@ -102,8 +102,9 @@ fn log_keeps_each_turn_as_it_ended_through_later_turns_a_rewind_and_its_undo() {
     assert_eq!(counts(&m), vec![turn1, turn2]);
     let mut said = log_transcript(&m);
 
+    // The rewind retired what turn 2 had done: listed as it ended, beside turn 2 afresh.
     m.rewind(2);
-    assert_eq!(counts(&m), vec![turn1, (2, 0, 0, 0, 0)]);
+    assert_eq!(counts(&m), vec![turn1, turn2, (2, 0, 0, 0, 0)]);
     said += &log_transcript(&m);
 
     let o = cli(&m, &["rewind", "--undo"], &[]);

@@ -218,10 +218,14 @@ fn relabel_is_an_operation_and_rewound_turns_stay_in_the_log() {
         serde_json::from_str(&ok(&m, &["log", "--json"])).expect("log");
     let rewound: Vec<&serde_json::Value> =
         log.iter().filter(|r| r["rewound_by"].is_u64()).collect();
-    assert_eq!(rewound.len(), 1, "{log:?}");
-    assert_eq!(rewound[0]["turn"], 3);
-    assert_eq!(rewound[0]["label"], "second try");
-    assert_eq!(rewound[0]["modified"], 1, "turn 3 as it stood when rewound");
+    // Turn 2's own work (retired with it) and turn 3, each as it stood when rewound.
+    assert_eq!(rewound.len(), 2, "{log:?}");
+    assert_eq!(rewound[0]["turn"], 2);
+    assert_eq!(rewound[0]["label"], "first try");
+    assert_eq!(rewound[0]["modified"], 1, "turn 2 as it stood when rewound");
+    assert_eq!(rewound[1]["turn"], 3);
+    assert_eq!(rewound[1]["label"], "second try");
+    assert_eq!(rewound[1]["modified"], 1, "turn 3 as it stood when rewound");
     let text = ok(&m, &["log"]);
     assert!(text.contains("rewound #"), "{text}");
     // Undo the rewind, then the relabel.

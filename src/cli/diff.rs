@@ -3,7 +3,7 @@
 use super::{CliError, CliResult};
 use crate::diff::{self, FileChange};
 use crate::engine::{DiffQuery, Query};
-use crate::ids::Turn;
+use crate::moment::{Moment, Spec, Use};
 use crate::quote::quote_path;
 use clap::Args;
 use clap::builder::{PathBufValueParser, TypedValueParser};
@@ -15,8 +15,9 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// The turn whose start to compare with now (default: the current turn), or N..M for the
-    /// start of turn N against the start of turn M
-    #[arg(value_name = "N|N..M", value_parser = parse_turns)]
+    /// start of turn N against the start of turn M; any moment (N, N#K, -K, @TIME, /TEXT: see
+    /// `ckpt-mount help rewind`) on either side
+    #[arg(value_name = "N|N..M", value_parser = parse_turns, allow_negative_numbers = true)]
     pub turn: Option<TurnSpan>,
     /// Only a summary per path: lines changed, sizes of binary files, the programs that changed it
     #[arg(long)]
@@ -48,8 +49,10 @@ pub struct DiffArgs {
 /// `ckpt-mount show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The turn (default: the current turn)
-    pub turn: Option<Turn>,
+    /// The turn (default: the current turn): N, N#K (a turn a rewind retired, as `log` lists
+    /// it), -K, @TIME or /TEXT
+    #[arg(value_name = "N", value_parser = super::moment::parse, allow_negative_numbers = true)]
+    pub turn: Option<Spec>,
     /// Only a summary per path: lines changed, sizes of binary files, the programs that changed it
     #[arg(long)]
     pub stat: bool,
@@ -71,28 +74,32 @@ pub struct ShowArgs {
 }
 
 /// The turns a diff spans: from the start of `from` to now, or to the start of `to`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnSpan {
     /// The first turn.
-    pub from: Turn,
+    pub from: Spec,
     /// The later turn whose start ends the span (`None`: now).
-    pub to: Option<Turn>,
+    pub to: Option<Spec>,
 }
 
 fn parse_turns(s: &str) -> Result<TurnSpan, String> {
-    // A number that names no turn (0, say) is the engine's to refuse, as for every command.
-    let turn = |t: &str| {
-        t.parse::<Turn>()
-            .map_err(|_| format!("not a turn: {t:?} (a turn is a whole number)"))
-    };
-    match s.split_once("..") {
+    // A number that names no turn (0, say) is the resolution's to refuse, as for every
+    // command. A label's text may hold `..` itself: `/a..b` is a span only when `b` is a
+    // moment, else the one label `a..b`.
+    let moment = super::moment::parse;
+    let span = s
+        .split_once("..")
+        .filter(|(_, b)| !s.starts_with('/') || moment(b).is_ok());
+    match span {
         None => Ok(TurnSpan {
-            from: turn(s)?,
+            from: moment(s)?,
             to: None,
         }),
         Some((a, b)) => {
-            let (from, to) = (turn(a)?, turn(b)?);
-            if to <= from {
+            let (from, to) = (moment(a)?, moment(b)?);
+            if let (Spec::Turn(f), Spec::Turn(t)) = (&from, &to)
+                && t <= f
+            {
                 return Err(format!("in N..M, N must be before M (got {s})"));
             }
             Ok(TurnSpan { from, to: Some(to) })
@@ -139,11 +146,10 @@ pub fn run(a: DiffArgs) -> CliResult {
     let given: Vec<PathBuf> = a.paths.into_iter().chain(a.paths_after_dashes).collect();
     let span = a.turn;
     a.agent.check(a.dir.as_deref())?;
-    let changes = fetch(a.dir, &given, |paths| DiffQuery {
-        turn: span.map(|s| s.from),
-        to: span.and_then(|s| s.to),
-        show: false,
-        paths,
+    let changes = fetch(a.dir, &given, |t| {
+        let from = super::moment::resolve(t, span.as_ref().map(|s| &s.from), Use::Read)?;
+        let to = super::moment::resolve(t, span.as_ref().and_then(|s| s.to.as_ref()), Use::Read)?;
+        Ok((from, to, false))
     })?;
     let view = View {
         stat: a.stat,
@@ -157,11 +163,9 @@ pub fn run(a: DiffArgs) -> CliResult {
 /// Runs `show`: what one turn alone changed.
 pub fn show(a: ShowArgs) -> CliResult {
     a.agent.check(a.dir.as_deref())?;
-    let changes = fetch(a.dir, &a.paths, |paths| DiffQuery {
-        turn: a.turn,
-        to: None,
-        show: true,
-        paths,
+    let changes = fetch(a.dir, &a.paths, |t| {
+        let turn = super::moment::resolve(t, a.turn.as_ref(), Use::Read)?;
+        Ok((turn, None, true))
     })?;
     let view = View {
         stat: a.stat,
@@ -197,15 +201,23 @@ fn keep(changes: Vec<FileChange>, agent: &super::agent::AgentFilter) -> Vec<File
 
 /// Asks the daemon (or, offline, the engine) for the changes of the request `req` builds from
 /// the paths relative to the folder.
+/// The moments a diff compares, resolved in the folder: from, to, and whether it is a `show`.
+type Ends = (Option<Moment>, Option<Moment>, bool);
+
 fn fetch(
     dir: Option<PathBuf>,
     given: &[PathBuf],
-    req: impl FnOnce(Vec<crate::relpath::RelPath>) -> DiffQuery,
+    ends: impl FnOnce(&super::Target) -> Result<Ends, CliError>,
 ) -> Result<Vec<FileChange>, CliError> {
     let (t, paths) = super::target_with_paths(dir, given)?;
-    super::query(t, Query::Diff(req(paths)), |_, e| {
-        CliError::fail(e.to_string())
-    })
+    let (turn, to, show) = ends(&t)?;
+    let req = DiffQuery {
+        turn,
+        to,
+        show,
+        paths,
+    };
+    super::query(t, Query::Diff(req), |_, e| CliError::fail(e.to_string()))
 }
 
 fn print_changes(changes: &[FileChange], view: View) {

@@ -393,6 +393,37 @@ const CONCEPTS: &[Section] = &[
         ],
     },
     Section {
+        title: "MOMENTS",
+        blocks: &[
+            Block::Para(
+                "Every command that takes a turn (`rewind`, `diff`, `show`, `cat`, `restore`, and a write to `.ckpt/rewind`) takes it in one grammar:",
+            ),
+            Block::Item(
+                "`N`",
+                "turn N. For reading, a turn a rewind retired is named by its number too when no live turn has it and one rewind retired it;",
+            ),
+            Block::Item(
+                "`N#K`",
+                "turn N as rewind #K retired it: `log` lists it as `N  rewound #K`. `diff`, `show`, `cat` and `restore` read it without an undo (a rewind goes to live turns only; `undo` brings a retired one back);",
+            ),
+            Block::Item(
+                "`-K`",
+                "K turns before the current one: `-1` is the previous turn;",
+            ),
+            Block::Item(
+                "`@TIME`",
+                "the turn current at TIME, in local time: `@10:42`, `@10:42:05` (today), `@\"2026-12-04 10:42\"`, `@2026-12-04T10:42`, `@2026-12-04` (midnight);",
+            ),
+            Block::Item(
+                "`/TEXT`",
+                "the newest turn whose label (an agent's prompt) contains TEXT, case ignored: `/fix the build`.",
+            ),
+            Block::Para(
+                "`diff` takes a span `FROM..TO` of two of them. A spec that names no turn, or names several (`N` rewound by two rewinds), is a usage error (exit 2) that names what there is. `rewind --json` reports the spec as given (`spec`) and the turn it resolved to (`to`).",
+            ),
+        ],
+    },
+    Section {
         title: "CONTROL FILES",
         blocks: &[
             Block::Para(

@@ -8,6 +8,7 @@ mod fsck;
 mod hooks;
 mod info;
 mod interrupt;
+mod moment;
 mod mount;
 mod ops;
 mod prune;
@@ -85,6 +86,9 @@ pub enum Command {
     ///
     /// Example: ckpt-mount rewind 2 --dry-run
     /// Example: ckpt-mount rewind 2
+    /// Example: ckpt-mount rewind -1 --dry-run
+    /// Example: ckpt-mount rewind /second --dry-run
+    /// Example: ckpt-mount rewind @23:59 --dry-run --json
     /// Example: ckpt-mount rewind 1 -- src/
     /// Example: ckpt-mount rewind 2 --agent --dry-run
     /// Example: ckpt-mount rewind 2 --agent --conflicts rewind
@@ -138,23 +142,29 @@ pub enum Command {
     /// Example: ckpt-mount diff 2 --stat src/
     /// Example: ckpt-mount diff 1 -- README.md
     /// Example: ckpt-mount diff 1..3 --json
+    /// Example: ckpt-mount diff -1 --stat
+    /// Example: ckpt-mount diff /second..3#4 --stat
     #[command(verbatim_doc_comment)]
     Diff(diff::DiffArgs),
     /// Show what one turn alone changed (from its start to the start of the next turn)
     ///
     /// Example: ckpt-mount show 2 --stat
     /// Example: ckpt-mount show 1 -- README.md
+    /// Example: ckpt-mount show 3#4 --stat
     #[command(verbatim_doc_comment)]
     Show(diff::ShowArgs),
     /// Print a file as it was when turn N began (default: the current turn), rewinding nothing
     ///
     /// Example: ckpt-mount cat 2 -- README.md
     /// Example: ckpt-mount cat 1 --dir ~/src/site -- src/main.rs
+    /// Example: ckpt-mount cat 3#4 -- src/main.rs
+    /// Example: ckpt-mount cat /second -- src/util.rs
     #[command(verbatim_doc_comment)]
     Cat(versions::CatArgs),
     /// Copy a file (or symlink) as it was when turn N began to a new path, rewinding nothing
     ///
     /// Example: ckpt-mount restore 2 --to README.old.md -- README.md
+    /// Example: ckpt-mount restore -1 --to util.old.rs -- src/util.rs
     #[command(verbatim_doc_comment)]
     Restore(versions::RestoreArgs),
     /// Mount the folder if needed, run a command inside it as the agent, unmount when it exits
@@ -270,6 +280,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// Where a command acts: a mounted folder (through its daemon) or an unmounted one.
+#[derive(Debug, Clone)]
 pub enum Target {
     /// Served by a daemon.
     Mounted(PathBuf),

@@ -17,8 +17,12 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct RewindArgs {
     /// The turn whose start to return to (default: the current turn; with --agent NAME, the
-    /// latest turn that agent began)
-    pub turn: Option<Turn>,
+    /// latest turn that agent began): N, -K (K turns before the current one), @TIME (the turn
+    /// current then, local time: @10:42, @"2026-12-04 10:42") or /TEXT (the newest turn whose
+    /// label contains TEXT); `diff`, `show`, `cat` and `restore` also take N#K, a turn rewind
+    /// #K retired, as `log` lists it
+    #[arg(value_name = "N", value_parser = super::moment::parse, allow_negative_numbers = true)]
+    pub turn: Option<crate::moment::Spec>,
     /// Print what the rewind would change in the folder as it is now, and change nothing
     /// (exit code 1 when something could not be restored, or the disk lacks the room the run
     /// needs)
@@ -89,7 +93,7 @@ impl From<ConflictsArg> for rewind::Conflicts {
 impl RewindArgs {
     /// The usage errors no folder is needed to know (see [`super::Cli::check`]).
     pub fn check(&self) -> CliResult {
-        if self.turn == Some(Turn::new(0)) {
+        if self.turn == Some(crate::moment::Spec::Turn(Turn::new(0))) {
             return Err(CliError::usage("turns start at 1"));
         }
         Ok(())
@@ -110,7 +114,14 @@ pub fn run(a: RewindArgs) -> CliResult {
         agents: rewind::Agents::from_names(names),
         conflicts: rewind::Conflicts::from(a.conflicts),
     });
-    let mut rewinder = Rewinder::new(t, a.turn, a.undo, paths, agent)?;
+    let turn = super::moment::resolve(&t, a.turn.as_ref(), crate::moment::Use::Rewind)?;
+    // A name other than the number itself is said in the report (`--json`: `spec`).
+    let spec = a
+        .turn
+        .as_ref()
+        .filter(|s| !matches!(s, crate::moment::Spec::Turn(_)))
+        .map(crate::moment::Spec::text);
+    let mut rewinder = Rewinder::new(t, turn.map(|m| m.turn), a.undo, paths, agent)?;
     let ask = !a.yes
         && !a.json
         && !a.dry_run
@@ -131,9 +142,10 @@ pub fn run(a: RewindArgs) -> CliResult {
         (!a.dry_run).then(|| super::interrupt::KeepGoing::start(rewinder.running(), bar.clone()));
     let answer = rewinder.run(a.dry_run, &bar)?;
     drop(keep_going);
-    let Some(r) = answer.report else {
+    let Some(mut r) = answer.report else {
         return Err(CliError::fail(answer.error.unwrap_or_default()));
     };
+    r.spec = spec;
     print_report(&r, a.json, listed(a.verbose));
     if let Some(line) = no_room(&r) {
         return Err(CliError::fail(line));

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::ids::Turn;
+use crate::moment::Spec;
 use clap::CommandFactory;
 
 /// A `--dir` that does not exist: a case that reached the folder would answer "cannot open"
@@ -205,7 +206,9 @@ fn rewind_refuses_bad_arguments() {
     let cases: &[(&[&str], Want)] = &[
         (&["rewind", "abc", "--dir", "{D}"], Clap),
         (&["rewind", "abc"], Clap),
-        (&["rewind", "-1", "--dir", "{D}"], Clap),
+        (&["rewind", "-0", "--dir", "{D}"], Clap),
+        (&["rewind", "3#x", "--dir", "{D}"], Clap),
+        (&["rewind", "@25:00", "--dir", "{D}"], Clap),
         (&["rewind", "two", "--dir", "{D}"], Clap),
         (&["rewind", "99999999999999999999999", "--dir", "{D}"], Clap),
         (&["rewind", "--undo", "2", "--dir", "{D}"], Clap),
@@ -250,7 +253,8 @@ fn log_status_and_fsck_refuse_bad_arguments() {
 fn diff_refuses_bad_arguments() {
     let cases: &[(&[&str], Want)] = &[
         (&["diff", "abc", "--dir", "{D}"], Clap),
-        (&["diff", "-2", "--dir", "{D}"], Clap),
+        (&["diff", "-0", "--dir", "{D}"], Clap),
+        (&["diff", "/", "--dir", "{D}"], Clap),
         // One turn only: a second number is not taken as a path (that goes after `--`).
         (&["diff", "2", "3", "--dir", "{D}"], Clap),
         (&["diff", "2", "src", "007", "--dir", "{D}"], Clap),
@@ -424,7 +428,7 @@ fn every_example_in_every_help_is_valid_usage() {
 }
 
 /// The parsed arguments of `ckpt-mount diff ARGS`.
-fn diff_args(args: &[&str]) -> (Option<Turn>, bool, Vec<PathBuf>, Vec<PathBuf>) {
+fn diff_args(args: &[&str]) -> (Option<Spec>, bool, Vec<PathBuf>, Vec<PathBuf>) {
     let argv = argv(&[&["diff"], args].concat());
     match Cli::try_parse_from(&argv) {
         Ok(Cli {
@@ -446,12 +450,12 @@ fn diff_takes_paths_after_the_turn_with_or_without_dashes() {
     // The example of `diff --help`, as a user types it after `git diff`.
     assert_eq!(
         diff_args(&["2", "--stat", "src/"]),
-        (Some(Turn::new(2)), true, p(&["src/"]), p(&[]))
+        (Some(Spec::Turn(Turn::new(2))), true, p(&["src/"]), p(&[]))
     );
     assert_eq!(
         diff_args(&["2", "src/", "lib", "--", "3", "-x"]),
         (
-            Some(Turn::new(2)),
+            Some(Spec::Turn(Turn::new(2))),
             false,
             p(&["src/", "lib"]),
             p(&["3", "-x"])
@@ -464,7 +468,7 @@ fn diff_takes_paths_after_the_turn_with_or_without_dashes() {
     assert_eq!(diff_args(&[]), (None, false, p(&[]), p(&[])));
     assert_eq!(
         diff_args(&["7"]),
-        (Some(Turn::new(7)), false, p(&[]), p(&[]))
+        (Some(Spec::Turn(Turn::new(7))), false, p(&[]), p(&[]))
     );
 }
 
@@ -479,9 +483,21 @@ fn diff_takes_a_span_of_turns() {
     };
     assert_eq!(
         span(&["2..4", "src/"]),
-        Some((Turn::new(2), Some(Turn::new(4))))
+        Some((Spec::Turn(Turn::new(2)), Some(Spec::Turn(Turn::new(4)))))
     );
-    assert_eq!(span(&["3"]), Some((Turn::new(3), None)));
+    assert_eq!(span(&["3"]), Some((Spec::Turn(Turn::new(3)), None)));
+    assert_eq!(
+        span(&["1..3#4"]),
+        Some((
+            Spec::Turn(Turn::new(1)),
+            Some(Spec::Rewound {
+                turn: Turn::new(3),
+                by: 4
+            })
+        ))
+    );
+    assert_eq!(span(&["/a..b"]), Some((Spec::Label("a..b".into()), None)));
+    assert_eq!(span(&["-2"]), Some((Spec::Back(2), None)));
     for bad in ["4..2", "3..3", "2..x", "..3", "x"] {
         assert!(
             Cli::try_parse_from(argv(&["diff", bad])).is_err(),

@@ -2,8 +2,8 @@
 //! path, without rewinding anything.
 
 use super::{CliError, CliResult, Target};
-use crate::ids::Turn;
 use crate::ipc::Request;
+use crate::moment::{Moment, Spec};
 use crate::quote::quote_path;
 use crate::versions::OldVersion;
 use clap::Args;
@@ -15,8 +15,10 @@ use std::path::{Path, PathBuf};
 /// `ckpt-mount cat`.
 #[derive(Debug, Args)]
 pub struct CatArgs {
-    /// The turn whose start to read from (default: the current turn)
-    pub turn: Option<Turn>,
+    /// The turn whose start to read from (default: the current turn): N, N#K (a turn a rewind
+    /// retired, as `log` lists it), -K, @TIME or /TEXT
+    #[arg(value_name = "N", value_parser = super::moment::parse, allow_negative_numbers = true)]
+    pub turn: Option<Spec>,
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -28,8 +30,10 @@ pub struct CatArgs {
 /// `ckpt-mount restore`.
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
-    /// The turn whose start to take the file from (default: the current turn)
-    pub turn: Option<Turn>,
+    /// The turn whose start to take the file from (default: the current turn): N, N#K, -K,
+    /// @TIME or /TEXT
+    #[arg(value_name = "N", value_parser = super::moment::parse, allow_negative_numbers = true)]
+    pub turn: Option<Spec>,
     /// Where to write it: a new file (or symlink), anywhere
     #[arg(long, value_name = "DEST")]
     pub to: PathBuf,
@@ -48,15 +52,16 @@ pub struct RestoreArgs {
 /// `out`: through the daemon of a mounted folder, or from the store of an unmounted one.
 fn fetch(
     dir: Option<PathBuf>,
-    turn: Option<Turn>,
+    turn: Option<&Spec>,
     path: &Path,
     out: &mut dyn Write,
-) -> Result<(OldVersion, crate::relpath::RelPath), CliError> {
+) -> Result<(OldVersion, crate::relpath::RelPath, Option<Moment>), CliError> {
     let (t, paths) = super::target_with_paths(dir, &[path.to_path_buf()])?;
     let rel = paths
         .into_iter()
         .next()
         .ok_or_else(|| CliError::usage("give one path after --"))?;
+    let turn = super::moment::resolve(&t, turn, crate::moment::Use::Read)?;
     let version = match t {
         Target::Mounted(folder) => {
             let req = Request::Cat {
@@ -90,10 +95,10 @@ fn fetch(
             v
         }
     };
-    Ok((version, rel))
+    Ok((version, rel, turn))
 }
 
-fn when(turn: Option<Turn>) -> String {
+fn when(turn: Option<Moment>) -> String {
     match turn {
         Some(n) => format!("when turn {n} began"),
         None => "when the current turn began".into(),
@@ -104,13 +109,13 @@ fn when(turn: Option<Turn>) -> String {
 pub fn cat(a: CatArgs) -> CliResult {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let (version, rel) = fetch(a.dir, a.turn, &a.path, &mut out)?;
+    let (version, rel, turn) = fetch(a.dir, a.turn.as_ref(), &a.path, &mut out)?;
     if let OldVersion::Symlink { target } = version {
         return Err(CliError::fail(format!(
             "{} was a symlink to {} {}; restore --to copies it out as one",
             quote_path(rel.as_bytes()),
             quote_path(&target.0),
-            when(a.turn)
+            when(turn)
         )));
     }
     out.flush()
@@ -134,7 +139,7 @@ pub fn restore(a: RestoreArgs) -> CliResult {
         .prefix(".ckpt-restore-")
         .tempfile_in(parent)
         .map_err(|e| CliError::fail(format!("cannot write in {}: {e}", parent.display())))?;
-    let (version, rel) = fetch(a.dir, a.turn, &a.path, temp.as_file_mut())?;
+    let (version, rel, turn) = fetch(a.dir, a.turn.as_ref(), &a.path, temp.as_file_mut())?;
     match version {
         OldVersion::File { size, mode, .. } => {
             use std::os::unix::fs::PermissionsExt;
@@ -148,7 +153,7 @@ pub fn restore(a: RestoreArgs) -> CliResult {
             println!(
                 "restored {} as it was {} to {} ({})",
                 quote_path(rel.as_bytes()),
-                when(a.turn),
+                when(turn),
                 dest.display(),
                 crate::units::human_size(size)
             );
@@ -164,7 +169,7 @@ pub fn restore(a: RestoreArgs) -> CliResult {
             println!(
                 "restored {} as it was {} to {} (a symlink to {})",
                 quote_path(rel.as_bytes()),
-                when(a.turn),
+                when(turn),
                 dest.display(),
                 quote_path(&target.0)
             );

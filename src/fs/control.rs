@@ -67,21 +67,28 @@ pub fn parse_turn(input: &[u8]) -> Option<TurnInput> {
 }
 
 /// A request written to `.ckpt/rewind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RewindInput {
-    /// Rewind to the start of this turn.
-    To(Turn),
+    /// Rewind to the start of the turn this moment names (`crate::moment`).
+    To(crate::moment::Spec),
     /// Undo the last rewind.
     Undo,
 }
 
-/// Parses `N` or `undo`.
+/// Parses `undo`, `N`, or any other moment (`-1`, `@10:42`, `/fix the build`).
 pub fn parse_rewind(input: &[u8]) -> Option<RewindInput> {
     let text = strip(input)?;
     if text == "undo" {
         return Some(RewindInput::Undo);
     }
-    parse_turn_number(text, MAX_REWIND_TO).map(RewindInput::To)
+    if text.starts_with(|c: char| c.is_ascii_digit()) {
+        return parse_turn_number(text, MAX_REWIND_TO)
+            .map(|n| RewindInput::To(crate::moment::Spec::Turn(n)));
+    }
+    if text.chars().any(char::is_control) {
+        return None;
+    }
+    crate::moment::parse_cli(text).ok().map(RewindInput::To)
 }
 
 fn strip(input: &[u8]) -> Option<&str> {
@@ -165,8 +172,19 @@ mod tests {
 
     #[test]
     fn rewind_input() {
-        assert_eq!(parse_rewind(b"3\n"), Some(RewindInput::To(Turn::new(3))));
+        use crate::moment::Spec;
+        assert_eq!(
+            parse_rewind(b"3\n"),
+            Some(RewindInput::To(Spec::Turn(Turn::new(3))))
+        );
         assert_eq!(parse_rewind(b"undo"), Some(RewindInput::Undo));
         assert_eq!(parse_rewind(b"3 x"), None);
+        assert_eq!(parse_rewind(b"3#4"), None, "a rewind goes to a live turn");
+        assert_eq!(parse_rewind(b"-1\n"), Some(RewindInput::To(Spec::Back(1))));
+        assert_eq!(
+            parse_rewind(b"/fix the build\n"),
+            Some(RewindInput::To(Spec::Label("fix the build".into())))
+        );
+        assert_eq!(parse_rewind(b"/a\x07b"), None);
     }
 }

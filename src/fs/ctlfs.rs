@@ -43,6 +43,8 @@ pub(super) trait TurnControl {
     fn begin_turn(&self, start: TurnStart) -> Result<bool, TurnError>;
     /// Runs a rewind (a write to `.ckpt/rewind`).
     fn rewind(&self, req: &rewind::Request) -> Result<Rewound, RewindError>;
+    /// The turns a moment written to `.ckpt/rewind` can name.
+    fn moments(&self) -> Vec<crate::moment::Candidate>;
 }
 
 /// An open control file.
@@ -281,7 +283,13 @@ impl ControlFs {
             CTL_REWIND => {
                 let input = control::parse_rewind(data).ok_or(Errno(libc::EINVAL))?;
                 let req = match input {
-                    control::RewindInput::To(n) => rewind::Request::folder(n),
+                    control::RewindInput::To(spec) => {
+                        // A moment that names no live turn is bad input, as a bad number is.
+                        let m = spec
+                            .resolve(&turns.moments(), crate::moment::Use::Rewind)
+                            .map_err(|_| Errno(libc::EINVAL))?;
+                        rewind::Request::folder(m.turn)
+                    }
                     control::RewindInput::Undo => rewind::Request::UndoLast {
                         mode: rewind::Mode::Apply,
                     },

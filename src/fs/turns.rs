@@ -364,6 +364,10 @@ impl TurnControl for CkptFs {
     fn rewind(&self, req: &rewind::Request) -> Result<Rewound, RewindError> {
         self.turns.rewind(&self.host, req, &|_, _| {})
     }
+
+    fn moments(&self) -> Vec<crate::moment::Candidate> {
+        self.host.capture.lock().index().candidates()
+    }
 }
 
 /// Passes each collected name of a file held open for writing to `f`, as the capture's

@@ -134,32 +134,26 @@ pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
     );
     // Turns a rewind in effect retired, as they stood when that rewind ran: each ends where
     // the next retired turn begins, the last one at the rewind, whose saves say what every
-    // path it changed was then.
+    // path it changed was then. The turn it went back to is one of them when it had done
+    // work before the rewind: that work is retired too, and its row keeps its counts.
+    let retired = index.retired();
     for a in &index.ops.undo {
-        let crate::store::ops::Change::Folder {
-            saves,
-            effect:
-                crate::store::ops::Effect::Rewind {
-                    retired_turns,
-                    retired,
-                    ..
-                },
-            ..
-        } = &a.change
-        else {
+        let crate::store::ops::Change::Folder { saves, .. } = &a.change else {
             continue;
         };
-        if retired_turns.is_empty() {
+        let of_op: Vec<&crate::store::moments::Retired<'_>> =
+            retired.iter().filter(|r| r.by == a.op).collect();
+        let Some(first) = of_op.first() else {
             continue;
-        }
+        };
         let at_rewind: Later<'_> = saves
             .iter()
             .map(|c| (&c.path, (Seq::new(u64::MAX), &c.pre)))
             .collect();
         let mut more = rows_of(
             index,
-            retired_turns.iter().collect(),
-            retired.iter().collect(),
+            of_op.iter().map(|r| &r.info).collect(),
+            first.captures.iter().collect(),
             at_rewind,
             &[],
             root,
@@ -169,7 +163,7 @@ pub fn log_rows(store: &Store, root: BorrowedFd<'_>) -> Vec<TurnRow> {
         }
         rows.extend(more);
     }
-    rows.sort_by_key(|r| (r.turn, r.rewound_by.is_none()));
+    rows.sort_by_key(|r| (r.turn, r.rewound_by.is_none(), r.rewound_by));
     rows
 }
 

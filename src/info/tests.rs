@@ -166,12 +166,18 @@ fn a_turn_keeps_the_counts_it_ended_with_through_later_turns_a_rewind_and_its_un
     for name in EIGHT {
         f.write(name, "12345\n");
     }
-    // Turn 3 stays listed, rewound, as it stood when the rewind ran.
+    // Turn 3 stays listed, rewound, as it stood when the rewind ran; so does the work turn 2
+    // had done before it (retired too), beside turn 2 begun afresh.
     let rows = log_rows(&f.store, f.root.as_fd());
     assert_eq!(rows.last().map(|r| r.rewound_by.is_some()), Some(true));
     assert_eq!(
         f.counts(),
-        vec![(1, 8, 0, 0, 0), (2, 0, 0, 0, 0), (3, 0, 0, 5, 32)]
+        vec![
+            (1, 8, 0, 0, 0),
+            (2, 0, 4, 0, 24),
+            (2, 0, 0, 0, 0),
+            (3, 0, 0, 5, 32)
+        ]
     );
     // Its undo brings turns 2 and 3 back, as they ended.
     f.record(Record::UndoDone { rewind: begin });

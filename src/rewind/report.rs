@@ -215,6 +215,10 @@ pub struct Summary {
 pub struct ReportJson {
     /// Target turn.
     pub to: Turn,
+    /// The moment as it was given, when it named the turn another way than by its number
+    /// (`-1`, `@10:42`, `/fix the build`); `to` is the turn it resolved to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<String>,
     /// Turn current before.
     pub from: Turn,
     /// Whether nothing was changed on purpose: the lists say what a run would do.
@@ -256,6 +260,7 @@ impl From<Report> for ReportJson {
         let summary = r.summary();
         Self {
             to: r.to,
+            spec: None,
             from: r.from,
             dry_run: r.dry_run,
             undo: r.undo,

@@ -17,6 +17,10 @@ pub struct TurnInfo {
     pub time: u64,
     /// The agent whose hook began it, by name (none: begun by hand).
     pub by: Option<String>,
+    /// The journal position where it began (its `turn` record, or the `rewind_done` of the
+    /// rewind that began it afresh): the folder at its start is, per path, the first
+    /// pre-image recorded after it, else the folder now (`crate::store::past`).
+    pub began: Seq,
 }
 
 /// A capture as the index knows it.

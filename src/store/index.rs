@@ -73,6 +73,7 @@ impl Index {
                     label: label.clone(),
                     time: line.time,
                     by: by.clone(),
+                    began: line.seq,
                 });
                 self.epoch = line.seq;
                 self.op_turn(line.seq, line.time, *turn, from);
@@ -150,22 +151,27 @@ impl Index {
         if b != begin {
             return;
         }
+        let done = self.last_seq;
         let retired = retire_captures(&mut self.captures, to);
         let (retired_turns, kept_turns): (Vec<_>, Vec<_>) = std::mem::take(&mut self.turns)
             .into_iter()
             .partition(|t| t.turn > to);
         self.turns = kept_turns;
         // Turn `to` begins afresh at the moment of the rewind.
-        let old_time = match self.turns.last_mut() {
-            Some(t) if t.turn == to => std::mem::replace(&mut t.time, time),
+        let (old_time, old_began) = match self.turns.last_mut() {
+            Some(t) if t.turn == to => (
+                std::mem::replace(&mut t.time, time),
+                std::mem::replace(&mut t.began, done),
+            ),
             _ => {
                 self.turns.push(TurnInfo {
                     turn: to,
                     label: None,
                     time,
                     by: None,
+                    began: done,
                 });
-                time
+                (time, done)
             }
         };
         self.epoch = b;
@@ -178,6 +184,8 @@ impl Index {
             begin: b,
             old_time,
             new_time: time,
+            old_began,
+            new_began: done,
             retired_turns,
             retired,
         };
@@ -561,12 +569,14 @@ pub(crate) mod tests {
                     label: None,
                     time: 100,
                     by: None,
+                    began: Seq::new(1),
                 },
                 TurnInfo {
                     turn: Turn::new(2),
                     label: Some("edit".into()),
                     time: 200,
                     by: None,
+                    began: Seq::new(3),
                 },
             ]
         );
@@ -635,6 +645,7 @@ pub(crate) mod tests {
                 label: None,
                 time: 301,
                 by: None,
+                began: Seq::new(9),
             }]
         );
         assert!(index.captures.is_empty());

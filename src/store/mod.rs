@@ -36,8 +36,10 @@ pub mod index;
 pub mod journal;
 pub mod layout;
 mod lock;
+pub mod moments;
 pub mod ops;
 pub mod pack;
+pub mod past;
 pub mod prune;
 pub mod refusal;
 mod staged;
@@ -355,6 +357,12 @@ impl Store {
             self.index.apply(&line);
         }
         Ok(())
+    }
+
+    /// Every line of the journal as it is on disk now (a torn last line left out).
+    pub fn read_lines(&self) -> Result<Vec<journal::Line>, StoreError> {
+        let bytes = sys::read_to_end(self.journal.as_fd()).map_err(io("read journal"))?;
+        Ok(journal::parse(&bytes).map_err(StoreError::Journal)?.lines)
     }
 
     /// Total size of the journal in bytes.

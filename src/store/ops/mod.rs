@@ -239,6 +239,10 @@ pub enum Effect {
         old_time: u64,
         /// When it began afresh (the rewind).
         new_time: u64,
+        /// Where turn `to` began in the journal before the rewind.
+        old_began: Seq,
+        /// Where it began afresh (the `rewind_done`).
+        new_began: Seq,
         /// Turns it retired, while in effect.
         retired_turns: Vec<TurnInfo>,
         /// Captures it retired, while in effect.

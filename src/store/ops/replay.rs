@@ -401,6 +401,8 @@ impl Index {
             begin,
             old_time,
             new_time,
+            old_began,
+            new_began,
             retired_turns,
             retired,
         } = effect
@@ -411,6 +413,7 @@ impl Index {
         self.turns.retain(|t| t.turn <= to);
         if let Some(t) = self.turns.iter_mut().find(|t| t.turn == to) {
             t.time = old_time;
+            t.began = old_began;
         }
         self.turns.extend(retired_turns);
         self.turns.sort_by_key(|t| t.turn);
@@ -419,6 +422,8 @@ impl Index {
             begin,
             old_time,
             new_time,
+            old_began,
+            new_began,
             retired_turns: Vec::new(),
             retired: Vec::new(),
         }
@@ -432,6 +437,8 @@ impl Index {
             begin,
             old_time,
             new_time,
+            old_began,
+            new_began,
             ..
         } = effect
         else {
@@ -447,12 +454,15 @@ impl Index {
         self.turns = kept_turns;
         if let Some(t) = self.turns.iter_mut().find(|t| t.turn == to) {
             t.time = new_time;
+            t.began = new_began;
         }
         Effect::Rewind {
             to,
             begin,
             old_time,
             new_time,
+            old_began,
+            new_began,
             retired_turns,
             retired,
         }

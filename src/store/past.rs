@@ -1,0 +1,310 @@
+//! The folder as it was at one moment of its history: the start of a turn, live or retired by
+//! a rewind, or the state just before a rewind ran.
+//!
+//! One rule gives it. Every change of a path is preceded in the journal by a record of what the
+//! path was just before: the capture of its first change in each capture epoch, or the save of
+//! an operation (rewind, undo, redo) that overwrites it. A turn begins an epoch, and so does
+//! every such operation. So, for a moment that begins an epoch (journal position `at`), the
+//! first pre-image recorded after `at` for a path is what the path was at `at`; a path with
+//! none is as it is in the folder now. A directory renamed away had its whole subtree captured
+//! first, and a name made later (by a rename too) was recorded absent, so the rule holds below
+//! every directory.
+//!
+//! A name nothing recorded can still have changed through another name of its hard-link group
+//! (a write through `b` changes `a`). Such a name holds, now, a file whose identity a recorded
+//! pre-image names: what that pre-image says is what the name was too ([`Past::of_identity`]).
+//!
+//! Pure: journal lines in, plain data out. [`Store::past`] reads the lines.
+
+use super::journal::{Line, PreImage, Record};
+use super::{Store, StoreError};
+use crate::identity::FileId;
+use crate::ids::Seq;
+use crate::relpath::RelPath;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+
+/// The first pre-images recorded after one journal position.
+#[derive(Debug, Clone)]
+pub struct Past {
+    /// The moment: records after it count.
+    at: Seq,
+    /// The last journal position folded in.
+    read_to: Seq,
+    /// Per path, its first pre-image after `at` and that record's seq.
+    first: HashMap<RelPath, (Seq, PreImage)>,
+    /// Per directory path (`None`: the root), the names recorded beneath it.
+    children: HashMap<Option<RelPath>, BTreeMap<OsString, ()>>,
+    /// Per identity of a file or symlink, the first pre-image that names it.
+    identities: HashMap<FileId, PreImage>,
+    /// Captures still staged: the capture's seq, for its `staged` record to resolve.
+    staged: HashMap<Seq, RelPath>,
+}
+
+impl Past {
+    /// Nothing recorded yet after `at`.
+    pub fn new(at: Seq) -> Self {
+        Self {
+            at,
+            read_to: at,
+            first: HashMap::new(),
+            children: HashMap::new(),
+            identities: HashMap::new(),
+            staged: HashMap::new(),
+        }
+    }
+
+    /// The past at `at` the journal's `lines` describe.
+    pub fn from_lines(at: Seq, lines: &[Line]) -> Self {
+        let mut past = Self::new(at);
+        for line in lines {
+            past.fold(line);
+        }
+        past
+    }
+
+    /// The journal position of the moment.
+    pub fn at(&self) -> Seq {
+        self.at
+    }
+
+    /// The last journal position folded in: lines after it are still to come.
+    pub fn read_to(&self) -> Seq {
+        self.read_to
+    }
+
+    /// Takes in one journal line; lines at or before the moment, or already folded, change
+    /// nothing.
+    pub fn fold(&mut self, line: &Line) {
+        if line.seq <= self.read_to {
+            return;
+        }
+        self.read_to = line.seq;
+        match &line.rec {
+            Record::Capture { path, pre, .. } => self.first_of(line.seq, path, pre),
+            Record::Staged { capture, pre } => self.resolve(*capture, pre),
+            _ => {}
+        }
+    }
+
+    fn first_of(&mut self, seq: Seq, path: &RelPath, pre: &PreImage) {
+        if self.first.contains_key(path) {
+            return;
+        }
+        if matches!(pre, PreImage::Staged { .. }) {
+            self.staged.insert(seq, path.clone());
+        }
+        if let Some(id) = pre.file_id() {
+            self.identities.entry(id).or_insert_with(|| pre.clone());
+        }
+        self.children
+            .entry(path.parent())
+            .or_default()
+            .insert(path.file_name().to_os_string(), ());
+        self.first.insert(path.clone(), (seq, pre.clone()));
+    }
+
+    /// A staged pre-image became `pre` (only a file, as the index takes it).
+    fn resolve(&mut self, capture: Seq, pre: &PreImage) {
+        if !matches!(pre, PreImage::File { .. } | PreImage::Skipped { .. }) {
+            return;
+        }
+        let Some(path) = self.staged.remove(&capture) else {
+            return;
+        };
+        if let Some((seq, slot)) = self.first.get_mut(&path)
+            && *seq == capture
+        {
+            *slot = pre.clone();
+            if let Some(id) = pre.file_id() {
+                self.identities.insert(id, pre.clone());
+            }
+        }
+    }
+
+    /// What `path` was at the moment, when something recorded it since (`None`: it is as the
+    /// folder has it now, unless an ancestor says otherwise: [`Past::hidden_by_ancestor`]).
+    pub fn recorded(&self, path: &RelPath) -> Option<&PreImage> {
+        self.first.get(path).map(|(_, pre)| pre)
+    }
+
+    /// Whether an ancestor of `path` was, at the moment, something other than a directory
+    /// (absent, a file…): then nothing was at `path`, whatever the folder has there now.
+    pub fn hidden_by_ancestor(&self, path: &RelPath) -> bool {
+        let mut cur = path.parent();
+        while let Some(dir) = cur {
+            if let Some(pre) = self.recorded(&dir) {
+                return !matches!(pre, PreImage::Dir { .. });
+            }
+            cur = dir.parent();
+        }
+        false
+    }
+
+    /// The names recorded directly in `dir` (`None`: the root), each with what it was (absent
+    /// ones included: they hide a name the folder has now).
+    pub fn recorded_children(
+        &self,
+        dir: Option<&RelPath>,
+    ) -> impl Iterator<Item = (&OsString, Option<&PreImage>)> {
+        let key = dir.cloned();
+        self.children.get(&key).into_iter().flat_map(move |names| {
+            names.keys().map(move |name| {
+                let pre = RelPath::join(dir, name)
+                    .ok()
+                    .and_then(|p| self.first.get(&p).map(|(_, pre)| pre));
+                (name, pre)
+            })
+        })
+    }
+
+    /// What a file (or symlink) was at the moment, found by its identity: the first pre-image
+    /// recorded since of any name of its hard-link group. `current` maps a recorded identity
+    /// to the one that stands for it now (a rewind recreated it: `Index::current_identity`).
+    pub fn of_identity(
+        &self,
+        now: &FileId,
+        current: &dyn Fn(&FileId) -> FileId,
+    ) -> Option<&PreImage> {
+        if let Some(pre) = self.identities.get(now) {
+            return Some(pre);
+        }
+        // Renewed identities are rare: a scan only when the file is linked elsewhere.
+        self.identities
+            .iter()
+            .find(|(id, _)| current(id).is(now))
+            .map(|(_, pre)| pre)
+    }
+
+    /// Every path recorded since the moment (in no particular order).
+    pub fn paths(&self) -> impl Iterator<Item = &RelPath> {
+        self.first.keys()
+    }
+
+    /// How many paths are recorded.
+    pub fn len(&self) -> usize {
+        self.first.len()
+    }
+
+    /// Whether nothing is recorded since the moment.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_empty()
+    }
+}
+
+impl Store {
+    /// The past at journal position `at`, read from the journal as it is on disk.
+    pub fn past(&self, at: Seq) -> Result<Past, StoreError> {
+        let mut past = Past::new(at);
+        self.catch_up(&mut past)?;
+        Ok(past)
+    }
+
+    /// Folds into `past` the lines written since it last read (none when it is up to date).
+    pub fn catch_up(&self, past: &mut Past) -> Result<(), StoreError> {
+        if past.read_to() >= self.index.last_seq {
+            return Ok(());
+        }
+        for line in self.read_lines()? {
+            past.fold(&line);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::Turn;
+
+    fn rp(s: &str) -> RelPath {
+        RelPath::new(s.as_bytes()).expect("path")
+    }
+
+    fn file(ino: u64, blob: char) -> PreImage {
+        PreImage::File {
+            blob: crate::ids::BlobId::of(blob.to_string().as_bytes()),
+            size: 1,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            ino,
+            nlink: 2,
+            fh: None,
+            btime: Some(7),
+            xattrs: None,
+        }
+    }
+
+    fn capture(seq: u64, path: &str, pre: PreImage) -> Line {
+        Line {
+            v: 5,
+            seq: Seq::new(seq),
+            time: 0,
+            rec: Record::Capture {
+                turn: Turn::new(1),
+                path: rp(path),
+                pre,
+                undo_of: None,
+                pid: None,
+                comm: None,
+            },
+        }
+    }
+
+    #[test]
+    fn the_first_record_after_the_moment_wins_and_earlier_ones_do_not_count() {
+        let lines = [
+            capture(1, "a", file(1, 'a')),
+            capture(3, "a", file(1, 'b')),
+            capture(4, "d/x", PreImage::Absent),
+            capture(5, "a", file(1, 'c')),
+            capture(6, "d", PreImage::Absent),
+        ];
+        let past = Past::from_lines(Seq::new(2), &lines);
+        assert_eq!(past.recorded(&rp("a")), Some(&file(1, 'b')));
+        assert_eq!(past.recorded(&rp("d/x")), Some(&PreImage::Absent));
+        assert_eq!(past.recorded(&rp("b")), None);
+        assert!(past.hidden_by_ancestor(&rp("d/y")), "d did not exist");
+        assert!(!past.hidden_by_ancestor(&rp("e/y")));
+        let root: Vec<_> = past
+            .recorded_children(None)
+            .map(|(n, _)| n.clone())
+            .collect();
+        assert_eq!(root, vec![OsString::from("a"), OsString::from("d")]);
+        let id = FileId {
+            ino: 1,
+            fh: None,
+            btime: Some(7),
+        };
+        assert_eq!(past.of_identity(&id, &|i| i.clone()), Some(&file(1, 'b')));
+    }
+
+    #[test]
+    fn a_staged_capture_reads_as_what_it_became() {
+        let staged = PreImage::Staged {
+            size: 1,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            ino: 9,
+            nlink: 1,
+            fh: None,
+            btime: None,
+        };
+        let lines = [
+            capture(2, "s", staged),
+            Line {
+                v: 5,
+                seq: Seq::new(3),
+                time: 0,
+                rec: Record::Staged {
+                    capture: Seq::new(2),
+                    pre: file(9, 'e'),
+                },
+            },
+        ];
+        let past = Past::from_lines(Seq::new(1), &lines);
+        assert_eq!(past.recorded(&rp("s")), Some(&file(9, 'e')));
+    }
+}
