@@ -48,8 +48,8 @@ pub use process::{
     block_sigint, children_of_self, default_sigchld, default_sigpipe, detach_with_fd, geteuid,
     inherit_fd, kill_self, lower_thread_priority, make_undumpable, map_large_allocations, own_fd,
     peer_cred, pidfd_exited, pidfd_open_thread, process_alive, raise_nofile_limit,
-    reap_ended_children, recv_fd, set_child_subreaper, set_umask, umount, unshare_fs,
-    wait_any_child, wait_for_sigint,
+    reap_ended_children, recv_fd, set_child_subreaper, set_umask, umount, unblock_sigint,
+    unshare_fs, wait_any_child, wait_for_sigint,
 };
 pub use term::{local_time, terminal_columns};
 pub use xattr::{

@@ -313,6 +313,17 @@ pub fn block_sigint() -> SysResult<()> {
     }
 }
 
+/// Unblocks `SIGINT` in the calling thread after [`block_sigint`]: a Ctrl-C pending since is
+/// taken now, as it would have been then.
+pub fn unblock_sigint() -> SysResult<()> {
+    let set = sigint_set();
+    // SAFETY: `set` is an initialised sigset_t; the old mask is not asked for (null).
+    match unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) } {
+        0 => Ok(()),
+        e => Err(super::Errno(e)),
+    }
+}
+
 /// Waits until a `SIGINT` blocked by [`block_sigint`] is pending, and takes it.
 pub fn wait_for_sigint() -> SysResult<()> {
     let set = sigint_set();
