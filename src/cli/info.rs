@@ -90,7 +90,7 @@ fn output_width() -> usize {
 
 /// `text` in at most `width` terminal columns: cut with `…` when longer; control characters
 /// (a tab or newline in a label) become spaces so that a row stays one line.
-fn fit(text: &str, width: usize) -> String {
+pub(super) fn fit(text: &str, width: usize) -> String {
     let text: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -115,7 +115,7 @@ fn fit(text: &str, width: usize) -> String {
 }
 
 /// `text` padded with spaces to `width` terminal columns.
-fn pad(text: &str, width: usize) -> String {
+pub(super) fn pad(text: &str, width: usize) -> String {
     format!("{text}{}", " ".repeat(width.saturating_sub(text.width())))
 }
 

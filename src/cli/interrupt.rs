@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The exit code of a command ended by `SIGINT` (128 + 2), as shells report one.
-const INTERRUPTED: i32 = 130;
+pub(super) const INTERRUPTED: i32 = 130;
 
 /// What is running, for the lines a Ctrl-C prints.
 #[derive(Debug, Clone)]

@@ -11,6 +11,7 @@ mod interrupt;
 mod moment;
 mod mount;
 mod ops;
+mod picker;
 mod prune;
 mod rewind;
 mod run;
@@ -82,8 +83,15 @@ pub enum Command {
     /// Example: ckpt-mount turn --label 2 "refactor the parser"
     #[command(verbatim_doc_comment)]
     Turn(turn::TurnArgs),
-    /// Restore the folder to the start of turn N (default: the current turn)
+    /// Restore the folder to the start of turn N (no N: pick it from a list on a terminal, else the current turn)
     ///
+    /// Without N, on a terminal, and without --yes, --json, --dry-run or --agent NAME, the
+    /// turns a rewind can go to are listed, newest first: number, label, agent, when it began,
+    /// paths +created ~modified -deleted. Typing filters (words of the label or the agent, or
+    /// the number); Enter picks, and the preview and the question follow as for `rewind N`;
+    /// Esc changes nothing.
+    ///
+    /// Example: ckpt-mount rewind  # on a terminal: pick the turn from the list
     /// Example: ckpt-mount rewind 2 --dry-run
     /// Example: ckpt-mount rewind 2
     /// Example: ckpt-mount rewind -1 --dry-run

@@ -110,6 +110,8 @@ const LISTED_ON_A_TERMINAL: usize = 30;
 /// Runs `rewind` (after [`RewindArgs::check`]).
 pub fn run(a: RewindArgs) -> CliResult {
     let (t, paths) = super::target_with_paths(a.dir.clone(), &a.paths)?;
+    // No turn given, on a terminal: the user picks one from the list (src/cli/picker.rs).
+    let picked = super::picker::turn_for(&a, &t)?;
     let agent = a.agent.map(|names| rewind::AgentScope {
         agents: rewind::Agents::from_names(names),
         conflicts: rewind::Conflicts::from(a.conflicts),
@@ -121,7 +123,8 @@ pub fn run(a: RewindArgs) -> CliResult {
         .as_ref()
         .filter(|s| !matches!(s, crate::moment::Spec::Turn(_)))
         .map(crate::moment::Spec::text);
-    let mut rewinder = Rewinder::new(t, turn.map(|m| m.turn), a.undo, paths, agent)?;
+    let turn = picked.or(turn.map(|m| m.turn));
+    let mut rewinder = Rewinder::new(t, turn, a.undo, paths, agent)?;
     let ask = !a.yes
         && !a.json
         && !a.dry_run
