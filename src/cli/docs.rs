@@ -490,7 +490,7 @@ const CONCEPTS: &[Section] = &[
             Block::Item("0", "Success."),
             Block::Item(
                 "1",
-                "A failure, reported in one line on standard error that begins with `ckpt-mount:`. A rewind that could not restore every path exits 1 after its report; `fsck` exits 1 when it finds an error; a question answered no, and a prune that would forget something run off a terminal without `--yes`, exit 1 having changed nothing.",
+                "A failure, reported in one line on standard error that begins with `ckpt-mount:`. A rewind that could not restore every path exits 1 after its report; `fsck` exits 1 when it finds an error; a question answered no (or Esc in the list `rewind` shows without a turn), and a prune that would forget something run off a terminal without `--yes`, exit 1 having changed nothing.",
             ),
             Block::Item(
                 "2",
@@ -498,7 +498,7 @@ const CONCEPTS: &[Section] = &[
             ),
             Block::Item(
                 "130",
-                "Ctrl-C twice during a rewind, undo or redo: the command stopped waiting, and the daemon runs the operation to its end (`ckpt-mount undo` takes a rewind back). The first Ctrl-C only says so and waits on.",
+                "Ctrl-C twice during a rewind, undo or redo: the command stopped waiting, and the daemon runs the operation to its end (`ckpt-mount undo` takes a rewind back). The first Ctrl-C only says so and waits on. Also Ctrl-C in the list `rewind` shows without a turn, having changed nothing.",
             ),
             Block::Para(
                 "`ckpt-mount run` exits with its command's status instead: 128 + N when the command was killed by signal N, 127 when it could not be started.",
