@@ -71,8 +71,13 @@ pub fn has_cap_sys_admin() -> bool {
 pub enum MountError {
     /// No helper is installed.
     NoHelper,
-    /// `/dev/fuse` does not open for this user (its uid).
-    DeviceClosed(u32),
+    /// `/dev/fuse` does not open for this user.
+    DeviceClosed {
+        /// Its uid.
+        uid: u32,
+        /// Its login name, when the user database has one.
+        user: Option<String>,
+    },
     /// The socket pair the descriptor comes back over could not be made.
     SocketPair(std::io::Error),
     /// The helper could not be started.
@@ -102,10 +107,17 @@ impl std::fmt::Display for MountError {
                 f,
                 "cannot mount as a user without {HELPER}: install fuse3 (it provides {HELPER}), or run as root"
             ),
-            Self::DeviceClosed(uid) => write!(
-                f,
-                "/dev/fuse is not open to this user (uid {uid}): as root, run `chmod 0666 /dev/fuse` (what distributions' udev rules do) or `setfacl -m u:$USER:rw /dev/fuse`, or mount as root"
-            ),
+            Self::DeviceClosed { uid, user } => {
+                // The command names the user itself: `$USER` pasted into root's shell is root.
+                let (who, acl_user) = match user {
+                    Some(name) => (format!("{name} (uid {uid})"), name.clone()),
+                    None => (format!("uid {uid}"), uid.to_string()),
+                };
+                write!(
+                    f,
+                    "/dev/fuse is not open to this user, {who}: as root, run `chmod 0666 /dev/fuse` (what distributions' udev rules do) or `setfacl -m u:{acl_user}:rw /dev/fuse`, or mount as root"
+                )
+            }
             Self::SocketPair(e) => write!(f, "cannot make a socket pair: {e}"),
             Self::Spawn { helper, source } => {
                 write!(f, "cannot run {}: {source}", helper.display())
@@ -139,7 +151,11 @@ pub fn mount(dir: &Path, options: &str) -> Result<OwnedFd, MountError> {
     // The helper opens the device with the user's own rights (it drops its set-uid ones
     // first), so a device closed to the user fails there too; say what helps instead.
     if !device_opens() {
-        return Err(MountError::DeviceClosed(sys::geteuid()));
+        let uid = sys::geteuid();
+        return Err(MountError::DeviceClosed {
+            uid,
+            user: sys::user_name(uid),
+        });
     }
     let (ours, theirs) = UnixStream::pair().map_err(MountError::SocketPair)?;
     let mut cmd = Command::new(&helper);
@@ -244,6 +260,34 @@ fn is_busy_text(said: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_closed_device_line_names_the_user_not_dollar_user() {
+        let named = MountError::DeviceClosed {
+            uid: 1001,
+            user: Some("alice".into()),
+        };
+        assert_eq!(
+            named.to_string(),
+            "/dev/fuse is not open to this user, alice (uid 1001): as root, run `chmod 0666 /dev/fuse` (what distributions' udev rules do) or `setfacl -m u:alice:rw /dev/fuse`, or mount as root"
+        );
+        // No name in the user database: setfacl takes the number as well.
+        let unnamed = MountError::DeviceClosed {
+            uid: 4242,
+            user: None,
+        };
+        let line = unnamed.to_string();
+        assert!(line.contains("not open to this user, uid 4242:"), "{line}");
+        assert!(line.contains("`setfacl -m u:4242:rw /dev/fuse`"), "{line}");
+        assert!(!line.contains('$'), "{line}");
+    }
+
+    #[test]
+    fn a_uid_is_named_from_the_user_database() {
+        assert_eq!(sys::user_name(0).as_deref(), Some("root"));
+        // The largest uid but the invalid (uid_t)-1: no database holds it.
+        assert_eq!(sys::user_name(u32::MAX - 1), None);
+    }
 
     #[test]
     fn the_helpers_busy_line_is_recognised() {

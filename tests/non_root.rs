@@ -196,10 +196,15 @@ fn a_user_without_access_to_dev_fuse_is_told_what_helps() {
     let said = String::from_utf8_lossy(&o.stderr);
     assert_eq!(said.lines().count(), 1, "{said}");
     assert!(
-        said.contains("/dev/fuse is not open to this user"),
+        said.contains("/dev/fuse is not open to this user, nobody (uid 65534)"),
         "{said}"
     );
     assert!(said.contains("chmod 0666 /dev/fuse"), "{said}");
+    // The command to paste names the user: `$USER` would be root's own name in root's shell.
+    assert!(
+        said.contains("`setfacl -m u:nobody:rw /dev/fuse`"),
+        "{said}"
+    );
     assert!(!mounted(&nobody));
 }
 

@@ -1,7 +1,7 @@
 //! The process and its threads rather than a file: umask (per thread after
 //! [`unshare_fs`]), starting the daemon in its own session with its readiness pipe, liveness,
 //! `SIGINT` taken by a thread of its own (the CLI's Ctrl-C during a rewind),
-//! dumpability, the effective uid, a socket peer's credentials, descriptors passed to a helper
+//! dumpability, the effective uid and a uid's login name, a socket peer's credentials, descriptors passed to a helper
 //! or received from one (`fusermount3`), thread priority, and unmounting.
 //!
 //! Kept apart from the file calls because none of these takes a descriptor of the host tree.
@@ -103,6 +103,33 @@ pub fn children_of_self() -> Vec<u32> {
 pub fn geteuid() -> u32 {
     // SAFETY: cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// The login name of `uid` from the user database (`getpwuid_r(3)`: `/etc/passwd`, or NSS),
+/// or `None` when it has none, the lookup fails, or the name is not UTF-8.
+pub fn user_name(uid: u32) -> Option<String> {
+    let mut buf: Vec<libc::c_char> = vec![0; 1024];
+    loop {
+        // SAFETY: an all-zero `passwd` is valid (null pointers, zero ids); getpwuid_r only
+        // writes it.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: `pwd`, `buf` (with its true length) and `found` are valid for writes for the
+        // whole call; the strings it stores in `pwd` point into `buf`, which outlives their use
+        // below.
+        let rc =
+            unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 4, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: on success `pw_name` is a NUL-terminated string inside `buf`, alive here.
+        let name = unsafe { CStr::from_ptr(pwd.pw_name) };
+        return name.to_str().ok().map(str::to_owned);
+    }
 }
 
 /// Whether a process is still running (exists and has not exited as a zombie).
