@@ -39,6 +39,8 @@ pub struct MountOptions {
     /// Have the kernel check permissions from the attributes we report (`default_permissions`)
     /// even on a single-user mount. See [`MountOptions::kernel_checks_permissions`].
     pub kernel_permissions: bool,
+    /// The mount flags of `-o` (`ro`, `noatime` …).
+    pub vfs: crate::vfs_options::VfsOptions,
 }
 
 impl MountOptions {
@@ -82,6 +84,23 @@ fn handle(
         Ok(query) => store_query(fs, folder, io, &query),
         Err(req) => change(fs, req, progress),
     }
+}
+
+/// On a read-only mount (`-o ro`), the answer to a request that would change the folder: a
+/// rewind, undo or redo (their dry runs change nothing and are answered). The kernel refuses
+/// every write through such a mount, the control files' included; the daemon, which writes
+/// beside the mount, refuses the same. Turn switches and relabels, which change only the
+/// history, and every read of it go on.
+fn refused_read_only(req: &Request) -> Option<Response> {
+    let changes = matches!(
+        req,
+        Request::Rewind { dry_run: false, .. } | Request::Undo { dry_run: false, .. }
+    );
+    changes.then(|| {
+        Response::fail(
+            "the folder is mounted read-only (-o ro): a rewind, undo or redo would change it (--dry-run shows what it would do); mount it without ro to change it",
+        )
+    })
 }
 
 /// A request that is not a query: a turn switch, rewind, agent mark, undo or relabel through
@@ -416,12 +435,16 @@ fn run_inner(
     fs.set_invalidator(Arc::new(KernelInvalidator(session.notifier())));
     let folder = dir.display().to_string();
     let fs_ctl = fs.clone();
+    let read_only = opts.vfs.read_only();
     std::thread::Builder::new()
         .name("ckpt-ctl-accept".into())
         .spawn(move || {
             ipc::serve(listener, move |req, progress| match req {
                 Request::Cat { turn, path } => cat_reply(&fs_ctl, turn, path),
-                req => handle(&fs_ctl, &folder, &io, req, progress).into(),
+                req => match read_only.then(|| refused_read_only(&req)).flatten() {
+                    Some(refused) => refused.into(),
+                    None => handle(&fs_ctl, &folder, &io, req, progress).into(),
+                },
             })
         })
         .map_err(DaemonError::ControlThread)?;
@@ -596,57 +619,43 @@ fn log_io_mode(io: &IoMode) {
 }
 
 /// Mounts and opens the FUSE session: by `mount(2)` as root, through `fusermount3` otherwise
-/// (see `crate::fusermount`).
+/// (see `crate::fusermount`). Either way the mount is of type `fuse.ckpt-mount`, its source
+/// the folder's path, with the `-o` flags asked.
 fn open_session(
     adapter: FuseAdapter,
     opts: &MountOptions,
 ) -> Result<fuser::Session<FuseAdapter>, DaemonError> {
     let dir = &opts.dir;
     let mut cfg = fuser::Config::default();
-    cfg.acl = if opts.allow_other {
+    cfg.n_threads = Some(opts.threads.max(1));
+    let acl = if opts.allow_other {
         fuser::SessionACL::All
     } else {
         fuser::SessionACL::Owner
     };
-    cfg.n_threads = Some(opts.threads.max(1));
     let failed = |reason: String| DaemonError::Mount {
         dir: dir.clone(),
         reason,
     };
-    if crate::fusermount::mounts_directly() {
-        let mut options = vec![
-            fuser::MountOption::FSName(crate::mounts::FSNAME.into()),
-            fuser::MountOption::Subtype("ckpt-mount".into()),
-            fuser::MountOption::NoSuid,
-            fuser::MountOption::NoDev,
-        ];
-        if opts.kernel_checks_permissions() {
-            options.push(fuser::MountOption::DefaultPermissions);
-        }
-        if opts.allow_other {
-            options.push(fuser::MountOption::CUSTOM("allow_other".into()));
-        }
-        cfg.mount_options = options;
-        cfg.clone_fd = true;
-        return fuser::Session::new(adapter, dir, &cfg).map_err(|e| failed(e.to_string()));
-    }
-    let mut options = format!(
-        "fsname={},subtype=ckpt-mount,nosuid,nodev",
-        crate::mounts::FSNAME
-    );
+    let mut fuse = Vec::new();
     if opts.kernel_checks_permissions() {
-        options.push_str(",default_permissions");
+        fuse.push("default_permissions");
     }
     if opts.allow_other {
-        options.push_str(",allow_other");
+        fuse.push("allow_other");
     }
-    let device = crate::fusermount::mount(dir, &options).map_err(|e| failed(e.to_string()))?;
+    let device = if crate::fusermount::mounts_directly() {
+        crate::fusermount::mount_directly(dir, opts.vfs.flags(), &fuse)
+            .map_err(|e| failed(e.to_string()))?
+    } else {
+        let options = crate::fusermount::helper_options(dir, &opts.vfs.helper_words(), &fuse);
+        crate::fusermount::mount(dir, &options).map_err(|e| failed(e.to_string()))?
+    };
     // Worker channels are clones made by opening /dev/fuse again; a user who cannot open it
     // shares the one descriptor the helper handed over.
     cfg.clone_fd = crate::fusermount::device_opens();
-    let acl = cfg.acl;
     fuser::Session::from_fd(adapter, device, acl, cfg).map_err(|e| {
-        // The helper mounted; without a session nobody serves it, so take it down again.
+        // Mounted; without a session nobody serves it, so take it down again.
         let _ = crate::fusermount::unmount(dir, true);
         failed(e.to_string())
     })

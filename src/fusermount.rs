@@ -1,6 +1,9 @@
 //! Mounting and unmounting as whoever runs ckpt-mount.
 //!
-//! As root the daemon mounts by itself (fuser's `mount(2)`). Anyone else is refused `mount(2)`,
+//! Every mount is of type `fuse.ckpt-mount` (the subtype is how commands recognise their
+//! mounts, `crate::mounts`) with the folder's own path as its source, as bindfs shows it.
+//!
+//! As root the daemon mounts by itself ([`mount_directly`], `mount(2)`). Anyone else is refused `mount(2)`,
 //! and with `/dev/fuse` at mode 0600 even the device, so the set-uid helper `fusermount3`
 //! mounts for them and hands the device's descriptor back over a socket pair (libfuse's
 //! protocol: the socket's number in `_FUSE_COMMFD`, one `SCM_RIGHTS` message). Unmounting
@@ -10,13 +13,81 @@
 use crate::sys;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The helper's name; `fusermount` (FUSE 2) is tried after it.
 pub const HELPER: &str = "fusermount3";
+
+/// The FUSE subtype of every ckpt-mount mount: its type is `fuse.ckpt-mount`.
+pub const SUBTYPE: &str = "ckpt-mount";
+
+/// The `-o` list `fusermount3` is given to mount `dir`: its path as the source (`fsname=`,
+/// escaped), the subtype, `nosuid,nodev`, the flag words `vfs` (it reads them into the same
+/// flags `mount(2)` gets from root) and the FUSE options `fuse` (`default_permissions`,
+/// `allow_other`).
+pub fn helper_options(dir: &Path, vfs: &[&str], fuse: &[&str]) -> std::ffi::OsString {
+    let mut o = b"fsname=".to_vec();
+    o.extend(escape_option_value(dir.as_os_str().as_bytes()));
+    o.extend(format!(",subtype={SUBTYPE},nosuid,nodev").bytes());
+    for word in vfs.iter().chain(fuse) {
+        o.push(b',');
+        o.extend(word.bytes());
+    }
+    std::ffi::OsString::from_vec(o)
+}
+
+/// A value in a `-o` list, escaped as libfuse escapes `fsname=` (`fuse_opt_add_opt_escaped`)
+/// and `fusermount3` reads it back: `\` and `,` each get a `\` before them, so a folder
+/// whose path holds a comma is one option, not two.
+fn escape_option_value(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len());
+    for &b in value {
+        if b == b'\\' || b == b',' {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
+}
+
+/// Mounts FUSE at `dir` by `mount(2)` (root): type `fuse.ckpt-mount`, the folder's path as the
+/// source, the `MS_*` `flags`, and the FUSE options `fuse` (`default_permissions`,
+/// `allow_other`) after the device's own; returns the `/dev/fuse` descriptor to serve.
+pub fn mount_directly(dir: &Path, flags: libc::c_ulong, fuse: &[&str]) -> std::io::Result<OwnedFd> {
+    use std::os::unix::fs::MetadataExt;
+    let device: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot open /dev/fuse: {e}")))?
+        .into();
+    let rootmode = std::fs::metadata(dir)?.mode() & libc::S_IFMT;
+    let mut data = format!(
+        "fd={},rootmode={rootmode:o},user_id={},group_id={}",
+        device.as_raw_fd(),
+        sys::geteuid(),
+        sys::getegid()
+    );
+    for word in fuse {
+        data.push(',');
+        data.push_str(word);
+    }
+    let nul = |what: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{what} contains NUL"),
+        )
+    };
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|_| nul("the path"))?;
+    let fstype = std::ffi::CString::new(format!("fuse.{SUBTYPE}")).map_err(|_| nul("the type"))?;
+    let data = std::ffi::CString::new(data).map_err(|_| nul("the options"))?;
+    sys::mount(&path, &path, &fstype, flags, &data)
+        .map_err(|e| std::io::Error::from_raw_os_error(e.0))?;
+    Ok(device)
+}
 
 /// Where the helper is: `$FUSERMOUNT_PATH` if set, else the first `fusermount3` or
 /// `fusermount` on `$PATH` or in the system directories (a mount helper run by `mount(8)` gets
@@ -143,10 +214,10 @@ impl std::fmt::Display for MountError {
 
 impl std::error::Error for MountError {}
 
-/// Mounts FUSE at `dir` through the helper with the `-o` options `options`; returns the
-/// `/dev/fuse` descriptor to serve. The error displays as one line: the helper's own message
-/// when it gave one.
-pub fn mount(dir: &Path, options: &str) -> Result<OwnedFd, MountError> {
+/// Mounts FUSE at `dir` through the helper with the `-o` options `options` (see
+/// [`helper_options`]); returns the `/dev/fuse` descriptor to serve. The error displays as one
+/// line: the helper's own message when it gave one.
+pub fn mount(dir: &Path, options: &std::ffi::OsStr) -> Result<OwnedFd, MountError> {
     let helper = helper().ok_or(MountError::NoHelper)?;
     // The helper opens the device with the user's own rights (it drops its set-uid ones
     // first), so a device closed to the user fails there too; say what helps instead.
@@ -190,9 +261,22 @@ pub fn mount(dir: &Path, options: &str) -> Result<OwnedFd, MountError> {
                     status,
                     errno,
                 },
-                line => MountError::Said(line.trim().to_string()),
+                line => MountError::Said(with_hint(line.trim())),
             })
         }
+    }
+}
+
+/// The helper's line, and what helps when it refused a mount flag it does not know (an
+/// older `fusermount3` knows `ro`, `noexec`, `noatime`, `sync`, `dirsync`, not `nodiratime`,
+/// `strictatime`, `lazytime` or `nosymfollow`).
+fn with_hint(line: &str) -> String {
+    if line.contains("unknown option") {
+        format!(
+            "{line} (this {HELPER} cannot set that mount option on a user's mount; root's mount can)"
+        )
+    } else {
+        line.to_string()
     }
 }
 
@@ -287,6 +371,23 @@ mod tests {
         assert_eq!(sys::user_name(0).as_deref(), Some("root"));
         // The largest uid but the invalid (uid_t)-1: no database holds it.
         assert_eq!(sys::user_name(u32::MAX - 1), None);
+    }
+
+    #[test]
+    fn the_helpers_options_escape_the_folder_and_keep_the_words() {
+        let o = helper_options(
+            Path::new("/src/a,b\\c d"),
+            &["ro", "noatime"],
+            &["allow_other"],
+        );
+        assert_eq!(
+            o.as_bytes(),
+            b"fsname=/src/a\\,b\\\\c d,subtype=ckpt-mount,nosuid,nodev,ro,noatime,allow_other"
+        );
+        assert_eq!(
+            helper_options(Path::new("/p"), &[], &[]).as_bytes(),
+            b"fsname=/p,subtype=ckpt-mount,nosuid,nodev"
+        );
     }
 
     #[test]

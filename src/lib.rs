@@ -33,4 +33,5 @@ pub mod sys;
 pub mod tree;
 pub mod units;
 pub mod versions;
+pub mod vfs_options;
 pub mod xattrs;

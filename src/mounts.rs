@@ -3,10 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-/// The mount source ckpt-mount gives its mounts (`fsname=`).
-pub const FSNAME: &str = "ckpt-mount";
-/// The filesystem type as `fusermount` would name it; a direct mount shows `fuse`.
+/// The filesystem type of every ckpt-mount mount, by which its mounts are recognised (the
+/// source is the folder's path, as bindfs shows it).
 pub const FSTYPE: &str = "fuse.ckpt-mount";
+/// The source every mount had before it was the folder's path: root's mounts, made without
+/// the subtype, showed type `fuse`, so a daemon started by an older build is still found by it.
+const OLD_SOURCE: &str = "ckpt-mount";
 
 /// A mount as mountinfo lists it.
 #[derive(Debug, Clone)]
@@ -23,9 +25,9 @@ pub struct MountEntry {
 }
 
 impl MountEntry {
-    /// Whether ckpt-mount made this mount.
+    /// Whether ckpt-mount made this mount: its type, or an older build's source.
     pub fn is_ckpt(&self) -> bool {
-        self.fstype == FSTYPE || (self.fstype.starts_with("fuse") && self.source == FSNAME)
+        self.fstype == FSTYPE || (self.fstype == "fuse" && self.source == OLD_SOURCE)
     }
 }
 
@@ -327,15 +329,29 @@ mod tests {
     #[test]
     fn mountinfo_lines_give_device_point_type_and_source() {
         let text = "36 35 98:0 /mnt1 /mnt/a\\040b rw,noatime master:1 - ext3 /dev/root rw\n\
-                    90 29 0:53 / /tmp/p rw,nosuid,nodev shared:1 - fuse.ckpt-mount ckpt-mount rw,user_id=0\n";
+                    90 29 0:53 / /tmp/p rw,nosuid,nodev shared:1 - fuse.ckpt-mount /tmp/p rw,user_id=0\n\
+                    91 29 0:54 / /tmp/a\\040b rw,nosuid,nodev - fuse.ckpt-mount /tmp/a\\040b rw\n\
+                    92 29 0:55 / /tmp/old rw,nosuid,nodev - fuse ckpt-mount rw,user_id=0\n\
+                    93 29 0:56 / /tmp/bind rw,nosuid,nodev - fuse.bindfs /tmp/p rw\n\
+                    94 29 0:57 / /tmp/other rw,nosuid,nodev - fuse.sshfs ckpt-mount rw\n";
         let m = parse_mountinfo(text);
-        assert_eq!(m.len(), 2);
+        assert_eq!(m.len(), 6);
         assert_eq!(m[0].dev, "98:0");
         assert_eq!(m[0].point, PathBuf::from("/mnt/a b"));
         assert!(!m[0].is_ckpt());
         assert_eq!(m[1].dev, "0:53");
         assert_eq!(m[1].point, PathBuf::from("/tmp/p"));
+        assert_eq!(m[1].source, "/tmp/p");
         assert!(m[1].is_ckpt());
+        // A folder with a space: both its point and its source are unescaped.
+        assert_eq!(m[2].point, PathBuf::from("/tmp/a b"));
+        assert_eq!(m[2].source, "/tmp/a b");
+        assert!(m[2].is_ckpt());
+        // Root's mount by an older build: type `fuse`, source `ckpt-mount`.
+        assert!(m[3].is_ckpt());
+        // Another FUSE filesystem is not ours, whatever its source says.
+        assert!(!m[4].is_ckpt());
+        assert!(!m[5].is_ckpt());
     }
 
     #[test]

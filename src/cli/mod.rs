@@ -68,6 +68,7 @@ pub enum Command {
     ///
     /// Example: ckpt-mount mount ~/src/site
     /// Example: ckpt-mount mount ~/src/site --max-blob 256M --compress
+    /// Example: ckpt-mount mount ~/src/site -o ro,noatime
     #[command(verbatim_doc_comment)]
     Mount(mount::MountArgs),
     /// Unmount a folder; a busy mount is reported, not torn
@@ -229,6 +230,7 @@ impl Cli {
     /// which calls it first, refuses bad usage before it touches any folder.
     pub fn check(&self) -> CliResult {
         match &self.command {
+            Command::Mount(a) => a.check(),
             Command::Turn(a) => a.check(),
             Command::Rewind(a) => a.check(),
             Command::Prune(a) => a.check(),

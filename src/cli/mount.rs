@@ -3,6 +3,7 @@
 use super::{CliError, CliResult};
 use crate::daemon::{self, MountOptions};
 use crate::sys;
+use crate::vfs_options::VfsOptions;
 use clap::Args;
 use std::io::Read;
 use std::os::fd::AsRawFd;
@@ -45,6 +46,12 @@ pub struct MountArgs {
     /// it always does with --allow-other; by default the host filesystem checks them
     #[arg(long)]
     pub kernel_permissions: bool,
+    /// Mount options, comma-separated, as mount(8) takes them: ro, noexec, sync, dirsync,
+    /// noatime, nodiratime, relatime, strictatime, lazytime, nosymfollow and their opposites,
+    /// nosuid and nodev (always on), allow_other, default_permissions. A read-only (ro) mount
+    /// refuses every write, rewind and undo, and reads history as ever
+    #[arg(short = 'o', long = "options", value_name = "OPTIONS")]
+    pub options: Vec<String>,
     /// Internal: the readiness pipe of a background daemon
     #[arg(long, hide = true)]
     pub ready_fd: Option<i32>,
@@ -57,8 +64,21 @@ pub struct UnmountArgs {
     pub dir: PathBuf,
 }
 
+impl MountArgs {
+    /// `-o` read as [`VfsOptions`]; a word it does not accept is bad usage.
+    pub fn vfs_options(&self) -> Result<VfsOptions, CliError> {
+        VfsOptions::parse(&self.options).map_err(CliError::usage)
+    }
+
+    /// Bad usage that the arguments alone show: an `-o` word not accepted.
+    pub fn check(&self) -> CliResult {
+        self.vfs_options().map(drop)
+    }
+}
+
 /// Mounts; in the background unless `--foreground`.
 pub fn mount(a: MountArgs) -> CliResult {
+    let vfs = a.vfs_options()?;
     if !a.foreground {
         recover_dead_mount(&a.dir)?;
     }
@@ -67,13 +87,14 @@ pub fn mount(a: MountArgs) -> CliResult {
     let opts = MountOptions {
         dir: dir.clone(),
         max_blob: a.max_blob,
-        allow_other: a.allow_other,
+        allow_other: a.allow_other || vfs.allow_other,
         durable: a.durable,
         threads: a.threads,
         ttl_secs: a.ttl,
         passthrough: !a.no_passthrough,
         compress: a.compress,
-        kernel_permissions: a.kernel_permissions,
+        kernel_permissions: a.kernel_permissions || vfs.default_permissions,
+        vfs,
     };
     if a.foreground {
         let ready = a.ready_fd.and_then(daemon::inherited_fd);
@@ -172,6 +193,9 @@ pub fn spawn_daemon(dir: &std::path::Path, a: &MountArgs) -> Result<u32, CliErro
     }
     if a.kernel_permissions {
         cmd.arg("--kernel-permissions");
+    }
+    for list in &a.options {
+        cmd.arg(format!("--options={list}"));
     }
     sys::detach_with_fd(&mut cmd, w.as_raw_fd(), 3);
     let child = cmd

@@ -112,6 +112,7 @@ fn mount_if_needed(folder: &std::path::Path, force: bool) -> Result<bool, CliErr
         force,
         kernel_permissions: false,
         compress: false,
+        options: Vec::new(),
         ready_fd: None,
     };
     super::mount::spawn_daemon(&dir, &args)?;

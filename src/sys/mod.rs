@@ -17,7 +17,7 @@
 //! | `io.rs` | data through an open descriptor: `pread`/`pwrite` and their loops, `fsync`, `fallocate`, `lseek`, `copy_file_range`, `ftruncate`, `flock`, `pipe` |
 //! | `xattr.rs` | extended attributes, by `O_PATH` descriptor or by open one |
 //! | `dirent.rs` | directory listings through `getdents64` |
-//! | `process.rs` | the process and its threads: umask, dumpability, sessions, signals, a uid's login name, `dup2`, socket peer credentials, descriptors passed to or from helpers, priority, unmount |
+//! | `process.rs` | the process and its threads: umask, dumpability, sessions, signals, a uid's login name, `dup2`, socket peer credentials, descriptors passed to or from helpers, priority, mount and unmount |
 //! | `term.rs` | what the reader of the CLI's output set up: the terminal's width, the local time zone |
 #![allow(unsafe_code)]
 
@@ -45,9 +45,9 @@ pub use io::{
     read_full, read_if_at_most, read_to_end, write, write_all,
 };
 pub use process::{
-    block_sigint, children_of_self, default_sigchld, default_sigpipe, detach_with_fd, geteuid,
-    inherit_fd, kill_self, lower_thread_priority, make_undumpable, map_large_allocations, own_fd,
-    peer_cred, pidfd_exited, pidfd_open_thread, process_alive, raise_nofile_limit,
+    block_sigint, children_of_self, default_sigchld, default_sigpipe, detach_with_fd, getegid,
+    geteuid, inherit_fd, kill_self, lower_thread_priority, make_undumpable, map_large_allocations,
+    mount, own_fd, peer_cred, pidfd_exited, pidfd_open_thread, process_alive, raise_nofile_limit,
     reap_ended_children, recv_fd, set_child_subreaper, set_umask, umount, unblock_sigint,
     unshare_fs, user_name, wait_any_child, wait_for_sigint,
 };

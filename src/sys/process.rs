@@ -2,7 +2,7 @@
 //! [`unshare_fs`]), starting the daemon in its own session with its readiness pipe, liveness,
 //! `SIGINT` taken by a thread of its own (the CLI's Ctrl-C during a rewind),
 //! dumpability, the effective uid and a uid's login name, a socket peer's credentials, descriptors passed to a helper
-//! or received from one (`fusermount3`), thread priority, and unmounting.
+//! or received from one (`fusermount3`), thread priority, and mounting and unmounting.
 //!
 //! Kept apart from the file calls because none of these takes a descriptor of the host tree.
 
@@ -16,6 +16,28 @@ use super::{SysResult, check};
 pub fn umount(path: &CStr, flags: i32) -> SysResult<()> {
     // SAFETY: plain syscall on a valid string.
     check(unsafe { libc::umount2(path.as_ptr(), flags) }).map(drop)
+}
+
+/// `mount(2)` of a new filesystem: `source` (what mountinfo shows as the mount's source),
+/// `target`, `fstype` (`fuse.SUBTYPE`), the `MS_*` `flags` and the filesystem's `data`.
+pub fn mount(
+    source: &CStr,
+    target: &CStr,
+    fstype: &CStr,
+    flags: libc::c_ulong,
+    data: &CStr,
+) -> SysResult<()> {
+    // SAFETY: plain syscall; every pointer is a valid NUL-terminated string for the call.
+    check(unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    })
+    .map(drop)
 }
 
 /// Sets the umask (the process's, or only this thread's after [`unshare_fs`]) and returns the
@@ -103,6 +125,12 @@ pub fn children_of_self() -> Vec<u32> {
 pub fn geteuid() -> u32 {
     // SAFETY: cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// Effective gid of this process.
+pub fn getegid() -> u32 {
+    // SAFETY: cannot fail.
+    unsafe { libc::getegid() }
 }
 
 /// The login name of `uid` from the user database (`getpwuid_r(3)`: `/etc/passwd`, or NSS),
