@@ -10,6 +10,7 @@ use crate::store::Store;
 use crate::store::blob::BlobStore;
 use crate::store::journal::{LinkTarget, PreImage};
 use crate::sys::{self, Errno};
+use crate::xattrs::{Via, Xattr};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io::Write;
@@ -37,11 +38,18 @@ pub enum OldVersion {
         size: u64,
         /// Its permission bits.
         mode: u32,
+        /// Its extended attributes, sorted by name; `None` when they are not known (a capture
+        /// recorded before journal version 3, or an answer from an older daemon).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        xattrs: Option<Vec<Xattr>>,
     },
     /// A symbolic link.
     Symlink {
         /// Its target, its bytes as they are (in the JSON a string, or `{"hex": …}`).
         target: LinkTarget,
+        /// Its extended attributes, as for a file.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        xattrs: Option<Vec<Xattr>>,
     },
 }
 
@@ -100,6 +108,8 @@ pub enum Reading {
     Stat,
     /// Reading the symlink.
     Readlink,
+    /// Reading its extended attributes.
+    Xattrs,
 }
 
 impl fmt::Display for VersionError {
@@ -184,13 +194,20 @@ pub fn old_version(
     match recorded {
         None => now(root, rel, turn),
         Some(PreImage::File {
-            blob, size, mode, ..
+            blob,
+            size,
+            mode,
+            xattrs,
+            ..
         }) => Ok(OldVersion::File {
             source: Source::Store(blob),
             size,
             mode,
+            xattrs,
         }),
-        Some(PreImage::Symlink { target, .. }) => Ok(OldVersion::Symlink { target }),
+        Some(PreImage::Symlink { target, xattrs, .. }) => {
+            Ok(OldVersion::Symlink { target, xattrs })
+        }
         Some(PreImage::Absent) => no_bytes(NoBytes::Absent),
         Some(PreImage::Dir { .. }) => no_bytes(NoBytes::Dir),
         Some(PreImage::Fifo { .. }) => no_bytes(NoBytes::Fifo),
@@ -243,17 +260,25 @@ fn now(root: BorrowedFd<'_>, rel: &RelPath, turn: Moment) -> Result<OldVersion, 
             _ => io(Reading::Open)(e),
         })?;
     let st = sys::fstat(fd.as_fd()).map_err(io(Reading::Stat))?;
+    // What stands in the folder now carries its attributes as they are now.
+    let xattrs = || {
+        crate::xattrs::read_all(Via::Path(fd.as_fd()))
+            .map(Some)
+            .map_err(io(Reading::Xattrs))
+    };
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => Ok(OldVersion::File {
             source: Source::Folder,
             size: st.st_size as u64,
             mode: st.st_mode & 0o7777,
+            xattrs: xattrs()?,
         }),
         libc::S_IFLNK => {
             // An `O_PATH | O_NOFOLLOW` descriptor of a symlink reads it with an empty name.
             let target = sys::readlinkat(fd.as_fd(), c"").map_err(io(Reading::Readlink))?;
             Ok(OldVersion::Symlink {
                 target: LinkTarget(target),
+                xattrs: xattrs()?,
             })
         }
         libc::S_IFDIR => Err(no_bytes(NoBytes::Dir)),

@@ -136,6 +136,23 @@ pub fn apply(via: Via<'_>, want: &[Xattr]) -> SysResult<bool> {
     Ok(changed)
 }
 
+/// Sets each attribute of `list` on the inode, one by one, going on past a failure; returns
+/// those that could not be set with why (`EPERM` for a `trusted.` or `security.` name without
+/// the privilege, `ENOTSUP` where the filesystem has no such attributes). For a copy made
+/// elsewhere, which starts with none: nothing is removed.
+pub fn set_each<'a>(via: Via<'_>, list: &'a [Xattr]) -> Vec<(&'a Xattr, Errno)> {
+    let mut failed = Vec::new();
+    for x in list {
+        let set = CString::new(x.name.clone())
+            .map_err(|_| Errno(libc::EINVAL))
+            .and_then(|c| via.set(&c, &x.value));
+        if let Err(e) = set {
+            failed.push((x, e));
+        }
+    }
+    failed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

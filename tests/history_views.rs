@@ -210,3 +210,156 @@ fn diff_piped_into_head_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "modified a.txt\n");
 }
+
+/// `getfattr -d -m - -h` of `path` (every name this user can see, a symlink's own): its
+/// `NAME="VALUE"` lines, as getfattr sorts them.
+fn getfattr(path: &std::path::Path) -> Vec<String> {
+    let o = std::process::Command::new("getfattr")
+        .args(["-d", "-m", "-", "-h", "--absolute-names"])
+        .arg(path)
+        .output()
+        .expect("getfattr");
+    assert!(o.status.success(), "getfattr {}: {o:?}", path.display());
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `restore --to` gives the copy the extended attributes of the version it copies: those of
+/// the pre-image when a later turn changed the file (`f`: its attributes changed and one
+/// removed in turn 2, `setfattr` through the mount), those the file has in the folder when no
+/// turn since changed it (`g`); mounted and on the unmounted folder, read back with getfattr.
+fn restore_keeps_the_versions_xattrs() {
+    if !common::require_program("getfattr") || !common::require_program("setfattr") {
+        return;
+    }
+    let mut m = Mounted::with(|d| {
+        std::fs::write(d.join("f"), "one\n").expect("write");
+        std::fs::write(d.join("g"), "gee\n").expect("write");
+        let o = std::process::Command::new("sh")
+            .arg("-ec")
+            .arg(
+                "setfattr -n user.a -v 1 f; setfattr -n user.b -v bee f; setfattr -n user.g -v G g",
+            )
+            .current_dir(d)
+            .output()
+            .expect("setfattr");
+        assert!(o.status.success(), "{o:?}");
+    });
+    m.turn(2);
+    m.sh("setfattr -n user.a -v 2 f; setfattr -x user.b f; echo two > f");
+    let out = tempfile::tempdir().expect("tempdir");
+    for mounted in [true, false] {
+        if !mounted {
+            m.unmount();
+        }
+        let dest = out.path().join(format!("f-{mounted}"));
+        let said = ok(with_path(
+            &m,
+            &["restore", "2", "--to", dest.to_str().expect("utf-8")],
+            "f",
+        ));
+        assert!(said.ends_with("(4 B, 2 extended attributes)\n"), "{said}");
+        assert_eq!(getfattr(&dest), ["user.a=\"1\"", "user.b=\"bee\""]);
+        assert_eq!(std::fs::read_to_string(&dest).expect("read"), "one\n");
+        let dest = out.path().join(format!("g-{mounted}"));
+        let said = ok(with_path(
+            &m,
+            &["restore", "2", "--to", dest.to_str().expect("utf-8")],
+            "g",
+        ));
+        assert!(said.ends_with("(4 B, 1 extended attribute)\n"), "{said}");
+        assert_eq!(getfattr(&dest), ["user.g=\"G\""]);
+    }
+    m.remount();
+}
+
+on_both_mounts!(
+    restore_keeps_extended_attributes,
+    restore_keeps_extended_attributes_on_a_users_mount,
+    restore_keeps_the_versions_xattrs
+);
+
+/// What a copy cannot be given is said, one line each on stderr, and the rest is kept: a
+/// `security.` attribute (root set it on the user's file) as a normal user, mounted and not;
+/// as root, `trusted.` and `security.` attributes are kept, and file capabilities never are.
+#[test]
+fn restore_says_which_extended_attributes_it_cannot_keep() {
+    use common::user::{USER, UserArea, tier_runs};
+    let Some((uid, gid)) = tier_runs() else {
+        return;
+    };
+    if !common::require_program("getfattr") || !common::require_program("setfattr") {
+        return;
+    }
+    let area = UserArea::new(uid, gid);
+    area.sh("printf 'one\\n' > site/f && setfattr -n user.a -v 1 site/f");
+    let out = area.root.path().join("out");
+    std::fs::create_dir(&out).expect("mkdir out");
+    std::os::unix::fs::chown(&out, Some(uid), Some(gid)).expect("chown out");
+    let root_sets = std::process::Command::new("setfattr")
+        .args(["-n", "security.ckpt_test", "-v", "S"])
+        .arg(area.site.join("f"))
+        .status()
+        .expect("setfattr");
+    assert!(root_sets.success());
+    area.sh("$ck mount site && echo 2 > site/.ckpt/turn && echo two > site/f");
+    for (i, then) in ["true", "$ck unmount site"].iter().enumerate() {
+        area.sh(then);
+        let o = area.sh_as(
+            USER,
+            &format!("$ck restore 2 --dir site --to out/f{i} -- f"),
+        );
+        let (said, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "{said}{err}");
+        assert!(said.ends_with("(4 B, 1 extended attribute)\n"), "{said}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!(
+                "out/f{i}: extended attribute security.ckpt_test not kept: Operation not permitted"
+            )) && err.contains("(setting it needs a privilege this user lacks)"),
+            "{err}"
+        );
+        let dest = area.root.path().join(format!("out/f{i}"));
+        assert_eq!(getfattr(&dest), ["user.a=\"1\""]);
+        assert_eq!(std::fs::read_to_string(&dest).expect("read"), "one\n");
+    }
+
+    // As root: trusted. and security. kept, a file capability said and left out.
+    let m = Mounted::with(|d| {
+        std::fs::write(d.join("f"), "one\n").expect("write");
+        let o = std::process::Command::new("sh")
+            .arg("-ec")
+            .arg(
+                "setfattr -n trusted.t -v T f; setfattr -n security.ckpt_test -v S f; \
+                 setfattr -n security.capability -v 0sAQAAAgAgAAAAAAAAAAAAAAAAAAA= f",
+            )
+            .current_dir(d)
+            .output()
+            .expect("setfattr");
+        assert!(o.status.success(), "{o:?}");
+    });
+    m.turn(2);
+    m.sh("echo two > f");
+    let dest = area.root.path().join("out/root-f");
+    let o = with_path(
+        &m,
+        &["restore", "2", "--to", dest.to_str().expect("utf-8")],
+        "f",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(ok(o.clone()).ends_with("(4 B, 2 extended attributes)\n"));
+    assert!(
+        err.contains("extended attribute security.capability not kept: file capabilities are not carried to a copy, as set-id bits are not"),
+        "{err}"
+    );
+    assert_eq!(
+        getfattr(&dest),
+        ["security.ckpt_test=\"S\"", "trusted.t=\"T\""]
+    );
+}

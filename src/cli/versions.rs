@@ -6,6 +6,7 @@ use crate::ipc::Request;
 use crate::moment::{Moment, Spec};
 use crate::quote::quote_path;
 use crate::versions::OldVersion;
+use crate::xattrs::{Via, Xattr};
 use clap::Args;
 use std::io::Write;
 use std::os::fd::AsFd;
@@ -110,7 +111,7 @@ pub fn cat(a: CatArgs) -> CliResult {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let (version, rel, turn) = fetch(a.dir, a.turn.as_ref(), &a.path, &mut out)?;
-    if let OldVersion::Symlink { target } = version {
+    if let OldVersion::Symlink { target, .. } = version {
         return Err(CliError::fail(format!(
             "{} was a symlink to {} {}; restore --to copies it out as one",
             quote_path(rel.as_bytes()),
@@ -141,24 +142,29 @@ pub fn restore(a: RestoreArgs) -> CliResult {
         .map_err(|e| CliError::fail(format!("cannot write in {}: {e}", parent.display())))?;
     let (version, rel, turn) = fetch(a.dir, a.turn.as_ref(), &a.path, temp.as_file_mut())?;
     match version {
-        OldVersion::File { size, mode, .. } => {
+        OldVersion::File {
+            size, mode, xattrs, ..
+        } => {
             use std::os::unix::fs::PermissionsExt;
             // Set-id bits are not carried to a copy made elsewhere.
             let perms = std::fs::Permissions::from_mode(mode & 0o777);
             temp.as_file()
                 .set_permissions(perms)
-                .and_then(|()| temp.as_file().sync_all())
+                .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
+            let kept = copy_xattrs(Via::Open(temp.as_file().as_fd()), xattrs.as_deref(), &dest);
+            temp.as_file()
+                .sync_all()
                 .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
             persist(temp, &dest, a.force)?;
             println!(
-                "restored {} as it was {} to {} ({})",
+                "restored {} as it was {} to {} ({}{kept})",
                 quote_path(rel.as_bytes()),
                 when(turn),
                 dest.display(),
                 crate::units::human_size(size)
             );
         }
-        OldVersion::Symlink { target } => {
+        OldVersion::Symlink { target, xattrs } => {
             drop(temp);
             if exists {
                 std::fs::remove_file(&dest)
@@ -166,8 +172,9 @@ pub fn restore(a: RestoreArgs) -> CliResult {
             }
             std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target.0), &dest)
                 .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
+            let kept = symlink_xattrs(&dest, xattrs.as_deref())?;
             println!(
-                "restored {} as it was {} to {} (a symlink to {})",
+                "restored {} as it was {} to {} (a symlink to {}{kept})",
                 quote_path(rel.as_bytes()),
                 when(turn),
                 dest.display(),
@@ -176,6 +183,62 @@ pub fn restore(a: RestoreArgs) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// The one attribute never carried: file capabilities grant privilege as set-id bits do, and
+/// neither goes to a copy made elsewhere.
+const NOT_CARRIED: &[u8] = b"security.capability";
+
+/// Gives the copy at `dest` (reached through `via`) the version's extended attributes `xattrs`,
+/// and says on stderr, one line each, which it could not and why: one this user may not set
+/// (`trusted.` or `security.` as a normal user), one `dest`'s filesystem does not hold,
+/// file capabilities (never carried). Returns the words the `restored` line ends with: how many
+/// were copied, or that the version's attributes are not known.
+fn copy_xattrs(via: Via<'_>, xattrs: Option<&[Xattr]>, dest: &Path) -> String {
+    let Some(list) = xattrs else {
+        return "; its extended attributes were not recorded, so none were copied".into();
+    };
+    let not_kept = |name: &[u8], why: String| {
+        eprintln!(
+            "ckpt-mount: {}: extended attribute {} not kept: {why}",
+            dest.display(),
+            quote_path(name)
+        );
+    };
+    let (carried, privileged): (Vec<Xattr>, Vec<Xattr>) =
+        list.iter().cloned().partition(|x| x.name != NOT_CARRIED);
+    for x in &privileged {
+        not_kept(
+            &x.name,
+            "file capabilities are not carried to a copy, as set-id bits are not".into(),
+        );
+    }
+    let failed = crate::xattrs::set_each(via, &carried);
+    for (x, errno) in &failed {
+        let why = match errno.0 {
+            libc::EPERM => format!("{errno} (setting it needs a privilege this user lacks)"),
+            libc::ENOTSUP => format!("{errno} (the filesystem of the copy does not hold it)"),
+            _ => errno.to_string(),
+        };
+        not_kept(&x.name, why);
+    }
+    match carried.len() - failed.len() {
+        0 => String::new(),
+        1 => ", 1 extended attribute".into(),
+        n => format!(", {n} extended attributes"),
+    }
+}
+
+/// [`copy_xattrs`] for the symlink just made at `dest`, reached without following it.
+fn symlink_xattrs(dest: &Path, xattrs: Option<&[Xattr]>) -> Result<String, CliError> {
+    if xattrs.is_some_and(<[Xattr]>::is_empty) {
+        return Ok(String::new());
+    }
+    let c = std::ffi::CString::new(dest.as_os_str().as_bytes())
+        .map_err(|_| CliError::fail(format!("{}: the path holds a NUL", dest.display())))?;
+    let fd = crate::sys::open_path(&c, libc::O_PATH | libc::O_NOFOLLOW)
+        .map_err(|e| CliError::fail(format!("{}: {e}", dest.display())))?;
+    Ok(copy_xattrs(Via::Path(fd.as_fd()), xattrs, dest))
 }
 
 fn persist(temp: tempfile::NamedTempFile, dest: &Path, replace: bool) -> CliResult {
