@@ -234,11 +234,18 @@ fn install_dry_run_and_uninstall_say_what_they_do() {
 
 #[test]
 fn a_malformed_settings_file_is_refused_in_one_line_and_left_alone() {
-    for agent in ["claude-code", "codex", "gemini"] {
+    // A comment is not JSON to Claude Code and Codex; Gemini CLI allows comments, not this.
+    for (agent, broken) in [
+        (
+            "claude-code",
+            "{\n  \"model\": \"opus\",\n  // a comment\n}\n",
+        ),
+        ("codex", "{\n  \"model\": \"opus\",\n  // a comment\n}\n"),
+        ("gemini", "{\n  // a comment\n  \"model\": 'pro'\n}\n"),
+    ] {
         let h = home();
         let settings = user_settings(agent, h.path());
         std::fs::create_dir_all(settings.parent().expect("parent")).expect("mkdir");
-        let broken = "{\n  \"model\": \"opus\",\n  // a comment\n}\n";
         std::fs::write(&settings, broken).expect("write");
         for args in [
             &["hooks", "install", agent][..],
@@ -253,6 +260,69 @@ fn a_malformed_settings_file_is_refused_in_one_line_and_left_alone() {
             assert_eq!(std::fs::read_to_string(&settings).expect("read"), broken);
         }
     }
+}
+
+/// Gemini CLI's settings may hold comments (it strips them before it parses): install adds
+/// the hook and keeps every comment, trailing comma and line as it was; the installed hook
+/// runs; uninstall gives back the file byte for byte; a file of comments alone stays.
+#[test]
+fn gemini_settings_with_comments_keep_them_through_install_and_uninstall() {
+    let h = home();
+    let settings = user_settings("gemini", h.path());
+    std::fs::create_dir_all(settings.parent().expect("parent")).expect("mkdir");
+    let original = r#"// My Gemini CLI settings.
+{
+  /* which model, and why:
+     the fast one */
+  "model": { "name": "gemini-2.5-flash" }, // changed in May
+  "general": {
+    "vimMode": true, // trailing comma next
+  },
+}
+"#;
+    std::fs::write(&settings, original).expect("write settings");
+    let o = ckpt(h.path(), &["hooks", "install", "gemini"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let installed = std::fs::read_to_string(&settings).expect("settings");
+    let ours = format!("\"command\": \"{} hook gemini\"", bin());
+    assert_eq!(installed.matches(&ours).count(), 1, "{installed}");
+    assert!(installed.contains("\"BeforeAgent\""), "{installed}");
+    for line in original.lines().filter(|l| *l != "}") {
+        assert!(installed.contains(line), "lost {line:?}:\n{installed}");
+    }
+    // Installing again changes nothing.
+    let o = ckpt(h.path(), &["hooks", "install", "gemini"]);
+    assert!(text(&o).contains("already"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("settings"),
+        installed
+    );
+    let o = ckpt(h.path(), &["hooks", "uninstall", "gemini"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("removed the Gemini CLI hook"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("settings"),
+        original
+    );
+
+    // Comments and an empty object: the hook comes and goes, the comments stay, and so does
+    // the file.
+    let bare = "// nothing set yet\n{}\n";
+    std::fs::write(&settings, bare).expect("write settings");
+    let o = ckpt(h.path(), &["hooks", "install", "gemini"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let installed = std::fs::read_to_string(&settings).expect("settings");
+    assert!(installed.starts_with("// nothing set yet\n"), "{installed}");
+    assert!(installed.contains(&ours), "{installed}");
+    let o = ckpt(h.path(), &["hooks", "uninstall", "gemini"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let left = std::fs::read_to_string(&settings).expect("the file stays");
+    assert!(left.starts_with("// nothing set yet\n"), "{left}");
+    assert!(!left.contains("hook gemini"), "{left}");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //!
 //! The hook command is this binary by its absolute path, so nothing else has to be installed.
 
+mod jsonc;
 mod payload;
 mod settings;
 
@@ -113,20 +114,13 @@ pub fn run(a: HooksArgs) -> CliResult {
     );
     let agent = t.agent;
     let is_ours = move |e: &Json| e.str_of("command").is_some_and(|c| runs_our_hook(c, agent));
-    let (old_text, mut value) = settings::read(&path)
-        .map_err(|e| CliError::fail(e.to_string()))?
-        .unwrap_or_else(|| (String::new(), Json::Object(Vec::new())));
+    let (old_text, mut doc) = Doc::read(agent, &path).map_err(|e| CliError::fail(e.to_string()))?;
     let title = agent.title();
     let shown = path.display();
     let (changed, done) = if install {
-        let added = settings::add(
-            &mut value,
-            agent.event(),
-            entry(agent, &command),
-            &is_ours,
-            &path,
-        )
-        .map_err(|e| CliError::fail(e.to_string()))?;
+        let added = doc
+            .add(agent.event(), entry(agent, &command), &is_ours, &path)
+            .map_err(|e| CliError::fail(e.to_string()))?;
         let done = match added {
             Added::AlreadyThere => {
                 format!("the {title} hook is already in {shown}; nothing changed")
@@ -137,7 +131,7 @@ pub fn run(a: HooksArgs) -> CliResult {
             ),
         };
         (added != Added::AlreadyThere, done)
-    } else if settings::remove(&mut value, agent.event(), &is_ours) > 0 {
+    } else if doc.remove(agent.event(), &is_ours) > 0 {
         (true, format!("removed the {title} hook from {shown}"))
     } else {
         (
@@ -146,9 +140,10 @@ pub fn run(a: HooksArgs) -> CliResult {
         )
     };
     // A file that held nothing but our hook goes as it came.
-    let new_text = match &value {
-        Json::Object(e) if e.is_empty() && !install => String::new(),
-        v => settings::render(v),
+    let new_text = if !install && doc.holds_nothing() {
+        String::new()
+    } else {
+        doc.text()
     };
     let change = Change {
         path: &path,
@@ -159,9 +154,73 @@ pub fn run(a: HooksArgs) -> CliResult {
     };
     apply(&change, t.dry_run)?;
     if install && !t.dry_run {
-        notes(agent, &value, &path);
+        notes(agent, &doc.value(), &path);
     }
     Ok(())
+}
+
+/// An agent's settings as read: plain JSON, rewritten whole in the agents' own layout (Claude
+/// Code's and Codex's parsers take nothing else), or, for Gemini CLI, JSON with comments,
+/// changed in place with its comments and layout kept.
+enum Doc {
+    Plain(Json),
+    Commented(jsonc::Commented),
+}
+
+impl Doc {
+    /// The file's text (empty when there is none) and its settings.
+    fn read(agent: Agent, path: &Path) -> Result<(String, Doc), settings::SettingsError> {
+        if agent == Agent::Gemini {
+            let text = settings::read_text(path)?.unwrap_or_default();
+            let doc = jsonc::Commented::parse(path, &text)?;
+            return Ok((text, Doc::Commented(doc)));
+        }
+        let (text, value) =
+            settings::read(path)?.unwrap_or_else(|| (String::new(), Json::Object(Vec::new())));
+        Ok((text, Doc::Plain(value)))
+    }
+
+    fn add(
+        &mut self,
+        event: &str,
+        entry: Json,
+        is_ours: &dyn Fn(&Json) -> bool,
+        path: &Path,
+    ) -> Result<Added, settings::SettingsError> {
+        match self {
+            Doc::Plain(v) => settings::add(v, event, entry, is_ours, path),
+            Doc::Commented(d) => d.add(event, &entry, is_ours, path),
+        }
+    }
+
+    fn remove(&mut self, event: &str, is_ours: &dyn Fn(&Json) -> bool) -> usize {
+        match self {
+            Doc::Plain(v) => settings::remove(v, event, is_ours),
+            Doc::Commented(d) => d.remove(event, is_ours),
+        }
+    }
+
+    /// Whether nothing is left in it (no setting; for Gemini CLI's, no comment either).
+    fn holds_nothing(&self) -> bool {
+        match self {
+            Doc::Plain(v) => matches!(v, Json::Object(e) if e.is_empty()),
+            Doc::Commented(d) => d.holds_nothing(),
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Doc::Plain(v) => settings::render(v),
+            Doc::Commented(d) => d.text(),
+        }
+    }
+
+    fn value(&self) -> Json {
+        match self {
+            Doc::Plain(v) => v.clone(),
+            Doc::Commented(d) => d.value(),
+        }
+    }
 }
 
 /// A settings file's text before and after, and the line that says what was done.

@@ -1,5 +1,6 @@
 //! An agent's JSON settings file, read, changed by one hook entry and written back with the
-//! rest of it as it was: objects keep their keys in file order (serde_json's own map would
+//! rest of it as it was (Gemini CLI's, which may hold comments, is changed in place by
+//! `jsonc.rs` with the same rules): objects keep their keys in file order (serde_json's own map would
 //! sort them), and a file that is not JSON, or whose `hooks` are not of the shape the agents
 //! document, is refused rather than rewritten.
 
@@ -192,13 +193,20 @@ impl std::fmt::Display for SettingsError {
 
 impl std::error::Error for SettingsError {}
 
+/// The text of a settings file, `Ok(None)` when there is none.
+pub fn read_text(path: &Path) -> Result<Option<String>, SettingsError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SettingsError::new(path, Problem::Read(e.to_string()))),
+    }
+}
+
 /// Reads a settings file: `Ok(None)` when there is none, an empty object for an empty file,
 /// and a one-line refusal when it is not a JSON object.
 pub fn read(path: &Path) -> Result<Option<(String, Json)>, SettingsError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(SettingsError::new(path, Problem::Read(e.to_string()))),
+    let Some(text) = read_text(path)? else {
+        return Ok(None);
     };
     if text.trim().is_empty() {
         return Ok(Some((text, Json::Object(Vec::new()))));
