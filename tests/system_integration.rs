@@ -404,3 +404,91 @@ fn the_units_start_step_recovers_a_dead_mount_and_leaves_a_live_one() {
     assert!(!is_mounted(&dir), "the dead mount is still there");
     assert!(std::fs::metadata(&dir).is_ok());
 }
+
+/// The README's install for every user, run as written into a scratch root (its `/usr/local`,
+/// `/sbin` and `/usr/share` under it; the binary copied from this build, as its second line
+/// does, instead of built again by `cargo install`): every file lands, executable where it
+/// must be, the completions load in bash, the man page renders; and another user, `ckpt-ci`,
+/// runs the installed binary to mount a folder of theirs and unmount it.
+#[test]
+fn the_readmes_install_for_every_user_works_as_written() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let section = readme
+        .split("## Installing for every user of a machine")
+        .nth(1)
+        .expect("the README's install section");
+    let block = section.split("```").nth(1).expect("its commands");
+    let scratch = scratch();
+    let root = scratch.path().join("root");
+    for dir in [
+        "usr/local/bin",
+        "sbin",
+        "usr/share/bash-completion/completions",
+        "usr/local/share/man/man1",
+    ] {
+        std::fs::create_dir_all(root.join(dir)).expect("mkdir");
+    }
+    let r = root.display().to_string();
+    let installed = format!("{r}/usr/local/bin/ckpt-mount");
+    let mut ran = 0;
+    for line in block
+        .lines()
+        .map(|l| l.split(" # ").next().unwrap_or("").trim())
+    {
+        if line.is_empty() || line.starts_with("cargo install") {
+            continue;
+        }
+        let line = line
+            .replace(" /usr/", &format!(" {r}/usr/"))
+            .replace(" /sbin/", &format!(" {r}/sbin/"))
+            .replace("target/release/ckpt-mount", bin());
+        let line = match line.strip_prefix("ckpt-mount ") {
+            Some(rest) => format!("{installed} {rest}"),
+            None => line,
+        };
+        let o = Command::new("sh")
+            .args(["-ec", &line])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("sh");
+        assert!(o.status.success(), "{line}: {}", text(&o));
+        ran += 1;
+    }
+    assert_eq!(ran, 4, "the README's commands changed: {block}");
+    use std::os::unix::fs::PermissionsExt;
+    for (file, mode) in [
+        ("usr/local/bin/ckpt-mount", 0o755),
+        ("sbin/mount.fuse.ckpt-mount", 0o755),
+    ] {
+        let m = std::fs::metadata(root.join(file)).expect(file);
+        assert_eq!(m.permissions().mode() & 0o7777, mode, "{file}");
+    }
+    let completions = root.join("usr/share/bash-completion/completions/ckpt-mount");
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            ". '{}' && complete -p ckpt-mount",
+            completions.display()
+        ))
+        .output()
+        .expect("bash");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        root.join("usr/local/share/man/man1/ckpt-mount.1").is_file(),
+        "no man page"
+    );
+    // Another user runs what root installed.
+    let Some((uid, gid)) = common::user::tier_runs() else {
+        return;
+    };
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let area = common::user::UserArea::new(uid, gid);
+    let o = area.sh_as(
+        common::user::USER,
+        &format!("{installed} mount site && echo 2 > site/.ckpt/turn && {installed} unmount site"),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("unmounted"), "{}", text(&o));
+}
