@@ -23,6 +23,7 @@ pub mod ipc;
 pub mod moment;
 pub mod mount_policy;
 pub mod mounts;
+pub mod past_tree;
 pub mod quote;
 pub mod relpath;
 pub mod rewind;

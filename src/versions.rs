@@ -232,7 +232,10 @@ pub fn in_past(
     }
     let fd = sys::open_beneath(root, &rel.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0).ok()?;
     let st = sys::fstat(fd.as_fd()).ok()?;
-    if st.st_nlink < 2 || st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+    // Another name of a recorded hard-link group holds a file a recorded pre-image names
+    // (its link count may have dropped since: the other name was removed).
+    let renewed = !index.renewed.is_empty();
+    if st.st_mode & libc::S_IFMT == libc::S_IFDIR || !(renewed || past.may_be_recorded(st.st_ino)) {
         return None;
     }
     let id = crate::identity::FileId::of_fd(fd.as_fd(), st.st_ino);

@@ -179,7 +179,7 @@ fn rewind_control_file_and_gitignore() {
     assert_eq!(m.sh("cat .ckpt/.gitignore"), "*\n");
     assert!(!m.sh_output("echo x > .ckpt/.gitignore").status.success());
     assert_eq!(m.sh("cat .ckpt/.gitignore"), "*\n");
-    assert_eq!(m.sh("ls -A .ckpt"), ".gitignore\nrewind\nturn\n");
+    assert_eq!(m.sh("ls -A .ckpt"), ".gitignore\nrewind\nturn\nturns\n");
     m.turn(2);
     m.sh("echo after > f; echo new > g");
     m.sh("echo 2 > .ckpt/rewind");
@@ -260,7 +260,7 @@ fn the_store_is_unreachable_from_the_mount() {
         assert!(!out.status.success(), "`{attack}` succeeded");
     }
     assert!(!m.path("x").exists());
-    assert_eq!(m.sh("ls -A .ckpt"), ".gitignore\nrewind\nturn\n");
+    assert_eq!(m.sh("ls -A .ckpt"), ".gitignore\nrewind\nturn\nturns\n");
     assert_eq!(m.sh("cat f"), "y\n");
     // Tree walkers do not see it at all.
     assert_eq!(m.sh("ls -A"), "f\n");

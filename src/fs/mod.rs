@@ -51,6 +51,7 @@ mod handles;
 pub mod inode;
 mod namespace;
 mod ops;
+mod pastfs;
 mod resolve;
 mod turns;
 mod vfs;
@@ -114,6 +115,10 @@ pub enum OpenedAs {
     /// file (capture happens at open and at turn boundaries, never per write), and sends no
     /// FLUSH on close (nothing here needs one: no writeback cache, locks are the kernel's).
     Host,
+    /// A file of a moment (`.ckpt/turns/`): read by the daemon, its pages kept (what stood at a
+    /// moment never changes), never passed through (a read of the folder's file is checked
+    /// after it reads).
+    Past,
 }
 
 /// One directory entry for readdir.
@@ -163,6 +168,7 @@ impl Default for FsConfig {
 pub struct CkptFs {
     host: HostFs,
     control: ControlFs,
+    past: pastfs::PastFs,
     turns: Turns,
 }
 
@@ -200,6 +206,7 @@ impl CkptFs {
         Ok(Self {
             host: HostFs::new(root, &st, capture, config),
             control: ControlFs::new(&st),
+            past: pastfs::PastFs::new(&st),
             turns: Turns::new(),
         })
     }

@@ -16,7 +16,9 @@
 use super::control::{self, CTL_DIR, CTL_REWIND};
 use super::ctlfs::is_control_fh;
 use super::inode::ROOT;
-use super::{Caller, CkptFs, DirItem, Entry, FsResult, OpenedAs, Rewound, SetAttr, XattrReply};
+use super::{
+    Caller, CkptFs, DirItem, Entry, FsResult, OpenedAs, Rewound, SetAttr, XattrReply, pastfs,
+};
 use crate::capture::{TurnError, TurnStart};
 use crate::ids::{Fh, NodeId, Turn};
 use crate::relpath::STORE_DIR;
@@ -34,6 +36,8 @@ use std::time::Duration;
 enum Side {
     /// One of the virtual `.ckpt/` nodes.
     Control,
+    /// `.ckpt/turns/` and the read-only trees below it (`pastfs.rs`).
+    Past,
     /// A file or directory of the folder.
     Host,
 }
@@ -41,9 +45,16 @@ enum Side {
 fn side(node: NodeId) -> Side {
     if control::is_control(node) {
         Side::Control
+    } else if pastfs::is_past(node) {
+        Side::Past
     } else {
         Side::Host
     }
+}
+
+/// Every change inside `.ckpt/turns/` is refused: the past is read-only.
+fn read_only<T>() -> FsResult<T> {
+    Err(Errno(libc::EROFS).into())
 }
 
 /// Whether `name` in `parent` is the store's own name at the root (`.ckpt`).
@@ -56,6 +67,9 @@ pub(super) fn is_store_name(parent: NodeId, name: &OsStr) -> bool {
 /// `EPERM` (the store is not part of the project: nothing may be created or removed
 /// there); every other goes on to the host.
 pub(super) fn refuse_store(parent: NodeId, name: &OsStr) -> FsResult<()> {
+    if side(parent) == Side::Past {
+        return read_only();
+    }
     if side(parent) == Side::Control || is_store_name(parent, name) {
         return Err(Errno(libc::EPERM).into());
     }
@@ -67,7 +81,13 @@ impl CkptFs {
     /// one place where the two sides meet.
     pub fn lookup(&self, parent: NodeId, name: &OsStr) -> FsResult<Entry> {
         match side(parent) {
+            Side::Control
+                if parent == CTL_DIR && name.as_bytes() == pastfs::TURNS_NAME.as_bytes() =>
+            {
+                Ok(self.past.turns_entry())
+            }
             Side::Control => self.control.lookup(parent, name),
+            Side::Past => self.past.lookup(&self.host, parent, name),
             Side::Host if is_store_name(parent, name) => Ok(self.control.entry(CTL_DIR)),
             Side::Host => self.host.host_lookup(parent, name),
         }
@@ -76,8 +96,10 @@ impl CkptFs {
     /// `forget`: the kernel dropped `n` references to `node`.
     pub fn forget(&self, node: NodeId, n: u64) {
         // Control nodes are never forgotten: their ids are fixed.
-        if side(node) == Side::Host {
-            self.host.host_forget(node, n);
+        match side(node) {
+            Side::Host => self.host.host_forget(node, n),
+            Side::Past => self.past.forget(node, n),
+            Side::Control => {}
         }
     }
 
@@ -86,6 +108,7 @@ impl CkptFs {
         match side(node) {
             // Control files change with every turn and rewind: never cached.
             Side::Control => Duration::ZERO,
+            Side::Past => pastfs::PastFs::attr_ttl(node),
             Side::Host => self.host.host_attr_ttl(node),
         }
     }
@@ -94,6 +117,7 @@ impl CkptFs {
     pub fn getattr(&self, node: NodeId, fh: Option<Fh>) -> FsResult<FileAttr> {
         match side(node) {
             Side::Control => Ok(self.control.attr(node)),
+            Side::Past => self.past.getattr(&self.host, node),
             Side::Host => self.host.host_getattr(node, fh),
         }
     }
@@ -114,6 +138,16 @@ impl CkptFs {
                     Err(Errno(libc::EACCES).into())
                 }
             }
+            Side::Past if mask & libc::W_OK != 0 => read_only(),
+            Side::Past => {
+                let attr = self.past.getattr(&self.host, node)?;
+                let wanted = (mask & (libc::R_OK | libc::X_OK)) as u32;
+                if (u32::from(attr.perm) >> 6) & wanted == wanted {
+                    Ok(())
+                } else {
+                    Err(Errno(libc::EACCES).into())
+                }
+            }
             Side::Host => Ok(sys::access_fd(self.host.node_fd(node)?.as_fd(), mask)?),
         }
     }
@@ -128,6 +162,7 @@ impl CkptFs {
     ) -> FsResult<FileAttr> {
         match side(node) {
             Side::Control => self.control.setattr(node, &set),
+            Side::Past => read_only(),
             Side::Host => self.host.host_setattr(node, fh, set, caller),
         }
     }
@@ -137,6 +172,7 @@ impl CkptFs {
     pub fn opened_as(&self, node: NodeId) -> OpenedAs {
         match side(node) {
             Side::Control => OpenedAs::Direct,
+            Side::Past => OpenedAs::Past,
             Side::Host => OpenedAs::Host,
         }
     }
@@ -153,6 +189,7 @@ impl CkptFs {
     pub fn open(&self, node: NodeId, flags: i32, caller: Caller) -> FsResult<Fh> {
         match side(node) {
             Side::Control => self.control.open(node, flags),
+            Side::Past => self.past.open(&self.host, node, flags),
             Side::Host => self.host.host_open(node, flags, caller),
         }
     }
@@ -168,6 +205,7 @@ impl CkptFs {
         match side(node) {
             // No second name for a control file, anywhere.
             Side::Control => Err(Errno(libc::EPERM).into()),
+            Side::Past => read_only(),
             Side::Host => self.host.host_link(node, newparent, newname, caller),
         }
     }
@@ -181,9 +219,16 @@ impl CkptFs {
         sink: &mut dyn FnMut(&DirItem) -> bool,
     ) -> FsResult<()> {
         match side(node) {
-            Side::Control => self
-                .control
-                .readdir(node, offset, &mut |item, _| sink(item)),
+            Side::Control => self.readdir_control(node, offset, &mut |item, _| sink(item)),
+            Side::Past => self
+                .past
+                .readdir(&self.host, node, offset, &mut |item, entry| {
+                    // A plain readdir sends no entries: each lookup counted is given back.
+                    if let Some(e) = entry {
+                        self.past.forget(e.node, 1);
+                    }
+                    sink(item)
+                }),
             Side::Host => self.host.host_readdir(node, offset, sink),
         }
     }
@@ -196,7 +241,8 @@ impl CkptFs {
         sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
     ) -> FsResult<()> {
         match side(node) {
-            Side::Control => self.control.readdir(node, offset, sink),
+            Side::Control => self.readdir_control(node, offset, sink),
+            Side::Past => self.past.readdir(&self.host, node, offset, sink),
             Side::Host => self.host.host_readdirplus(node, offset, sink),
         }
     }
@@ -204,8 +250,8 @@ impl CkptFs {
     /// `fsyncdir`: the directory's entries made durable on the host.
     pub fn fsyncdir(&self, node: NodeId, datasync: bool) -> FsResult<()> {
         match side(node) {
-            // Nothing of the control directory is on disk.
-            Side::Control => Ok(()),
+            // Nothing of the control directory is on disk, nor is the past changed.
+            Side::Control | Side::Past => Ok(()),
             Side::Host => self.host.host_fsyncdir(node, datasync),
         }
     }
@@ -214,6 +260,7 @@ impl CkptFs {
     pub fn getxattr(&self, node: NodeId, name: &OsStr, size: u32) -> FsResult<XattrReply> {
         match side(node) {
             Side::Control => Err(Errno(libc::ENODATA).into()),
+            Side::Past => self.past.getxattr(&self.host, node, name, size),
             Side::Host => self.host.host_getxattr(node, name, size),
         }
     }
@@ -227,6 +274,7 @@ impl CkptFs {
             } else {
                 XattrReply::Data(Vec::new())
             }),
+            Side::Past => self.past.listxattr(&self.host, node, size),
             Side::Host => self.host.host_listxattr(node, size),
         }
     }
@@ -242,6 +290,7 @@ impl CkptFs {
     ) -> FsResult<()> {
         match side(node) {
             Side::Control => Err(Errno(libc::EPERM).into()),
+            Side::Past => read_only(),
             Side::Host => self.host.host_setxattr(node, name, value, flags, caller),
         }
     }
@@ -250,8 +299,43 @@ impl CkptFs {
     pub fn removexattr(&self, node: NodeId, name: &OsStr, caller: Caller) -> FsResult<()> {
         match side(node) {
             Side::Control => Err(Errno(libc::EPERM).into()),
+            Side::Past => read_only(),
             Side::Host => self.host.host_removexattr(node, name, caller),
         }
+    }
+}
+
+impl CkptFs {
+    /// `.ckpt/`'s listing: the control files, then `turns` (the past's side).
+    fn readdir_control(
+        &self,
+        node: NodeId,
+        offset: u64,
+        sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
+    ) -> FsResult<()> {
+        let mut last = offset;
+        let mut full = false;
+        self.control.readdir(node, offset, &mut |item, entry| {
+            last = item.offset;
+            full = sink(item, entry);
+            full
+        })?;
+        if full {
+            return Ok(());
+        }
+        let turns_offset = control::ENTRIES.len() as u64 + 3;
+        if node == CTL_DIR && offset < turns_offset {
+            let _ = last;
+            let entry = self.past.turns_entry();
+            let item = DirItem {
+                ino: entry.node.get(),
+                offset: turns_offset,
+                kind: fuser::FileType::Directory,
+                name: pastfs::TURNS_NAME.into(),
+            };
+            sink(&item, Some(&entry));
+        }
+        Ok(())
     }
 }
 
@@ -260,6 +344,9 @@ impl CkptFs {
 impl CkptFs {
     /// `read`.
     pub fn read(&self, fh: Fh, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        if pastfs::is_past_fh(fh) {
+            return self.past.read(&self.host, fh, offset, size);
+        }
         if is_control_fh(fh) {
             return self.control.read(fh, offset, size, self);
         }
@@ -268,6 +355,9 @@ impl CkptFs {
 
     /// `write`.
     pub fn write(&self, fh: Fh, offset: u64, data: &[u8]) -> FsResult<u32> {
+        if pastfs::is_past_fh(fh) {
+            return read_only();
+        }
         if is_control_fh(fh) {
             return self.control.write(fh, data, self);
         }
@@ -277,6 +367,9 @@ impl CkptFs {
     /// `flush` (each `close`): nothing to do for a file of the folder (the mount keeps no
     /// write-back cache; locks are the kernel's).
     pub fn flush(&self, fh: Fh) -> FsResult<()> {
+        if pastfs::is_past_fh(fh) {
+            return Ok(());
+        }
         if is_control_fh(fh) {
             return self.control.flush(fh);
         }
@@ -285,6 +378,9 @@ impl CkptFs {
 
     /// `release`.
     pub fn release(&self, fh: Fh) {
+        if pastfs::is_past_fh(fh) {
+            return self.past.release(fh);
+        }
         if is_control_fh(fh) {
             return self.control.release(fh);
         }
@@ -293,6 +389,9 @@ impl CkptFs {
 
     /// `fsync`: a control file has nothing to sync (every input is acted on when written).
     pub fn fsync(&self, fh: Fh, datasync: bool) -> FsResult<()> {
+        if pastfs::is_past_fh(fh) {
+            return Ok(());
+        }
         if is_control_fh(fh) {
             return Ok(());
         }
@@ -379,10 +478,11 @@ impl CkptFs {
 
     /// `readlink` (no control node is a symlink: `EINVAL` as for any non-link).
     pub fn readlink(&self, node: NodeId) -> FsResult<Vec<u8>> {
-        if side(node) == Side::Control {
-            return Err(Errno(libc::EINVAL).into());
+        match side(node) {
+            Side::Control => Err(Errno(libc::EINVAL).into()),
+            Side::Past => self.past.readlink(&self.host, node),
+            Side::Host => self.host.readlink(node),
         }
-        self.host.readlink(node)
     }
 
     /// `statfs`: the folder's filesystem.

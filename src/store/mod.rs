@@ -365,6 +365,23 @@ impl Store {
         Ok(journal::parse(&bytes).map_err(StoreError::Journal)?.lines)
     }
 
+    /// The whole lines of the journal after its first `from` bytes (which must end a line),
+    /// and how many bytes they take (a torn last line is left for a later read).
+    pub fn read_lines_from(&self, from: u64) -> Result<(Vec<journal::Line>, u64), StoreError> {
+        let mut bytes = Vec::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = sys::pread(self.journal.as_fd(), &mut buf, from + bytes.len() as u64)
+                .map_err(io("read journal"))?;
+            if n == 0 {
+                break;
+            }
+            bytes.extend_from_slice(&buf[..n]);
+        }
+        let parsed = journal::parse(&bytes).map_err(StoreError::Journal)?;
+        Ok((parsed.lines, parsed.valid_len as u64))
+    }
+
     /// Total size of the journal in bytes.
     pub fn journal_len(&self) -> u64 {
         sys::fstat(self.journal.as_fd()).map_or(0, |st| st.st_size as u64)

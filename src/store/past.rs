@@ -39,6 +39,13 @@ pub struct Past {
     identities: HashMap<FileId, PreImage>,
     /// Captures still staged: the capture's seq, for its `staged` record to resolve.
     staged: HashMap<Seq, RelPath>,
+    /// Inode numbers the recorded files and symlinks had: a name the folder holds now with
+    /// one of them may be another name of a recorded hard-link group.
+    inos: std::collections::HashSet<u64>,
+    /// How many bytes of the journal were read (the next catch-up reads on from there), and
+    /// the numbering they belong to (a prune rewrites the journal: read again from 0).
+    read_len: u64,
+    journal_epoch: Option<crate::ids::Epoch>,
 }
 
 impl Past {
@@ -51,6 +58,9 @@ impl Past {
             children: HashMap::new(),
             identities: HashMap::new(),
             staged: HashMap::new(),
+            inos: std::collections::HashSet::new(),
+            read_len: 0,
+            journal_epoch: None,
         }
     }
 
@@ -95,6 +105,7 @@ impl Past {
             self.staged.insert(seq, path.clone());
         }
         if let Some(id) = pre.file_id() {
+            self.inos.insert(id.ino);
             self.identities.entry(id).or_insert_with(|| pre.clone());
         }
         self.children
@@ -117,6 +128,7 @@ impl Past {
         {
             *slot = pre.clone();
             if let Some(id) = pre.file_id() {
+                self.inos.insert(id.ino);
                 self.identities.insert(id, pre.clone());
             }
         }
@@ -181,6 +193,17 @@ impl Past {
         self.first.keys()
     }
 
+    /// The first pre-image recorded of the inode `id` (by any of its names).
+    pub fn first_of_identity(&self, id: &FileId) -> Option<&PreImage> {
+        self.identities.get(id)
+    }
+
+    /// Whether a recorded file or symlink had inode number `ino` (a cheap test before
+    /// [`Past::of_identity`]).
+    pub fn may_be_recorded(&self, ino: u64) -> bool {
+        self.inos.contains(&ino)
+    }
+
     /// How many paths are recorded.
     pub fn len(&self) -> usize {
         self.first.len()
@@ -200,13 +223,22 @@ impl Store {
         Ok(past)
     }
 
-    /// Folds into `past` the lines written since it last read (none when it is up to date).
+    /// Folds into `past` the lines written since it last read (none when it is up to date):
+    /// only the journal's bytes after those it read.
     pub fn catch_up(&self, past: &mut Past) -> Result<(), StoreError> {
-        if past.read_to() >= self.index.last_seq {
+        if past.journal_epoch == Some(self.epoch) && past.read_to() >= self.index.last_seq {
             return Ok(());
         }
-        for line in self.read_lines()? {
-            past.fold(&line);
+        if past.journal_epoch != Some(self.epoch) || self.journal_len() < past.read_len {
+            // Never read, or the journal was rewritten since (a prune renumbers it), or cut
+            // back after a refused operation.
+            *past = Past::new(past.at());
+            past.journal_epoch = Some(self.epoch);
+        }
+        let (lines, read) = self.read_lines_from(past.read_len)?;
+        past.read_len += read;
+        for line in &lines {
+            past.fold(line);
         }
         Ok(())
     }

@@ -249,6 +249,18 @@ impl BlobStore {
         }
     }
 
+    /// A descriptor to read the blob's bytes at any offset, when they are stored as they are
+    /// (a loose, uncompressed blob); `None` for a packed or compressed one, or none at all.
+    pub fn open_plain(&self, id: &BlobId) -> Option<OwnedFd> {
+        if self.packs.as_ref().is_some_and(|p| p.get(id).is_some()) {
+            return None;
+        }
+        match self.find(id) {
+            Ok((fd, false)) => Some(fd),
+            _ => None,
+        }
+    }
+
     /// Whether the blob exists (in either form).
     pub fn exists(&self, id: &BlobId) -> bool {
         self.stored_form(id).is_some()
