@@ -108,12 +108,17 @@ impl Tree<'_> {
                 }
             }
         }
-        // What was recorded there since, present at the moment.
+        // What was recorded there since, present at the moment (through `entry`, which reads
+        // a file's inode as its earliest record says).
         for (name, pre) in self.past.recorded_children(dir) {
-            if let Some(pre) = pre.filter(|p| !matches!(p, PreImage::Absent)) {
-                let mut pre = pre.clone();
-                self.group_links(&mut pre);
-                out.insert(name.clone(), Was::Recorded(pre));
+            if pre.is_none_or(|p| matches!(p, PreImage::Absent)) {
+                continue;
+            }
+            let Ok(rel) = RelPath::join(dir, name) else {
+                continue;
+            };
+            if let Some(was) = self.entry(&rel)? {
+                out.insert(name.clone(), was);
             }
         }
         Ok(out.into_iter().collect())
@@ -226,7 +231,10 @@ mod tests {
             "under a later dir"
         );
         assert!(tree.entry(&rp("new")).expect("entry").is_none());
-        assert!(tree.entry(&rp(".ckpt")).expect("entry").is_none(), "the store");
+        assert!(
+            tree.entry(&rp(".ckpt")).expect("entry").is_none(),
+            "the store"
+        );
         assert!(matches!(tree.entry(&rp("kept")), Ok(Some(Was::Folder(_)))));
         // gone/f was recorded absent (made after the moment, inside gone): gone was empty.
         assert!(tree.children(Some(&rp("gone"))).expect("list").is_empty());

@@ -160,6 +160,8 @@ mod host;
 mod mutate;
 #[path = "core_model/partial.rs"]
 mod partial;
+#[path = "core_model/past.rs"]
+mod past;
 #[path = "core_model/resolve.rs"]
 mod resolve;
 #[path = "core_model/run.rs"]

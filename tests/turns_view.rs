@@ -121,8 +121,14 @@ fn the_trees_of_every_turn_are_the_folder_as_it_was() {
     );
 
     // The store is out of reach there too.
-    for script in ["ls .ckpt/turns/1/.ckpt", "cat .ckpt/turns/2/.ckpt/journal.jsonl"] {
-        assert!(!m.sh_output(script).status.success(), "{script} reached the store");
+    for script in [
+        "ls .ckpt/turns/1/.ckpt",
+        "cat .ckpt/turns/2/.ckpt/journal.jsonl",
+    ] {
+        assert!(
+            !m.sh_output(script).status.success(),
+            "{script} reached the store"
+        );
     }
 
     // Every change is refused with EROFS, and nothing changes.

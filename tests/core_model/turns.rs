@@ -103,7 +103,7 @@ impl Case {
                 format!("the live turns and labels are {got:?}, the model says {want:?}"),
             );
         }
-        Ok(())
+        self.check_past_trees()
     }
 
     /// `turn --label k TEXT`.
