@@ -171,6 +171,7 @@ wl rewind-10         "ckpt ckpt-user"                          0    0    1
 wl rewind-1000       "ckpt ckpt-user"                          0    0    1
 wl rewind-10000      "ckpt ckpt-user"                          0    0    1
 wl rewind-rmrf       "ckpt ckpt-user"                          0    0    1
+wl read-tree         "ckpt ckpt-user"                          0    0    1
 # issue 16: what agents run, as root and as a user
 wl npm-ci            "$ALL"                                    0    0    1    0    npm-cache
 wl cargo             "$ALL"                                    0    0    1    0    "rust crate"
@@ -670,6 +671,23 @@ w_rewind-rmrf_run() {
   local d; d="$(tar_diff "$FIX/linux-sub.tar")"
   [ -z "$d" ] || problem rewind-rmrf "tar -d differs through the mount after the rewind: $(echo "$d" | tr '\n' ' ')"
 }
+# issue 32: reading the folder as it was (`.ckpt/turns/1/`, every file's bytes) beside reading
+# the folder itself, each from a cold page cache, on the npm tree after a turn changed the
+# files of NPM_EDITS (so the tree reads those from the store and the rest from the folder)
+w_read-tree_setup() { npm_into "$S"; }
+read_all() { find "$1" -path ./.ckpt -prune -o -type f -exec cat {} + > /dev/null; }
+w_read-tree_run() {
+  inside read-tree sh -c 'echo 2 > .ckpt/turn && for f; do printf "// turn 2 edit\n" >> "$f" || exit 1; done' sh "${NPM_EDITS[@]}"
+  drop_caches
+  timeit read-folder read_all .
+  drop_caches
+  timeit read-tree-1 read_all .ckpt/turns/1
+  local a b
+  a="$(in_target "$T" sh -c 'find . -path ./.ckpt -prune -o -type f -print | wc -l')"
+  b="$(in_target "$T" sh -c 'find .ckpt/turns/1 -type f | wc -l')"
+  [ "$a" = "$b" ] || problem read-tree "the tree at turn 1 has $b files, the folder $a"
+}
+export -f read_all
 # rewinds at scale, the agent workloads, the round-trip floor, the latency tails
 # shellcheck source=bench/workloads-agent.sh
 source "$BENCH/workloads-agent.sh"
