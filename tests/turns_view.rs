@@ -174,6 +174,27 @@ fn the_trees_of_every_turn_are_the_folder_as_it_was() {
         .to_string();
     check("after later changes and a rewind", &k);
     assert_same_tree(&snaps[1].1.0, &tree(&m.dir, false));
+
+    // `restore N --to DEST` with no path: the whole tree copied out, mounted and unmounted.
+    let tmp = m.dir.parent().expect("tmp").to_path_buf();
+    let out1 = tmp.join("whole1");
+    ok(m.cli(&["restore", "1", "--to", out1.to_str().expect("utf-8")]));
+    assert_same_tree(&snaps[0].1.0, &tree(&out1, false));
+    assert_eq!(user_xattrs(&m, &out1), snaps[0].1.1, "xattrs copied out");
+    drop(held);
+    let mut m = m;
+    m.unmount();
+    let out3 = tmp.join("whole3");
+    let spec = format!("3#{k}");
+    ok(m.cli(&["restore", &spec, "--to", out3.to_str().expect("utf-8")]));
+    assert_same_tree(&snaps[2].1.0, &tree(&out3, false));
+    assert_eq!(user_xattrs(&m, &out3), snaps[2].1.1, "xattrs copied out");
+    let again = m.cli(&["restore", "1", "--to", out3.to_str().expect("utf-8")]);
+    assert!(
+        !again.status.success() && text(&again).contains("not empty"),
+        "{}",
+        text(&again)
+    );
 }
 
 on_both_mounts!(

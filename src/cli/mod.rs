@@ -13,6 +13,7 @@ mod mount;
 mod ops;
 mod picker;
 mod prune;
+mod restore_tree;
 mod rewind;
 mod run;
 mod turn;
@@ -170,10 +171,11 @@ pub enum Command {
     /// Example: ckpt-mount cat /second -- src/util.rs
     #[command(verbatim_doc_comment)]
     Cat(versions::CatArgs),
-    /// Copy a file (or symlink) as it was when turn N began to a new path, rewinding nothing
+    /// Copy a file (or symlink), or the whole folder, as it was when turn N began to a new path, rewinding nothing
     ///
     /// Example: ckpt-mount restore 2 --to README.old.md -- README.md
     /// Example: ckpt-mount restore -1 --to util.old.rs -- src/util.rs
+    /// Example: ckpt-mount restore 2 --to ~/site-at-turn-2
     #[command(verbatim_doc_comment)]
     Restore(versions::RestoreArgs),
     /// Mount the folder if needed, run a command inside it as the agent, unmount when it exits

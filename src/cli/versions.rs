@@ -35,18 +35,19 @@ pub struct RestoreArgs {
     /// @TIME or /TEXT
     #[arg(value_name = "N", value_parser = super::moment::parse, allow_negative_numbers = true)]
     pub turn: Option<Spec>,
-    /// Where to write it: a new file (or symlink), anywhere
+    /// Where to write it: a new file (or symlink), anywhere; without PATH, a new (or empty)
+    /// directory that receives the whole folder as it was
     #[arg(long, value_name = "DEST")]
     pub to: PathBuf,
-    /// Replace DEST if it exists
+    /// Replace DEST if it exists (one file only)
     #[arg(long)]
     pub force: bool,
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// The file, relative to the folder or absolute inside it
-    #[arg(last = true, required = true, value_name = "PATH")]
-    pub path: PathBuf,
+    /// The file, relative to the folder or absolute inside it; none: the whole folder
+    #[arg(last = true, value_name = "PATH")]
+    pub path: Option<PathBuf>,
 }
 
 /// Finds the version of `path` at the start of `turn` and, for a file, writes its bytes to
@@ -128,6 +129,16 @@ pub fn cat(a: CatArgs) -> CliResult {
 pub fn restore(a: RestoreArgs) -> CliResult {
     let dest = std::path::absolute(&a.to)
         .map_err(|e| CliError::fail(format!("{}: {e}", a.to.display())))?;
+    let Some(path) = a.path.clone() else {
+        if a.force {
+            return Err(CliError::usage(
+                "--force replaces one file; the whole folder goes to a new or empty directory",
+            ));
+        }
+        let t = super::target(a.dir.clone())?;
+        let turn = super::moment::resolve(&t, a.turn.as_ref(), crate::moment::Use::Read)?;
+        return super::restore_tree::restore_tree(t, turn, &dest);
+    };
     let exists = std::fs::symlink_metadata(&dest).is_ok();
     if exists && !a.force {
         return Err(CliError::fail(format!(
@@ -140,7 +151,7 @@ pub fn restore(a: RestoreArgs) -> CliResult {
         .prefix(".ckpt-restore-")
         .tempfile_in(parent)
         .map_err(|e| CliError::fail(format!("cannot write in {}: {e}", parent.display())))?;
-    let (version, rel, turn) = fetch(a.dir, a.turn.as_ref(), &a.path, temp.as_file_mut())?;
+    let (version, rel, turn) = fetch(a.dir, a.turn.as_ref(), &path, temp.as_file_mut())?;
     match version {
         OldVersion::File {
             size, mode, xattrs, ..
