@@ -56,6 +56,9 @@ pub(super) fn is_past_fh(fh: Fh) -> bool {
 /// moment never changes.
 const TTL: Duration = Duration::from_secs(60);
 
+/// How many moments' pasts are kept in memory at once.
+const MAX_PASTS: usize = 8;
+
 /// One moment's tree: where it began in the journal, in the journal's numbering then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct View {
@@ -174,6 +177,11 @@ impl PastFs {
         let past = {
             let mut pasts = self.pasts.lock();
             pasts.retain(|v, _| v.epoch == view.epoch);
+            if pasts.len() >= MAX_PASTS && !pasts.contains_key(&view) {
+                // Each holds what was recorded since its turn began: a handful is kept, the
+                // others are read again from the journal when next used.
+                pasts.clear();
+            }
             Arc::clone(
                 pasts
                     .entry(view)
@@ -497,26 +505,34 @@ impl PastFs {
 
     /// `read`.
     pub(super) fn read(&self, host: &HostFs, fh: Fh, offset: u64, size: u32) -> FsResult<Vec<u8>> {
-        let source = self
+        let handle = self
             .handles
             .lock()
             .get(&fh)
             .cloned()
             .ok_or(Errno(libc::EBADF))?;
-        let mut source = source.lock();
-        let data = read_at(&source, offset, size)?;
-        let Source::Folder { view, path, .. } = &*source else {
+        // The handle's lock (a leaf) is not held while the store's (ranked) is taken below.
+        let (data, folder) = {
+            let source = handle.lock();
+            let data = read_at(&source, offset, size)?;
+            let folder = match &*source {
+                Source::Folder { view, path, .. } => Some((*view, path.clone())),
+                _ => None,
+            };
+            (data, folder)
+        };
+        let Some((view, path)) = folder else {
             return Ok(data);
         };
         // Checked after the read: a record of the path written meanwhile means the live file
         // changed; the moment's bytes are that record's.
-        let (view, path) = (*view, path.clone());
-        let now = self.with_tree(host, view, |t| Ok(t.entry(&path)?))?;
-        match now {
+        match self.with_tree(host, view, |t| Ok(t.entry(&path)?))? {
             Some(Was::Folder(_)) => Ok(data),
             Some(Was::Recorded(pre)) => {
-                *source = self.stored(host, &pre)?;
-                read_at(&source, offset, size)
+                let stored = self.stored(host, &pre)?;
+                let data = read_at(&stored, offset, size)?;
+                *handle.lock() = stored;
+                Ok(data)
             }
             None => Err(Errno(libc::EIO).into()),
         }
