@@ -433,8 +433,9 @@ fn on_a_terminal_rewind_shows_the_preview_and_asks() {
     insta::assert_snapshot!(shown.replace(&dir, "[DIR]"));
     assert_same_tree(&agent, &tree(&m.dir, false));
 
-    // A bare rewind (the current turn) asks too; "y" rewinds.
-    let (shown, code) = on_a_terminal("y", &["rewind"], &m.dir);
+    // The current turn, named (a bare rewind opens the picker: tests/picker.rs), asks too;
+    // "y" rewinds.
+    let (shown, code) = on_a_terminal("y", &["rewind", "2"], &m.dir);
     assert_eq!(code, Some(0), "{shown}");
     assert!(shown.contains("Rewinding to the start of turn 2 will restore 1 path (6 B to write) and delete 1 path; 1 path unchanged.\nProceed? [y/N] y\n"), "{shown}");
     assert!(
