@@ -9,6 +9,7 @@ use crate::ipc::{self, Request, Response};
 use crate::relpath::RelPath;
 use crate::rewind;
 use crate::store::Store;
+use crate::store::journal::Conversation;
 use crate::sys;
 use std::ffi::CString;
 use std::io::Write;
@@ -107,7 +108,12 @@ fn refused_read_only(req: &Request) -> Option<Response> {
 /// the filesystem core.
 fn change(fs: &CkptFs, req: Request, progress: crate::rewind::Progress<'_>) -> Response {
     match req {
-        Request::Turn { set, label, by } => turn(fs, set, label, by),
+        Request::Turn {
+            set,
+            label,
+            by,
+            conversation,
+        } => turn(fs, set, label, (by, conversation)),
         Request::Rewind {
             to,
             dry_run,
@@ -147,14 +153,26 @@ fn change(fs: &CkptFs, req: Request, progress: crate::rewind::Progress<'_>) -> R
 }
 
 /// `turn`: the current turn (`set` none), or begin turn `set`, labelled.
-fn turn(fs: &CkptFs, set: Option<Turn>, label: Option<String>, by: Option<String>) -> Response {
+/// `begun` is who began it: the agent, by name, and where its conversation stood.
+fn turn(
+    fs: &CkptFs,
+    set: Option<Turn>,
+    label: Option<String>,
+    begun: (Option<String>, Option<Conversation>),
+) -> Response {
     let Some(n) = set else {
         return Response::ok(&ipc::TurnAnswer {
             turn: fs.capturer().current_turn(),
             changed: None,
         });
     };
-    let start = crate::capture::TurnStart { turn: n, label, by };
+    let (by, conversation) = begun;
+    let start = crate::capture::TurnStart {
+        turn: n,
+        label,
+        by,
+        conversation,
+    };
     match fs.begin_turn(start) {
         Ok(changed) => Response::ok(&ipc::TurnAnswer {
             turn: n,

@@ -27,6 +27,9 @@ pub enum Request {
         /// The agent whose hook begins it, by name.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<String>,
+        /// Where that agent's conversation stood (its hook's payload).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation: Option<crate::store::journal::Conversation>,
     },
     /// Rewind.
     Rewind {

@@ -15,7 +15,7 @@ use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
 use crate::store::StoreError;
 use crate::store::actors::Actor;
-use crate::store::journal::Record;
+use crate::store::journal::{Conversation, Record};
 use crate::sys::{Errno, ToErrno};
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -99,6 +99,8 @@ pub struct TurnStart {
     pub label: Option<String>,
     /// The agent whose hook begins it, by name (none: begun by hand).
     pub by: Option<String>,
+    /// Where that agent's conversation stood, as its hook's payload said.
+    pub conversation: Option<Conversation>,
 }
 
 impl TurnStart {
@@ -108,6 +110,7 @@ impl TurnStart {
             turn,
             label: None,
             by: None,
+            conversation: None,
         }
     }
 
@@ -117,6 +120,7 @@ impl TurnStart {
             turn,
             label,
             by: None,
+            conversation: None,
         }
     }
 }
@@ -174,7 +178,12 @@ impl Capturer {
         start: TurnStart,
         open_for_write: &OpenForWrite<'_>,
     ) -> Result<bool, TurnError> {
-        let TurnStart { turn: n, label, by } = start;
+        let TurnStart {
+            turn: n,
+            label,
+            by,
+            conversation,
+        } = start;
         let actors = self.holders(open_for_write);
         let mut store = self.lock_raw();
         let current = store.index().current_turn();
@@ -190,7 +199,12 @@ impl Capturer {
             return Err(TurnError::NotAfter { current });
         }
         let max_blob = self.max_blob;
-        let mut records = vec![Record::Turn { turn: n, label, by }];
+        let mut records = vec![Record::Turn {
+            turn: n,
+            label,
+            by,
+            conversation,
+        }];
         let mut seen = std::collections::HashSet::new();
         let mut failed = None;
         let base = store.index().last_seq.get();

@@ -616,6 +616,7 @@ mod tests {
             skipped: Vec::new(),
             rewound_by: None,
             by: None,
+            conversation: None,
         }
     }
 

@@ -113,6 +113,7 @@ pub fn mount(a: MountArgs) -> CliResult {
             set: None,
             label: None,
             by: None,
+            conversation: None,
         },
     )
     .ok()

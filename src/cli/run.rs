@@ -261,6 +261,7 @@ fn banner(folder: &std::path::Path) {
             set: None,
             label: None,
             by: None,
+            conversation: None,
         },
     )
     .ok()

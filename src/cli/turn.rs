@@ -4,7 +4,7 @@ use super::{CliError, CliResult, Target};
 use crate::capture::{MAX_TURN, TurnError};
 use crate::ids::Turn;
 use crate::ipc::{Request, TurnAnswer};
-use crate::store::journal::Record;
+use crate::store::journal::{Conversation, Record};
 use clap::Args;
 use std::path::{Path, PathBuf};
 
@@ -113,6 +113,7 @@ pub fn run(a: TurnArgs) -> CliResult {
                             turn: n,
                             label: a.label,
                             by: None,
+                            conversation: None,
                         })
                         .map_err(|e| CliError::fail(format!("{}: {e}", folder.display())))?;
                     println!("{n}");
@@ -130,22 +131,31 @@ fn through_daemon(
     set: Option<Turn>,
     label: Option<String>,
 ) -> Result<Turn, CliError> {
-    begin_through_daemon(folder, set, label, None)
+    begin_through_daemon(folder, set, label, None, None)
 }
 
-/// [`through_daemon`], for a turn the agent `by` begins.
+/// [`through_daemon`], for a turn the agent `by` begins, its conversation where `conversation`
+/// says.
 fn begin_through_daemon(
     folder: &Path,
     set: Option<Turn>,
     label: Option<String>,
     by: Option<String>,
+    conversation: Option<Conversation>,
 ) -> Result<Turn, CliError> {
-    let answer: TurnAnswer = super::ask_daemon(folder, &Request::Turn { set, label, by })?;
+    let request = Request::Turn {
+        set,
+        label,
+        by,
+        conversation,
+    };
+    let answer: TurnAnswer = super::ask_daemon(folder, &request)?;
     Ok(answer.turn)
 }
 
 /// Begins the turn after the current one, labelled, on the mounted folder containing `path`,
-/// for the agent `by`: what an agent's hook does for each prompt. Refuses a folder that is not
+/// for the agent `by` whose conversation stood where `conversation` says: what an agent's hook
+/// does for each prompt. Refuses a folder that is not
 /// mounted, with [`not_mounted_line`]; `Ok(None)` when no ckpt-mount folder contains `path` at
 /// all (the agent works in a project that does not use ckpt-mount). Another agent's hook may
 /// begin a turn between the two requests: then the next number after that one is tried.
@@ -153,6 +163,7 @@ pub fn begin_next(
     path: &Path,
     label: Option<String>,
     by: Option<String>,
+    conversation: Option<Conversation>,
 ) -> Result<Option<Turn>, CliError> {
     if crate::mounts::find_folder(path).is_none() {
         return Ok(None);
@@ -171,7 +182,8 @@ pub fn begin_next(
                     "the turn numbers are used up: the current turn is {current}, and a turn is at most {MAX_TURN}"
                 ))
             })?;
-        match begin_through_daemon(&folder, Some(next), label.clone(), by.clone()) {
+        let (l, b, c) = (label.clone(), by.clone(), conversation.clone());
+        match begin_through_daemon(&folder, Some(next), l, b, c) {
             Ok(turn) => return Ok(Some(turn)),
             Err(e) => {
                 let now = through_daemon(&folder, None, None)?;

@@ -121,6 +121,7 @@ mod tests {
             turn: Turn::new(n),
             label: None,
             by: by.map(str::to_string),
+            conversation: None,
         }
     }
 

@@ -61,6 +61,10 @@ pub struct TurnRow {
     /// The agent whose hook began it, by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// Where that agent's conversation stood when its hook began the turn: its session and
+    /// transcript file (the prompt is the label's line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<crate::store::journal::Conversation>,
 }
 
 /// A capture that stored nothing, so that no rewind can restore its path to what it was.
@@ -250,6 +254,7 @@ fn count_turn(
         skipped: Vec::new(),
         rewound_by: None,
         by: info.by.clone(),
+        conversation: info.conversation.clone(),
     };
     let mut programs = BTreeSet::new();
     let mut counted = HashSet::new();

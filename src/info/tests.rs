@@ -75,6 +75,7 @@ impl Folder {
             turn: Turn::new(n),
             label: None,
             by: None,
+            conversation: None,
         });
     }
 

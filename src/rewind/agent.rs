@@ -178,6 +178,7 @@ mod tests {
                 turn: Turn::new(1),
                 label: None,
                 by: None,
+                conversation: None,
             });
             j.add(Record::Agent(AgentMark {
                 pid: 30,
@@ -191,6 +192,7 @@ mod tests {
                 turn: Turn::new(2),
                 label: None,
                 by: None,
+                conversation: None,
             });
             j
         }
@@ -421,6 +423,7 @@ mod tests {
             turn: Turn::new(n),
             label: None,
             by: by.map(str::to_string),
+            conversation: None,
         };
         j.add(turn(3, Some("claude")));
         j.add(turn(4, None));

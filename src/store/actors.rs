@@ -451,6 +451,7 @@ mod tests {
                 turn: Turn::new(t),
                 label: None,
                 by: None,
+                conversation: None,
             })
             .expect("turn");
         }
@@ -513,6 +514,7 @@ mod tests {
                 turn: Turn::new(t),
                 label: None,
                 by: None,
+                conversation: None,
             })
             .expect("turn");
             let c = s.append(capture(t, "f")).expect("capture");

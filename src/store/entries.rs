@@ -17,6 +17,9 @@ pub struct TurnInfo {
     pub time: u64,
     /// The agent whose hook began it, by name (none: begun by hand).
     pub by: Option<String>,
+    /// Where the agent's conversation stood when its hook began it (none: begun by hand, or
+    /// the payload said nothing of it).
+    pub conversation: Option<super::journal::Conversation>,
     /// The journal position where it began (its `turn` record, or the `rewind_done` of the
     /// rewind that began it afresh): the folder at its start is, per path, the first
     /// pre-image recorded after it, else the folder now (`crate::store::past`).

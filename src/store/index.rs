@@ -66,13 +66,19 @@ impl Index {
     pub fn apply(&mut self, line: &Line) {
         self.last_seq = line.seq;
         match &line.rec {
-            Record::Turn { turn, label, by } => {
+            Record::Turn {
+                turn,
+                label,
+                by,
+                conversation,
+            } => {
                 let from = (!self.turns.is_empty()).then(|| self.current_turn());
                 self.begin_turn(TurnInfo {
                     turn: *turn,
                     label: label.clone(),
                     time: line.time,
                     by: by.clone(),
+                    conversation: conversation.clone(),
                     began: line.seq,
                 });
                 self.epoch = line.seq;
@@ -169,6 +175,7 @@ impl Index {
                     label: None,
                     time,
                     by: None,
+                    conversation: None,
                     began: done,
                 });
                 (time, done)
@@ -500,6 +507,7 @@ pub(crate) mod tests {
                 turn: Turn::new(1),
                 label: None,
                 by: None,
+                conversation: None,
             });
             r
         }
@@ -569,6 +577,7 @@ pub(crate) mod tests {
                     label: None,
                     time: 100,
                     by: None,
+                    conversation: None,
                     began: Seq::new(1),
                 },
                 TurnInfo {
@@ -576,6 +585,7 @@ pub(crate) mod tests {
                     label: Some("edit".into()),
                     time: 200,
                     by: None,
+                    conversation: None,
                     began: Seq::new(3),
                 },
             ]
@@ -645,6 +655,7 @@ pub(crate) mod tests {
                 label: None,
                 time: 301,
                 by: None,
+                conversation: None,
                 began: Seq::new(9),
             }]
         );
@@ -737,12 +748,14 @@ pub(crate) mod tests {
             turn: Turn::new(2),
             label: None,
             by: None,
+            conversation: None,
         });
         s.append(cap(2, "f", file("two")));
         s.append(Record::Turn {
             turn: Turn::new(3),
             label: None,
             by: None,
+            conversation: None,
         });
         s.append(cap(3, "f", file("three")));
         s.append(cap(3, "g", PreImage::Absent));
@@ -763,12 +776,14 @@ pub(crate) mod tests {
             turn: Turn::new(2),
             label: None,
             by: None,
+            conversation: None,
         });
         s.append(cap(2, "f", file("two")));
         s.append(Record::Turn {
             turn: Turn::new(3),
             label: None,
             by: None,
+            conversation: None,
         });
         let b = s.append(Record::RewindBegin {
             to: Turn::new(2),

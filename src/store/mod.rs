@@ -255,6 +255,7 @@ impl Store {
                 turn: Turn::new(1),
                 label: Some("mounted".into()),
                 by: None,
+                conversation: None,
             })?;
         }
         // A daemon that stopped with pre-images still staged: store them now (one it never
@@ -446,6 +447,7 @@ mod tests {
                 turn: Turn::new(2),
                 label: None,
                 by: None,
+                conversation: None,
             })
             .expect("append");
             let first = s.index.last_seq;
@@ -477,6 +479,7 @@ mod tests {
                 turn: Turn::new(2),
                 label: Some("edit".into()),
                 by: None,
+                conversation: None,
             })
             .expect("append");
             s.append(cap(2, "f", file("two"))).expect("append");
@@ -484,6 +487,7 @@ mod tests {
                 turn: Turn::new(3),
                 label: None,
                 by: None,
+                conversation: None,
             })
             .expect("append");
             s.append(cap(3, "g", PreImage::Absent)).expect("append");
@@ -520,6 +524,7 @@ mod tests {
                 turn: Turn::new(2),
                 label: None,
                 by: None,
+                conversation: None,
             })
             .expect("append");
             s.append(cap(2, "f", file("two"))).expect("append");

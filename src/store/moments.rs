@@ -63,6 +63,7 @@ impl Index {
                         label: now.and_then(|t| t.label.clone()),
                         time: *old_time,
                         by: now.and_then(|t| t.by.clone()),
+                        conversation: now.and_then(|t| t.conversation.clone()),
                         began: *old_began,
                     },
                     rewind_began: *begin,

@@ -247,6 +247,7 @@ fn a_stage_stored_after_a_prune_renumbered_the_journal_is_not_recorded_twice() {
             turn: Turn::new(2),
             label: None,
             by: None,
+            conversation: None,
         })
         .expect("turn 2");
     std::fs::write(dir.path().join("f"), b"bytes").expect("write");

@@ -4,6 +4,7 @@
 //! way each agent shows a hook's message, and the exit code stays 0.
 
 use super::super::{CliError, CliResult, turn};
+use crate::store::journal::Conversation;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Deserializer};
 use std::io::{Read, Write};
@@ -147,6 +148,9 @@ struct PromptPayload {
     /// The agent's session id.
     #[serde(deserialize_with = "text")]
     session_id: Option<String>,
+    /// The conversation's transcript file (Claude Code, Gemini CLI; Codex's may be null).
+    #[serde(deserialize_with = "text")]
+    transcript_path: Option<String>,
 }
 
 /// What the hook reads of Codex's `notify` payload (same leniency as [`PromptPayload`]).
@@ -200,10 +204,35 @@ fn begin(agent: HookAgent, text: &str) -> Result<(), HookError> {
     let cwd = working_dir(payload.cwd.as_deref())?;
     let label = payload.prompt.as_deref().and_then(label_of);
     let name = agent_name(agent, payload.session_id.as_deref());
-    if turn::begin_next(&cwd, label, Some(name.clone()))?.is_some() {
+    let conversation = conversation(
+        payload.session_id.as_deref(),
+        payload.transcript_path,
+        label.clone(),
+    );
+    if turn::begin_next(&cwd, label, Some(name.clone()), conversation)?.is_some() {
         mark_caller(&cwd, name, payload.session_id)?;
     }
     Ok(())
+}
+
+/// Where the agent's conversation stands, from its payload's session and transcript (blank
+/// ones are none) and the prompt's first line; none when it gave none of them.
+fn conversation(
+    session: Option<&str>,
+    transcript: Option<String>,
+    prompt: Option<String>,
+) -> Option<Conversation> {
+    let session = session
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    let transcript = transcript.filter(|t| !t.trim().is_empty());
+    let any = session.is_some() || transcript.is_some() || prompt.is_some();
+    any.then_some(Conversation {
+        session,
+        transcript,
+        prompt,
+    })
 }
 
 /// Marks the agent CLI that ran this hook (and what it runs) as the agent `name` in the
@@ -250,7 +279,8 @@ fn codex_notify(arg: &str) {
     let last = payload.last_input.as_deref().and_then(label_of);
     let label = last.map(|l| format!("after: {l}"));
     let name = agent_name(HookAgent::CodexNotify, payload.thread_id.as_deref());
-    match turn::begin_next(&cwd, label, Some(name.clone())) {
+    let conversation = conversation(payload.thread_id.as_deref(), None, None);
+    match turn::begin_next(&cwd, label, Some(name.clone()), conversation) {
         Err(e) => notify_failed(&e.message),
         Ok(Some(_)) => {
             if let Err(e) = mark_caller(&cwd, name, payload.thread_id) {
@@ -321,6 +351,24 @@ mod tests {
         .expect("json");
         assert_eq!(n.last_input.as_deref(), Some("b"));
         assert_eq!(n.thread_id.as_deref(), Some("t"));
+        let p: PromptPayload = payload(
+            r#"{"session_id": "s1", "transcript_path": "/t/s1.jsonl", "prompt": "\n fix it \n"}"#,
+        )
+        .expect("json");
+        let c = conversation(
+            p.session_id.as_deref(),
+            p.transcript_path,
+            Some("fix it".into()),
+        );
+        assert_eq!(
+            c,
+            Some(Conversation {
+                session: Some("s1".into()),
+                transcript: Some("/t/s1.jsonl".into()),
+                prompt: Some("fix it".into()),
+            })
+        );
+        assert_eq!(conversation(Some(" "), Some(String::new()), None), None);
         let not_an_object: NotifyPayload = payload("[1]").expect("json");
         assert!(not_an_object.kind.is_none());
         assert!(payload::<PromptPayload>("{").is_err());

@@ -13,8 +13,8 @@ mod record;
 pub use crate::identity::Handle;
 pub use crate::xattrs::Xattr;
 pub use record::{
-    AgentMark, ArchivedOp, HandOff, LinkTarget, MergedTarget, OpBegin, OpCounts, OpKind, PreImage,
-    Pruned, Record, Touch, Xattrs,
+    AgentMark, ArchivedOp, Conversation, HandOff, LinkTarget, MergedTarget, OpBegin, OpCounts,
+    OpKind, PreImage, Pruned, Record, Touch, Xattrs,
 };
 
 /// The newest journal format version: what this build reads (every version up to it) and
@@ -170,6 +170,7 @@ mod tests {
                 turn: Turn::new(n),
                 label: None,
                 by: None,
+                conversation: None,
             },
         }
     }
@@ -227,6 +228,50 @@ mod tests {
             "{\"v\":1,\"seq\":7,\"time\":5,\"op\":\"capture\",\"turn\":2,\"path\":\"a/b.txt\",\"pre\":{\"kind\":\"absent\"},\"pid\":42,\"comm\":\"sed\"}\n"
         );
         assert_eq!(parse(text.as_bytes()).expect("parses").lines, vec![line]);
+    }
+
+    #[test]
+    fn a_turn_line_keeps_where_the_conversation_stood() {
+        let rec = Record::Turn {
+            turn: Turn::new(2),
+            label: Some("make it blue".into()),
+            by: Some("claude-code:abc".into()),
+            conversation: Some(Conversation {
+                session: Some("abc".into()),
+                transcript: Some("/home/u/.claude/projects/p/abc.jsonl".into()),
+                prompt: Some("make it blue".into()),
+            }),
+        };
+        let line = Line {
+            v: rec.version(),
+            seq: Seq::new(6),
+            time: 9,
+            rec,
+        };
+        let text = String::from_utf8(encode(&line)).expect("utf8");
+        assert_eq!(
+            text,
+            "{\"v\":5,\"seq\":6,\"time\":9,\"op\":\"turn\",\"turn\":2,\"label\":\"make it blue\",\"by\":\"claude-code:abc\",\"conversation\":{\"session\":\"abc\",\"transcript\":\"/home/u/.claude/projects/p/abc.jsonl\",\"prompt\":\"make it blue\"}}\n"
+        );
+        assert_eq!(parse(text.as_bytes()).expect("parses").lines, vec![line]);
+    }
+
+    /// A field this build does not know is ignored, not refused: a version-5 build before
+    /// `conversation` reads the lines of one that writes it (without it), as this build reads
+    /// a field added later.
+    #[test]
+    fn a_turn_line_with_a_field_unknown_here_still_reads() {
+        let text = "{\"v\":5,\"seq\":1,\"time\":0,\"op\":\"turn\",\"turn\":1,\"by\":\"codex\",\"later\":{\"x\":1}}\n";
+        let lines = parse(text.as_bytes()).expect("parses").lines;
+        assert_eq!(
+            lines[0].rec,
+            Record::Turn {
+                turn: Turn::new(1),
+                label: None,
+                by: Some("codex".into()),
+                conversation: None,
+            }
+        );
     }
 
     #[test]

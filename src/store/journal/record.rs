@@ -303,6 +303,24 @@ impl PreImage {
     }
 }
 
+/// Where an agent's conversation stood when its hook began a turn, as the hook's payload said:
+/// what `rewind` needs to tell the user how to take that conversation back with the files.
+/// Each field is optional (a payload may lack it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// The agent CLI's session id (`session_id`; Codex's notify program: `thread-id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The conversation's transcript file, as the payload named it (`transcript_path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
+    /// The prompt that began the turn, by its first line as the turn's label first was (kept
+    /// apart from the label, which `turn --label` may change); none when the hook ran before
+    /// the prompt was known (Codex's notify program).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+}
+
 /// One journal line's payload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -318,6 +336,11 @@ pub enum Record {
         /// a turn begun by hand, by `.ckpt/turn`, or on older lines).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<String>,
+        /// Where the agent's conversation stood when its hook began the turn: its session and
+        /// transcript (journal version 5, with `by`; absent on a turn begun by hand and on
+        /// older lines, which a reader that does not know the field ignores).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation: Option<Conversation>,
     },
     /// The pre-image of `path` for `turn`.
     Capture {
@@ -415,7 +438,11 @@ impl Record {
                 opened_in: Some(_), ..
             })
             | Self::Agent(AgentMark { name: Some(_), .. })
-            | Self::Turn { by: Some(_), .. } => return 5,
+            | Self::Turn { by: Some(_), .. }
+            | Self::Turn {
+                conversation: Some(_),
+                ..
+            } => return 5,
             Self::Touched(_) | Self::Agent(_) => return 4,
             Self::HandOff(_) => return 5,
             Self::OpBegin(op) if !op.merged.is_empty() => return 5,

@@ -21,6 +21,7 @@ fn turn(n: u64) -> Record {
         turn: Turn::new(n),
         label: None,
         by: None,
+        conversation: None,
     }
 }
 

@@ -510,6 +510,7 @@ fn kept_lines(store: &Store, keep_from: Turn, pruned: super::journal::Pruned) ->
                 turn: t.turn,
                 label: t.label.clone(),
                 by: t.by.clone(),
+                conversation: t.conversation.clone(),
             },
         );
         if i == 0 {

@@ -42,7 +42,12 @@ fn keep_turns_drops_the_oldest_and_their_blobs() {
         s.append(Record::Turn {
             turn: Turn::new(t),
             label: Some(format!("t{t}")),
-            by: None,
+            by: Some(format!("gemini:s{t}")),
+            conversation: Some(crate::store::journal::Conversation {
+                session: Some(format!("s{t}")),
+                transcript: Some(format!("/t/s{t}.json")),
+                prompt: Some(format!("t{t}")),
+            }),
         })
         .expect("turn");
         file_cap(&mut s, t, "a", format!("turn {t} bytes").as_bytes());
@@ -72,10 +77,18 @@ fn keep_turns_drops_the_oldest_and_their_blobs() {
         vec![3, 4]
     );
     assert_eq!(s.index.turns[0].label.as_deref(), Some("t3"));
+    // Who began a kept turn, and where its conversation stood, are kept with it.
+    assert_eq!(s.index.turns[0].by.as_deref(), Some("gemini:s3"));
+    let conversation = s.index.turns[0].conversation.as_ref();
+    assert_eq!(
+        conversation.and_then(|c| c.transcript.as_deref()),
+        Some("/t/s3.json")
+    );
     s.append(Record::Turn {
         turn: Turn::new(5),
         label: None,
         by: None,
+        conversation: None,
     })
     .expect("append after prune");
     assert_eq!(s.blobs.list().expect("list").len(), 2);
@@ -91,6 +104,7 @@ fn max_size_keeps_the_current_turn() {
         turn: Turn::new(2),
         label: None,
         by: None,
+        conversation: None,
     })
     .expect("turn");
     file_cap(&mut s, 2, "a", &[2u8; 5000]);
@@ -117,6 +131,7 @@ fn history(dir: &tempfile::TempDir) -> (std::fs::File, Store) {
             turn: Turn::new(u64::from(t)),
             label: None,
             by: None,
+            conversation: None,
         })
         .expect("turn");
         file_cap(&mut s, u64::from(t), "a", &[t; 4000]);
