@@ -1,6 +1,7 @@
 //! The command line: clap definitions and dispatch. Each subcommand lives in its own file.
 
 mod agent;
+mod conversations;
 mod demo;
 mod diff;
 mod docs;

@@ -112,6 +112,7 @@ pub fn run(a: RewindArgs) -> CliResult {
     let (t, paths) = super::target_with_paths(a.dir.clone(), &a.paths)?;
     // No turn given, on a terminal: the user picks one from the list (src/cli/picker.rs).
     let picked = super::picker::turn_for(&a, &t)?;
+    let before = super::conversations::before(&t, &a);
     let agent = a.agent.map(|names| rewind::AgentScope {
         agents: rewind::Agents::from_names(names),
         conflicts: rewind::Conflicts::from(a.conflicts),
@@ -149,7 +150,11 @@ pub fn run(a: RewindArgs) -> CliResult {
         return Err(CliError::fail(answer.error.unwrap_or_default()));
     };
     r.spec = spec;
+    r.conversations = super::conversations::back(before.as_ref(), &r);
     print_report(&r, a.json, listed(a.verbose));
+    if !a.json {
+        super::conversations::print(&r.conversations);
+    }
     if let Some(line) = no_room(&r) {
         return Err(CliError::fail(line));
     }

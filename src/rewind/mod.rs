@@ -76,7 +76,8 @@ mod verify;
 pub use apply::Progress;
 pub use plan::{Plan, Step, plan};
 pub use report::{
-    AgentSplit, FailedAt, Failure, PathActors, Report, ReportJson, RewindError, Summary,
+    AgentSplit, ConversationBack, FailedAt, Failure, PathActors, Report, ReportJson, RewindError,
+    Summary,
 };
 pub use request::{AgentScope, Agents, Conflicts, Direction, Fields, Mode, Request, Scope};
 pub use restore::remove_tree;
@@ -167,6 +168,7 @@ mod tests {
                 turn: Turn::new(2),
                 label: None,
                 by: None,
+                conversation: None,
             })
             .expect("turn");
         let long = "n".repeat(300);

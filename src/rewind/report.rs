@@ -253,6 +253,31 @@ pub struct ReportJson {
     pub space: Option<Space>,
     /// The counts of the lists.
     pub summary: Summary,
+    /// After a rewind across turns an agent CLI began: how to take each of those agents'
+    /// conversations back to the same prompt (filled in by the CLI, `cli/conversations.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversations: Vec<ConversationBack>,
+}
+
+/// An agent CLI's conversation to take back with the folder, one per session: the agent CLI
+/// (`claude-code`, `codex`, `gemini`), its session and transcript as the hook recorded them,
+/// the prompt to go back to (the first that session sent in the turns rewound), and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationBack {
+    /// The agent CLI, as `hooks install` names it.
+    pub agent: String,
+    /// Its session (`None`: the hook's payload gave none).
+    pub session: Option<String>,
+    /// The conversation's transcript file, as the hook's payload named it.
+    pub transcript: Option<String>,
+    /// The prompt the conversation goes back to: the first line of the first prompt the
+    /// session sent in the turns the rewind took back (`None`: not known, as for Codex's
+    /// notify program).
+    pub prompt: Option<String>,
+    /// The turn that prompt began.
+    pub turn: Turn,
+    /// What to do in the agent, in words.
+    pub how: String,
 }
 
 impl From<Report> for ReportJson {
@@ -275,6 +300,7 @@ impl From<Report> for ReportJson {
             agent: r.agent,
             space: r.space,
             summary,
+            conversations: Vec::new(),
         }
     }
 }
