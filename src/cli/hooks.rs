@@ -5,6 +5,7 @@
 //!
 //! The hook command is this binary by its absolute path, so nothing else has to be installed.
 
+mod command;
 mod jsonc;
 mod payload;
 mod settings;
@@ -107,11 +108,8 @@ pub fn run(a: HooksArgs) -> CliResult {
     let path = settings_path(t.agent, t.project.as_deref())?;
     let exe = std::env::current_exe()
         .map_err(|e| CliError::fail(format!("cannot find own executable: {e}")))?;
-    let command = format!(
-        "{} hook {}",
-        shell_word(&exe.to_string_lossy()),
-        t.agent.arg()
-    );
+    let exe = shell_word(&exe.to_string_lossy());
+    let command = format!("{exe} hook {}", t.agent.arg());
     let agent = t.agent;
     let is_ours = move |e: &Json| e.str_of("command").is_some_and(|c| runs_our_hook(c, agent));
     let (old_text, mut doc) = Doc::read(agent, &path).map_err(|e| CliError::fail(e.to_string()))?;
@@ -153,6 +151,12 @@ pub fn run(a: HooksArgs) -> CliResult {
         done,
     };
     apply(&change, t.dry_run)?;
+    let slash = command::path(agent, &path, t.project.is_some());
+    if install {
+        command::install(agent, slash.as_deref(), &exe, t.dry_run)?;
+    } else {
+        command::uninstall(agent, slash.as_deref(), t.dry_run)?;
+    }
     if install && !t.dry_run {
         notes(agent, &doc.value(), &path);
     }

@@ -201,6 +201,14 @@ fn last_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error
 /// session); the error is the message for the user.
 fn begin(agent: HookAgent, text: &str) -> Result<(), HookError> {
     let payload: PromptPayload = payload(text).map_err(HookError::NotJson)?;
+    if payload
+        .prompt
+        .as_deref()
+        .is_some_and(super::command::is_ckpt_prompt)
+    {
+        // `/ckpt` rewinds; a turn of its own would only stand in the list it shows.
+        return Ok(());
+    }
     let cwd = working_dir(payload.cwd.as_deref())?;
     let label = payload.prompt.as_deref().and_then(label_of);
     let name = agent_name(agent, payload.session_id.as_deref());
