@@ -808,3 +808,200 @@ fn the_codex_notify_program_uses_the_payloads_cwd_and_logs_failures() {
     m.remount();
     assert_eq!(current_turn(&m), "2\n");
 }
+
+/// A prompt payload of `agent`'s hook (they send the same fields) for session `session`,
+/// working in `cwd`.
+fn prompt_payload(agent: &str, session: &str, cwd: &Path, prompt: &str) -> String {
+    let event = if agent == "gemini" {
+        "BeforeAgent"
+    } else {
+        "UserPromptSubmit"
+    };
+    serde_json::json!({
+        "session_id": session,
+        "transcript_path": format!("/tmp/{agent}/{session}.jsonl"),
+        "cwd": cwd,
+        "hook_event_name": event,
+        "prompt": prompt,
+    })
+    .to_string()
+}
+
+/// Where `hooks install AGENT` puts the `/ckpt` command under a home, and the placeholder the
+/// agent replaces with what the user typed after it.
+fn slash_command(agent: &str, home: &Path) -> (PathBuf, &'static str) {
+    match agent {
+        "claude-code" => (home.join(".claude/commands/ckpt.md"), "$ARGUMENTS"),
+        "codex" => (home.join(".codex/prompts/ckpt.md"), "$ARGUMENTS"),
+        _ => (home.join(".gemini/commands/ckpt.toml"), "{{args}}"),
+    }
+}
+
+/// The shell commands a `/ckpt` file tells the agent to run, in order: the `sh` blocks.
+fn sh_blocks(text: &str) -> Vec<String> {
+    text.split("```sh\n")
+        .skip(1)
+        .filter_map(|b| b.split_once("\n```").map(|(cmd, _)| cmd.to_string()))
+        .collect()
+}
+
+/// The turn of `ckpt-mount log`'s text whose row holds `words`: the agent's step 2.
+fn turn_named(log: &str, words: &str) -> String {
+    let rows: Vec<&str> = log.lines().filter(|l| l.contains(words)).collect();
+    assert_eq!(rows.len(), 1, "one turn holds {words:?} in:\n{log}");
+    rows[0]
+        .split_whitespace()
+        .next()
+        .expect("turn column")
+        .to_string()
+}
+
+/// `/ckpt WORDS` as the agent runs it: the file's text with what the user typed put in, then
+/// each command it names through the shell tool (`sh -c`) in the agent's working directory,
+/// the turn found in the list the first one prints. Returns what the rewind printed.
+fn run_slash_command(file: &Path, placeholder: &str, words: &str, cwd: &Path) -> String {
+    let body = std::fs::read_to_string(file).expect("command file");
+    assert!(body.contains(placeholder), "{body}");
+    let sent = body.replace(placeholder, words);
+    let blocks = sh_blocks(&sent);
+    assert_eq!(blocks.len(), 2, "a log and a rewind: {sent}");
+    let shell = |cmd: &str| {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .output()
+            .expect("sh");
+        assert!(o.status.success(), "{cmd}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(blocks[0].ends_with(" log"), "{}", blocks[0]);
+    let n = turn_named(&shell(&blocks[0]), words);
+    assert!(blocks[1].ends_with(" rewind N --yes"), "{}", blocks[1]);
+    shell(&blocks[1].replace(" N ", &format!(" {n} ")))
+}
+
+/// `hooks install` puts each agent's `/ckpt` command in its config home; run as the agent runs
+/// it (the log, then the rewind of the turn whose prompt the user named), it takes the folder
+/// back to the start of that turn and prints how to take the agent's conversation back too; the
+/// `/ckpt` prompt itself begins no turn; `uninstall` takes the file out.
+fn the_ckpt_command_rewinds_the_folder_as_the_agent_runs_it() {
+    let (m, sub) = mounted_with_subfolder();
+    let page = m.path("src/deep/page.html");
+    for agent in ["claude-code", "codex", "gemini"] {
+        let h = home();
+        let o = ckpt(h.path(), &["hooks", "install", agent]);
+        assert!(o.status.success(), "{agent}: {}", text(&o));
+        let event = if agent == "gemini" {
+            "BeforeAgent"
+        } else {
+            "UserPromptSubmit"
+        };
+        let hook = hook_commands(&user_settings(agent, h.path()), event).remove(0);
+        let session = format!("s-{agent}");
+        let prompt = |p: &str| {
+            let o = run_hook_command(&hook, &prompt_payload(agent, &session, &sub, p), &[]);
+            assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
+        };
+        let before = std::fs::read_to_string(&page).expect("read");
+        prompt(&format!("{agent}: make it red\nplease"));
+        std::fs::write(&page, "<h1>red</h1>\n").expect("write");
+        std::fs::write(sub.join("new.html"), "new\n").expect("write");
+        prompt(&format!("{agent}: add a footer"));
+        std::fs::write(&page, "<h1>red</h1>\n<footer/>\n").expect("write");
+        let turn = current_turn(&m);
+        prompt("/ckpt make it red");
+        assert_eq!(current_turn(&m), turn, "{agent}: /ckpt began a turn");
+        let (file, placeholder) = slash_command(agent, h.path());
+        let said = run_slash_command(&file, placeholder, &format!("{agent}: make it red"), &sub);
+        assert_eq!(std::fs::read_to_string(&page).expect("read"), before);
+        assert!(!sub.join("new.html").exists(), "{agent}: {said}");
+        let how = said
+            .lines()
+            .find(|l| l.starts_with("conversation: "))
+            .unwrap_or_else(|| panic!("{agent}: no conversation line in {said}"));
+        assert!(how.contains(&format!("session {session}")), "{how}");
+        assert!(how.contains(&format!("\"{agent}: make it red\"")), "{how}");
+        let o = ckpt(h.path(), &["hooks", "uninstall", agent]);
+        assert!(o.status.success(), "{agent}: {}", text(&o));
+        assert!(!file.exists(), "{agent}: {}", text(&o));
+    }
+}
+
+on_both_mounts!(
+    the_ckpt_command_rewinds_the_folder,
+    the_ckpt_command_rewinds_the_folder_on_a_users_mount,
+    the_ckpt_command_rewinds_the_folder_as_the_agent_runs_it
+);
+
+/// The hooks record each turn's session, transcript and prompt (`log --json`); a rewind across
+/// turns two agents began says, per session, which prompt to take its conversation back to
+/// (human and `--json`); `--agent NAME` only that agent's; a dry run, an undo and a rewind of
+/// some paths say nothing of conversations.
+#[test]
+fn a_rewind_across_hooked_turns_says_how_to_take_each_conversation_back() {
+    if !require_fuse() {
+        return;
+    }
+    let (m, sub) = mounted_with_subfolder();
+    let begin = |agent: &str, session: &str, p: &str| {
+        let h = home();
+        let o = ckpt(h.path(), &["hooks", "install", agent]);
+        assert!(o.status.success(), "{}", text(&o));
+        let event = if agent == "gemini" {
+            "BeforeAgent"
+        } else {
+            "UserPromptSubmit"
+        };
+        let hook = hook_commands(&user_settings(agent, h.path()), event).remove(0);
+        let o = run_hook_command(&hook, &prompt_payload(agent, session, &sub, p), &[]);
+        assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
+    };
+    begin("claude-code", "c1", "make it red\nand bold");
+    std::fs::write(sub.join("a.html"), "a\n").expect("write");
+    begin("gemini", "g1", "add a footer");
+    std::fs::write(sub.join("b.html"), "b\n").expect("write");
+    begin("claude-code", "c1", "undo that");
+    let log = m.cli(&["log", "--json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&log.stdout).expect("json");
+    assert_eq!(rows[1]["by"], "claude-code:c1");
+    assert_eq!(
+        rows[1]["conversation"],
+        serde_json::json!({
+            "session": "c1",
+            "transcript": "/tmp/claude-code/c1.jsonl",
+            "prompt": "make it red",
+        })
+    );
+    assert_eq!(rows[1]["label"], "make it red");
+    let dir = m.dir.display().to_string();
+    for args in [
+        &["rewind", "2", "--dry-run", "--dir", &dir][..],
+        &["rewind", "2", "--yes", "--dir", &dir, "--", "src"],
+    ] {
+        let o = Command::new(bin()).args(args).output().expect("rewind");
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("conversation"), "{args:?}: {}", text(&o));
+    }
+    assert!(m.cli(&["undo"]).status.success());
+    let o = m.cli(&["rewind", "2", "--yes"]);
+    let t = transcript(&["rewind", "2", "--yes"], &o, &[(&dir, "[DIR]")]);
+    insta::assert_snapshot!(t);
+    let o = m.cli(&["undo"]);
+    assert!(!text(&o).contains("conversation"), "{}", text(&o));
+    let o = m.cli(&["rewind", "2", "--agent", "gemini", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(
+        r["conversations"],
+        serde_json::json!([{
+            "agent": "gemini",
+            "session": "g1",
+            "transcript": "/tmp/gemini/g1.jsonl",
+            "prompt": "add a footer",
+            "turn": 3,
+            "how": "run /rewind (or press Esc twice), pick \"add a footer\" and rewind the conversation only (the files are back already)",
+        }])
+    );
+}
