@@ -345,16 +345,36 @@ fn the_scope_is_the_users_own_or_the_projects() {
         hook_commands(&project.join(".claude/settings.json"), "UserPromptSubmit").len(),
         1
     );
+    // The /ckpt command goes with the hook; Codex reads prompts from its home alone.
+    assert!(project.join(".claude/commands/ckpt.md").is_file());
+    let p = project.display().to_string();
+    let o = ckpt(h.path(), &["hooks", "install", "codex", "--project", &p]);
+    assert!(
+        text(&o).contains("no /prompts:ckpt was installed"),
+        "{}",
+        text(&o)
+    );
+    assert!(!project.join(".codex/prompts").exists());
     assert!(
         !h.path().join(".claude").exists(),
         "the user's settings were written"
     );
     // Each agent's own variable for a relocated configuration.
     let elsewhere = h.path().join("elsewhere");
-    for (agent, var, file) in [
-        ("claude-code", "CLAUDE_CONFIG_DIR", "settings.json"),
-        ("codex", "CODEX_HOME", "hooks.json"),
-        ("gemini", "GEMINI_CLI_HOME", ".gemini/settings.json"),
+    for (agent, var, file, command) in [
+        (
+            "claude-code",
+            "CLAUDE_CONFIG_DIR",
+            "settings.json",
+            "commands/ckpt.md",
+        ),
+        ("codex", "CODEX_HOME", "hooks.json", "prompts/ckpt.md"),
+        (
+            "gemini",
+            "GEMINI_CLI_HOME",
+            ".gemini/settings.json",
+            ".gemini/commands/ckpt.toml",
+        ),
     ] {
         let o = ckpt_env(
             h.path(),
@@ -363,10 +383,53 @@ fn the_scope_is_the_users_own_or_the_projects() {
         );
         assert!(o.status.success(), "{agent}: {}", text(&o));
         assert!(elsewhere.join(file).is_file(), "{agent}: {}", text(&o));
+        assert!(elsewhere.join(command).is_file(), "{agent}: {}", text(&o));
     }
     assert!(!h.path().join(".claude").exists());
     assert!(!h.path().join(".codex").exists());
     assert!(!h.path().join(".gemini").exists());
+}
+
+/// A `/ckpt` command the user edited stays through `install` and `uninstall`, which say so; one
+/// install wrote for another copy of the binary is updated, then removed.
+#[test]
+fn an_edited_ckpt_command_is_kept_and_said() {
+    let h = home();
+    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let file = h.path().join(".claude/commands/ckpt.md");
+    let ours = std::fs::read_to_string(&file).expect("read");
+    let moved = ours.replace(bin(), "/opt/old/ckpt-mount");
+    std::fs::write(&file, &moved).expect("write");
+    let o = ckpt(h.path(), &["hooks", "install", "claude-code", "--dry-run"]);
+    assert!(text(&o).contains("would change"), "{}", text(&o));
+    let o = ckpt(h.path(), &["hooks", "install", "claude-code"]);
+    assert!(
+        text(&o).contains("updated the /ckpt command"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), ours);
+    let edited = format!("{ours}\nAlso run the tests afterwards.\n");
+    std::fs::write(&file, &edited).expect("write");
+    for action in ["install", "uninstall"] {
+        let o = ckpt(h.path(), &["hooks", action, "claude-code"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            text(&o).contains(&file.display().to_string()),
+            "{action}: {}",
+            text(&o)
+        );
+        assert_eq!(std::fs::read_to_string(&file).expect("read"), edited);
+    }
+    std::fs::write(&file, &moved).expect("write");
+    let o = ckpt(h.path(), &["hooks", "uninstall", "claude-code"]);
+    assert!(
+        text(&o).contains("removed the /ckpt command"),
+        "{}",
+        text(&o)
+    );
+    assert!(!h.path().join(".claude/commands").exists());
 }
 
 #[test]

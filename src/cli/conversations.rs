@@ -167,3 +167,75 @@ pub fn print(back: &[ConversationBack]) {
         println!("conversation: in {title}{session}, {}", c.how);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(turn: u64, by: Option<&str>, prompt: Option<&str>, rewound: bool) -> TurnRow {
+        serde_json::from_value(serde_json::json!({
+            "turn": turn, "label": format!("label {turn}"), "time": 1_700_000_000u64,
+            "created": 0, "modified": 0, "deleted": 0, "bytes": 0,
+            "programs": [], "skipped": [],
+            "by": by, "rewound_by": if rewound { Some(9) } else { None },
+            "conversation": prompt.map(|p| serde_json::json!({"prompt": p})),
+        }))
+        .expect("a log row")
+    }
+
+    fn report(to: u64, from: u64) -> ReportJson {
+        ReportJson {
+            to: crate::ids::Turn::new(to),
+            from: crate::ids::Turn::new(from),
+            ..ReportJson::default()
+        }
+    }
+
+    fn back_of(rows: Vec<TurnRow>, agents: Option<Vec<&str>>, r: &ReportJson) -> Vec<String> {
+        let before = Before {
+            rows,
+            agents: agents.map(|a| Agents::from_names(a.into_iter().map(String::from).collect())),
+        };
+        back(Some(&before), r)
+            .into_iter()
+            .map(|c| format!("{} {:?} {:?} {}", c.agent, c.session, c.prompt, c.turn))
+            .collect()
+    }
+
+    #[test]
+    fn one_line_per_session_at_its_first_prompt_in_the_turns_taken_back() {
+        let rows = vec![
+            row(1, Some("claude-code:a"), Some("before"), false),
+            row(2, None, None, false),
+            row(3, Some("claude-code:a"), Some("first"), false),
+            row(4, Some("run-as-me"), None, false),
+            row(5, Some("codex:t"), None, false),
+            row(6, Some("claude-code:a"), Some("second"), false),
+            row(7, Some("gemini:g"), Some("retired"), true),
+        ];
+        assert_eq!(
+            back_of(rows.clone(), None, &report(2, 6)),
+            vec![
+                "claude-code Some(\"a\") Some(\"first\") 3",
+                "codex Some(\"t\") None 5",
+            ]
+        );
+        assert_eq!(
+            back_of(rows.clone(), Some(vec!["codex"]), &report(2, 6)),
+            vec!["codex Some(\"t\") None 5"]
+        );
+        let mut dry = report(2, 6);
+        dry.dry_run = true;
+        assert!(back_of(rows.clone(), None, &dry).is_empty());
+        let mut unfinished = report(2, 6);
+        unfinished.unfinished = true;
+        assert!(back_of(rows, None, &unfinished).is_empty());
+    }
+
+    #[test]
+    fn an_unknown_prompt_is_named_by_when_its_turn_began() {
+        let r = row(5, Some("codex:t"), None, false);
+        assert!(prompt_words(None, &r).starts_with("the first prompt sent after turn 5 began ("));
+        assert_eq!(prompt_words(Some("a\tb"), &r), "\"a b\"");
+    }
+}
