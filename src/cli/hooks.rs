@@ -1,7 +1,8 @@
 //! `hooks install|uninstall AGENT`: the agent's own settings get (or lose) one hook that runs
-//! `ckpt-mount hook AGENT` at each prompt; and that hidden `hook` command itself, which begins
-//! the next turn, labelled with the prompt's first line, in the mounted folder the agent works
-//! in, and tells the user through the agent when the folder is not mounted.
+//! `ckpt-mount hook AGENT` at each prompt, and the agent its `/ckpt` command (`command.rs`);
+//! and that hidden `hook` command itself, which begins the next turn, labelled with the
+//! prompt's first line, in the mounted folder the agent works in, and tells the user through
+//! the agent when the folder is not mounted.
 //!
 //! The hook command is this binary by its absolute path, so nothing else has to be installed.
 
@@ -28,11 +29,12 @@ pub struct HooksArgs {
 /// `hooks install` and `hooks uninstall`.
 #[derive(Debug, Subcommand)]
 pub enum HooksAction {
-    /// Add the hook to the agent's settings (running it again changes nothing)
+    /// Add the hook to the agent's settings, and the /ckpt command beside them (running it
+    /// again changes nothing)
     ///
     /// Example: ckpt-mount hooks install claude-code --dry-run
     Install(HookTarget),
-    /// Remove exactly what install added
+    /// Remove exactly what install added (a /ckpt command you edited is kept, and named)
     ///
     /// Example: ckpt-mount hooks uninstall codex --project ~/src/site
     Uninstall(HookTarget),

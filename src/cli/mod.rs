@@ -94,6 +94,10 @@ pub enum Command {
     /// the number); Enter picks, and the preview and the question follow as for `rewind N`;
     /// Esc changes nothing.
     ///
+    /// After a rewind (whole or --agent) across turns an agent CLI's hook began, one line per
+    /// agent session says how to take its conversation back to the same prompt (Claude Code
+    /// and Gemini CLI: /rewind; Codex: Esc Esc); --json has them as `conversations`.
+    ///
     /// Example: ckpt-mount rewind  # on a terminal: pick the turn from the list
     /// Example: ckpt-mount rewind 2 --dry-run
     /// Example: ckpt-mount rewind 2
@@ -213,9 +217,15 @@ pub enum Command {
     /// Example: ckpt-mount man --out-dir ~/.local/share/man/man1
     #[command(verbatim_doc_comment)]
     Man(docs::ManArgs),
-    /// Install or remove the hook that begins a turn at each prompt of an agent
+    /// Install or remove an agent's hook (a turn per prompt) and its /ckpt command
+    ///
+    /// The hook records each turn's agent, session, transcript and prompt; the /ckpt command
+    /// (Claude Code and Gemini CLI: /ckpt; Codex: /prompts:ckpt) lists the turns and rewinds
+    /// the folder from inside the agent, which runs `ckpt-mount log` and `ckpt-mount rewind N
+    /// --yes` under its own permission prompt.
     ///
     /// Example: ckpt-mount hooks install claude-code --dry-run
+    #[command(verbatim_doc_comment)]
     Hooks(hooks::HooksArgs),
     /// Internal: what an agent's hook runs, with the agent's payload
     #[command(hide = true)]
