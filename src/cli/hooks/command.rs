@@ -95,9 +95,12 @@ pub fn render(agent: Agent, exe: &str) -> String {
         agent.arg()
     );
     match agent {
+        // A TOML basic string: a quote or backslash of the binary's path escaped.
         Agent::Gemini => format!(
             "# {note}\ndescription = \"{description}\"\nprompt = \"\"\"\n{}\"\"\"\n",
             body(agent, "{{args}}", exe)
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
         ),
         _ => format!(
             "---\ndescription: {description}\nargument-hint: \"[turn number, or words of its prompt]\"\n---\n<!-- {note} -->\n\n{}",
@@ -111,8 +114,28 @@ pub fn render(agent: Agent, exe: &str) -> String {
 fn ours(agent: Agent, text: &str) -> Option<String> {
     let (_, after) = text.split_once("```sh\n")?;
     let line = after.lines().next()?.strip_prefix(WIDE)?;
-    let (program, rest) = first_word(line)?;
+    let line = match agent {
+        Agent::Gemini => toml_unescape(line),
+        _ => line.to_string(),
+    };
+    let (program, rest) = first_word(&line)?;
     (rest == " log" && render(agent, &shell_word(&program)) == text).then_some(program)
+}
+
+/// A line of a TOML basic string as [`render`] escapes it: `\\` and `\"` back to `\` and `"`.
+fn toml_unescape(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match (c, chars.clone().next()) {
+            ('\\', Some(next @ ('\\' | '"'))) => {
+                out.push(next);
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// What is at the command's path now.
@@ -224,7 +247,11 @@ mod tests {
     #[test]
     fn a_file_install_wrote_is_known_as_ours_for_any_binary_and_an_edited_one_is_not() {
         for agent in [Agent::ClaudeCode, Agent::Codex, Agent::Gemini] {
-            for exe in ["/usr/local/bin/ckpt-mount", "/home/a b/it's/ckpt-mount"] {
+            for exe in [
+                "/usr/local/bin/ckpt-mount",
+                "/home/a b/it's/ckpt-mount",
+                "/x/a\"\"\"b\\/ckpt-mount",
+            ] {
                 let text = render(agent, &shell_word(exe));
                 assert_eq!(ours(agent, &text).as_deref(), Some(exe), "{agent:?}");
                 let edited = text.replace("in full", "briefly");
@@ -232,6 +259,17 @@ mod tests {
             }
         }
         assert_eq!(ours(Agent::ClaudeCode, ""), None);
+        // Gemini CLI's string holds no bare quote or backslash, so no `\"\"\"` ends it early.
+        let gemini = render(Agent::Gemini, &shell_word("/x/it's/a\"\"\"b"));
+        let inside = gemini.split_once("prompt = \"\"\"\n").map(|(_, p)| p);
+        let inside = inside
+            .and_then(|p| p.strip_suffix("\"\"\"\n"))
+            .unwrap_or_default();
+        assert!(!inside.contains("\"\"\""), "{inside}");
+        assert!(
+            inside.contains("'/x/it'\\\\''s/a\\\"\\\"\\\"b' log"),
+            "{inside}"
+        );
     }
 
     #[test]
