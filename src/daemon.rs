@@ -113,7 +113,7 @@ fn change(fs: &CkptFs, req: Request, progress: crate::rewind::Progress<'_>) -> R
             label,
             by,
             conversation,
-        } => turn(fs, set, label, (by, conversation)),
+        } => turn(fs, set, label, by, conversation),
         Request::Rewind {
             to,
             dry_run,
@@ -152,13 +152,14 @@ fn change(fs: &CkptFs, req: Request, progress: crate::rewind::Progress<'_>) -> R
     }
 }
 
-/// `turn`: the current turn (`set` none), or begin turn `set`, labelled.
-/// `begun` is who began it: the agent, by name, and where its conversation stood.
+/// `turn`: the current turn (`set` none), or begin turn `set`, labelled, for the agent `by`
+/// whose conversation stood where `conversation` says.
 fn turn(
     fs: &CkptFs,
     set: Option<Turn>,
     label: Option<String>,
-    begun: (Option<String>, Option<Conversation>),
+    by: Option<String>,
+    conversation: Option<Conversation>,
 ) -> Response {
     let Some(n) = set else {
         return Response::ok(&ipc::TurnAnswer {
@@ -166,7 +167,6 @@ fn turn(
             changed: None,
         });
     };
-    let (by, conversation) = begun;
     let start = crate::capture::TurnStart {
         turn: n,
         label,
