@@ -231,10 +231,6 @@ mod tests {
             "under a later dir"
         );
         assert!(tree.entry(&rp("new")).expect("entry").is_none());
-        assert!(
-            tree.entry(&rp(".ckpt")).expect("entry").is_none(),
-            "the store"
-        );
         assert!(matches!(tree.entry(&rp("kept")), Ok(Some(Was::Folder(_)))));
         // gone/f was recorded absent (made after the moment, inside gone): gone was empty.
         assert!(tree.children(Some(&rp("gone"))).expect("list").is_empty());
