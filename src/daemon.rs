@@ -88,18 +88,20 @@ fn handle(
 }
 
 /// On a read-only mount (`-o ro`), the answer to a request that would change the folder: a
-/// rewind, undo or redo (their dry runs change nothing and are answered). The kernel refuses
+/// rewind, undo, redo or `op restore` (their dry runs change nothing and are answered). The kernel refuses
 /// every write through such a mount, the control files' included; the daemon, which writes
 /// beside the mount, refuses the same. Turn switches and relabels, which change only the
 /// history, and every read of it go on.
 fn refused_read_only(req: &Request) -> Option<Response> {
     let changes = matches!(
         req,
-        Request::Rewind { dry_run: false, .. } | Request::Undo { dry_run: false, .. }
+        Request::Rewind { dry_run: false, .. }
+            | Request::Undo { dry_run: false, .. }
+            | Request::RestoreOp { dry_run: false, .. }
     );
     changes.then(|| {
         Response::fail(
-            "the folder is mounted read-only (-o ro): a rewind, undo or redo would change it (--dry-run shows what it would do); mount it without ro to change it",
+            "the folder is mounted read-only (-o ro): a rewind, undo, redo or op restore would change it (--dry-run shows what it would do); mount it without ro to change it",
         )
     })
 }
@@ -143,6 +145,10 @@ fn change(fs: &CkptFs, req: Request, progress: crate::rewind::Progress<'_>) -> R
             let way = rewind::Direction::from_redo(redo);
             let mode = rewind::Mode::from_dry_run(dry_run);
             report_response(fs.undo_redo(way, mode, progress))
+        }
+        Request::RestoreOp { id, dry_run } => {
+            let mode = rewind::Mode::from_dry_run(dry_run);
+            rewind_request(fs, &rewind::Request::RestoreOp { id, mode }, progress)
         }
         Request::Relabel { turn, label } => relabel(fs, turn, label),
         // Streamed by the caller ([`cat_reply`]) before it comes here; answered the same way

@@ -12,6 +12,7 @@
 use crate::daemon_log::{DaemonLog, DaemonLogError};
 use crate::diff::FileChange;
 use crate::info::agents::AgentRow;
+use crate::info::op_show::OpShow;
 use crate::info::{Status, TurnRow};
 use crate::moment::Moment;
 use crate::relpath::RelPath;
@@ -33,6 +34,11 @@ pub enum Query {
     Agents,
     /// `op log`: a row per operation, newest first.
     OpLog,
+    /// `op show ID`: what operation `ID` changed.
+    OpShow {
+        /// The operation's id.
+        id: u64,
+    },
     /// `status --log`: the last `lines` lines of the daemon's log.
     DaemonLog {
         /// How many lines.
@@ -85,6 +91,8 @@ pub enum Answer {
     Agents(Vec<AgentRow>),
     /// To [`Query::OpLog`].
     OpLog(Vec<OpRow>),
+    /// To [`Query::OpShow`].
+    OpShow(Box<OpShow>),
     /// To [`Query::DaemonLog`].
     DaemonLog(DaemonLog),
     /// To [`Query::Fsck`].
@@ -125,6 +133,16 @@ macro_rules! answers {
     )*};
 }
 
+impl TryFrom<Answer> for OpShow {
+    type Error = OtherAnswer;
+    fn try_from(a: Answer) -> Result<Self, OtherAnswer> {
+        match a {
+            Answer::OpShow(v) => Ok(*v),
+            _ => Err(OtherAnswer { wanted: "OpShow" }),
+        }
+    }
+}
+
 impl TryFrom<Answer> for Status {
     type Error = OtherAnswer;
     fn try_from(a: Answer) -> Result<Self, OtherAnswer> {
@@ -163,6 +181,8 @@ pub enum EngineError {
     Store(StoreError),
     /// The daemon's log could not be read.
     DaemonLog(DaemonLogError),
+    /// `op show`: the operation cannot be shown.
+    OpShow(crate::info::op_show::ShowError),
 }
 
 impl std::fmt::Display for EngineError {
@@ -178,6 +198,7 @@ impl std::fmt::Display for EngineError {
             ),
             Self::Store(e) => write!(f, "{e}"),
             Self::DaemonLog(e) => write!(f, "{e}"),
+            Self::OpShow(e) => write!(f, "{e}"),
         }
     }
 }
@@ -187,6 +208,7 @@ impl std::error::Error for EngineError {
         match self {
             Self::Store(e) => Some(e),
             Self::DaemonLog(e) => Some(e),
+            Self::OpShow(e) => Some(e),
             _ => None,
         }
     }
@@ -213,6 +235,9 @@ pub fn query(
         Query::Log => Answer::Log(crate::info::log_rows(store, root)),
         Query::Agents => Answer::Agents(crate::info::agents::agent_rows(store.index())),
         Query::OpLog => Answer::OpLog(crate::store::ops::op_rows(&store.index().ops)),
+        Query::OpShow { id } => Answer::OpShow(Box::new(
+            crate::info::op_show::op_show(store, root, *id).map_err(EngineError::OpShow)?,
+        )),
         Query::DaemonLog { lines } => Answer::DaemonLog(
             crate::daemon_log::daemon_log(store, *lines).map_err(EngineError::DaemonLog)?,
         ),

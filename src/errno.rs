@@ -35,7 +35,9 @@ impl ToErrno for RewindError {
             | Self::NoAgent
             | Self::UnknownAgent { .. }
             | Self::NoOpToUndo
-            | Self::NothingToRedo => Errno(libc::EINVAL),
+            | Self::NothingToRedo
+            // An operation that does not exist, or whose end is not a moment of the folder.
+            | Self::Unrestorable(_) => Errno(libc::EINVAL),
             // Refused before any change (a blob missing or damaged, a path the journal cannot
             // justify): the folder is untouched, the store is what failed.
             Self::Refused(_) => Errno(libc::EIO),

@@ -11,8 +11,9 @@
 //! - `pack-after-data`: a packed blob's bytes are appended, its index line is not;
 //! - `rewind-step`: a rewind has applied N steps of its plan (`rewind-step:N`);
 //! - `rewind-before-rename`: a rewind's temp file is complete, not yet renamed over its path;
-//! - `partial-after-saves`, `undo-after-saves`, `redo-after-saves`: a partial rewind, an undo
-//!   or a redo has journaled its `op_begin` and what it overwrites, and changed nothing yet.
+//! - `partial-after-saves`, `undo-after-saves`, `redo-after-saves`, `restore-op-after-saves`: a
+//!   partial rewind, an undo, a redo or an `op restore` has journaled its `op_begin` and what
+//!   it overwrites, and changed nothing yet.
 
 /// Stops the process here when `CKPT_FAILPOINT` names this point (feature `failpoints`).
 #[cfg(feature = "failpoints")]

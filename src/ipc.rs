@@ -71,6 +71,18 @@ pub enum Request {
     },
     /// The operation log as JSON.
     OpLog,
+    /// What operation `id` changed (`op show`).
+    OpShow {
+        /// The operation's id.
+        id: u64,
+    },
+    /// The folder as it was just after operation `id` (`op restore`).
+    RestoreOp {
+        /// The operation's id.
+        id: u64,
+        /// Preview only.
+        dry_run: bool,
+    },
     /// Status as JSON.
     Status,
     /// Turn log as JSON.
@@ -133,6 +145,7 @@ impl From<crate::engine::Query> for Request {
             Query::Log => Self::Log,
             Query::Agents => Self::Agents,
             Query::OpLog => Self::OpLog,
+            Query::OpShow { id } => Self::OpShow { id },
             Query::DaemonLog { lines } => Self::DaemonLog { lines },
             Query::Fsck => Self::Fsck,
             Query::Diff(DiffQuery {
@@ -171,6 +184,7 @@ impl TryFrom<Request> for crate::engine::Query {
             Request::Log => Query::Log,
             Request::Agents => Query::Agents,
             Request::OpLog => Query::OpLog,
+            Request::OpShow { id } => Query::OpShow { id },
             Request::DaemonLog { lines } => Query::DaemonLog { lines },
             Request::Fsck => Query::Fsck,
             Request::Diff {

@@ -341,12 +341,7 @@ impl Rewinder {
                     bar.set_position(done as u64);
                 };
                 let mode = rewind::Mode::from_dry_run(dry_run);
-                let req = match req.clone() {
-                    rewind::Request::To { to, scope, .. } => {
-                        rewind::Request::To { to, scope, mode }
-                    }
-                    rewind::Request::UndoLast { .. } => rewind::Request::UndoLast { mode },
-                };
+                let req = req.clone().with_mode(mode);
                 let max_blob = crate::capture::DEFAULT_MAX_BLOB;
                 let result = rewind::run(root.as_fd(), store, &req, max_blob, &progress);
                 match result {

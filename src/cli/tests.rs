@@ -250,6 +250,21 @@ fn log_status_and_fsck_refuse_bad_arguments() {
 }
 
 #[test]
+fn op_show_and_op_restore_refuse_what_is_not_an_operation_id() {
+    let cases: &[(&[&str], Want)] = &[
+        (&["op", "show", "--dir", "{D}"], Clap),
+        (&["op", "show", "abc", "--dir", "{D}"], Clap),
+        (&["op", "show", "0", "--dir", "{D}"], Clap),
+        (&["op", "show", "##4", "--dir", "{D}"], Clap),
+        (&["op", "show", "4", "5", "--dir", "{D}"], Clap),
+        (&["op", "restore", "--dir", "{D}"], Clap),
+        (&["op", "restore", "-3", "--dir", "{D}"], Clap),
+        (&["op", "restore", "#+3", "--dir", "{D}"], Clap),
+    ];
+    insta::assert_snapshot!(refusals(cases));
+}
+
+#[test]
 fn diff_refuses_bad_arguments() {
     let cases: &[(&[&str], Want)] = &[
         (&["diff", "abc", "--dir", "{D}"], Clap),
@@ -334,6 +349,9 @@ fn every_help_text_is_as_reviewed() {
     assert_eq!(subs.len(), 21, "{subs:?}");
     for sub in subs {
         insta::assert_snapshot!(format!("help_{sub}"), help(&[&sub]));
+    }
+    for sub in ["show", "restore"] {
+        insta::assert_snapshot!(format!("help_op_{sub}"), help(&["op", sub]));
     }
 }
 

@@ -9,6 +9,7 @@
 //! live turn begins (the last one: now), so its counts do not change as later turns work.
 
 pub mod agents;
+pub mod op_show;
 
 use crate::ids::{Seq, Turn};
 use crate::relpath::RelPath;
@@ -445,6 +446,13 @@ pub fn pending_op(index: &Index) -> Option<Pending> {
         }
         OpKind::Undo => ("undo", of("undo")),
         OpKind::Redo => ("redo", of("redo")),
+        OpKind::RestoreOp => (
+            "restore_op",
+            match u.op.target {
+                Some(id) => format!("restore of the folder as just after #{id}"),
+                None => "restore of the folder as just after an operation".to_string(),
+            },
+        ),
     };
     Some(Pending {
         kind: kind.into(),

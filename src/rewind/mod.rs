@@ -38,6 +38,9 @@
 //! `undo.rs`), and every run that changes the folder ends in its one `carry_out` (room, saves,
 //! journal, apply, close), framed as a whole rewind, a partial one or an undo/redo.
 //!
+//! `op_restore.rs` adds `op restore ID` to the `Rewinder`: every path the journal recorded
+//! since an operation ended given that state, as a partial rewind gives its paths theirs.
+//!
 //! `resolve.rs` opens the directory holding a path, for every stage; `parts.rs` splits a
 //! large rewind's saves, its verification and the runs of independent files it restores over
 //! the machine's cores; `times.rs` logs where a run's time went. What is asked ([`Request`],
@@ -55,6 +58,7 @@ mod close;
 mod groups;
 mod links;
 mod merge;
+mod op_restore;
 mod parts;
 mod plan;
 mod preview;
@@ -109,6 +113,7 @@ pub fn run(
     let mut rewinder = Rewinder::new(root, store, limits, progress, req.mode());
     match req {
         Request::UndoLast { .. } => rewinder.undo_last(),
+        Request::RestoreOp { id, .. } => rewinder.restore_op(*id),
         Request::To {
             to,
             scope: Scope::Folder,

@@ -404,6 +404,8 @@ pub enum RewindError {
     Refused(Vec<Failure>),
     /// The disks lack the room the rewind needs: refused before any change.
     NoSpace(Box<Space>),
+    /// `op restore ID`: the folder as it was just after that operation cannot be had.
+    Unrestorable(crate::store::ops::Unrestorable),
     /// The store failed.
     Store(StoreError),
 }
@@ -460,6 +462,7 @@ impl std::fmt::Display for RewindError {
                 "rewind refused before changing anything: {}",
                 space.shortfall()
             ),
+            Self::Unrestorable(e) => write!(f, "{e}"),
             Self::Store(e) => write!(f, "{e}"),
         }
     }

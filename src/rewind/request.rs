@@ -117,6 +117,14 @@ pub enum Request {
         /// Whether anything changes.
         mode: Mode,
     },
+    /// `op restore ID`: the folder as it was just after operation `id`, the turns untouched
+    /// (a change of the current turn, itself an operation, as a partial rewind is).
+    RestoreOp {
+        /// The operation whose end is given back.
+        id: u64,
+        /// Whether anything changes.
+        mode: Mode,
+    },
 }
 
 impl Request {
@@ -132,7 +140,16 @@ impl Request {
     /// Whether anything changes.
     pub fn mode(&self) -> Mode {
         match self {
-            Self::To { mode, .. } | Self::UndoLast { mode } => *mode,
+            Self::To { mode, .. } | Self::UndoLast { mode } | Self::RestoreOp { mode, .. } => *mode,
+        }
+    }
+
+    /// The same request, run in `mode`.
+    pub fn with_mode(self, mode: Mode) -> Self {
+        match self {
+            Self::To { to, scope, .. } => Self::To { to, scope, mode },
+            Self::UndoLast { .. } => Self::UndoLast { mode },
+            Self::RestoreOp { id, .. } => Self::RestoreOp { id, mode },
         }
     }
 

@@ -88,6 +88,14 @@ pub(super) enum Frame<'p> {
         /// The paths given a merge's result, and that state.
         merged: &'p [MergedTarget],
     },
+    /// `op restore` of the folder as just after operation `id`: `op_begin`, captures for the
+    /// current turn (`from`) and saves for its undo, then `op_done`, as a partial rewind.
+    RestoreOp {
+        /// The operation whose end the folder is given.
+        id: u64,
+        /// The turn current, which the captures belong to.
+        from: Turn,
+    },
     /// An undo or redo (`way`) opened by `open`: the saves for its own undo, then `op_done`.
     Revert {
         /// Its `op_begin`.
@@ -103,7 +111,7 @@ impl Frame<'_> {
     /// What the run reads before it changes anything.
     fn saving(&self) -> Saving {
         match self {
-            Self::Partial { .. } => Saving::Partial,
+            Self::Partial { .. } | Self::RestoreOp { .. } => Saving::Partial,
             Self::Whole { .. } | Self::Revert { .. } => Saving::ForUndo,
         }
     }
@@ -113,6 +121,7 @@ impl Frame<'_> {
         match self {
             Self::Whole { .. } => None,
             Self::Partial { .. } => Some("partial-after-saves"),
+            Self::RestoreOp { .. } => Some("restore-op-after-saves"),
             Self::Revert {
                 way: Direction::Redo,
                 ..
@@ -140,6 +149,13 @@ impl Frame<'_> {
                 target: None,
                 merged: merged.to_vec(),
             }),
+            Self::RestoreOp { id, .. } => Record::OpBegin(OpBegin {
+                kind: OpKind::RestoreOp,
+                to: None,
+                paths: Vec::new(),
+                target: Some(*id),
+                merged: Vec::new(),
+            }),
             Self::Revert { open, .. } => Record::OpBegin(open.clone()),
         }
     }
@@ -148,7 +164,9 @@ impl Frame<'_> {
     fn close(&self, begin: Seq, counts: Option<crate::store::journal::OpCounts>) -> Record {
         match self {
             Self::Whole { .. } => Record::RewindDone { begin, counts },
-            Self::Partial { .. } | Self::Revert { .. } => Record::OpDone { begin, counts },
+            Self::Partial { .. } | Self::RestoreOp { .. } | Self::Revert { .. } => {
+                Record::OpDone { begin, counts }
+            }
         }
     }
 
@@ -156,7 +174,9 @@ impl Frame<'_> {
     fn saves_turn(&self) -> Turn {
         match self {
             Self::Whole { to, .. } => *to,
-            Self::Partial { from, .. } | Self::Revert { from, .. } => *from,
+            Self::Partial { from, .. }
+            | Self::RestoreOp { from, .. }
+            | Self::Revert { from, .. } => *from,
         }
     }
 }

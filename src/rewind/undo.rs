@@ -117,6 +117,7 @@ impl Rewinder<'_> {
                 let target = u.op.target.unwrap_or(top.op);
                 self.revert((way, target), folder.then_some(targets), Some(u.begin))?
             }
+            OpKind::RestoreOp => self.restore_after(u.op.target.unwrap_or(0), Some(u.begin))?,
         };
         Ok(Some(report))
     }

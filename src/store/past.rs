@@ -204,6 +204,18 @@ impl Past {
         self.inos.contains(&ino)
     }
 
+    /// Every path recorded since the moment with what it was then, in path order: what a
+    /// rewind to the moment gives back (`op restore`).
+    pub fn targets(&self) -> Vec<(RelPath, PreImage)> {
+        let mut out: Vec<(RelPath, PreImage)> = self
+            .first
+            .iter()
+            .map(|(p, (_, pre))| (p.clone(), pre.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
     /// How many paths are recorded.
     pub fn len(&self) -> usize {
         self.first.len()
@@ -220,6 +232,20 @@ impl Store {
     pub fn past(&self, at: Seq) -> Result<Past, StoreError> {
         let mut past = Past::new(at);
         self.catch_up(&mut past)?;
+        Ok(past)
+    }
+
+    /// The past at journal position `at` as the journal stood before position `until`: the
+    /// lines from `until` on are left out (what a run cut off by a crash wrote since it began
+    /// does not change what it was asked to give back).
+    pub fn past_until(&self, at: Seq, until: Seq) -> Result<Past, StoreError> {
+        let mut past = Past::new(at);
+        for line in self.read_lines()? {
+            if line.seq >= until {
+                break;
+            }
+            past.fold(&line);
+        }
         Ok(past)
     }
 

@@ -26,8 +26,10 @@ pub use record::{
 /// the operation log (`crate::store::ops`): `op_begin`, `op_done`, `relabel`, `pruned`, and a
 /// `rewind_done` that carries its counts. Version 5 names agents: an `agent` mark's name, the
 /// agent a `touched` record's process descends from, and the agent whose hook began a `turn`
-/// (several agents in one folder, each rewound on its own).
-pub const JOURNAL_VERSION: u32 = 5;
+/// (several agents in one folder, each rewound on its own). Version 6 adds the `op_begin` of
+/// `op restore` (`kind` `restore_op`): a build that reads only up to 5 would not know the
+/// operation, so it refuses the store instead of misreading it.
+pub const JOURNAL_VERSION: u32 = 6;
 
 /// A record with its envelope, as one line of the journal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -272,6 +274,38 @@ mod tests {
                 conversation: None,
             }
         );
+    }
+
+    #[test]
+    fn an_op_restore_line_is_version_6_as_format_md_says() {
+        let rec = Record::OpBegin(OpBegin {
+            kind: OpKind::RestoreOp,
+            to: None,
+            paths: Vec::new(),
+            target: Some(4),
+            merged: Vec::new(),
+        });
+        let line = Line {
+            v: rec.version(),
+            seq: Seq::new(9),
+            time: 5,
+            rec,
+        };
+        let text = String::from_utf8(encode(&line)).expect("utf8");
+        assert_eq!(
+            text,
+            "{\"v\":6,\"seq\":9,\"time\":5,\"op\":\"op_begin\",\"kind\":\"restore_op\",\"target\":4}\n"
+        );
+        assert_eq!(parse(text.as_bytes()).expect("parses").lines, vec![line]);
+        // An undo keeps the version it always had: older builds still read it.
+        let undo = Record::OpBegin(OpBegin {
+            kind: OpKind::Undo,
+            to: None,
+            paths: Vec::new(),
+            target: Some(4),
+            merged: Vec::new(),
+        });
+        assert_eq!(undo.version(), 4);
     }
 
     #[test]

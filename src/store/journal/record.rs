@@ -445,6 +445,10 @@ impl Record {
             } => return 5,
             Self::Touched(_) | Self::Agent(_) => return 4,
             Self::HandOff(_) => return 5,
+            Self::OpBegin(OpBegin {
+                kind: OpKind::RestoreOp,
+                ..
+            }) => return 6,
             Self::OpBegin(op) if !op.merged.is_empty() => return 5,
             Self::OpBegin(..) | Self::OpDone { .. } | Self::Relabel { .. } | Self::Pruned(..) => {
                 return 4;
@@ -502,6 +506,9 @@ pub enum OpKind {
     Undo,
     /// `redo`.
     Redo,
+    /// `op restore ID` (journal version 6): the folder as it was just after operation
+    /// `target`, every path given its first pre-image recorded after that operation ended.
+    RestoreOp,
 }
 
 /// The payload of an `op_begin` record.
@@ -515,7 +522,8 @@ pub struct OpBegin {
     /// A partial rewind's paths.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<RelPath>,
-    /// The id of the operation an undo or redo reverts or re-applies.
+    /// The id of the operation an undo or redo reverts or re-applies, or whose end an
+    /// `op restore` gives the folder back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<u64>,
     /// A partial rewind's paths that get a merge's result instead of their state at the start

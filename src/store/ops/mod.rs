@@ -71,6 +71,11 @@ pub enum OpWhat {
         /// The operation redone.
         of: u64,
     },
+    /// The folder was given back as it was just after operation `of` (`op restore`).
+    RestoreOp {
+        /// The operation whose end the folder was given.
+        of: u64,
+    },
     /// Turn `turn` was labelled.
     Relabel {
         /// The turn.
@@ -120,6 +125,12 @@ pub struct OpEntry {
     pub counts: Option<OpCounts>,
     /// Whether it is in effect.
     pub state: OpState,
+    /// The journal position just after it, where a capture epoch begins (its `turn`,
+    /// `rewind_done` or `op_done` record): the folder as it was then is the first pre-image
+    /// recorded after it per path (`crate::store::past`). `None` for an operation that begins
+    /// no epoch (a relabel, a prune, an undo written before version 4, one from before a
+    /// prune) or that has not finished.
+    pub end: Option<Seq>,
 }
 
 impl OpEntry {
@@ -147,6 +158,7 @@ impl OpEntry {
             }
             OpWhat::Undo { of } => format!("undo of #{of}"),
             OpWhat::Redo { of } => format!("redo of #{of}"),
+            OpWhat::RestoreOp { of } => format!("restore the folder as just after #{of}"),
             OpWhat::Relabel { turn, label } => match label {
                 Some(l) => format!("label turn {turn} {l:?}"),
                 None => format!("remove the label of turn {turn}"),
@@ -180,6 +192,7 @@ impl OpEntry {
             OpWhat::RewindPaths { .. } => "rewind_paths",
             OpWhat::Undo { .. } => "undo",
             OpWhat::Redo { .. } => "redo",
+            OpWhat::RestoreOp { .. } => "restore_op",
             OpWhat::Relabel { .. } => "relabel",
             OpWhat::Prune { .. } => "prune",
             OpWhat::Archived { .. } => "archived",
@@ -312,8 +325,36 @@ impl OpLog {
             what,
             counts: None,
             state,
+            end: None,
         });
         id
+    }
+
+    /// Operation `id` ended at journal position `end`, where a capture epoch begins.
+    fn set_end(&mut self, id: u64, end: Seq) {
+        if let Some(op) = self.get_mut(id) {
+            op.end = Some(end);
+        }
+    }
+
+    /// The journal position just after operation `id`, from which the folder as it was then
+    /// is read (see [`OpEntry::end`]), or why there is none.
+    pub fn moment_after(&self, id: u64) -> Result<(&OpEntry, Seq), Unrestorable> {
+        let Some(op) = self.get(id) else {
+            return Err(Unrestorable::NoSuchOp {
+                id,
+                newest: self.ops.last().map(|o| o.id),
+            });
+        };
+        match (&op.what, op.state, op.end) {
+            (OpWhat::Archived { .. }, ..) => Err(Unrestorable::Archived { id }),
+            (_, OpState::Unfinished, _) => Err(Unrestorable::Unfinished { id }),
+            (_, _, Some(end)) => Ok((op, end)),
+            (_, _, None) => Err(Unrestorable::NoMoment {
+                id,
+                words: op.words(),
+            }),
+        }
     }
 
     /// A new operation (not an undo or redo): nothing undone can be redone any more.
@@ -358,6 +399,67 @@ impl OpLog {
         out
     }
 }
+
+/// Why the folder as it was just after an operation cannot be had (`op show`, `op restore`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unrestorable {
+    /// No operation has this id.
+    NoSuchOp {
+        /// The id asked for.
+        id: u64,
+        /// The newest operation's id.
+        newest: Option<u64>,
+    },
+    /// It is from before a prune: only its words are kept.
+    Archived {
+        /// Its id.
+        id: u64,
+    },
+    /// It was cut off and has not finished.
+    Unfinished {
+        /// Its id.
+        id: u64,
+    },
+    /// It changed no path and began no moment of the folder (a relabel, a prune, an undo
+    /// written before journal version 4).
+    NoMoment {
+        /// Its id.
+        id: u64,
+        /// What it was.
+        words: String,
+    },
+}
+
+impl std::fmt::Display for Unrestorable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoSuchOp {
+                id,
+                newest: Some(n),
+            } => write!(
+                f,
+                "operation #{id} does not exist (the operations are #1 to #{n}: see `ckpt-mount op log`)"
+            ),
+            Self::NoSuchOp { id, newest: None } => {
+                write!(f, "operation #{id} does not exist (the log is empty)")
+            }
+            Self::Archived { id } => write!(
+                f,
+                "operation #{id} is from before a prune: only its words are kept, not the folder as it was then"
+            ),
+            Self::Unfinished { id } => write!(
+                f,
+                "operation #{id} was cut off and has not finished: the next mount, rewind, undo or redo completes it"
+            ),
+            Self::NoMoment { id, words } => write!(
+                f,
+                "operation #{id} ({words}) changed no path, and the folder just after it is not recorded apart from the operation before it: restore that one"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Unrestorable {}
 
 /// Why a turn could not be relabelled.
 #[derive(Debug)]

@@ -44,13 +44,16 @@ impl Index {
     ) {
         match from {
             None => {
-                self.ops
+                let id = self
+                    .ops
                     .push(seq, time, OpWhat::Created { turn }, OpState::Done);
+                self.ops.set_end(id, seq);
             }
             Some(from) => {
                 let id = self
                     .ops
                     .push(seq, time, OpWhat::Turn { turn, from }, OpState::Done);
+                self.ops.set_end(id, seq);
                 self.ops.new_op(Some(Applied {
                     op: id,
                     by: id,
@@ -71,13 +74,20 @@ impl Index {
         effect: Effect,
         saves: Vec<Capture>,
     ) {
-        let Effect::Rewind { to, new_time, .. } = &effect else {
+        let Effect::Rewind {
+            to,
+            new_time,
+            new_began,
+            ..
+        } = &effect
+        else {
             return;
         };
-        let (to, time) = (*to, *new_time);
+        let (to, time, done) = (*to, *new_time, *new_began);
         let id = self
             .ops
             .push(begin, time, OpWhat::Rewind { to, from }, OpState::Done);
+        self.ops.set_end(id, done);
         self.ops.new_op(Some(Applied {
             op: id,
             by: id,
@@ -140,6 +150,9 @@ impl Index {
             OpKind::Redo => OpWhat::Redo {
                 of: op.target.unwrap_or(0),
             },
+            OpKind::RestoreOp => OpWhat::RestoreOp {
+                of: op.target.unwrap_or(0),
+            },
         };
         let id = self.ops.push(seq, time, what, OpState::Unfinished);
         self.ops.unfinished = Some(UnfinishedOp {
@@ -148,9 +161,10 @@ impl Index {
             op: op.clone(),
         });
         self.unfinished_saved.clear();
-        if op.kind == OpKind::RewindPaths {
+        if matches!(op.kind, OpKind::RewindPaths | OpKind::RestoreOp) {
             // Paths changed after the partial rewind are captured again, so that its undo
-            // finds their state just after it (the captures it writes itself count).
+            // finds their state just after it (the captures it writes itself count until it
+            // is done: `op_done` begins the next epoch).
             self.epoch = seq;
             self.captured_now.clear();
         }
@@ -171,19 +185,42 @@ impl Index {
             op.counts = counts;
         }
         match u.op.kind {
-            OpKind::RewindPaths => self.ops.new_op(Some(Applied {
-                op: u.id,
-                by: u.id,
-                change: Change::Folder {
-                    begin,
-                    saves,
-                    moved: Vec::new(),
-                    restored: Vec::new(),
-                    effect: Effect::Partial,
-                },
-            })),
+            OpKind::RewindPaths | OpKind::RestoreOp => {
+                self.ops.new_op(Some(Applied {
+                    op: u.id,
+                    by: u.id,
+                    change: Change::Folder {
+                        begin,
+                        saves,
+                        moved: Vec::new(),
+                        restored: Vec::new(),
+                        effect: Effect::Partial,
+                    },
+                }));
+                self.end_partial(u.id);
+            }
             OpKind::Undo => self.undo_top(u.id, u.op.target, begin, saves),
             OpKind::Redo => self.redo_top(u.id, u.op.target, begin, saves),
+        }
+    }
+
+    /// A partial rewind (or `op restore`) `id` is done (its `op_done` the last line read): a
+    /// new capture epoch begins, so that a path it restored is captured again at its next
+    /// change, and the folder as it was just after it is recorded from here on
+    /// ([`OpEntry::end`]).
+    fn end_partial(&mut self, id: u64) {
+        let done = self.last_seq;
+        self.epoch = done;
+        self.captured_now.clear();
+        self.ops.set_end(id, done);
+    }
+
+    /// An undo or redo `id` that changed the folder is done: it began a capture epoch (at its
+    /// `op_begin`, with nothing but its saves since), so the folder just after it is recorded
+    /// from its `op_done` on. One of a turn switch or a relabel begins none.
+    fn end_revert(&mut self, id: u64, change: &Change) {
+        if matches!(change, Change::Folder { .. }) {
+            self.ops.set_end(id, self.last_seq);
         }
     }
 
@@ -217,6 +254,7 @@ impl Index {
             },
             other => other,
         };
+        self.end_revert(id, &change);
         self.ops.redo.push(Applied { op, by: id, change });
     }
 
@@ -249,6 +287,7 @@ impl Index {
             },
             other => other,
         };
+        self.end_revert(id, &change);
         self.ops.undo.push(Applied { op, by: id, change });
     }
 
@@ -561,6 +600,7 @@ impl Index {
                 },
                 counts: None,
                 state: OpState::Done,
+                end: None,
             })
             .collect();
         self.ops.next_id = p.id;

@@ -274,3 +274,136 @@ fn linked_identities_count_every_record_kept_and_follow_renewals() {
     );
     assert_eq!(index.linked_identities(), HashSet::from([id(5), id(10)]));
 }
+
+/// An `op_begin` of `kind` (target `target`) and its `op_done` with one path restored.
+fn op_run(index: &mut Index, kind: OpKind, target: Option<u64>) -> (Seq, Seq) {
+    let b = push(
+        index,
+        Record::OpBegin(OpBegin {
+            kind,
+            to: (kind == OpKind::RewindPaths).then(|| Turn::new(1)),
+            paths: Vec::new(),
+            target,
+            merged: Vec::new(),
+        }),
+    );
+    let done = push(
+        index,
+        Record::OpDone {
+            begin: b,
+            counts: Some(OpCounts {
+                restored: 1,
+                deleted: 0,
+                failed: 0,
+            }),
+        },
+    );
+    (b, done)
+}
+
+#[test]
+fn a_partial_rewind_ends_its_capture_epoch_when_done() {
+    let mut index = Index::default();
+    push(&mut index, turn(1));
+    let b = push(
+        &mut index,
+        Record::OpBegin(OpBegin {
+            kind: OpKind::RewindPaths,
+            to: Some(Turn::new(1)),
+            paths: vec![rp("a")],
+            target: None,
+            merged: Vec::new(),
+        }),
+    );
+    // What the partial rewind captures for the current turn counts while it runs…
+    push(&mut index, cap(1, "a", file("a0")));
+    assert!(index.captured_now.contains_key(&rp("a")));
+    let done = push(
+        &mut index,
+        Record::OpDone {
+            begin: b,
+            counts: None,
+        },
+    );
+    // …and not after: a path it restored is captured again at its next change, so the
+    // folder just after it is recorded.
+    assert!(index.captured_now.is_empty());
+    assert_eq!(index.epoch, done);
+    let (op, end) = index.ops.moment_after(2).expect("a moment");
+    assert_eq!((op.seq, end), (b, done));
+}
+
+#[test]
+fn an_op_restore_is_an_operation_undo_takes_back_and_each_op_knows_where_it_ended() {
+    let mut index = Index::default();
+    let t1 = push(&mut index, turn(1));
+    let t2 = push(&mut index, turn(2));
+    push(
+        &mut index,
+        Record::Relabel {
+            turn: Turn::new(2),
+            label: Some("x".into()),
+        },
+    );
+    let (_, partial_end) = op_run(&mut index, OpKind::RewindPaths, None);
+    assert_eq!(index.ops.moment_after(1).map(|(_, s)| s), Ok(t1));
+    assert_eq!(index.ops.moment_after(2).map(|(_, s)| s), Ok(t2));
+    assert!(matches!(
+        index.ops.moment_after(3),
+        Err(Unrestorable::NoMoment { id: 3, .. })
+    ));
+    assert_eq!(index.ops.moment_after(4).map(|(_, s)| s), Ok(partial_end));
+    assert_eq!(
+        index.ops.moment_after(9),
+        Err(Unrestorable::NoSuchOp {
+            id: 9,
+            newest: Some(4)
+        })
+    );
+    let (b, done) = op_run(&mut index, OpKind::RestoreOp, Some(2));
+    assert_eq!(index.ops.moment_after(5).map(|(_, s)| s), Ok(done));
+    assert_eq!(index.epoch, done);
+    let rows = op_rows(&index.ops);
+    assert_eq!(
+        rows[0].text,
+        "restore the folder as just after #2 (restored 1, deleted 0)"
+    );
+    assert_eq!(rows[0].kind, "restore_op");
+    assert!(rows[0].next_undo);
+    assert_eq!(
+        index.current_turn(),
+        Turn::new(2),
+        "the turns do not change"
+    );
+    // Undone like a partial rewind, then redone; an undo of a folder change ends at its
+    // op_done too, one of a relabel does not.
+    let (_, undo_end) = op_run(&mut index, OpKind::Undo, Some(5));
+    assert_eq!(index.ops.get(5).map(|o| o.state), Some(OpState::Undone(6)));
+    assert_eq!(index.ops.moment_after(6).map(|(_, s)| s), Ok(undo_end));
+    op_run(&mut index, OpKind::Redo, Some(5));
+    assert_eq!(index.ops.get(5).map(|o| o.state), Some(OpState::Done));
+    let top = index.ops.undo.last().expect("in effect");
+    assert!(matches!(top.change, Change::Folder { begin: at, .. } if at > b));
+    op_run(&mut index, OpKind::Undo, Some(5));
+    op_run(&mut index, OpKind::Undo, Some(4));
+    op_run(&mut index, OpKind::Undo, Some(3));
+    assert!(matches!(
+        index.ops.moment_after(10),
+        Err(Unrestorable::NoMoment { .. })
+    ));
+    // A cut-off one has no moment yet.
+    push(
+        &mut index,
+        Record::OpBegin(OpBegin {
+            kind: OpKind::RestoreOp,
+            to: None,
+            paths: Vec::new(),
+            target: Some(1),
+            merged: Vec::new(),
+        }),
+    );
+    assert_eq!(
+        index.ops.moment_after(11),
+        Err(Unrestorable::Unfinished { id: 11 })
+    );
+}
