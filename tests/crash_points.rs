@@ -546,6 +546,34 @@ fn killed_in_a_partial_rewind_after_its_saves() {
     c.fsck_clean(point);
 }
 
+/// A crash in an `op restore` after its saves: the remount completes it (the folder as just
+/// after turn 2 began, the turns untouched), and `undo` takes it back exactly.
+#[test]
+fn killed_in_an_op_restore_after_its_saves() {
+    if !require_fuse() {
+        return;
+    }
+    let point = "restore-op-after-saves";
+    let (c, m) = Crashable::new(point, four_files);
+    let (at2, before) = changed_turn_two(&c, &m);
+    // #1 created the store, #2 began turn 2.
+    let mut m = c.cut_off(m, point, "op restore", |m| {
+        m.cli(&["op", "restore", "2", "--yes"])
+    });
+    assert_same_tree(&at2, &tree(&c.dir, false));
+    let o = m.cli(&["status", "--json"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("\"turn\": 2"),
+        "{}",
+        common::output_text(&o)
+    );
+    let o = m.cli(&["undo"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_tree(&before, &tree(&c.dir, false));
+    m.unmount();
+    c.fsck_clean(point);
+}
+
 /// The same crash on a normal user's own mount (`fusermount3`, the daemon serving I/O): the
 /// folder listed and a shell in it, the daemon killed in the middle of a rewind; `status` says
 /// the mount is dead and names the command, which detaches it through `fusermount3` and
