@@ -158,6 +158,8 @@ mod fixture;
 mod host;
 #[path = "core_model/mutate.rs"]
 mod mutate;
+#[path = "core_model/op_restore.rs"]
+mod op_restore;
 #[path = "core_model/partial.rs"]
 mod partial;
 #[path = "core_model/past.rs"]
@@ -266,6 +268,9 @@ struct Case {
     /// The host as last observed, while no core call since can have changed it (the first
     /// observation of a rewind or undo, taken just after the last step's, would be the same).
     seen: Option<Observed>,
+    /// Every operation of the log, oldest first, with the folder just after it
+    /// (`op_restore.rs`).
+    moments: Vec<op_restore::Moment>,
 }
 
 /// Every operation but hard links: green on current main.

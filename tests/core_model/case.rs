@@ -41,7 +41,9 @@ impl Case {
             xattrs: check_xattrs(),
             links: true,
             seen,
+            moments: Vec::new(),
         }
+        .with_first_moment()
     }
 
     pub(super) fn fs(&self) -> &CkptFs {
@@ -99,51 +101,40 @@ impl Case {
         self.trace.push(format!("{op:?},{note}"));
         // Every step below may change the host.
         let seen = self.seen.take();
-        match op {
-            Rewind(k) => return self.rewind(k, seen).and_then(|()| self.check_turns()),
-            RewindPaths(k, p) => {
-                return self
-                    .rewind_paths(k, p, seen)
-                    .and_then(|()| self.check_turns());
-            }
-            Undo => {
-                return self
-                    .undo_redo(false, seen)
-                    .and_then(|()| self.check_turns());
-            }
-            Redo => return self.undo_redo(true, seen).and_then(|()| self.check_turns()),
-            Relabel(t, seed) => return self.relabel(t, seed).and_then(|()| self.check_turns()),
+        let history = match op {
+            Rewind(k) => Some(self.rewind(k, seen)),
+            RewindPaths(k, p) => Some(self.rewind_paths(k, p, seen)),
+            Undo => Some(self.undo_redo(false, seen)),
+            Redo => Some(self.undo_redo(true, seen)),
+            Relabel(t, seed) => Some(self.relabel(t, seed)),
+            RewindAgent(k, who, conflicts) => Some(self.rewind_agent(k, (who, conflicts), seen)),
+            NextTurn(g) => Some(self.next_turn(self.turns.next_number(g))),
+            OpRestore(back) => Some(self.op_restore(back, seen)),
             As(agent) => {
                 self.act_as(agent);
                 self.seen = seen;
                 return Ok(());
             }
-            RewindAgent(k, who, conflicts) => {
-                return self
-                    .rewind_agent(k, (who, conflicts), seen)
-                    .and_then(|()| self.check_turns());
-            }
-            NextTurn(g) => {
-                return self
-                    .next_turn(self.turns.next_number(g))
-                    .and_then(|()| self.check_turns());
-            }
-            _ => {
-                let paths = self.changed_paths(op);
-                self.mutate(op)?;
-                let (step, actor) = (self.step, self.actor);
-                let line = match op {
-                    EditLine(_, l, _) => Some(l % LINES),
-                    _ => None,
-                };
-                self.history.extend(paths.into_iter().map(|path| Change {
-                    step,
-                    path,
-                    actor,
-                    line,
-                }));
-            }
+            _ => None,
+        };
+        if let Some(done) = history {
+            done?;
+            self.check_turns()?;
+            return self.note_moment(op);
         }
+        let paths = self.changed_paths(op);
+        self.mutate(op)?;
+        let (step, actor) = (self.step, self.actor);
+        let line = match op {
+            EditLine(_, l, _) => Some(l % LINES),
+            _ => None,
+        };
+        self.history.extend(paths.into_iter().map(|path| Change {
+            step,
+            path,
+            actor,
+            line,
+        }));
         // The stager stores staged pre-images at its own pace; settle them now so that the
         // inode numbers they free are free at the same point of every run.
         drop(self.fs().capturer().lock());

@@ -29,9 +29,9 @@ impl Case {
                 self.close_held(i);
             }
             Forget => self.forget_unheld()?,
-            NextTurn(_) | Rewind(_) | RewindPaths(..) | Undo | Redo | Relabel(..) | As(_)
-            | RewindAgent(..) | MkdirAll(_) | RemoveAll(_) | Hold(_) | WriteLine(..) | Read(_)
-            | Sh(_) | Settle => {
+            NextTurn(_) | Rewind(_) | RewindPaths(..) | Undo | Redo | Relabel(..)
+            | OpRestore(_) | As(_) | RewindAgent(..) | MkdirAll(_) | RemoveAll(_) | Hold(_)
+            | WriteLine(..) | Read(_) | Sh(_) | Settle => {
                 unreachable!("not a mutation of the core tier")
             }
         }
