@@ -204,16 +204,20 @@ impl Past {
         self.inos.contains(&ino)
     }
 
-    /// Every path recorded since the moment with what it was then, in path order: what a
-    /// rewind to the moment gives back (`op restore`).
+    /// Every path recorded since the moment with what it was then: what a rewind to the
+    /// moment gives back (`op restore`). In journal order, oldest record first, as a rewind's
+    /// targets are: names of one hard-linked inode are restored from the oldest record of any
+    /// of them, since a later record of one name may follow a change made through another.
     pub fn targets(&self) -> Vec<(RelPath, PreImage)> {
-        let mut out: Vec<(RelPath, PreImage)> = self
+        let mut out: Vec<(Seq, &RelPath, &PreImage)> = self
             .first
             .iter()
-            .map(|(p, (_, pre))| (p.clone(), pre.clone()))
+            .map(|(p, (seq, pre))| (*seq, p, pre))
             .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        out.sort_by_key(|(seq, ..)| *seq);
+        out.into_iter()
+            .map(|(_, p, pre)| (p.clone(), pre.clone()))
+            .collect()
     }
 
     /// How many paths are recorded.

@@ -203,3 +203,25 @@ fn op_restore_of_each_kind_of_operation_matches_the_model() {
         Undo,
     ]);
 }
+
+/// Found at 2000 cases: after the undo (#3) gave back `a` and `b`, one inode, `b`'s xattr was
+/// set (a capture of `b` alone), and a later rewind saved both names. `op restore` of the
+/// undo took `a`'s own first record (that save, with the xattr) for the group: the targets
+/// were in path order, and a group is restored from its first target. In journal order, the
+/// oldest record of the inode (`b`'s capture, before the xattr) is first.
+#[test]
+fn regression_op_restore_takes_a_hard_link_group_from_its_oldest_record() {
+    on_tmp(&[
+        Create("a", 0),
+        Link("a", "b"),
+        Rewind(1),
+        Undo,
+        SetXattr("b", 0, 0),
+        NextTurn(1), // turn 2
+        Rewind(2),
+        Rewind(1),
+        NextTurn(1), // turn 3
+        Relabel(1, 0),
+        OpRestore(5), // the undo
+    ]);
+}
