@@ -241,15 +241,27 @@ pub fn diff(
 pub fn diff_past<'a>(
     root: BorrowedFd<'_>,
     store: &Store,
-    (from, to): (&crate::store::past::Past, Option<&crate::store::past::Past>),
+    pasts: (&crate::store::past::Past, Option<&crate::store::past::Past>),
     captures: impl Iterator<Item = &'a crate::store::Capture> + Clone,
     only: &[RelPath],
+) -> Vec<FileChange> {
+    diff_past_with(root, store, pasts, captures, (&[], only))
+}
+
+/// [`diff_past`] over the recorded paths and the names `extra` (names nothing recorded, such as
+/// other names of a hard-linked file a recorded name changed).
+pub fn diff_past_with<'a>(
+    root: BorrowedFd<'_>,
+    store: &Store,
+    (from, to): (&crate::store::past::Past, Option<&crate::store::past::Past>),
+    captures: impl Iterator<Item = &'a crate::store::Capture> + Clone,
+    (extra, only): (&[RelPath], &[RelPath]),
 ) -> Vec<FileChange> {
     let index = store.index();
     let of = |past: &crate::store::past::Past, path: &RelPath| {
         crate::versions::in_past(past, index, root, path)
     };
-    let states = from.paths().filter_map(|path| {
+    let states = from.paths().chain(extra.iter()).filter_map(|path| {
         let before = of(from, path);
         let after = to.and_then(|t| of(t, path));
         // Unchanged over the range: changed only after its end, or never at all.

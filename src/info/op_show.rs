@@ -7,9 +7,15 @@
 //! I/O: reads the journal, the store's blobs and the folder; changes nothing.
 
 use crate::diff::FileChange;
+use crate::identity::FileId;
+use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::ops::{OpEntry, OpState, OpWhat, Unrestorable};
+use crate::store::past::Past;
+use crate::sys;
 use serde::{Deserialize, Serialize};
+use std::ffi::CString;
+use std::os::fd::AsFd;
 use std::os::fd::BorrowedFd;
 
 /// The answer to `op show ID`.
@@ -48,12 +54,13 @@ pub fn op_show(store: &Store, root: BorrowedFd<'_>, id: u64) -> Result<OpShow, S
         (true, Some(end)) => {
             let before = store.past(op.seq)?;
             let after = store.past(end)?;
-            crate::diff::diff_past(
+            let linked = linked_names(store, root, [&before, &after]);
+            crate::diff::diff_past_with(
                 root,
                 store,
                 (&before, Some(&after)),
                 std::iter::empty(),
-                &[],
+                (&linked, &[]),
             )
         }
         _ => Vec::new(),
@@ -72,6 +79,51 @@ pub fn op_show(store: &Store, root: BorrowedFd<'_>, id: u64) -> Result<OpShow, S
         turns: turns_words(store, op),
         changes,
     })
+}
+
+/// Names in the folder that neither past records but that hold, now, a hard-linked inode one
+/// of them records: an operation that rewrote that inode in place changed them too (read as
+/// `crate::versions::in_past` reads them). The folder is walked only when such an inode is
+/// recorded.
+fn linked_names(store: &Store, root: BorrowedFd<'_>, pasts: [&Past; 2]) -> Vec<RelPath> {
+    let index = store.index();
+    let ids: Vec<FileId> = pasts
+        .iter()
+        .flat_map(|p| p.linked_identities())
+        .map(|id| index.current_identity(id))
+        .collect();
+    let mut out = Vec::new();
+    if ids.is_empty() {
+        return out;
+    }
+    let Ok(top) = sys::openat(root, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0) else {
+        return out;
+    };
+    let Ok(entries) = sys::read_dir_all(top.as_fd(), false) else {
+        return out;
+    };
+    for e in entries {
+        // `.ckpt` is no valid path: the store is never walked.
+        let (Ok(path), Ok(name)) = (RelPath::new(&e.name), CString::new(e.name.clone())) else {
+            continue;
+        };
+        let _ = crate::capture::walk_tree(top.as_fd(), &name, &path, &mut |p, dir, n| {
+            if pasts.iter().any(|past| past.recorded(p).is_some()) {
+                return Ok(None);
+            }
+            let st = sys::lstatat(dir, n)?;
+            let kind = st.st_mode & libc::S_IFMT;
+            if st.st_nlink < 2 || (kind != libc::S_IFREG && kind != libc::S_IFLNK) {
+                return Ok(Some(kind == libc::S_IFDIR));
+            }
+            let now = FileId::read_at(dir, n, 0, st.st_ino);
+            if ids.iter().any(|id| id.is(&now)) {
+                out.push(p.clone());
+            }
+            Ok(Some(false))
+        });
+    }
+    out
 }
 
 /// Whether `op` could have changed paths: a rewind, a partial one, an `op restore`, or an undo

@@ -13,6 +13,8 @@
 //! A name nothing recorded can still have changed through another name of its hard-link group
 //! (a write through `b` changes `a`). Such a name holds, now, a file whose identity a recorded
 //! pre-image names: what that pre-image says is what the name was too ([`Past::of_identity`]).
+//! For the same reason a recorded name of a hard-linked file reads as the oldest record of any
+//! name of its inode ([`Past::recorded`]), as a rewind restores a group from its oldest target.
 //!
 //! Pure: journal lines in, plain data out. [`Store::past`] reads the lines.
 
@@ -136,8 +138,17 @@ impl Past {
 
     /// What `path` was at the moment, when something recorded it since (`None`: it is as the
     /// folder has it now, unless an ancestor says otherwise: [`Past::hidden_by_ancestor`]).
+    /// A hard-linked file's is the oldest record of any name of its inode: its own first record
+    /// may follow a change made through another name (a rewind restores the group so too).
     pub fn recorded(&self, path: &RelPath) -> Option<&PreImage> {
-        self.first.get(path).map(|(_, pre)| pre)
+        let (_, own) = self.first.get(path)?;
+        if let Some(id) = own.file_id()
+            && let Some(oldest) = self.identities.get(&id)
+            && (own.nlink() > 1 || oldest.nlink() > 1)
+        {
+            return Some(oldest);
+        }
+        Some(own)
     }
 
     /// Whether an ancestor of `path` was, at the moment, something other than a directory
@@ -186,6 +197,15 @@ impl Past {
             .iter()
             .find(|(id, _)| current(id).is(now))
             .map(|(_, pre)| pre)
+    }
+
+    /// The identities of hard-linked files (more than one name when recorded) recorded since
+    /// the moment: a name nothing recorded that holds one of them now changed with it.
+    pub fn linked_identities(&self) -> impl Iterator<Item = &FileId> {
+        self.identities
+            .iter()
+            .filter(|(_, pre)| pre.nlink() > 1)
+            .map(|(id, _)| id)
     }
 
     /// Every path recorded since the moment (in no particular order).
@@ -340,6 +360,23 @@ mod tests {
             btime: Some(7),
         };
         assert_eq!(past.of_identity(&id, &|i| i.clone()), Some(&file(1, 'b')));
+    }
+
+    #[test]
+    fn a_hard_linked_name_reads_as_the_oldest_record_of_its_inode() {
+        // `b` is captured first (its xattr about to change, through `b`), `a`, the same
+        // inode, only later, with the change: at the moment both held the first state.
+        let lines = [
+            capture(3, "b", file(1, 'x')),
+            capture(4, "c", file(2, 'c')),
+            capture(5, "a", file(1, 'y')),
+        ];
+        let past = Past::from_lines(Seq::new(2), &lines);
+        assert_eq!(past.recorded(&rp("a")), Some(&file(1, 'x')));
+        assert_eq!(past.recorded(&rp("b")), Some(&file(1, 'x')));
+        assert_eq!(past.recorded(&rp("c")), Some(&file(2, 'c')));
+        let order: Vec<String> = past.targets().iter().map(|(p, _)| p.to_string()).collect();
+        assert_eq!(order, ["b", "c", "a"], "journal order");
     }
 
     #[test]

@@ -101,6 +101,11 @@ impl Case {
         self.trace.push(format!("{op:?},{note}"));
         // Every step below may change the host.
         let seen = self.seen.take();
+        let before = match (&seen, op.kind()) {
+            (_, "As") => None,
+            (Some(s), _) => Some(s.tree.clone()),
+            (None, _) => Some(observe(&self.core.root).tree),
+        };
         let history = match op {
             Rewind(k) => Some(self.rewind(k, seen)),
             RewindPaths(k, p) => Some(self.rewind_paths(k, p, seen)),
@@ -120,7 +125,7 @@ impl Case {
         if let Some(done) = history {
             done?;
             self.check_turns()?;
-            return self.note_moment(op);
+            return self.note_moment(op, before);
         }
         let paths = self.changed_paths(op);
         self.mutate(op)?;

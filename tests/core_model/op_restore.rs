@@ -38,8 +38,10 @@ impl Case {
     }
 
     /// After a step on the history that passed its checks: the operation it recorded, if it
-    /// recorded one, noted with the folder just after it.
-    pub(super) fn note_moment(&mut self, op: Op) -> Result<(), Failure> {
+    /// recorded one, noted with the folder just after it; and `op show` of it lists exactly
+    /// the paths whose state (kind, bytes, mode, target) differs from `before`, the folder just
+    /// before the step.
+    pub(super) fn note_moment(&mut self, op: Op, before: Option<Tree>) -> Result<(), Failure> {
         let Some(id) = self.newest_op() else {
             return Ok(());
         };
@@ -54,12 +56,43 @@ impl Case {
             _ => true,
         };
         let host = self.seen.take().unwrap_or_else(|| observe(&self.core.root));
+        if let Some(before) = &before {
+            self.check_op_show(id, before, &host.tree)?;
+        }
         self.moments.push(Moment {
             id,
             after: restorable.then(|| host.tree.clone()),
             ids: self.model.file_ids(),
         });
         self.seen = Some(host);
+        Ok(())
+    }
+
+    /// `op show ID` of the operation just recorded lists the paths whose state changed from
+    /// `before` to `after` (xattrs, owners and hard-link sharing are not what it shows).
+    fn check_op_show(&self, id: u64, before: &Tree, after: &Tree) -> Result<(), Failure> {
+        let keys: BTreeSet<&String> = before.entries.keys().chain(after.entries.keys()).collect();
+        let want: BTreeSet<String> = keys
+            .into_iter()
+            .filter(|k| {
+                before.entries.get(*k).map(|s| &s.kind) != after.entries.get(*k).map(|s| &s.kind)
+            })
+            .cloned()
+            .collect();
+        let shown = {
+            let store = self.fs().capturer().lock();
+            ckpt_mount::info::op_show::op_show(&store, self.fs().root(), id)
+        };
+        let got: BTreeSet<String> = match shown {
+            Ok(s) => s.changes.iter().map(|c| c.path.to_string()).collect(),
+            Err(e) => return fail("op-show", format!("op show #{id}: {e}")),
+        };
+        if got != want {
+            return fail(
+                "op-show",
+                format!("op show #{id} lists {got:?}; the model says {want:?} changed"),
+            );
+        }
         Ok(())
     }
 
