@@ -129,8 +129,8 @@ on_both_mounts!(
 /// `-o ro,noatime` on a folder with history: mountinfo shows both; every write through the
 /// mount fails with `EROFS` (a file, a new one, a directory, a removal, the control file
 /// `.ckpt/turn`); the history reads as ever (`.ckpt/turn`, `log`, `cat`, `diff`, a rewind's
-/// dry run); a rewind and an undo, which would change the folder beside the mount, are
-/// refused, and change nothing. Mounted again without `ro`, it is read-write.
+/// dry run, `op show`, `op restore --dry-run`); a rewind, an undo and an `op restore`, which
+/// would change the folder beside the mount, are refused, and change nothing. Mounted again without `ro`, it is read-write.
 fn read_only() {
     let (_tmp, dir) = folder("site");
     std::fs::write(dir.join("f"), "one\n").expect("write");
@@ -183,8 +183,29 @@ fn read_only() {
     assert!(ck(&["log"], &dir).status.success());
     let o = ck(&["rewind", "2", "--dry-run"], &dir);
     assert!(text(&o).contains("restore  f"), "{}", text(&o));
-    for args in [&["rewind", "2", "--yes"][..], &["undo", "--yes"][..]] {
-        let o = ck(args, &dir);
+    // `op show` reads, `op restore --dry-run` previews (#1: the folder as mounted).
+    let op = |args: &[&str]| {
+        Command::new(bin())
+            .arg("op")
+            .args(args)
+            .arg("--dir")
+            .arg(&dir)
+            .output()
+            .expect("run ckpt-mount op")
+    };
+    let o = op(&["show", "2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = op(&["restore", "1", "--dry-run"]);
+    assert!(text(&o).contains("restore  f"), "{}", text(&o));
+    for args in [
+        &["rewind", "2", "--yes"][..],
+        &["undo", "--yes"][..],
+        &["op", "restore", "1", "--yes"][..],
+    ] {
+        let o = match args.split_first() {
+            Some((&"op", rest)) => op(rest),
+            _ => ck(args, &dir),
+        };
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
         assert!(
             text(&o).contains("mounted read-only (-o ro)"),
