@@ -108,9 +108,9 @@ fn apply(root: &Path, op: &Op) -> Result<(), i32> {
             unreachable!("not a path operation")
         }
         Create(..) | CreateHeld(..) | Replace(..) | SetXattr(..) | RemoveXattr(..)
-        | TruncHeld(..) | Forget | RewindPaths(..) | Undo | Redo | Relabel(..) | OpRestore(_)
-        | As(_) | RewindAgent(..) | EditLine(..) | Hold(_) | WriteLine(..) | Read(_) | Sh(_)
-        | Settle => {
+        | TruncHeld(..) | Forget | RewindPaths(..) | Undo | Redo | Relabel(..)
+        | RestoreAfter(_) | As(_) | RewindAgent(..) | EditLine(..) | Hold(_) | WriteLine(..)
+        | Read(_) | Sh(_) | Settle => {
             unimplemented!("the mounted tier does not drive {op:?}")
         }
     }

@@ -114,7 +114,7 @@ impl Case {
             Relabel(t, seed) => Some(self.relabel(t, seed)),
             RewindAgent(k, who, conflicts) => Some(self.rewind_agent(k, (who, conflicts), seen)),
             NextTurn(g) => Some(self.next_turn(self.turns.next_number(g))),
-            OpRestore(back) => Some(self.op_restore(back, seen)),
+            RestoreAfter(back) => Some(self.op_restore(back, seen)),
             As(agent) => {
                 self.act_as(agent);
                 self.seen = seen;

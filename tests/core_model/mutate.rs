@@ -30,7 +30,7 @@ impl Case {
             }
             Forget => self.forget_unheld()?,
             NextTurn(_) | Rewind(_) | RewindPaths(..) | Undo | Redo | Relabel(..)
-            | OpRestore(_) | As(_) | RewindAgent(..) | MkdirAll(_) | RemoveAll(_) | Hold(_)
+            | RestoreAfter(_) | As(_) | RewindAgent(..) | MkdirAll(_) | RemoveAll(_) | Hold(_)
             | WriteLine(..) | Read(_) | Sh(_) | Settle => {
                 unreachable!("not a mutation of the core tier")
             }

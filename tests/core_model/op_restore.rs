@@ -1,6 +1,6 @@
 //! `op restore ID` against the model: every operation of the log noted with the folder just
 //! after it (the model's own snapshot, taken when it ended) and whether that moment can be
-//! given back; a step `OpRestore(k)` restores the `k`-th most recent one and checks the whole
+//! given back; a step `RestoreAfter(k)` restores the `k`-th most recent one and checks the whole
 //! tree against that snapshot, the turns unchanged, then records it as an operation `undo`
 //! takes back like a partial rewind (`turns.rs` checks the undo and the redo).
 
@@ -181,7 +181,7 @@ fn regression_op_restore_of_a_partial_rewind_whose_path_changed_after_it() {
         RewindPaths(1, "a"),
         Create("a", 0),
         Create("c", 0),
-        OpRestore(5), // the second partial rewind
+        RestoreAfter(5), // the second partial rewind
     ]);
 }
 
@@ -195,16 +195,16 @@ fn regression_op_restore_of_an_op_restore_whose_path_changed_after_it() {
         Relabel(1, 0),
         NextTurn(1), // turn 3
         Mkdir("b", 0o644),
-        NextTurn(1),  // turn 4
-        OpRestore(4), // the start of turn 3
+        NextTurn(1),     // turn 4
+        RestoreAfter(4), // the start of turn 3
         Mkdir("b", 0o644),
-        OpRestore(0), // the op restore just before
+        RestoreAfter(0), // the op restore just before
     ]);
 }
 
 /// Every kind of moment, and the refusals: a relabel, and an undo of a turn switch, have no
 /// moment to give back; a turn switch's, a partial rewind's, a rewind's (undone or not), an
-/// undo's and a redo's of a folder change, and an `op restore`'s do. (`OpRestore(k)` counts
+/// undo's and a redo's of a folder change, and an `op restore`'s do. (`RestoreAfter(k)` counts
 /// back over the operations the core recorded, newest first.)
 #[test]
 fn op_restore_of_each_kind_of_operation_matches_the_model() {
@@ -215,8 +215,8 @@ fn op_restore_of_each_kind_of_operation_matches_the_model() {
         Write("a", 2),
         Create("d/x", 3),
         Relabel(2, 4),
-        OpRestore(0), // the relabel: refused
-        NextTurn(1),  // turn 3
+        RestoreAfter(0), // the relabel: refused
+        NextTurn(1),     // turn 3
         Unlink("a"),
         Symlink("d", "l"),
         RewindPaths(2, "a"),
@@ -224,15 +224,15 @@ fn op_restore_of_each_kind_of_operation_matches_the_model() {
         Rewind(2),
         Undo,
         Create("b", 6),
-        OpRestore(1),
-        OpRestore(2),
+        RestoreAfter(1),
+        RestoreAfter(2),
         Undo,
         Redo,
-        OpRestore(6),
-        NextTurn(1),  // turn 4
-        Undo,         // of the turn switch
-        OpRestore(0), // refused
-        OpRestore(11),
+        RestoreAfter(6),
+        NextTurn(1),     // turn 4
+        Undo,            // of the turn switch
+        RestoreAfter(0), // refused
+        RestoreAfter(11),
         Undo,
     ]);
 }
@@ -255,6 +255,6 @@ fn regression_op_restore_takes_a_hard_link_group_from_its_oldest_record() {
         Rewind(1),
         NextTurn(1), // turn 3
         Relabel(1, 0),
-        OpRestore(5), // the undo
+        RestoreAfter(5), // the undo
     ]);
 }

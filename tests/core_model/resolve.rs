@@ -92,7 +92,7 @@ impl Case {
             | G::Undo
             | G::Redo
             | G::Relabel { .. }
-            | G::OpRestore { .. }
+            | G::RestoreAfter { .. }
             | G::As { .. }
             | G::RewindAgent { .. } => self.resolve_history(g),
         }
@@ -274,7 +274,7 @@ impl Case {
             G::Undo => Undo,
             G::Redo => Redo,
             G::Relabel { turn, seed } => Relabel(self.turn_sel(turn), seed),
-            G::OpRestore { back } => OpRestore(back),
+            G::RestoreAfter { back } => RestoreAfter(back),
             G::As { actor } => As(actor),
             G::RewindAgent {
                 turn,
@@ -313,7 +313,7 @@ impl Case {
             Rewind(t) | RewindPaths(t, _) | Relabel(t, _) => self.turns.get(t).is_some(),
             RewindAgent(t, ..) => self.turns.get(t).is_some() && self.procs.is_some(),
             As(_) => self.procs.is_some(),
-            Forget | Undo | Redo | OpRestore(_) => true,
+            Forget | Undo | Redo | RestoreAfter(_) => true,
             // Made through the core as `Mkdir` and `Unlink`/`Rmdir` steps, never as one.
             MkdirAll(_) | RemoveAll(_) => false,
             // The shell tier's: no shell and no process of the test's own here.

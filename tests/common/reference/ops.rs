@@ -101,7 +101,7 @@ pub enum Op<P = &'static str, T = u64> {
     /// `op restore ID` of the `k`-th most recent operation (`0`: the newest), modulo the
     /// operations there are: the folder as it was just after it (refused for one that has no
     /// such moment: a relabel, or an undo or redo of a turn switch or a relabel).
-    OpRestore(u8),
+    RestoreAfter(u8),
     /// The changes that follow are agent 1's or agent 2's (`1`, `2`: two named agents, each
     /// its own process), an orphan agent 1 left behind (`3`, agent 1's too) or another
     /// process's (`0`).
@@ -166,7 +166,7 @@ impl<P, T> Op<P, T> {
             Undo => Undo,
             Redo => Redo,
             Relabel(t, s) => Relabel(turn(t), s),
-            OpRestore(k) => OpRestore(k),
+            RestoreAfter(k) => RestoreAfter(k),
             As(a) => As(a),
             RewindAgent(t, w, c) => RewindAgent(turn(t), w, c),
             EditLine(p, l, s) => EditLine(path(p), l, s),
@@ -210,7 +210,7 @@ impl<P, T> Op<P, T> {
             Undo => "Undo",
             Redo => "Redo",
             Relabel(..) => "Relabel",
-            OpRestore(..) => "OpRestore",
+            RestoreAfter(..) => "RestoreAfter",
             As(..) => "As",
             RewindAgent(..) => "RewindAgent",
             EditLine(..) => "EditLine",
@@ -256,7 +256,7 @@ impl<P: std::fmt::Debug, T: std::fmt::Debug> std::fmt::Debug for Op<P, T> {
             Undo => write!(f, "Undo"),
             Redo => write!(f, "Redo"),
             Relabel(t, s) => write!(f, "Relabel({t:?}, {s})"),
-            OpRestore(k) => write!(f, "OpRestore({k})"),
+            RestoreAfter(k) => write!(f, "RestoreAfter({k})"),
             As(a) => write!(f, "As({a})"),
             RewindAgent(t, w, c) => write!(f, "RewindAgent({t:?}, {w}, {c})"),
             EditLine(p, l, s) => write!(f, "EditLine({p:?}, {l}, {s})"),

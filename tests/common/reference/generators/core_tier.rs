@@ -144,7 +144,7 @@ pub enum G {
         turn: u8,
         seed: u8,
     },
-    OpRestore {
+    RestoreAfter {
         back: u8,
     },
     /// Only in agent cases (`agent_model.rs`).
@@ -196,7 +196,7 @@ pub fn step() -> impl Strategy<Value = G> {
         2 => Just(G::Undo),
         1 => Just(G::Redo),
         1 => (b(), b()).prop_map(|(turn, seed)| G::Relabel { turn, seed }),
-        2 => (0u8..6).prop_map(|back| G::OpRestore { back }),
+        2 => (0u8..6).prop_map(|back| G::RestoreAfter { back }),
     ]
 }
 
