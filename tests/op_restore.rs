@@ -196,6 +196,32 @@ fn op_show_and_op_restore_give_each_operations_folder() {
     assert_same_tree(&now, &tree(&m.dir, false));
 }
 
+/// On a terminal `op restore` shows the rewind's preview and asks: "n" changes nothing (exit
+/// 1), "y" restores; the question lists what it will restore and delete.
+#[test]
+fn on_a_terminal_op_restore_shows_the_preview_and_asks() {
+    if !common::require_fuse() {
+        return;
+    }
+    let m = Mounted::with(|d| std::fs::write(d.join("f"), "start\n").expect("f"));
+    let start = tree(&m.dir, false);
+    ok(m.cli(&["turn", "2"]));
+    m.sh("echo agent > f; echo new > new");
+    let agent = tree(&m.dir, false);
+    let (shown, code) = common::on_a_terminal("n", &["op", "restore", "1"], &m.dir);
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(shown.contains("delete   new"), "{shown}");
+    assert!(shown.contains("restore  f"), "{shown}");
+    assert!(shown.contains("Proceed? [y/N]"), "{shown}");
+    assert!(shown.contains("cancelled: nothing changed"), "{shown}");
+    assert_same_tree(&agent, &tree(&m.dir, false));
+    let (shown, code) = common::on_a_terminal("y", &["op", "restore", "#1"], &m.dir);
+    assert_eq!(code, Some(0), "{shown}");
+    assert_same_tree(&start, &tree(&m.dir, false));
+    // The turns stay: turn 2 is current.
+    assert_eq!(json(m.cli(&["status", "--json"]))["turn"], 2);
+}
+
 on_both_mounts!(
     /// On root's mount.
     op_show_and_op_restore_give_each_operations_folder_on_roots_mount,
