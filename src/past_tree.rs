@@ -51,8 +51,7 @@ impl Tree<'_> {
         if rel.as_bytes().split(|b| *b == b'/').next() == Some(STORE_DIR.as_bytes()) {
             return Ok(None);
         }
-        if let Some(mut pre) = crate::versions::in_past(self.past, self.index, self.root, rel) {
-            self.group_links(&mut pre);
+        if let Some(pre) = crate::versions::in_past(self.past, self.index, self.root, rel) {
             return Ok((!matches!(pre, PreImage::Absent)).then_some(Was::Recorded(pre)));
         }
         match sys::open_beneath(
@@ -64,26 +63,6 @@ impl Tree<'_> {
             Ok(fd) => Ok(Some(Was::Folder(sys::fstat(fd.as_fd())?))),
             Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => Ok(None),
             Err(e) => Err(e),
-        }
-    }
-
-    /// Gives a recorded file the link count of the first record of its inode: each name of a
-    /// hard-link group may have been recorded at another time (one before a `sed -i` broke
-    /// the group, one after), and every name must show the one count the moment had.
-    fn group_links(&self, pre: &mut PreImage) {
-        let Some(id) = pre.file_id() else {
-            return;
-        };
-        let first = self.past.first_of_identity(&id).and_then(|p| match p {
-            PreImage::File { nlink, .. } => Some(*nlink),
-            PreImage::Symlink { nlink, .. } => *nlink,
-            _ => None,
-        });
-        if let (Some(n), PreImage::File { nlink, .. }) = (first, &mut *pre) {
-            *nlink = n;
-        }
-        if let (Some(n), PreImage::Symlink { nlink, .. }) = (first, pre) {
-            *nlink = Some(n);
         }
     }
 
@@ -155,27 +134,11 @@ impl Tree<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{Seq, Turn};
-    use crate::store::journal::{Line, Record};
+    use crate::ids::Seq;
+    use crate::store::past::test_lines::capture;
 
     fn rp(s: &str) -> RelPath {
         RelPath::new(s.as_bytes()).expect("path")
-    }
-
-    fn capture(seq: u64, path: &str, pre: PreImage) -> Line {
-        Line {
-            v: 5,
-            seq: Seq::new(seq),
-            time: 0,
-            rec: Record::Capture {
-                turn: Turn::new(1),
-                path: rp(path),
-                pre,
-                undo_of: None,
-                pid: None,
-                comm: None,
-            },
-        }
     }
 
     fn dir() -> PreImage {

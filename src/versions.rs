@@ -228,17 +228,7 @@ pub fn in_past(
         return Some(PreImage::Absent);
     }
     if let Some(pre) = past.recorded(rel) {
-        // A file's bytes, mode and attributes are its inode's: another name of its hard-link
-        // group may have recorded them earlier, before a change through that name (which
-        // recorded nothing of this one), and the earliest record is the moment's.
-        return Some(
-            match pre.file_id().and_then(|id| past.first_of_identity(&id)) {
-                Some(first @ PreImage::File { .. }) if matches!(pre, PreImage::File { .. }) => {
-                    first.clone()
-                }
-                _ => pre.clone(),
-            },
-        );
+        return Some(pre.clone());
     }
     let fd = sys::open_beneath(root, &rel.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0).ok()?;
     let st = sys::fstat(fd.as_fd()).ok()?;

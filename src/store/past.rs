@@ -213,11 +213,6 @@ impl Past {
         self.first.keys()
     }
 
-    /// The first pre-image recorded of the inode `id` (by any of its names).
-    pub fn first_of_identity(&self, id: &FileId) -> Option<&PreImage> {
-        self.identities.get(id)
-    }
-
     /// Whether a recorded file or symlink had inode number `ino` (a cheap test before
     /// [`Past::of_identity`]).
     pub fn may_be_recorded(&self, ino: u64) -> bool {
@@ -294,10 +289,34 @@ impl Store {
     }
 }
 
+/// Journal lines for the tests of what reads a past (here and `crate::past_tree`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod test_lines {
     use super::*;
     use crate::ids::Turn;
+
+    /// A capture of `path` in turn 1 at `seq`, recording `pre`.
+    pub(crate) fn capture(seq: u64, path: &str, pre: PreImage) -> Line {
+        Line {
+            v: 5,
+            seq: Seq::new(seq),
+            time: 0,
+            rec: Record::Capture {
+                turn: Turn::new(1),
+                path: RelPath::new(path.as_bytes()).expect("path"),
+                pre,
+                undo_of: None,
+                pid: None,
+                comm: None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_lines::capture;
+    use super::*;
 
     fn rp(s: &str) -> RelPath {
         RelPath::new(s.as_bytes()).expect("path")
@@ -315,22 +334,6 @@ mod tests {
             fh: None,
             btime: Some(7),
             xattrs: None,
-        }
-    }
-
-    fn capture(seq: u64, path: &str, pre: PreImage) -> Line {
-        Line {
-            v: 5,
-            seq: Seq::new(seq),
-            time: 0,
-            rec: Record::Capture {
-                turn: Turn::new(1),
-                path: rp(path),
-                pre,
-                undo_of: None,
-                pid: None,
-                comm: None,
-            },
         }
     }
 
