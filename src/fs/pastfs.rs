@@ -148,16 +148,15 @@ impl PastFs {
         let store = host.capture.lock();
         let index = store.index();
         index
-            .candidates()
+            .moments_began()
             .into_iter()
-            .filter_map(|c| {
-                let (began, _) = index.span_of(c.moment)?;
+            .map(|(c, began)| {
                 let view = View {
                     epoch: store.epoch(),
                     began,
                     time: c.time,
                 };
-                Some((c.moment.to_string(), view))
+                (c.moment.to_string(), view)
             })
             .collect()
     }
@@ -286,7 +285,7 @@ impl PastFs {
                 .find(|(n, _)| n.as_bytes() == name.as_encoded_bytes())
                 .map(|(_, v)| v)
                 .ok_or(Errno(libc::ENOENT))?;
-            let attr = self.with_tree(host, view, |t| root_attr(t, view))?;
+            let attr = attr_of(&root_was(host.root.as_fd())?, view);
             return Ok(self.entry(Key::Path(view, None), None, attr));
         }
         let (key, path) = self.node(parent)?;
@@ -327,10 +326,13 @@ impl PastFs {
         let view = match key {
             Key::Path(v, _) | Key::Ino(v, _) => v,
         };
-        let was = self.with_tree(host, view, |t| match &path {
-            None => root_was(t),
-            Some(rel) => Ok(t.entry(rel)?.ok_or(Errno(libc::ENOENT))?),
-        })?;
+        let was = match &path {
+            // The moment's root is the folder's: its past is not needed.
+            None => root_was(host.root.as_fd())?,
+            Some(rel) => self.with_tree(host, view, |t| {
+                Ok(t.entry(rel)?.ok_or(Errno(libc::ENOENT))?)
+            })?,
+        };
         Ok((view, path, was))
     }
 
@@ -401,8 +403,10 @@ impl PastFs {
         };
         let mut out = vec![dots("."), dots("..")];
         if node == PAST_TURNS {
+            // Each moment's root is the folder's root: no moment's past is needed to list them.
+            let root = root_was(host.root.as_fd())?;
             for (name, view) in self.moments(host) {
-                let attr = self.with_tree(host, view, |t| root_attr(t, view))?;
+                let attr = attr_of(&root, view);
                 out.push(Listed {
                     name: name.into(),
                     key: Some(Key::Path(view, None)),
@@ -630,12 +634,8 @@ fn read_at(source: &Source, offset: u64, size: u32) -> FsResult<Vec<u8>> {
 
 /// The moment's root: the folder's root as it was (its mode, if a change of it was recorded,
 /// is not kept apart from the folder's: the root is never captured).
-fn root_was(t: &Tree<'_>) -> FsResult<Was> {
-    Ok(Was::Folder(sys::fstat(t.root)?))
-}
-
-fn root_attr(t: &Tree<'_>, view: View) -> FsResult<FileAttr> {
-    Ok(attr_of(&root_was(t)?, view))
+fn root_was(root: std::os::fd::BorrowedFd<'_>) -> FsResult<Was> {
+    Ok(Was::Folder(sys::fstat(root)?))
 }
 
 /// The node key of what stood at `rel`.

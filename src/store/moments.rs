@@ -103,24 +103,37 @@ impl Index {
 
     /// Every moment `log` lists, in its order (by turn; a rewound one before the live one).
     pub fn candidates(&self) -> Vec<Candidate> {
-        let mut out: Vec<Candidate> = self
+        self.moments_began().into_iter().map(|(c, _)| c).collect()
+    }
+
+    /// Every moment `log` lists, in its order, each with where it began in the journal: one
+    /// pass over the retired turns (a lookup of each by [`Index::span_of`] would make one per
+    /// moment).
+    pub fn moments_began(&self) -> Vec<(Candidate, Seq)> {
+        let mut out: Vec<(Candidate, Seq)> = self
             .turns
             .iter()
-            .map(|t| Candidate {
-                moment: Moment::live(t.turn),
-                time: t.time,
-                label: t.label.clone(),
+            .map(|t| {
+                let c = Candidate {
+                    moment: Moment::live(t.turn),
+                    time: t.time,
+                    label: t.label.clone(),
+                };
+                (c, t.began)
             })
-            .chain(self.retired().into_iter().map(|r| Candidate {
-                moment: Moment {
-                    turn: r.info.turn,
-                    rewound_by: Some(r.by),
-                },
-                time: r.info.time,
-                label: r.info.label,
+            .chain(self.retired().into_iter().map(|r| {
+                let c = Candidate {
+                    moment: Moment {
+                        turn: r.info.turn,
+                        rewound_by: Some(r.by),
+                    },
+                    time: r.info.time,
+                    label: r.info.label,
+                };
+                (c, r.info.began)
             }))
             .collect();
-        out.sort_by_key(|c| {
+        out.sort_by_key(|(c, _)| {
             (
                 c.moment.turn,
                 c.moment.rewound_by.is_none(),
