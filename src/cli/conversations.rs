@@ -5,8 +5,7 @@
 //! session. The turns' agents, sessions and prompts are what the hooks recorded (the `turn`
 //! record's `by` and `conversation`, docs/FORMAT.md).
 
-use super::{CliError, Target};
-use crate::engine::Query;
+use super::moment::History;
 use crate::info::TurnRow;
 use crate::rewind::{Agents, ConversationBack, ReportJson};
 
@@ -73,13 +72,11 @@ pub struct Before {
 /// Reads [`Before`] for the rewind `a` asks for in the folder `t`, when it can take turns back
 /// (a whole or `--agent` rewind, not an undo, a dry run or a rewind of some paths); `None`
 /// otherwise, or when the log cannot be read (which costs the rewind only these lines).
-pub fn before(t: &Target, a: &super::rewind::RewindArgs) -> Option<Before> {
+pub fn before(history: &History<'_>, a: &super::rewind::RewindArgs) -> Option<Before> {
     if a.undo || a.dry_run || !a.paths.is_empty() {
         return None;
     }
-    let rows =
-        super::query::<Vec<TurnRow>>(t.clone(), Query::Log, |_, e| CliError::fail(e.to_string()))
-            .ok()?;
+    let rows = history.rows().ok()?.to_vec();
     Some(Before {
         rows,
         agents: a.agent.clone().map(Agents::from_names),

@@ -147,8 +147,9 @@ pub fn run(a: DiffArgs) -> CliResult {
     let span = a.turn;
     a.agent.check(a.dir.as_deref())?;
     let changes = fetch(a.dir, &given, |t| {
-        let from = super::moment::resolve(t, span.as_ref().map(|s| &s.from), Use::Read)?;
-        let to = super::moment::resolve(t, span.as_ref().and_then(|s| s.to.as_ref()), Use::Read)?;
+        let history = super::moment::History::new(t);
+        let from = history.resolve(span.as_ref().map(|s| &s.from), Use::Read)?;
+        let to = history.resolve(span.as_ref().and_then(|s| s.to.as_ref()), Use::Read)?;
         Ok((from, to, false))
     })?;
     let view = View {

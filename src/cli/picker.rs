@@ -17,9 +17,9 @@
 //! key is Ctrl-C; `SIGINT` is blocked while the picker runs, so the read fails with
 //! `Interrupted` instead, inquire moves the cursor below its lines, and the exit is ours.
 
+use super::CliError;
+use super::moment::History;
 use super::rewind::RewindArgs;
-use super::{CliError, Target};
-use crate::engine::Query;
 use crate::ids::Turn;
 use crate::info::TurnRow;
 use crate::store::actors::{actors_text, programs_text, quote_name};
@@ -50,7 +50,7 @@ const EXACT: i64 = 1 << 40;
 /// The turn `rewind` should go to when it shows the picker: `Ok(None)` when it does not
 /// (a turn was given, `--yes`, `--json`, `--dry-run`, `--undo` or `--agent NAME`, or stdin,
 /// stdout or stderr is not a terminal), and `rewind` goes on as it did without one.
-pub fn turn_for(a: &RewindArgs, t: &Target) -> Result<Option<Turn>, CliError> {
+pub fn turn_for(a: &RewindArgs, history: &History<'_>) -> Result<Option<Turn>, CliError> {
     let agent_named = a.agent.as_ref().is_some_and(|names| !names.is_empty());
     if a.turn.is_some() || a.undo || a.yes || a.json || a.dry_run || agent_named {
         return Ok(None);
@@ -61,12 +61,11 @@ pub fn turn_for(a: &RewindArgs, t: &Target) -> Result<Option<Turn>, CliError> {
     {
         return Ok(None);
     }
-    let rows: Vec<TurnRow> =
-        super::query(t.clone(), Query::Log, |_, e| CliError::fail(e.to_string()))?;
+    let rows = history.rows()?;
     if rows.iter().all(|r| r.rewound_by.is_some()) {
         return Ok(None);
     }
-    pick(&rows).map(Some)
+    pick(rows).map(Some)
 }
 
 /// Shows the picker over `rows` (as `log` answers them, in turn order; the turns a rewind

@@ -111,13 +111,16 @@ const LISTED_ON_A_TERMINAL: usize = 30;
 pub fn run(a: RewindArgs) -> CliResult {
     let (t, paths) = super::target_with_paths(a.dir.clone(), &a.paths)?;
     // No turn given, on a terminal: the user picks one from the list (src/cli/picker.rs).
-    let picked = super::picker::turn_for(&a, &t)?;
-    let before = super::conversations::before(&t, &a);
+    // The turns as `log` lists them, read once for the picker, the moment and the
+    // conversations.
+    let history = super::moment::History::new(&t);
+    let picked = super::picker::turn_for(&a, &history)?;
+    let before = super::conversations::before(&history, &a);
     let agent = a.agent.map(|names| rewind::AgentScope {
         agents: rewind::Agents::from_names(names),
         conflicts: rewind::Conflicts::from(a.conflicts),
     });
-    let turn = super::moment::resolve(&t, a.turn.as_ref(), crate::moment::Use::Rewind)?;
+    let turn = history.resolve(a.turn.as_ref(), crate::moment::Use::Rewind)?;
     // A name other than the number itself is said in the report (`--json`: `spec`).
     let spec = a
         .turn
@@ -125,6 +128,7 @@ pub fn run(a: RewindArgs) -> CliResult {
         .filter(|s| !matches!(s, crate::moment::Spec::Turn(_)))
         .map(crate::moment::Spec::text);
     let turn = picked.or(turn.map(|m| m.turn));
+    drop(history);
     let mut rewinder = Rewinder::new(t, turn, a.undo, paths, agent)?;
     let ask = !a.yes
         && !a.json
