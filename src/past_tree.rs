@@ -87,12 +87,9 @@ impl Tree<'_> {
                 }
             }
         }
-        // What was recorded there since, present at the moment (through `entry`, which reads
-        // a file's inode as its earliest record says).
-        for (name, pre) in self.past.recorded_children(dir) {
-            if pre.is_none_or(|p| matches!(p, PreImage::Absent)) {
-                continue;
-            }
+        // What was recorded there since and present at the moment (`entry` reads each as its
+        // record says, a hard-linked file as its inode's oldest).
+        for name in self.past.recorded_children(dir) {
             let Ok(rel) = RelPath::join(dir, name) else {
                 continue;
             };

@@ -313,10 +313,8 @@ impl CkptFs {
         offset: u64,
         sink: &mut dyn FnMut(&DirItem, Option<&Entry>) -> bool,
     ) -> FsResult<()> {
-        let mut last = offset;
         let mut full = false;
         self.control.readdir(node, offset, &mut |item, entry| {
-            last = item.offset;
             full = sink(item, entry);
             full
         })?;
@@ -325,7 +323,6 @@ impl CkptFs {
         }
         let turns_offset = control::ENTRIES.len() as u64 + 3;
         if node == CTL_DIR && offset < turns_offset {
-            let _ = last;
             let entry = self.past.turns_entry();
             let item = DirItem {
                 ino: entry.node.get(),

@@ -23,7 +23,7 @@ use super::{Store, StoreError};
 use crate::identity::FileId;
 use crate::ids::Seq;
 use crate::relpath::RelPath;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
 
 /// The first pre-images recorded after one journal position.
@@ -36,7 +36,7 @@ pub struct Past {
     /// Per path, its first pre-image after `at` and that record's seq.
     first: HashMap<RelPath, (Seq, PreImage)>,
     /// Per directory path (`None`: the root), the names recorded beneath it.
-    children: HashMap<Option<RelPath>, BTreeMap<OsString, ()>>,
+    children: HashMap<Option<RelPath>, BTreeSet<OsString>>,
     /// Per identity of a file or symlink, the first pre-image that names it.
     identities: HashMap<FileId, PreImage>,
     /// Captures still staged: the capture's seq, for its `staged` record to resolve.
@@ -113,7 +113,7 @@ impl Past {
         self.children
             .entry(path.parent())
             .or_default()
-            .insert(path.file_name().to_os_string(), ());
+            .insert(path.file_name().to_os_string());
         self.first.insert(path.clone(), (seq, pre.clone()));
     }
 
@@ -164,21 +164,10 @@ impl Past {
         false
     }
 
-    /// The names recorded directly in `dir` (`None`: the root), each with what it was (absent
-    /// ones included: they hide a name the folder has now).
-    pub fn recorded_children(
-        &self,
-        dir: Option<&RelPath>,
-    ) -> impl Iterator<Item = (&OsString, Option<&PreImage>)> {
-        let key = dir.cloned();
-        self.children.get(&key).into_iter().flat_map(move |names| {
-            names.keys().map(move |name| {
-                let pre = RelPath::join(dir, name)
-                    .ok()
-                    .and_then(|p| self.first.get(&p).map(|(_, pre)| pre));
-                (name, pre)
-            })
-        })
+    /// The names recorded directly in `dir` (`None`: the root), in order; absent ones too
+    /// (they hide a name the folder has now).
+    pub fn recorded_children(&self, dir: Option<&RelPath>) -> impl Iterator<Item = &OsString> {
+        self.children.get(&dir.cloned()).into_iter().flatten()
     }
 
     /// What a file (or symlink) was at the moment, found by its identity: the first pre-image
@@ -352,10 +341,7 @@ mod tests {
         assert_eq!(past.recorded(&rp("b")), None);
         assert!(past.hidden_by_ancestor(&rp("d/y")), "d did not exist");
         assert!(!past.hidden_by_ancestor(&rp("e/y")));
-        let root: Vec<_> = past
-            .recorded_children(None)
-            .map(|(n, _)| n.clone())
-            .collect();
+        let root: Vec<_> = past.recorded_children(None).cloned().collect();
         assert_eq!(root, vec![OsString::from("a"), OsString::from("d")]);
         let id = FileId {
             ino: 1,
