@@ -559,12 +559,12 @@ while time.time() < deadline:
     if not asked and b"Proceed? [y/N] " in out:
         os.write(fd, answer.encode() + b"\n")
         asked = True
-done, status = os.waitpid(pid, os.WNOHANG)
-if done == 0:
+if time.time() >= deadline and os.waitpid(pid, os.WNOHANG)[0] == 0:
     # Still running at the deadline (waiting for input it will never get): ended, and said.
+    # (Before it, the loop ended on the terminal's end: the command is exiting, waited for.)
     os.kill(pid, 9)
-    _, status = os.waitpid(pid, 0)
     out += b"\n[the command was still running after 60 s and was killed]\n"
+_, status = os.waitpid(pid, 0)
 sys.stdout.write(out.decode(errors="replace").replace("\r\n", "\n"))
 sys.exit(os.waitstatus_to_exitcode(status))
 "#;
