@@ -64,7 +64,9 @@ impl ToErrno for TurnError {
         match self {
             // `echo 3 > .ckpt/turn` while turn 5 runs, or a number past the bound: the number
             // is not valid input.
-            Self::NotAfter { .. } | Self::OutOfRange => Errno(libc::EINVAL),
+            Self::NotAfter { .. } | Self::StepOutsideTurn { .. } | Self::OutOfRange => {
+                Errno(libc::EINVAL)
+            }
             // A file held open for writing could not be captured: the reason it could not be
             // read (EACCES, EIO, ENOSPC …) is the most useful answer.
             Self::HeldOpen(e) => *e,

@@ -224,12 +224,6 @@ macro_rules! number_id {
 }
 
 number_id! {
-    /// A turn number: turn 0 is before the first `turn` record; `echo N > .ckpt/turn` begins
-    /// turn `N`.
-    stored pub Turn
-}
-
-number_id! {
     /// A journal position: the `seq` of a line, strictly increasing through the journal (a
     /// prune renumbers them). Records name other records by it (`rewind_done`'s `begin`,
     /// `staged`'s `capture`, …), and a staged pre-image is the file `staged/<seq>`.
@@ -244,20 +238,158 @@ number_id! {
     pub(crate) Epoch
 }
 
-/// A turn as the command line names one: a whole number, read as a `u64` is (and refused with
-/// the same error, so `clap` says what it said when the argument was a `u64`).
-impl FromStr for Turn {
-    type Err = std::num::ParseIntError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.parse().map(Self)
-    }
+/// A turn, or a step within one: turn `N` is begun by `echo N > .ckpt/turn` (turn 0 is before
+/// the first `turn` record), step `N.S` by `echo N.S > .ckpt/turn` while turn `N` (or an
+/// earlier step of it) is current. A step is a turn switch in every way but its number: it
+/// begins a capture epoch, and a rewind to it returns the folder to its start. They are
+/// ordered as they begin (`5 < 5.1 < 5.2 < 6`), so every rule that says "turns from N on"
+/// says it of steps too. Written as a bare number (`5`), as turns always were, and a step as
+/// the string `"5.3"` (journal version 7; docs/FORMAT.md).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Turn {
+    /// The turn's number.
+    number: u64,
+    /// The step within it (0: the turn's own start).
+    step: u32,
 }
 
 impl Turn {
+    /// Turn `n` (its own start, no step).
+    pub const fn new(n: u64) -> Self {
+        Self { number: n, step: 0 }
+    }
+
+    /// Step `step` of turn `n` (`step` 0 is the turn itself).
+    pub const fn with_step(n: u64, step: u32) -> Self {
+        Self { number: n, step }
+    }
+
+    /// The turn's number (a step's: the turn it is in).
+    pub const fn get(self) -> u64 {
+        self.number
+    }
+
+    /// The step within the turn (0: none).
+    pub const fn step(self) -> u32 {
+        self.step
+    }
+
+    /// Whether this is a step within a turn rather than a turn's own start.
+    pub const fn is_step(self) -> bool {
+        self.step != 0
+    }
+
+    /// The turn this is, or is a step of.
+    pub const fn whole(self) -> Self {
+        Self::new(self.number)
+    }
+
     /// The turn numbered one more, if there is such a number.
     pub fn checked_next(self) -> Option<Self> {
-        self.0.checked_add(1).map(Self)
+        self.number.checked_add(1).map(Self::new)
+    }
+
+    /// The step after this one within its turn (`5` -> `5.1`, `5.3` -> `5.4`), if there is one.
+    pub fn next_step(self) -> Option<Self> {
+        self.step
+            .checked_add(1)
+            .map(|s| Self::with_step(self.number, s))
+    }
+}
+
+impl From<Turn> for u64 {
+    fn from(t: Turn) -> u64 {
+        t.number
+    }
+}
+
+impl fmt::Display for Turn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.step == 0 {
+            fmt::Display::fmt(&self.number, f)
+        } else {
+            f.pad(&format!("{}.{}", self.number, self.step))
+        }
+    }
+}
+
+impl fmt::Debug for Turn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// A turn that is not `N` or `N.S` (whole numbers, `S` at least 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadTurn(String);
+
+impl fmt::Display for BadTurn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} is not a turn (a whole number N, or N.S for step S of turn N)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadTurn {}
+
+/// A turn as the command line, the control file and the journal name one: `N`, or `N.S` for a
+/// step (`S` from 1; no sign, no spaces, no other dots).
+impl FromStr for Turn {
+    type Err = BadTurn;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadTurn(s.to_string());
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        let (number, step) = match s.split_once('.') {
+            Some((n, st)) if digits(n) && digits(st) => (
+                n.parse().map_err(|_| bad())?,
+                st.parse().map_err(|_| bad())?,
+            ),
+            None if digits(s) => (s.parse().map_err(|_| bad())?, 0),
+            _ => return Err(bad()),
+        };
+        if s.contains('.') && step == 0 {
+            return Err(bad());
+        }
+        Ok(Self::with_step(number, step))
+    }
+}
+
+/// A turn is the bare number it always was on disk; a step, which only version 7 lines hold,
+/// the string `"N.S"` (a number with a fraction would read `5.10` as `5.1`).
+impl Serialize for Turn {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.step == 0 {
+            s.serialize_u64(self.number)
+        } else {
+            s.collect_str(self)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Turn {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TurnText;
+        impl serde::de::Visitor<'_> for TurnText {
+            type Value = Turn;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a turn (a whole number, or \"N.S\" for a step)")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Turn, E> {
+                Ok(Turn::new(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Turn, E> {
+                match v.parse::<Turn>() {
+                    Ok(t) if t.is_step() => Ok(t),
+                    // A whole turn is written as a number, never as a string.
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(TurnText)
     }
 }
 

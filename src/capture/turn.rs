@@ -59,6 +59,11 @@ pub enum TurnError {
         /// The current turn.
         current: Turn,
     },
+    /// A step (`N.S`) names a turn other than the current one.
+    StepOutsideTurn {
+        /// The current turn.
+        current: Turn,
+    },
     /// A file held open for writing could not be captured for the new turn.
     HeldOpen(Errno),
     /// The store failed.
@@ -72,6 +77,12 @@ impl std::fmt::Display for TurnError {
             Self::NotAfter { current } => write!(
                 f,
                 "a new turn must be greater than the current turn {current}"
+            ),
+            Self::StepOutsideTurn { current } => write!(
+                f,
+                "a step N.S begins within the current turn {}: N must be {}",
+                current,
+                current.get()
             ),
             Self::HeldOpen(e) => write!(
                 f,
@@ -192,11 +203,16 @@ impl Capturer {
         }
         // The control file and the CLI refuse these first; a request over the socket (another
         // client, an older CLI) is held to the same bound here.
-        if !(Turn::new(1)..=MAX_TURN).contains(&n) {
+        if !(Turn::new(1)..=MAX_TURN).contains(&n.whole()) {
             return Err(TurnError::OutOfRange);
         }
         if n <= current {
             return Err(TurnError::NotAfter { current });
+        }
+        // A step lives inside the current turn: `5.3` after `5` or `5.1`, never after `4` (no
+        // turn 5 began) nor after `6`.
+        if n.is_step() && n.get() != current.get() {
+            return Err(TurnError::StepOutsideTurn { current });
         }
         let max_blob = self.max_blob;
         let mut records = vec![Record::Turn {

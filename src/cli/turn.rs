@@ -11,10 +11,14 @@ use std::path::{Path, PathBuf};
 /// `ckpt-mount turn`.
 #[derive(Debug, Args)]
 pub struct TurnArgs {
-    /// The turn to begin (greater than the current one, at most 4294967295); omit to print the
-    /// current turn
+    /// The turn to begin (greater than the current one, at most 4294967295), or N.S to begin
+    /// step S of the current turn N; omit to print the current turn
     pub turn: Option<Turn>,
-    /// A label for the new turn
+    /// Begin the next step of the current turn (5 -> 5.1, 5.1 -> 5.2): what an agent's hook
+    /// does at each tool call with `hooks install --steps`
+    #[arg(long, conflicts_with_all = ["turn", "offline"])]
+    pub step: bool,
+    /// A label for the new turn or step
     #[arg(short = 'm', long = "message")]
     pub label: Option<String>,
     /// Relabel turn N (an operation: `undo` takes it back); an empty TEXT removes the label
@@ -31,14 +35,17 @@ pub struct TurnArgs {
 impl TurnArgs {
     /// The usage errors no folder is needed to know (see [`super::Cli::check`]).
     pub fn check(&self) -> CliResult {
-        if self.turn.is_some_and(|n| n == Turn::new(0) || n > MAX_TURN) {
+        if self
+            .turn
+            .is_some_and(|n| n.whole() == Turn::new(0) || n.whole() > MAX_TURN)
+        {
             return Err(CliError::usage(TurnError::OutOfRange.to_string()));
         }
         if let Some(r) = &self.relabel {
             self.relabel_target(r)?;
         }
-        if self.label.is_some() && self.turn.is_none() {
-            return Err(CliError::usage("--message needs a turn number"));
+        if self.label.is_some() && self.turn.is_none() && !self.step {
+            return Err(CliError::usage("--message needs a turn number, or --step"));
         }
         Ok(())
     }
@@ -50,8 +57,8 @@ impl TurnArgs {
         let n = r
             .first()
             .and_then(|n| n.parse::<Turn>().ok())
-            .filter(|n| (Turn::new(1)..=MAX_TURN).contains(n))
-            .ok_or_else(|| CliError::usage("--label N TEXT: N is a turn number"))?;
+            .filter(|n| (Turn::new(1)..=MAX_TURN).contains(&n.whole()))
+            .ok_or_else(|| CliError::usage("--label N TEXT: N is a turn (or a step N.S)"))?;
         let text = r.get(1).cloned().unwrap_or_default();
         Ok((n, (!text.is_empty()).then_some(text)))
     }
@@ -89,6 +96,21 @@ pub fn run(a: TurnArgs) -> CliResult {
     if let Some(r) = &a.relabel {
         return relabel(&a, r);
     }
+    if a.step {
+        let folder = match a.dir {
+            Some(d) => d,
+            None => std::env::current_dir()
+                .map_err(|e| CliError::fail(format!("no working directory: {e}")))?,
+        };
+        let turn = begin_next(&folder, Next::Step, a.label, None, None)?.ok_or_else(|| {
+            CliError::fail(format!(
+                "{} is not in a folder ckpt-mount mounts",
+                folder.display()
+            ))
+        })?;
+        println!("{turn}");
+        return Ok(());
+    }
     match super::target(a.dir)? {
         Target::Mounted(folder) => {
             let turn = through_daemon(&folder, a.turn, a.label)?;
@@ -103,9 +125,12 @@ pub fn run(a: TurnArgs) -> CliResult {
                 Some(_) if !a.offline => return Err(CliError::fail(not_mounted_line(&folder))),
                 Some(n) if n == current && a.label.is_none() => println!("{current}"),
                 Some(n) if n <= current => {
-                    return Err(CliError::fail(format!(
-                        "a new turn must be greater than the current turn {current}"
-                    )));
+                    return Err(CliError::fail(TurnError::NotAfter { current }.to_string()));
+                }
+                Some(n) if n.is_step() && n.get() != current.get() => {
+                    return Err(CliError::fail(
+                        TurnError::StepOutsideTurn { current }.to_string(),
+                    ));
                 }
                 Some(n) => {
                     store
@@ -153,14 +178,38 @@ fn begin_through_daemon(
     Ok(answer.turn)
 }
 
-/// Begins the turn after the current one, labelled, on the mounted folder containing `path`,
-/// for the agent `by` whose conversation stood where `conversation` says: what an agent's hook
-/// does for each prompt. Refuses a folder that is not
-/// mounted, with [`not_mounted_line`]; `Ok(None)` when no ckpt-mount folder contains `path` at
-/// all (the agent works in a project that does not use ckpt-mount). Another agent's hook may
-/// begin a turn between the two requests: then the next number after that one is tried.
+/// What a hook begins: the next turn (a prompt) or the next step of the current turn (a tool
+/// call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// The turn after the current one: `5.3` -> `6`.
+    Turn,
+    /// The step after the current one in its turn: `5` -> `5.1`, `5.1` -> `5.2`.
+    Step,
+}
+
+impl Next {
+    /// The turn or step to begin after `current`, if there is a number for it.
+    fn after(self, current: Turn) -> Option<Turn> {
+        match self {
+            Self::Turn => current.checked_next().filter(|n| *n <= MAX_TURN),
+            // Before the first turn there is no turn to hold a step.
+            Self::Step if current == Turn::new(0) => None,
+            Self::Step => current.next_step(),
+        }
+    }
+}
+
+/// Begins the turn (or step, `next`) after the current one, labelled, on the mounted folder
+/// containing `path`, for the agent `by` whose conversation stood where `conversation` says:
+/// what an agent's hook does for each prompt (and, with steps, each tool call). Refuses a
+/// folder that is not mounted, with [`not_mounted_line`]; `Ok(None)` when no ckpt-mount
+/// folder contains `path` at all (the agent works in a project that does not use ckpt-mount).
+/// Another agent's hook may begin a turn between the two requests: then the next number after
+/// that one is tried.
 pub fn begin_next(
     path: &Path,
+    next: Next,
     label: Option<String>,
     by: Option<String>,
     conversation: Option<Conversation>,
@@ -174,20 +223,20 @@ pub fn begin_next(
     };
     let mut current = through_daemon(&folder, None, None)?;
     for _ in 0..8 {
-        let next = current
-            .checked_next()
-            .filter(|n| *n <= MAX_TURN)
-            .ok_or_else(|| {
-                CliError::fail(format!(
+        let to = next.after(current).ok_or_else(|| {
+            CliError::fail(match next {
+                Next::Turn => format!(
                     "the turn numbers are used up: the current turn is {current}, and a turn is at most {MAX_TURN}"
-                ))
-            })?;
+                ),
+                Next::Step => format!("no step can begin after {current}"),
+            })
+        })?;
         let (l, b, c) = (label.clone(), by.clone(), conversation.clone());
-        match begin_through_daemon(&folder, Some(next), l, b, c) {
+        match begin_through_daemon(&folder, Some(to), l, b, c) {
             Ok(turn) => return Ok(Some(turn)),
             Err(e) => {
                 let now = through_daemon(&folder, None, None)?;
-                if now < next {
+                if now < to {
                     return Err(e);
                 }
                 current = now;

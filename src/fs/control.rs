@@ -108,13 +108,14 @@ fn strip(input: &[u8]) -> Option<&str> {
 /// not exist is refused by the rewind itself.
 const MAX_REWIND_TO: Turn = Turn::new((1 << 53) - 1);
 
-/// Only plain decimal digits, 1..=max: no sign, exponent, or leading `+`.
+/// `N` or `N.S` (a step), plain decimal digits, `N` in 1..=max: no sign, exponent, or
+/// leading `+`.
 fn parse_turn_number(s: &str, max: Turn) -> Option<Turn> {
-    if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if s.is_empty() || s.len() > 27 || !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         return None;
     }
     let n: Turn = s.parse().ok()?;
-    (Turn::new(1)..=max).contains(&n).then_some(n)
+    (Turn::new(1)..=max).contains(&n.whole()).then_some(n)
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ use resolve::{DirCache, Ghosts, Located, Reach};
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use turns::Turns;
@@ -193,6 +193,8 @@ pub struct HostFs {
     /// with `gate` held exclusively (a turn switch, a rewind, an undo or redo), so a request
     /// holding it shared reads the turn it runs in without the store's lock.
     turn_now: AtomicU64,
+    /// The current step within [`Self::turn_now`] (0: none), changed with it.
+    step_now: AtomicU32,
 }
 
 fn cname(name: &OsStr) -> FsResult<CString> {
@@ -277,6 +279,7 @@ impl HostFs {
             passthrough: AtomicBool::new(false),
             mappable_open: AtomicUsize::new(0),
             turn_now: AtomicU64::new(0),
+            step_now: AtomicU32::new(0),
         }
         .with_turn_now()
     }
@@ -292,11 +295,16 @@ impl HostFs {
     fn refresh_turn_now(&self) {
         let turn = self.capture.current_turn();
         self.turn_now.store(turn.get(), Ordering::Relaxed);
+        self.step_now.store(turn.step(), Ordering::Relaxed);
     }
 
-    /// The current turn, for a request that holds `gate` shared.
+    /// The current turn, for a request that holds `gate` shared (so the turn and step it
+    /// reads are the ones one switch stored together).
     fn turn_now(&self) -> crate::ids::Turn {
-        crate::ids::Turn::new(self.turn_now.load(Ordering::Relaxed))
+        crate::ids::Turn::with_step(
+            self.turn_now.load(Ordering::Relaxed),
+            self.step_now.load(Ordering::Relaxed),
+        )
     }
 
     /// Whether the kernel passes file I/O through to the host (decided at FUSE init).

@@ -3,8 +3,9 @@
 //!
 //! ```text
 //! N          turn N (a live turn; for reading, also the one rewound turn N when no live one is)
+//! N.S        step S of turn N (a tool call the agent's hook marked; `hooks install --steps`)
 //! N#K        turn N as rewind #K retired it (`log` lists it as `N  rewound #K`)
-//! -K         K turns before the current one (-1: the previous turn)
+//! -K         K turns before the current one (-1: the previous turn; steps are not counted)
 //! @TIME      the turn current at TIME, local time: @10:42, @10:42:05, @"2026-12-04 10:42",
 //!            @2026-12-04T10:42, @2026-12-04 (midnight)
 //! /TEXT      the newest turn whose label contains TEXT (case is ignored)
@@ -218,6 +219,13 @@ impl Spec {
                 )))
             }
             Self::Back(k) => {
+                // Turns are counted, not the steps within them: `-1` is the previous prompt
+                // however many tool calls the current one made.
+                let live: Vec<&Candidate> = live
+                    .iter()
+                    .copied()
+                    .filter(|c| !c.moment.turn.is_step())
+                    .collect();
                 let k = usize::try_from(*k).unwrap_or(usize::MAX);
                 match live
                     .len()
@@ -272,7 +280,9 @@ impl Spec {
 }
 
 fn bad(s: &str) -> String {
-    format!("not a moment: {s:?} (a turn N, N#K, -K, @TIME or /TEXT; MOMENTS in `ckpt-mount man`)")
+    format!(
+        "not a moment: {s:?} (a turn N, N.S, N#K, -K, @TIME or /TEXT; MOMENTS in `ckpt-mount man`)"
+    )
 }
 
 /// `N`: the live turn N; for reading, the one rewound turn N when no live one is.

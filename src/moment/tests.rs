@@ -51,6 +51,8 @@ fn each_form_parses_and_prints_as_written() {
     for s in [
         "3",
         "3#6",
+        "3.2",
+        "3.12#6",
         "-1",
         "-12",
         "@10:42",
@@ -78,7 +80,11 @@ fn each_form_parses_and_prints_as_written() {
         "@10:61",
         "@2026-02-30",
         "/",
-        "1.5",
+        "1.",
+        "1.0",
+        ".5",
+        "1.5.2",
+        "1.-2",
     ] {
         assert!(parse(bad).is_err(), "{bad:?} parsed");
     }
@@ -171,4 +177,45 @@ fn a_live_moment_travels_as_its_number_and_a_rewound_one_as_both() {
             serde_json::from_str(&serde_json::to_string(&m).expect("encode")).expect("decode");
         assert_eq!(back, m);
     }
+}
+
+/// Turns 1 and 2 live with steps 2.1 and 2.2 (tool calls), step 2.3 retired by rewind #7.
+fn with_steps() -> Vec<Candidate> {
+    let t0 = NOW as u64 - 3600;
+    let step = |n: u64, s: u32, by: Option<u64>, time: u64, label: &str| Candidate {
+        moment: Moment {
+            turn: Turn::with_step(n, s),
+            rewound_by: by,
+        },
+        time,
+        label: Some(label.to_string()),
+    };
+    vec![
+        cand(1, None, t0, "mounted"),
+        cand(2, None, t0 + 600, "add a test"),
+        step(2, 1, None, t0 + 660, "Edit src/lib.rs"),
+        step(2, 2, None, t0 + 720, "Bash npm install"),
+        step(2, 3, Some(7), t0 + 780, "Bash rm -rf build"),
+    ]
+}
+
+#[test]
+fn steps_are_named_found_by_time_and_label_and_not_counted_as_turns() {
+    let r = |s: &str, wanted| {
+        parse(s)?
+            .resolve(&with_steps(), wanted)
+            .map(|m| m.to_string())
+            .map_err(|e| e.0)
+    };
+    assert_eq!(r("2.2", Use::Rewind), Ok("2.2".into()));
+    assert_eq!(r("2.3", Use::Read), Ok("2.3#7".into()));
+    assert!(r("2.3", Use::Rewind).is_err_and(|e| e.contains("2.3#7")));
+    assert!(r("2.4", Use::Read).is_err_and(|e| e.contains("2.1, 2.2")));
+    // Step 2.1 began at 11:11 UTC (12:11 local), step 2.2 a minute later.
+    assert_eq!(r("@12:11:30", Use::Rewind), Ok("2.1".into()));
+    assert_eq!(r("/npm", Use::Rewind), Ok("2.2".into()));
+    assert_eq!(r("/rm -rf", Use::Read), Ok("2.3#7".into()));
+    // The current turn is 2 (at step 2.2): one turn back is turn 1, whatever the steps.
+    assert_eq!(r("-1", Use::Rewind), Ok("1".into()));
+    assert!(r("-2", Use::Rewind).is_err_and(|e| e.contains("only 1 turns before")));
 }

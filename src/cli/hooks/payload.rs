@@ -217,7 +217,15 @@ fn begin(agent: HookAgent, text: &str) -> Result<(), HookError> {
         payload.transcript_path,
         label.clone(),
     );
-    if turn::begin_next(&cwd, label, Some(name.clone()), conversation)?.is_some() {
+    if turn::begin_next(
+        &cwd,
+        turn::Next::Turn,
+        label,
+        Some(name.clone()),
+        conversation,
+    )?
+    .is_some()
+    {
         mark_caller(&cwd, name, payload.session_id)?;
     }
     Ok(())
@@ -288,7 +296,13 @@ fn codex_notify(arg: &str) {
     let label = last.map(|l| format!("after: {l}"));
     let name = agent_name(HookAgent::CodexNotify, payload.thread_id.as_deref());
     let conversation = conversation(payload.thread_id.as_deref(), None, None);
-    match turn::begin_next(&cwd, label, Some(name.clone()), conversation) {
+    match turn::begin_next(
+        &cwd,
+        turn::Next::Turn,
+        label,
+        Some(name.clone()),
+        conversation,
+    ) {
         Err(e) => notify_failed(&e.message),
         Ok(Some(_)) => {
             if let Err(e) = mark_caller(&cwd, name, payload.thread_id) {

@@ -28,8 +28,11 @@ pub use record::{
 /// agent a `touched` record's process descends from, and the agent whose hook began a `turn`
 /// (several agents in one folder, each rewound on its own). Version 6 adds the `op_begin` of
 /// `op restore` (`kind` `restore_op`): a build that reads only up to 5 would not know the
-/// operation, so it refuses the store instead of misreading it.
-pub const JOURNAL_VERSION: u32 = 6;
+/// operation, so it refuses the store instead of misreading it. Version 7 adds steps within a
+/// turn (`"turn": "5.3"`, begun at an agent's tool call): every line naming a step is version 7,
+/// so a build that reads only up to 6 refuses the store rather than read a rewind to step 5.3
+/// as one to turn 5.
+pub const JOURNAL_VERSION: u32 = 7;
 
 /// A record with its envelope, as one line of the journal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -306,6 +309,42 @@ mod tests {
             merged: Vec::new(),
         });
         assert_eq!(undo.version(), 4);
+    }
+
+    #[test]
+    fn a_line_naming_a_step_is_version_7_and_a_turn_stays_a_number() {
+        let step = Turn::with_step(5, 3);
+        let rec = Record::Turn {
+            turn: step,
+            label: Some("Bash: npm install".into()),
+            by: None,
+            conversation: None,
+        };
+        let line = Line {
+            v: rec.version(),
+            seq: Seq::new(9),
+            time: 5,
+            rec,
+        };
+        let text = String::from_utf8(encode(&line)).expect("utf8");
+        assert_eq!(
+            text,
+            "{\"v\":7,\"seq\":9,\"time\":5,\"op\":\"turn\",\"turn\":\"5.3\",\"label\":\"Bash: npm install\"}\n"
+        );
+        assert_eq!(parse(text.as_bytes()).expect("parses").lines, vec![line]);
+        let rewind = Record::RewindBegin {
+            to: step,
+            from: Turn::with_step(5, 4),
+        };
+        assert_eq!(rewind.version(), 7);
+        let whole = Record::RewindBegin {
+            to: Turn::new(5),
+            from: Turn::new(6),
+        };
+        assert_eq!(whole.version(), 1);
+        // A whole turn written as a string is no turn: the line does not fit.
+        let odd = "{\"v\":7,\"seq\":9,\"time\":5,\"op\":\"turn\",\"turn\":\"5\"}\n";
+        assert!(parse(odd.as_bytes()).map_or(true, |j| j.lines.is_empty()));
     }
 
     #[test]

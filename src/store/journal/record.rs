@@ -426,10 +426,30 @@ pub enum Record {
 }
 
 impl Record {
+    /// Whether the record names a step (`N.S`), which only a version 7 line can hold: an
+    /// older build would read `"5.3"` as no turn at all, or a rewind to step 5.3 as one to
+    /// turn 5, so such a line must be refused by it rather than misread.
+    fn holds_step(&self) -> bool {
+        let step = |t: &Turn| t.is_step();
+        match self {
+            Self::Turn { turn, .. } | Self::Capture { turn, .. } | Self::Relabel { turn, .. } => {
+                step(turn)
+            }
+            Self::RewindBegin { to, from } => step(to) || step(from),
+            Self::OpBegin(op) => op.to.as_ref().is_some_and(step),
+            Self::Pruned(p) => p.dropped_turns.iter().any(step),
+            Self::Touched(t) => t.opened_in.as_ref().is_some_and(step),
+            _ => false,
+        }
+    }
+
     /// The oldest journal version that can hold this record: a record is written with the
     /// version its content needs, so a pre-image read from an old line (attributes unknown)
     /// is written back by a prune as an old line and stays "unknown".
     pub fn version(&self) -> u32 {
+        if self.holds_step() {
+            return 7;
+        }
         let pre = match self {
             Self::Capture { pre, .. } | Self::Staged { pre, .. } => pre,
             Self::Renewed { .. } => return 3,

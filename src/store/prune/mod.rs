@@ -205,7 +205,14 @@ fn keep_from(store: &Store, policy: Policy, sizes: &HashMap<BlobId, u64>, before
     let turns: Vec<Turn> = store.index.turns.iter().map(|t| t.turn).collect();
     let mut first = 0;
     if let Some(k) = policy.keep_turns {
-        first = turns.len().saturating_sub(k.max(1));
+        // Turns are counted, not their steps: keeping one turn keeps every step of it.
+        let whole: Vec<usize> = (0..turns.len())
+            .filter(|&i| i == 0 || turns[i].get() != turns[i - 1].get())
+            .collect();
+        first = whole
+            .get(whole.len().saturating_sub(k.max(1)))
+            .copied()
+            .unwrap_or(0);
     }
     if let Some(limit) = policy.max_size {
         // A store that fits as it is loses nothing: measuring without the undo history (what

@@ -95,6 +95,44 @@ fn keep_turns_drops_the_oldest_and_their_blobs() {
 }
 
 #[test]
+fn keep_turns_counts_turns_and_keeps_every_step_of_a_kept_turn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::File::open(dir.path()).expect("open");
+    let mut s = Store::for_test(root.as_fd()).expect("store");
+    file_cap(&mut s, 1, "a", b"turn one bytes");
+    let begin = |s: &mut Store, turn: Turn| {
+        s.append(Record::Turn {
+            turn,
+            label: None,
+            by: None,
+            conversation: None,
+        })
+        .expect("turn");
+    };
+    for t in 2..=3 {
+        begin(&mut s, Turn::new(t));
+        for step in 1..=3 {
+            begin(&mut s, Turn::with_step(t, step));
+        }
+    }
+    let r = prune(
+        &mut s,
+        Policy {
+            keep_turns: Some(1),
+            ..Policy::default()
+        },
+    )
+    .expect("prune");
+    let kept: Vec<String> = r.kept_turns.iter().map(Turn::to_string).collect();
+    assert_eq!(kept, ["3", "3.1", "3.2", "3.3"]);
+    assert_eq!(
+        r.unrecoverable.dropped_turns.len(),
+        5,
+        "1, 2 and 2.1 to 2.3"
+    );
+}
+
+#[test]
 fn max_size_keeps_the_current_turn() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = std::fs::File::open(dir.path()).expect("open");
