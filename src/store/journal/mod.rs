@@ -245,6 +245,7 @@ mod tests {
                 session: Some("abc".into()),
                 transcript: Some("/home/u/.claude/projects/p/abc.jsonl".into()),
                 prompt: Some("make it blue".into()),
+                ..Default::default()
             }),
         };
         let line = Line {

@@ -319,6 +319,16 @@ pub struct Conversation {
     /// the prompt was known (Codex's notify program).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// One id for the prompt, the same in every folder it began a turn in at once (an agent
+    /// working across several mounted folders): what `rewind --all-folders` finds the turns of
+    /// one prompt by. None when the prompt began a turn in one folder only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_id: Option<String>,
+    /// Every folder the prompt began a turn in at once, this one included, as absolute paths
+    /// (lossy UTF-8): whom `rewind --all-folders` expects to find a turn of `prompt_id` in,
+    /// and what `log` names as sharing the turn. Empty with no `prompt_id`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folders: Vec<String>,
 }
 
 /// One journal line's payload.

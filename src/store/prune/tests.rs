@@ -47,6 +47,8 @@ fn keep_turns_drops_the_oldest_and_their_blobs() {
                 session: Some(format!("s{t}")),
                 transcript: Some(format!("/t/s{t}.json")),
                 prompt: Some(format!("t{t}")),
+                prompt_id: Some(format!("p{t}")),
+                folders: vec!["/a".into(), "/b".into()],
             }),
         })
         .expect("turn");
