@@ -7,9 +7,11 @@
 //! The hook command is this binary by its absolute path, so nothing else has to be installed.
 
 mod command;
+mod folders;
 mod jsonc;
 mod payload;
 mod settings;
+mod toml_roots;
 
 pub use payload::{HookArgs, run_hook};
 
@@ -51,6 +53,10 @@ pub struct HookTarget {
     /// Print what would be written, and write nothing
     #[arg(long)]
     pub dry_run: bool,
+    /// Install: begin each prompt's turn in the mounted folder DIR too, besides the one the
+    /// agent works in and its own additional directories (repeatable)
+    #[arg(long, value_name = "DIR")]
+    pub also: Vec<PathBuf>,
 }
 
 /// The agents `hooks` knows.
@@ -111,7 +117,11 @@ pub fn run(a: HooksArgs) -> CliResult {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::fail(format!("cannot find own executable: {e}")))?;
     let exe = shell_word(&exe.to_string_lossy());
-    let command = format!("{exe} hook {}", t.agent.arg());
+    let command = format!(
+        "{exe} hook {}{}",
+        t.agent.arg(),
+        also_words(&t.also, install)?
+    );
     let agent = t.agent;
     let is_ours = move |e: &Json| e.str_of("command").is_some_and(|c| runs_our_hook(c, agent));
     let (old_text, mut doc) = Doc::read(agent, &path).map_err(|e| CliError::fail(e.to_string()))?;
@@ -163,6 +173,37 @@ pub fn run(a: HooksArgs) -> CliResult {
         notes(agent, &doc.value(), &path);
     }
     Ok(())
+}
+
+/// The ` --also DIR` words of the hook command, each folder absolute and canonical (the hook
+/// runs wherever the agent is); a usage error for `uninstall --also` or a folder that is not
+/// one. A folder not mounted now is noted: the hook begins turns there once it is.
+fn also_words(also: &[PathBuf], install: bool) -> Result<String, CliError> {
+    if !install && !also.is_empty() {
+        return Err(CliError::usage(
+            "--also is for install: uninstall removes the hook whatever folders it names",
+        ));
+    }
+    let mut out = String::new();
+    for dir in also {
+        let abs = dir
+            .canonicalize()
+            .map_err(|e| CliError::fail(format!("--also {}: {e}", dir.display())))?;
+        if !abs.is_dir() {
+            return Err(CliError::fail(format!(
+                "--also {}: not a folder",
+                abs.display()
+            )));
+        }
+        if !crate::mounts::is_ckpt_mount(&abs) {
+            println!(
+                "note: {} is not mounted now; the hook begins turns there while it is",
+                abs.display()
+            );
+        }
+        out += &format!(" --also {}", shell_word(&abs.to_string_lossy()));
+    }
+    Ok(out)
 }
 
 /// An agent's settings as read: plain JSON, rewritten whole in the agents' own layout (Claude
@@ -320,10 +361,27 @@ fn runs_our_hook(command: &str, agent: Agent) -> bool {
     let Some((program, rest)) = first_word(command) else {
         return false;
     };
+    let Some(words) = words(rest) else {
+        return false;
+    };
+    let also = words.get(2..).unwrap_or_default();
     Path::new(&program)
         .file_name()
         .is_some_and(|n| n == "ckpt-mount")
-        && rest.split_whitespace().eq(["hook", agent.arg()])
+        && words.get(..2).is_some_and(|w| w == ["hook", agent.arg()])
+        && also.len() % 2 == 0
+        && also.chunks(2).all(|pair| pair[0] == "--also")
+}
+
+/// The shell words of a command's rest, as [`first_word`] reads each.
+fn words(mut rest: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    while !rest.trim().is_empty() {
+        let (word, more) = first_word(rest)?;
+        out.push(word);
+        rest = more;
+    }
+    Some(out)
 }
 
 /// The first shell word of a command (bare, or single-quoted as [`shell_word`] writes it) and
@@ -435,5 +493,15 @@ mod tests {
             Agent::ClaudeCode
         ));
         assert!(!runs_our_hook("'/x/ckpt-mount", Agent::ClaudeCode));
+        let also = format!("/x/ckpt-mount hook gemini --also {}", shell_word("/a b"));
+        assert!(runs_our_hook(&also, Agent::Gemini), "{also}");
+        assert!(!runs_our_hook(
+            "/x/ckpt-mount hook gemini --also",
+            Agent::Gemini
+        ));
+        assert!(!runs_our_hook(
+            "/x/ckpt-mount hook gemini --x /a",
+            Agent::Gemini
+        ));
     }
 }

@@ -18,6 +18,10 @@ pub struct HookArgs {
     /// The payload, for Codex's notify program (which passes it as the last argument); the
     /// prompt hooks read theirs on stdin
     pub payload: Option<String>,
+    /// Begin each turn in the mounted folder DIR too (repeatable; `hooks install --also`
+    /// writes it)
+    #[arg(long, value_name = "DIR")]
+    pub also: Vec<PathBuf>,
 }
 
 /// The payloads `hook` reads.
@@ -72,8 +76,8 @@ pub fn agent_name(agent: HookAgent, session: Option<&str>) -> String {
 /// Runs `hook` (exit 0 whatever happens: a hook must not stop the agent).
 pub fn run_hook(a: HookArgs) -> CliResult {
     match a.agent {
-        HookAgent::CodexNotify => codex_notify(a.payload.as_deref().unwrap_or("{}")),
-        agent => prompt_hook(agent),
+        HookAgent::CodexNotify => codex_notify(a.payload.as_deref().unwrap_or("{}"), &a.also),
+        agent => prompt_hook(agent, &a.also),
     }
     Ok(())
 }
@@ -82,16 +86,22 @@ pub fn run_hook(a: HookArgs) -> CliResult {
 /// on stdin, and each shows the user a JSON `systemMessage` printed on stdout with exit 0,
 /// without blocking the prompt. Success prints nothing (Claude Code adds a hook's plain output
 /// to the model's context).
-fn prompt_hook(agent: HookAgent) {
+fn prompt_hook(agent: HookAgent, also: &[PathBuf]) {
     let mut text = String::new();
     let outcome = match std::io::stdin().read_to_string(&mut text) {
-        Ok(_) => begin(agent, &text),
-        Err(e) => Err(HookError::ReadPayload(e)),
+        Ok(_) => begin(agent, &text, also),
+        Err(e) => Err(vec![HookError::ReadPayload(e)]),
     };
-    if let Err(message) = outcome {
-        let line = format!("ckpt-mount: {message}");
-        eprintln!("{line}");
-        let out = serde_json::json!({ "systemMessage": line });
+    if let Err(problems) = outcome {
+        let lines: Vec<String> = problems
+            .iter()
+            .map(|p| format!("ckpt-mount: {p}"))
+            .collect();
+        for l in &lines {
+            eprintln!("{l}");
+        }
+        // One message, however many folders failed: each agent shows one per hook run.
+        let out = serde_json::json!({ "systemMessage": lines.join("\n") });
         let _ = writeln!(std::io::stdout(), "{out}");
     }
 }
@@ -109,6 +119,8 @@ enum HookError {
     NoCaller,
     /// Beginning the turn or marking the agent failed (the CLI's one line).
     Command(CliError),
+    /// A folder the hook was told to act in, and did not (`--also` of a folder not mounted).
+    Warning(String),
 }
 
 impl std::fmt::Display for HookError {
@@ -123,6 +135,7 @@ impl std::fmt::Display for HookError {
                 "cannot find the agent process that ran the hook; its changes are not told apart",
             ),
             Self::Command(e) => f.write_str(&e.message),
+            Self::Warning(w) => f.write_str(w),
         }
     }
 }
@@ -198,9 +211,10 @@ fn last_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error
 }
 
 /// Begins the next turn for a prompt payload, as begun by the agent (the CLI and its
-/// session); the error is the message for the user.
-fn begin(agent: HookAgent, text: &str) -> Result<(), HookError> {
-    let payload: PromptPayload = payload(text).map_err(HookError::NotJson)?;
+/// session), in every folder [`super::folders::hook_folders`] names; the errors are the
+/// messages for the user, one per folder that failed (the others still begin theirs).
+fn begin(agent: HookAgent, text: &str, also: &[PathBuf]) -> Result<(), Vec<HookError>> {
+    let payload: PromptPayload = payload(text).map_err(|e| vec![HookError::NotJson(e)])?;
     if payload
         .prompt
         .as_deref()
@@ -209,7 +223,7 @@ fn begin(agent: HookAgent, text: &str) -> Result<(), HookError> {
         // `/ckpt` rewinds; a turn of its own would only stand in the list it shows.
         return Ok(());
     }
-    let cwd = working_dir(payload.cwd.as_deref())?;
+    let cwd = working_dir(payload.cwd.as_deref()).map_err(|e| vec![e])?;
     let label = payload.prompt.as_deref().and_then(label_of);
     let name = agent_name(agent, payload.session_id.as_deref());
     let conversation = conversation(
@@ -217,18 +231,75 @@ fn begin(agent: HookAgent, text: &str) -> Result<(), HookError> {
         payload.transcript_path,
         label.clone(),
     );
-    if turn::begin_next(
-        &cwd,
-        turn::Next::Turn,
+    let folders = super::folders::hook_folders(agent, &cwd, also);
+    let begun = Begin {
         label,
-        Some(name.clone()),
-        conversation,
-    )?
-    .is_some()
-    {
-        mark_caller(&cwd, name, payload.session_id)?;
+        name,
+        session: payload.session_id,
+        conversation: shared(conversation, &folders.all()),
+    };
+    let mut problems: Vec<HookError> = folders
+        .warnings
+        .iter()
+        .map(|w| HookError::Warning(w.clone()))
+        .collect();
+    for folder in folders.all() {
+        if let Err(e) = begun.begin_in(&folder) {
+            problems.push(e);
+        }
     }
-    Ok(())
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
+/// One prompt's turn, as each of its folders gets it.
+struct Begin {
+    label: Option<String>,
+    name: String,
+    session: Option<String>,
+    conversation: Option<Conversation>,
+}
+
+impl Begin {
+    /// Begins the turn in `folder` and marks the agent there.
+    fn begin_in(&self, folder: &Path) -> Result<(), HookError> {
+        let (label, by, c) = (
+            self.label.clone(),
+            Some(self.name.clone()),
+            self.conversation.clone(),
+        );
+        if turn::begin_next(folder, turn::Next::Turn, label, by, c)?.is_some() {
+            mark_caller(folder, self.name.clone(), self.session.clone())?;
+        }
+        Ok(())
+    }
+}
+
+/// The conversation with the prompt's id and its folders, when the prompt begins a turn in
+/// more than one folder (a prompt of one folder is recorded as it always was).
+fn shared(conversation: Option<Conversation>, folders: &[PathBuf]) -> Option<Conversation> {
+    if folders.len() < 2 {
+        return conversation;
+    }
+    let mut c = conversation.unwrap_or_default();
+    c.prompt_id = Some(prompt_id(c.session.as_deref()));
+    c.folders = folders.iter().map(|f| f.display().to_string()).collect();
+    Some(c)
+}
+
+/// A new prompt id: 16 hex digits of a hash of the session, the time to the nanosecond and
+/// this process, so two prompts never share one (and the id says nothing of them).
+fn prompt_id(session: Option<&str>) -> String {
+    use sha2::Digest;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{}\0{nanos}\0{}", session.unwrap_or(""), std::process::id());
+    let hash = sha2::Sha256::digest(seed.as_bytes());
+    hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where the agent's conversation stands, from its payload's session and transcript (blank
@@ -248,15 +319,13 @@ fn conversation(
         session,
         transcript,
         prompt,
+        ..Conversation::default()
     })
 }
 
 /// Marks the agent CLI that ran this hook (and what it runs) as the agent `name` in the
-/// mounted folder containing `cwd`, with the agent's session id when its payload gave one.
-fn mark_caller(cwd: &Path, name: String, session: Option<String>) -> Result<(), HookError> {
-    let Some(folder) = crate::mounts::find_folder(cwd) else {
-        return Ok(());
-    };
+/// mounted folder `folder`, with the agent's session id when its payload gave one.
+fn mark_caller(folder: &Path, name: String, session: Option<String>) -> Result<(), HookError> {
     let caller = super::super::agent::hook_caller().ok_or(HookError::NoCaller)?;
     let of = super::super::agent::MarkOf {
         pid: caller,
@@ -265,7 +334,7 @@ fn mark_caller(cwd: &Path, name: String, session: Option<String>) -> Result<(), 
         via: "hook",
         session,
     };
-    super::super::agent::mark(&folder, of)?;
+    super::super::agent::mark(folder, of)?;
     Ok(())
 }
 
@@ -281,7 +350,7 @@ fn working_dir(cwd: Option<&str>) -> Result<PathBuf, HookError> {
 /// agent turn and shows nothing it prints, so a failure is appended to a log file (named in
 /// mount-scripts/README.md). The next turn's prompt is not known yet, so the label names the
 /// prompt it follows.
-fn codex_notify(arg: &str) {
+fn codex_notify(arg: &str, also: &[PathBuf]) {
     let Ok(payload) = payload::<NotifyPayload>(arg) else {
         return notify_failed("the notify payload is not JSON; no turn was begun");
     };
@@ -293,23 +362,21 @@ fn codex_notify(arg: &str) {
         Err(e) => return notify_failed(&e.to_string()),
     };
     let last = payload.last_input.as_deref().and_then(label_of);
-    let label = last.map(|l| format!("after: {l}"));
-    let name = agent_name(HookAgent::CodexNotify, payload.thread_id.as_deref());
+    let folders = super::folders::hook_folders(HookAgent::CodexNotify, &cwd, also);
     let conversation = conversation(payload.thread_id.as_deref(), None, None);
-    match turn::begin_next(
-        &cwd,
-        turn::Next::Turn,
-        label,
-        Some(name.clone()),
-        conversation,
-    ) {
-        Err(e) => notify_failed(&e.message),
-        Ok(Some(_)) => {
-            if let Err(e) = mark_caller(&cwd, name, payload.thread_id) {
-                notify_failed(&e.to_string());
-            }
+    let begun = Begin {
+        label: last.map(|l| format!("after: {l}")),
+        name: agent_name(HookAgent::CodexNotify, payload.thread_id.as_deref()),
+        session: payload.thread_id,
+        conversation: shared(conversation, &folders.all()),
+    };
+    for w in &folders.warnings {
+        notify_failed(w);
+    }
+    for folder in folders.all() {
+        if let Err(e) = begun.begin_in(&folder) {
+            notify_failed(&e.to_string());
         }
-        Ok(None) => {}
     }
 }
 
@@ -388,6 +455,7 @@ mod tests {
                 session: Some("s1".into()),
                 transcript: Some("/t/s1.jsonl".into()),
                 prompt: Some("fix it".into()),
+                ..Conversation::default()
             })
         );
         assert_eq!(conversation(Some(" "), Some(String::new()), None), None);

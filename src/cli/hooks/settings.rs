@@ -27,7 +27,7 @@ pub enum Json {
 
 impl Json {
     /// The value of `key` in an object.
-    fn get(&self, key: &str) -> Option<&Json> {
+    pub fn get(&self, key: &str) -> Option<&Json> {
         match self {
             Json::Object(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
             _ => None,
