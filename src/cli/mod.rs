@@ -17,6 +17,7 @@ mod prune;
 mod restore_tree;
 mod rewind;
 mod run;
+mod together;
 mod turn;
 mod versions;
 
@@ -125,7 +126,7 @@ pub enum Command {
     /// Example: ckpt-mount undo
     /// Example: ckpt-mount undo --json --dir ~/src/site
     #[command(verbatim_doc_comment)]
-    Undo(ops::UndoArgs),
+    Undo(ops::UndoCommandArgs),
     /// Re-apply what the last undo undid (until a new turn, rewind or relabel)
     ///
     /// Example: ckpt-mount redo --dry-run
@@ -263,8 +264,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Log(a) => info::log(a),
         Command::Agents(a) => agent::agents(a),
         Command::Op(a) => ops::op(a),
-        Command::Undo(a) => ops::undo(a, false),
-        Command::Redo(a) => ops::undo(a, true),
+        Command::Undo(a) => ops::undo(a),
+        Command::Redo(a) => ops::redo(a),
         Command::Status(a) => info::status(a),
         Command::Demo(a) => demo::run(a),
         Command::Completions(a) => docs::completions(a),

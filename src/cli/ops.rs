@@ -217,7 +217,7 @@ fn op_line(row: &OpRow, utc: bool) -> String {
 
 /// What [`change`] runs: an undo, a redo, or an `op restore`.
 #[derive(Debug, Clone, Copy)]
-enum Step {
+pub(super) enum Step {
     Undo,
     Redo,
     Restore(u64),
@@ -225,7 +225,7 @@ enum Step {
 
 impl Step {
     /// What a Ctrl-C says is running.
-    fn word(self) -> &'static str {
+    pub(super) fn word(self) -> &'static str {
         match self {
             Self::Undo => "undo",
             Self::Redo => "redo",
@@ -234,9 +234,29 @@ impl Step {
     }
 }
 
-/// Runs `undo` (or, with `redo`, `redo`).
-pub fn undo(a: UndoArgs, redo: bool) -> CliResult {
-    change(a, if redo { Step::Redo } else { Step::Undo })
+/// `ckpt-mount undo`.
+#[derive(Debug, Args)]
+pub struct UndoCommandArgs {
+    #[command(flatten)]
+    pub run: UndoArgs,
+    /// Undo too, in every other mounted folder, the rewind that `rewind --all-folders` made
+    /// with this folder's last rewind (a folder whose last operation is not that rewind is left
+    /// alone, and said so)
+    #[arg(long)]
+    pub all_folders: bool,
+}
+
+/// Runs `undo`.
+pub fn undo(a: UndoCommandArgs) -> CliResult {
+    if a.all_folders {
+        return super::together::undo(&a.run);
+    }
+    change(a.run, Step::Undo)
+}
+
+/// Runs `redo`.
+pub fn redo(a: UndoArgs) -> CliResult {
+    change(a, Step::Redo)
 }
 
 /// Runs `undo`, `redo` or `op restore` (`step`): previewed and asked on a terminal, as a rewind.
@@ -278,7 +298,7 @@ fn change(a: UndoArgs, step: Step) -> CliResult {
 
 /// The folder an undo or redo acts on: through its daemon, or its store held open (and
 /// locked) between the preview and the run.
-struct Held {
+pub(super) struct Held {
     folder: PathBuf,
     how: Via,
 }
@@ -290,7 +310,7 @@ enum Via {
 }
 
 impl Held {
-    fn open(t: Target) -> Result<Self, CliError> {
+    pub(super) fn open(t: Target) -> Result<Self, CliError> {
         Ok(match t {
             Target::Mounted(folder) => Self {
                 folder,
@@ -306,12 +326,12 @@ impl Held {
         })
     }
 
-    fn in_daemon(&self) -> bool {
+    pub(super) fn in_daemon(&self) -> bool {
         matches!(self.how, Via::Daemon)
     }
 
     /// The report of the run (a preview with `dry_run`), or the one line of error.
-    fn run(&mut self, step: Step, dry_run: bool) -> Result<ReportJson, CliError> {
+    pub(super) fn run(&mut self, step: Step, dry_run: bool) -> Result<ReportJson, CliError> {
         match &mut self.how {
             Via::Daemon => {
                 let req = match step {

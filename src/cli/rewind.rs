@@ -44,6 +44,11 @@ pub struct RewindArgs {
     /// The folder (default: the ckpt-mount folder containing the current directory)
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Rewind too every other mounted folder where the prompt that began turn N began a turn
+    /// (an agent working across several folders): each goes back to the start of its turn of
+    /// that prompt, after one question for all of them
+    #[arg(long, requires = "turn", conflicts_with_all = ["undo", "agent", "paths"])]
+    pub all_folders: bool,
     /// Rewind only what agents changed since the start of the turn: without NAME every agent's
     /// changes (commands under `ckpt-mount run`, agents whose hook is installed), with NAME
     /// (repeatable) that agent's alone, other agents counting as other processes. Paths only
@@ -109,6 +114,9 @@ const LISTED_ON_A_TERMINAL: usize = 30;
 
 /// Runs `rewind` (after [`RewindArgs::check`]).
 pub fn run(a: RewindArgs) -> CliResult {
+    if a.all_folders {
+        return super::together::rewind(&a);
+    }
     let (t, paths) = super::target_with_paths(a.dir.clone(), &a.paths)?;
     // No turn given, on a terminal: the user picks one from the list (src/cli/picker.rs).
     // The turns as `log` lists them, read once for the picker, the moment and the
@@ -185,19 +193,25 @@ pub fn run(a: RewindArgs) -> CliResult {
 
 /// Shows the preview `r` and asks; `Ok(true)` to go on. An empty preview asks nothing.
 pub(super) fn confirm(r: &ReportJson) -> Result<bool, CliError> {
+    if show_plan(r) { proceed() } else { Ok(true) }
+}
+
+/// Shows the preview `r` as the question before a run does; whether there is anything to ask
+/// about (not when the run changes nothing, or is refused before changing anything).
+pub(super) fn show_plan(r: &ReportJson) -> bool {
     if r.refused || no_room(r).is_some() {
         // The run is refused before it changes anything, and says why.
-        return Ok(true);
+        return false;
     }
     let changes = r.restored.len() + r.deleted.len() + r.failed.len();
     if changes == 0 {
         print_agent(r);
         println!("{}", sentence(r, Tense::Nothing));
-        return Ok(true);
+        return false;
     }
     print_preview(r, Some(LISTED_BEFORE_ASKING));
     println!("{}", sentence(r, Tense::Will));
-    proceed()
+    true
 }
 
 /// A dry run's one line when the disks lack the room the run needs (the run would be refused
@@ -231,14 +245,14 @@ pub(super) fn proceed() -> Result<bool, CliError> {
 
 /// What the daemon or the offline rewind answered: the report (`None` when the rewind did not
 /// start) and the one line of error, if any.
-struct Answer {
-    report: Option<ReportJson>,
-    error: Option<String>,
+pub(super) struct Answer {
+    pub(super) report: Option<ReportJson>,
+    pub(super) error: Option<String>,
 }
 
 /// The rewind asked for, run through the daemon of a mounted folder or on the store of an
 /// unmounted one (kept open, and locked, between the preview and the run).
-enum Rewinder {
+pub(super) enum Rewinder {
     Mounted {
         folder: PathBuf,
         to: Option<Turn>,
@@ -256,7 +270,7 @@ enum Rewinder {
 }
 
 impl Rewinder {
-    fn new(
+    pub(super) fn new(
         t: Target,
         to: Option<Turn>,
         undo: bool,
@@ -293,7 +307,7 @@ impl Rewinder {
     }
 
     /// What a Ctrl-C during the run says is running, and where.
-    fn running(&self) -> super::interrupt::Running {
+    pub(super) fn running(&self) -> super::interrupt::Running {
         let (folder, undo, in_daemon) = match self {
             Self::Mounted { folder, undo, .. } => (folder, *undo, true),
             Self::Offline { folder, req, .. } => (
@@ -307,7 +321,11 @@ impl Rewinder {
     }
 
     /// Runs the rewind (a preview when `dry_run`), showing its progress on `bar`.
-    fn run(&mut self, dry_run: bool, bar: &indicatif::ProgressBar) -> Result<Answer, CliError> {
+    pub(super) fn run(
+        &mut self,
+        dry_run: bool,
+        bar: &indicatif::ProgressBar,
+    ) -> Result<Answer, CliError> {
         let answer = match self {
             Self::Mounted {
                 folder,
@@ -366,7 +384,7 @@ impl Rewinder {
 }
 
 /// A bar on stderr when it is a terminal; drawing nothing otherwise.
-fn progress_bar() -> indicatif::ProgressBar {
+pub(super) fn progress_bar() -> indicatif::ProgressBar {
     let bar =
         indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
     if let Ok(style) =
