@@ -1,0 +1,236 @@
+//! One agent, several folders (issue 32): the Claude Code hook installed into a temporary home
+//! with an additional directory in its settings and one more named with `--also`, run with
+//! the agent's payload, begins one turn per prompt in each of those mounted folders under one
+//! prompt id; `rewind --all-folders` takes all of them back to the start of that prompt's
+//! turn, byte for byte (modes, symlinks, a git repository), and leaves a mounted folder outside
+//! the group as it is; `undo --all-folders` gives every folder back exactly. On root's mount
+//! and on the user ckpt-ci's own mounts.
+
+mod common;
+use common::{Mounted, Node, assert_same_tree, bin, output_text, require_fuse, tree};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// `ckpt-mount ARGS` with HOME set to `home`.
+fn ckpt(home: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env("HOME", home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .output()
+        .expect("run ckpt-mount")
+}
+
+/// The Claude Code hook command `hooks install` wrote into the home's settings.
+fn installed_command(home: &Path) -> String {
+    let settings = home.join(".claude/settings.json");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(settings).expect("settings")).expect("json");
+    let commands: Vec<String> = v["hooks"]["UserPromptSubmit"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["hooks"].as_array().cloned().unwrap_or_default())
+        .filter_map(|h| h["command"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(commands.len(), 1, "{commands:?}");
+    commands[0].clone()
+}
+
+/// Runs the installed hook as Claude Code does (`sh -c`, the payload on stdin): the recorded
+/// payload, its `cwd` in `cwd` and its prompt `prompt`. The hook prints nothing on success.
+fn prompt(command: &str, home: &Path, cwd: &Path, prompt: &str) {
+    let recorded =
+        std::fs::read_to_string(common::mount_script("claude-code/payload.example.json"))
+            .expect("payload");
+    let mut v: serde_json::Value = serde_json::from_str(&recorded).expect("json");
+    v["cwd"] = cwd.display().to_string().into();
+    v["prompt"] = prompt.into();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("HOME", home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hook");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(v.to_string().as_bytes()).expect("payload");
+    drop(stdin);
+    let o = child.wait_with_output().expect("hook");
+    assert!(
+        o.status.success() && o.stdout.is_empty(),
+        "{}",
+        output_text(&o)
+    );
+}
+
+/// Each turn's `conversation` in a folder's `log --json`, by turn.
+fn conversations(m: &Mounted) -> Vec<(u64, serde_json::Value)> {
+    let o = m.cli(&["log", "--json"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    rows.as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| (r["turn"].as_u64().unwrap_or(0), r["conversation"].clone()))
+        .collect()
+}
+
+/// A folder with a git repository, an executable, a symlink and a nested directory.
+fn seeded(name: &str) -> Mounted {
+    let m = Mounted::new();
+    m.sh(&format!(
+        "mkdir -p src/deep && printf 'one\\ntwo {name}\\n' > src/a.txt && \
+         printf '#!/bin/sh\\necho {name}\\n' > run.sh && chmod 755 run.sh && \
+         ln -s src/a.txt link && echo gone > src/deep/gone.txt && \
+         git init -q && git add -A && git commit -qm seed"
+    ));
+    m
+}
+
+/// Every folder's tree, with its git directory.
+fn trees(ms: &[&Mounted]) -> Vec<BTreeMap<String, Node>> {
+    ms.iter().map(|m| tree(&m.dir, true)).collect()
+}
+
+fn assert_trees(expected: &[BTreeMap<String, Node>], ms: &[&Mounted]) {
+    for (e, m) in expected.iter().zip(ms) {
+        assert_same_tree(e, &tree(&m.dir, true));
+    }
+}
+
+#[test]
+fn a_prompt_across_folders_rewinds_and_undoes_together() {
+    if common::user::in_user_run() {
+        property();
+    } else if require_fuse() {
+        property();
+        common::user::rerun_as_user("a_prompt_across_folders_rewinds_and_undoes_together");
+    }
+}
+
+fn property() {
+    let (a, b, c, outside) = (seeded("a"), seeded("b"), seeded("c"), seeded("d"));
+    let home = tempfile::Builder::new()
+        .prefix("ckpt-multi-home-")
+        .tempdir_in("/tmp")
+        .expect("home");
+    // b is an additional directory twice over (the user's settings, and the project's by a
+    // relative path): one folder, one turn. c is named with --also.
+    std::fs::create_dir_all(home.path().join(".claude")).expect("mkdir");
+    let settings = serde_json::json!({"permissions": {"additionalDirectories": [b.dir]}});
+    std::fs::write(
+        home.path().join(".claude/settings.json"),
+        settings.to_string(),
+    )
+    .expect("w");
+    let rel = Path::new("..")
+        .join("..")
+        .join(b.dir.strip_prefix("/tmp").expect("tmp"));
+    let local = serde_json::json!({"permissions": {"additionalDirectories": [rel]}});
+    a.sh(&format!(
+        "mkdir .claude && printf '%s' '{local}' > .claude/settings.local.json && \
+         git add -A && git commit -qm settings"
+    ));
+    let c_dir = c.dir.display().to_string();
+    let o = ckpt(
+        home.path(),
+        &["hooks", "install", "claude-code", "--also", &c_dir],
+    );
+    assert!(o.status.success(), "{}", output_text(&o));
+    let hook = installed_command(home.path());
+    assert!(
+        hook.ends_with(&format!(" hook claude-code --also {c_dir}")),
+        "{hook}"
+    );
+
+    let group = [&a, &b, &c];
+    let at_start = trees(&group);
+    prompt(
+        &hook,
+        home.path(),
+        &a.path("src"),
+        "Rename the parser\nin every repo",
+    );
+    // The first prompt's changes, by the programs an agent runs.
+    a.sh(
+        "sed -i s/one/ONE/ src/a.txt && rm src/deep/gone.txt && mv run.sh go.sh && \
+          git add -A && git commit -qm renamed",
+    );
+    b.sh(
+        "sed -i 's/two/TWO/' src/a.txt && ln -sfn run.sh link && chmod 600 run.sh && \
+          mkdir -p new/dir && echo new > new/dir/n.txt",
+    );
+    c.sh("rm -r src && git add -A && git commit -qm gone");
+    outside.sh("echo outside >> src/a.txt && rm link");
+    prompt(&hook, home.path(), &a.dir, "Now the tests");
+    a.sh("echo more >> go.sh && git tag t1");
+    b.sh("rm -r new && echo x > src/x");
+    c.sh("echo back > back.txt && git add back.txt && git commit -qm back");
+    outside.sh("echo more >> src/a.txt");
+    let before_rewind = trees(&group);
+    let outside_before = tree(&outside.dir, true);
+
+    // Each folder has the two prompts' turns, and a turn of one prompt has one id everywhere.
+    let ids: Vec<serde_json::Value> = group
+        .iter()
+        .map(|m| {
+            let rows = conversations(m);
+            assert_eq!(rows.len(), 3, "{}: {rows:?}", m.dir.display());
+            let c = &rows[1].1;
+            assert_eq!(c["folders"].as_array().map(Vec::len), Some(3), "{c}");
+            assert_ne!(c["prompt_id"], rows[2].1["prompt_id"]);
+            c["prompt_id"].clone()
+        })
+        .collect();
+    assert!(
+        ids[0].is_string() && ids.iter().all(|i| *i == ids[0]),
+        "{ids:?}"
+    );
+    assert!(conversations(&outside).iter().all(|(_, c)| c.is_null()));
+
+    // The preview lists each folder of the group, and changes nothing.
+    let dry = b.cli(&[
+        "rewind",
+        "/rename the parser",
+        "--all-folders",
+        "--dry-run",
+        "--json",
+    ]);
+    assert!(dry.status.success(), "{}", output_text(&dry));
+    let plan: serde_json::Value = serde_json::from_slice(&dry.stdout).expect("json");
+    let folders = plan["folders"].as_array().expect("folders");
+    assert_eq!(folders.len(), 3, "{plan}");
+    assert!(
+        folders
+            .iter()
+            .all(|f| f["turn"] == 2 && f["report"]["dry_run"] == true)
+    );
+    assert_trees(&before_rewind, &group);
+
+    let run = b.cli(&["rewind", "/rename the parser", "--all-folders", "--yes"]);
+    assert!(run.status.success(), "{}", output_text(&run));
+    assert_trees(&at_start, &group);
+    assert_same_tree(&outside_before, &tree(&outside.dir, true));
+
+    let undo = c.cli(&["undo", "--all-folders", "--yes"]);
+    assert!(undo.status.success(), "{}", output_text(&undo));
+    assert_trees(&before_rewind, &group);
+    assert_same_tree(&outside_before, &tree(&outside.dir, true));
+
+    // The outside folder has no turn of the prompt: it cannot lead a group rewind.
+    let alone = outside.cli(&["rewind", "1", "--all-folders", "--yes"]);
+    assert!(!alone.status.success());
+    assert!(
+        output_text(&alone).contains("without --all-folders"),
+        "{}",
+        output_text(&alone)
+    );
+}
