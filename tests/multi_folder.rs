@@ -7,7 +7,7 @@
 //! and on the user ckpt-ci's own mounts.
 
 mod common;
-use common::{Mounted, Node, assert_same_tree, bin, output_text, require_fuse, tree};
+use common::{Mounted, Node, assert_same_tree, bin, on_a_terminal, output_text, tree};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
@@ -106,15 +106,11 @@ fn assert_trees(expected: &[BTreeMap<String, Node>], ms: &[&Mounted]) {
     }
 }
 
-#[test]
-fn a_prompt_across_folders_rewinds_and_undoes_together() {
-    if common::user::in_user_run() {
-        property();
-    } else if require_fuse() {
-        property();
-        common::user::rerun_as_user("a_prompt_across_folders_rewinds_and_undoes_together");
-    }
-}
+on_both_mounts!(
+    a_prompt_across_folders_rewinds_and_undoes_together,
+    a_prompt_across_folders_rewinds_and_undoes_together_on_a_users_mount,
+    property
+);
 
 fn property() {
     let (a, b, c, outside) = (seeded("a"), seeded("b"), seeded("c"), seeded("d"));
@@ -213,6 +209,17 @@ fn property() {
             .iter()
             .all(|f| f["turn"] == 2 && f["report"]["dry_run"] == true)
     );
+    assert_trees(&before_rewind, &group);
+
+    // On a terminal: every folder's plan, one question; no, and nothing changed.
+    let args = ["rewind", "/rename the parser", "--all-folders"];
+    let (shown, code) = on_a_terminal("n", &args, &b.dir);
+    assert_eq!(code, Some(1), "{shown}");
+    assert_eq!(shown.matches("Proceed? [y/N]").count(), 1, "{shown}");
+    for m in group {
+        assert!(shown.contains(&format!("{}:", m.dir.display())), "{shown}");
+    }
+    assert!(shown.contains("cancelled: nothing changed"), "{shown}");
     assert_trees(&before_rewind, &group);
 
     let run = b.cli(&["rewind", "/rename the parser", "--all-folders", "--yes"]);
