@@ -15,7 +15,9 @@
 //!    `src/lib.rs` and `src/util.rs` are made by scripts under `ckpt-mount run --as reviewer`
 //!    and `--as codex`, and turn 3 is begun by Claude Code's hook (session `1f3a2b4c-…`, the
 //!    test process standing for the agent CLI), so three agents are marked and
-//!    `rewind --agent NAME` has each one's changes to rewind.
+//!    `rewind --agent NAME` has each one's changes to rewind. A second folder, `~/src/lib`
+//!    (`lib.rs`), is mounted too, and the hook of turn 3 runs with `--also ~/src/lib`, so the
+//!    prompt began a turn in both (`rewind --all-folders`).
 //! 3. The state: the folder is mounted, except for the examples of a subcommand in
 //!    [`NEEDS_UNMOUNTED`] (`mount` mounts it itself).
 //! 4. Where an example runs: one that names the folder (`~/src/site`) runs from the home
@@ -45,6 +47,9 @@ const AGENTS: &[&str] = &["claude", "codex", "gemini", "aider"];
 
 /// The folder the examples name (rule 2), relative to HOME.
 const SITE: &str = "src/site";
+
+/// The second folder the agent works in (rule 2), relative to HOME.
+const LIB: &str = "src/lib";
 
 /// The Claude Code session whose hook begins turn 3 (rule 2).
 const SESSION: &str = "1f3a2b4c-5d6e-4f70-8a9b-0c1d2e3f4a5b";
@@ -134,6 +139,7 @@ impl Drop for UnmountGuard {
 struct Scratch {
     home: PathBuf,
     site: PathBuf,
+    lib: PathBuf,
     path_env: String,
     standin_log: PathBuf,
     // Dropped after the guard of whoever mounted the folder (see `run_example`).
@@ -149,6 +155,8 @@ impl Scratch {
         let home = tmp.path().join("home");
         let site = home.join(SITE);
         std::fs::create_dir_all(site.join("src")).expect("mkdir site");
+        let lib = home.join(LIB);
+        std::fs::create_dir_all(&lib).expect("mkdir lib");
         let bindir = tmp.path().join("bin");
         std::fs::create_dir(&bindir).expect("mkdir bin");
         std::os::unix::fs::symlink(bin(), bindir.join("ckpt-mount")).expect("symlink binary");
@@ -174,6 +182,7 @@ impl Scratch {
         Self {
             home,
             site,
+            lib,
             path_env,
             standin_log,
             tmp,
@@ -220,7 +229,8 @@ impl Scratch {
             "session_id": SESSION,
         });
         let mut child = Command::new(bin())
-            .args(["hook", "claude-code"])
+            .args(["hook", "claude-code", "--also"])
+            .arg(&self.lib)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -244,15 +254,11 @@ impl Scratch {
         std::fs::write(self.site.join(rel), text).expect("write through the mount");
     }
 
-    /// The files, then the mount and its history (rule 2); returns the guard that unmounts.
-    fn prepare(&self) -> UnmountGuard {
-        self.write("README.md", "# site\n");
-        self.write("notes.txt", "todo\n");
-        self.write("src/main.rs", "fn main() {}\n");
-        self.write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n");
+    /// `mount DIR`, which must succeed; the guard unmounts it.
+    fn mount(dir: &Path) -> UnmountGuard {
         let out = Command::new(bin())
             .arg("mount")
-            .arg(&self.site)
+            .arg(dir)
             .output()
             .expect("run mount");
         assert!(
@@ -260,7 +266,19 @@ impl Scratch {
             "mount: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let guard = UnmountGuard(self.site.clone());
+        UnmountGuard(dir.to_path_buf())
+    }
+
+    /// The files, then the mounts and their history (rule 2); returns the guards that
+    /// unmount the folder and the second folder.
+    fn prepare(&self) -> (UnmountGuard, UnmountGuard) {
+        std::fs::write(self.lib.join("lib.rs"), "pub fn lib() {}\n").expect("write lib.rs");
+        let lib_guard = Self::mount(&self.lib);
+        self.write("README.md", "# site\n");
+        self.write("notes.txt", "todo\n");
+        self.write("src/main.rs", "fn main() {}\n");
+        self.write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n");
+        let guard = Self::mount(&self.site);
         // Turn 1.
         self.write("src/main.rs", "fn main() {\n    println!(\"hi\");\n}\n");
         self.write("src/util.rs", "pub fn two() -> u32 {\n    2\n}\n");
@@ -281,7 +299,8 @@ impl Scratch {
         // still have the rewind to undo.
         self.cli(&["turn", "4"]);
         self.cli(&["undo"]);
-        guard
+        std::fs::write(self.lib.join("lib.rs"), "pub fn lib2() {}\n").expect("write lib.rs");
+        (guard, lib_guard)
     }
 
     /// The file a redirection writes (rule 7), its directory made first.
@@ -331,7 +350,8 @@ impl Scratch {
 /// Runs one example by the rules; returns what went wrong, if anything.
 fn run_example(ex: &Example) -> Option<String> {
     let scratch = Scratch::new();
-    let mut guard = Some(scratch.prepare());
+    let (site_guard, lib_guard) = scratch.prepare();
+    let mut guard = Some(site_guard);
     let sub = ex.path.first().map(String::as_str).unwrap_or_default();
     if NEEDS_UNMOUNTED.contains(&sub) {
         drop(guard.take());
@@ -348,6 +368,7 @@ fn run_example(ex: &Example) -> Option<String> {
     // Whatever the example left mounted is unmounted before the folder goes.
     drop(guard);
     drop(UnmountGuard(scratch.site.clone()));
+    drop(lib_guard);
     let want = expected_status(&ex.line);
     let got = out.status.code().unwrap_or(-1);
     let said = format!(

@@ -35,6 +35,8 @@ pub enum HooksAction {
     /// again changes nothing)
     ///
     /// Example: ckpt-mount hooks install claude-code --dry-run
+    ///
+    /// Example: ckpt-mount hooks install claude-code --also ~/src/lib --dry-run
     Install(HookTarget),
     /// Remove exactly what install added (a /ckpt command you edited is kept, and named)
     ///

@@ -111,6 +111,7 @@ pub enum Command {
     /// Example: ckpt-mount rewind --agent claude-code:1f3a --dry-run
     /// Example: ckpt-mount rewind 3 --agent reviewer --agent codex
     /// Example: ckpt-mount rewind --undo
+    /// Example: ckpt-mount rewind /third --all-folders --dry-run
     /// Example: ckpt-mount rewind 2 --json --dir ~/src/site
     #[command(verbatim_doc_comment)]
     Rewind(rewind::RewindArgs),
@@ -125,6 +126,7 @@ pub enum Command {
     /// Example: ckpt-mount undo --dry-run
     /// Example: ckpt-mount undo
     /// Example: ckpt-mount undo --json --dir ~/src/site
+    /// Example: ckpt-mount undo --all-folders --dry-run
     #[command(verbatim_doc_comment)]
     Undo(ops::UndoCommandArgs),
     /// Re-apply what the last undo undid (until a new turn, rewind or relabel)
@@ -225,7 +227,14 @@ pub enum Command {
     /// the folder from inside the agent, which runs `ckpt-mount log` and `ckpt-mount rewind N
     /// --yes` under its own permission prompt.
     ///
+    /// An agent that works across several mounted folders gets each prompt's turn in all of
+    /// them, with one prompt id: the folder it works in, its own additional directories
+    /// (Claude Code: permissions.additionalDirectories; Gemini CLI: context.includeDirectories;
+    /// Codex: sandbox_workspace_write.writable_roots) and the folders install --also names.
+    /// `rewind N --all-folders` takes them back together, `undo --all-folders` undoes that.
+    ///
     /// Example: ckpt-mount hooks install claude-code --dry-run
+    /// Example: ckpt-mount hooks install claude-code --also ~/src/lib --dry-run
     #[command(verbatim_doc_comment)]
     Hooks(hooks::HooksArgs),
     /// Internal: what an agent's hook runs, with the agent's payload
