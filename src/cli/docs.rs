@@ -385,7 +385,7 @@ const CONCEPTS: &[Section] = &[
             ),
             Block::Item(
                 "an agent's hook",
-                "an agent's own hook runs one of the above at each prompt, labelled with the prompt (see the README's integrations).",
+                "an agent's own hook runs one of the above at each prompt, labelled with the prompt (see the README's integrations). An agent that works across several mounted folders (its additional directories, or those `hooks install --also` names) gets the prompt's turn in each of them, under one prompt id: `ckpt-mount rewind N --all-folders` takes all of them back to the start of that prompt after one question, and `ckpt-mount undo --all-folders` undoes that rewind in each.",
             ),
             Block::Para(
                 "N must be greater than the current turn (numbers may be skipped) and at most 4294967295 (2^32-1, which leaves room for a turn a second for 136 years); asking for the current number again changes nothing. After `ckpt-mount rewind N`, turn N is current again with nothing captured in it yet, and the turns after it leave the history; `ckpt-mount rewind --undo` brings back the state from just before the last rewind.",
@@ -534,7 +534,11 @@ const CONCEPTS: &[Section] = &[
             ),
             Block::Item(
                 "`CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `GEMINI_CLI_HOME`",
-                "Where `hooks install` finds the user settings of Claude Code (default `~/.claude`), Codex (default `~/.codex`) and Gemini CLI (default `~`, settings in `.gemini/`), as those agents do themselves.",
+                "Where `hooks install` finds the user settings of Claude Code (default `~/.claude`), Codex (default `~/.codex`) and Gemini CLI (default `~`, settings in `.gemini/`), as those agents do themselves; the hook reads the agent's additional directories there too.",
+            ),
+            Block::Item(
+                "`CLAUDE_PROJECT_DIR`, `GEMINI_PROJECT_DIR`",
+                "The project whose settings (`.claude/settings.json`, `.claude/settings.local.json`, `.gemini/settings.json`) the hook reads the agent's additional directories from, set by the agent for its hooks; otherwise the payload's working directory.",
             ),
             Block::Item(
                 "`COLUMNS`",
