@@ -411,10 +411,12 @@ fn go(mut group: Group, o: &Opts, fix: impl Fn(usize, &mut ReportJson)) -> CliRe
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(CliError::fail(format!(
-            "not everything was restored in {}",
-            failed.join(", ")
-        )))
+        let what = if o.dry_run {
+            "not everything can be restored"
+        } else {
+            "not everything was restored"
+        };
+        Err(CliError::fail(format!("{what} in {}", failed.join(", "))))
     }
 }
 
