@@ -43,6 +43,17 @@ fn installed_command(home: &Path) -> String {
 /// Runs the installed hook as Claude Code does (`sh -c`, the payload on stdin): the recorded
 /// payload, its `cwd` in `cwd` and its prompt `prompt`. The hook prints nothing on success.
 fn prompt(command: &str, home: &Path, cwd: &Path, prompt: &str) {
+    let o = hook(command, home, cwd, prompt);
+    assert!(
+        o.status.success() && o.stdout.is_empty(),
+        "{}",
+        output_text(&o)
+    );
+}
+
+/// Runs a hook command as the agents do (`sh -c`, the payload on stdin; Claude Code, Codex and
+/// Gemini CLI send the same fields), whatever it says.
+fn hook(command: &str, home: &Path, cwd: &Path, prompt: &str) -> Output {
     let recorded =
         std::fs::read_to_string(common::mount_script("claude-code/payload.example.json"))
             .expect("payload");
@@ -55,6 +66,9 @@ fn prompt(command: &str, home: &Path, cwd: &Path, prompt: &str) {
         .env("HOME", home)
         .env_remove("CLAUDE_CONFIG_DIR")
         .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("GEMINI_CLI_HOME")
+        .env_remove("GEMINI_PROJECT_DIR")
+        .env_remove("CODEX_HOME")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -63,12 +77,7 @@ fn prompt(command: &str, home: &Path, cwd: &Path, prompt: &str) {
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(v.to_string().as_bytes()).expect("payload");
     drop(stdin);
-    let o = child.wait_with_output().expect("hook");
-    assert!(
-        o.status.success() && o.stdout.is_empty(),
-        "{}",
-        output_text(&o)
-    );
+    child.wait_with_output().expect("hook")
 }
 
 /// Each turn's `conversation` in a folder's `log --json`, by turn.
@@ -240,4 +249,114 @@ fn property() {
         "{}",
         output_text(&alone)
     );
+}
+
+on_both_mounts!(
+    /// Gemini CLI's include directories and Codex's writable roots name the other folders; a
+    /// folder that is not mounted is skipped (with a word when `--also` named it), at the
+    /// prompt and at the rewind; `undo --all-folders` leaves a folder whose last operation is
+    /// not the group's rewind alone.
+    gemini_and_codex_settings_and_folders_left_alone,
+    gemini_and_codex_settings_and_folders_left_alone_on_a_users_mount,
+    settings_and_left_alone
+);
+
+fn settings_and_left_alone() {
+    let (a, b) = (seeded("a"), seeded("b"));
+    let mut c = seeded("c");
+    let home = tempfile::Builder::new()
+        .prefix("ckpt-multi-home-")
+        .tempdir_in("/tmp")
+        .expect("home");
+    let unmounted = home.path().join("plain");
+    std::fs::create_dir(&unmounted).expect("mkdir");
+    // Gemini CLI: b by a relative path, in settings with comments; the unmounted folder too.
+    std::fs::create_dir_all(home.path().join(".gemini")).expect("mkdir");
+    let rel = Path::new("..")
+        .join("..")
+        .join(b.dir.strip_prefix("/tmp").expect("tmp"));
+    let gemini = format!(
+        "{{\n  // the library\n  \"context\": {{\"includeDirectories\": [{:?}, \"~/plain\"]}},\n}}\n",
+        rel.display().to_string()
+    );
+    std::fs::write(home.path().join(".gemini/settings.json"), gemini).expect("write");
+    // Codex: c, in the project's config.toml.
+    let codex = format!(
+        "[sandbox_workspace_write]\nwritable_roots = [\n  \"{}\",\n]\n",
+        c.dir.display()
+    );
+    a.sh(&format!(
+        "mkdir .codex && printf '%s' '{codex}' > .codex/config.toml"
+    ));
+    let plain = unmounted.display().to_string();
+    let o = ckpt(
+        home.path(),
+        &["hooks", "install", "gemini", "--also", &plain],
+    );
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("is not mounted now"),
+        "{}",
+        output_text(&o)
+    );
+    let v = std::fs::read_to_string(home.path().join(".gemini/settings.json")).expect("read");
+    assert!(v.contains("// the library"), "{v}");
+
+    let gemini_hook = format!("{} hook gemini --also '{plain}'", bin());
+    let said = hook(&gemini_hook, home.path(), &a.dir, "gemini prompt");
+    assert!(said.status.success());
+    let message = String::from_utf8_lossy(&said.stdout);
+    assert!(
+        message.contains("systemMessage") && message.contains(&plain),
+        "{message}"
+    );
+    a.sh("echo g >> src/a.txt");
+    b.sh("echo g >> src/a.txt");
+    prompt(
+        &format!("{} hook codex", bin()),
+        home.path(),
+        &a.dir,
+        "codex prompt",
+    );
+    let at_codex = tree(&a.dir, true);
+    a.sh("echo x >> src/a.txt && git add -A && git commit -qm x");
+    c.sh("rm run.sh");
+    // Each prompt began turns in its agent's folders only.
+    let folders = |m: &Mounted| -> Vec<usize> {
+        conversations(m)
+            .iter()
+            .map(|(_, c)| c["folders"].as_array().map_or(0, Vec::len))
+            .collect()
+    };
+    assert_eq!(folders(&a), vec![0, 2, 2]);
+    assert_eq!(folders(&b), vec![0, 2]);
+    assert_eq!(folders(&c), vec![0, 2]);
+
+    // c is not mounted at the rewind: said, and left alone; a goes back.
+    let c_after = tree(&c.dir, true);
+    c.unmount();
+    let run = a.cli(&["rewind", "/codex prompt", "--all-folders", "--yes"]);
+    assert!(run.status.success(), "{}", output_text(&run));
+    let text = output_text(&run);
+    let said = format!("{}: left alone: it is not mounted", c.dir.display());
+    assert!(text.contains(&said), "{text}");
+    assert_same_tree(&at_codex, &tree(&a.dir, true));
+    c.remount();
+    assert_same_tree(&c_after, &tree(&c.dir, true));
+
+    // b's last operation is a turn, not the group's rewind to the gemini prompt: left alone.
+    let run = b.cli(&["rewind", "/gemini prompt", "--all-folders", "--yes"]);
+    assert!(run.status.success(), "{}", output_text(&run));
+    let b_rewound = tree(&b.dir, true);
+    b.sh("echo later > later.txt");
+    let o = b.cli(&["turn", "9"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let b_now = tree(&b.dir, true);
+    assert_ne!(b_rewound, b_now);
+    let undo = a.cli(&["undo", "--all-folders", "--yes", "--json"]);
+    assert!(undo.status.success(), "{}", output_text(&undo));
+    let r: serde_json::Value = serde_json::from_slice(&undo.stdout).expect("json");
+    let left = r["folders"][1]["left_alone"].as_str().unwrap_or_default();
+    assert!(left.contains("is not the rewind to this prompt"), "{r}");
+    assert_same_tree(&b_now, &tree(&b.dir, true));
 }
