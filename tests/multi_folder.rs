@@ -200,6 +200,9 @@ fn property() {
         "{ids:?}"
     );
     assert!(conversations(&outside).iter().all(|(_, c)| c.is_null()));
+    let log = output_text(&a.cli(&["log"]));
+    let line = format!("= one prompt in {}, {}", a.dir.display(), b.dir.display());
+    assert!(log.contains(&line), "{log}");
 
     // The preview lists each folder of the group, and changes nothing.
     let dry = b.cli(&[

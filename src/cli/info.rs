@@ -159,6 +159,17 @@ fn log_table(rows: &[TurnRow], utc: bool, width: usize) -> String {
         for skipped in skipped_lines(&r.skipped, false) {
             out += &format!("{:>w$}  ! {skipped}\n", "", w = c.turn);
         }
+        // A prompt that began a turn in several folders names them (`rewind --all-folders`).
+        if let Some(conv) = r.conversation.as_ref().filter(|v| v.folders.len() > 1) {
+            let line = format!(
+                "{:>w$}  = one prompt in {}",
+                "",
+                conv.folders.join(", "),
+                w = c.turn
+            );
+            out += &fit(&line, width);
+            out.push('\n');
+        }
     }
     let mut actors = rows.iter().flat_map(|r| &r.actors).peekable();
     if actors.peek().is_some() && actors.all(|a| a.agent.is_none()) {
