@@ -150,6 +150,11 @@ fn property() {
         &["hooks", "install", "claude-code", "--also", &c_dir],
     );
     assert!(o.status.success(), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains(&format!(", and in {c_dir}\n")),
+        "{}",
+        output_text(&o)
+    );
     let hook = installed_command(home.path());
     assert!(
         hook.ends_with(&format!(" hook claude-code --also {c_dir}")),

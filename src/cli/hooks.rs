@@ -139,7 +139,8 @@ pub fn run(a: HooksArgs) -> CliResult {
             }
             Added::Updated => format!("updated the {title} hook in {shown} to run {command}"),
             Added::Appended => format!(
-                "installed the {title} hook in {shown}: each prompt begins a new ckpt-mount turn labelled with its first line, in whichever mounted folder {title} works in"
+                "installed the {title} hook in {shown}: each prompt begins a new ckpt-mount turn labelled with its first line, in whichever mounted folder {title} works in{}",
+                also_said(&t.also)
             ),
         };
         (added != Added::AlreadyThere, done)
@@ -206,6 +207,15 @@ fn also_words(also: &[PathBuf], install: bool) -> Result<String, CliError> {
         out += &format!(" --also {}", shell_word(&abs.to_string_lossy()));
     }
     Ok(out)
+}
+
+/// The end of the install's sentence for the `--also` folders: `, and in DIR, DIR`.
+fn also_said(also: &[PathBuf]) -> String {
+    if also.is_empty() {
+        return String::new();
+    }
+    let dirs: Vec<String> = also.iter().map(|d| d.display().to_string()).collect();
+    format!(", and in {}", dirs.join(", "))
 }
 
 /// An agent's settings as read: plain JSON, rewritten whole in the agents' own layout (Claude
