@@ -349,6 +349,15 @@ fn settings_and_left_alone() {
     let said = format!("{}: left alone: it is not mounted", c.dir.display());
     assert!(text.contains(&said), "{text}");
     assert_same_tree(&at_codex, &tree(&a.dir, true));
+    // A prompt whose own folder is not mounted still begins its turn in the others, and says
+    // what failed.
+    let turns_of_b = conversations(&b).len();
+    let also_b = format!("{} hook claude-code --also '{}'", bin(), b.dir.display());
+    let said = hook(&also_b, home.path(), &c.dir, "from an unmounted folder");
+    assert!(said.status.success());
+    let message = String::from_utf8_lossy(&said.stdout);
+    assert!(message.contains("is not mounted"), "{message}");
+    assert_eq!(conversations(&b).len(), turns_of_b + 1);
     c.remount();
     assert_same_tree(&c_after, &tree(&c.dir, true));
 
