@@ -114,6 +114,8 @@ fn agent_dirs(agent: HookAgent, project: &Path) -> Vec<PathBuf> {
             let files = user.map(|u| u.join(".gemini/settings.json")).into_iter();
             for f in files.chain([project.join(".gemini/settings.json")]) {
                 raw.extend(json_strings(&f, &["context", "includeDirectories"]));
+                // The same list at the top level, where older Gemini CLI settings keep it.
+                raw.extend(json_strings(&f, &["includeDirectories"]));
             }
         }
         HookAgent::Codex | HookAgent::CodexNotify => {
