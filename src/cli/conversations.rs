@@ -84,7 +84,7 @@ pub fn before(history: &History<'_>, a: &super::rewind::RewindArgs) -> Option<Be
 }
 
 /// The conversations to take back after the rewind `r`: one per agent session that began a
-/// turn from the target to the current one (with `--agent NAME`, of those agents only), at
+/// turn (not a step) from the target to the current one (with `--agent NAME`, of those agents only), at
 /// the first prompt it sent there. None after a rewind that did not run to its end.
 pub fn back(before: Option<&Before>, r: &ReportJson) -> Vec<ConversationBack> {
     let Some(Before { rows, agents }) = before else {
@@ -97,6 +97,9 @@ pub fn back(before: Option<&Before>, r: &ReportJson) -> Vec<ConversationBack> {
     let agents = agents.as_ref();
     let mut taken: Vec<&TurnRow> = rows
         .iter()
+        // A step is a tool call within a prompt: the agent's conversation goes back to
+        // prompts only, so the prompts the rewind crossed are the whole turns among them.
+        .filter(|row| !row.turn.is_step())
         .filter(|row| row.rewound_by.is_none() && row.turn >= r.to && row.turn <= r.from)
         .collect();
     taken.sort_by_key(|row| row.turn);

@@ -11,6 +11,7 @@ mod folders;
 mod jsonc;
 mod payload;
 mod settings;
+mod steps;
 mod toml_roots;
 
 pub use payload::{HookArgs, run_hook};
@@ -59,6 +60,11 @@ pub struct HookTarget {
     /// agent works in and its own additional directories (repeatable)
     #[arg(long, value_name = "DIR")]
     pub also: Vec<PathBuf>,
+    /// Also begin a step (5.1, 5.2, …) before each tool call that can change files, so that
+    /// `rewind 5.2` goes back to just before that call (install only; an install without it
+    /// removes the step hook)
+    #[arg(long)]
+    pub steps: bool,
 }
 
 /// The agents `hooks` knows.
@@ -119,19 +125,36 @@ pub fn run(a: HooksArgs) -> CliResult {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::fail(format!("cannot find own executable: {e}")))?;
     let exe = shell_word(&exe.to_string_lossy());
-    let command = format!(
-        "{exe} hook {}{}",
-        t.agent.arg(),
-        also_words(&t.also, install)?
-    );
+    let also = also_words(&t.also, install)?;
+    let command = format!("{exe} hook {}{also}", t.agent.arg());
     let agent = t.agent;
     let is_ours = move |e: &Json| e.str_of("command").is_some_and(|c| runs_our_hook(c, agent));
     let (old_text, mut doc) = Doc::read(agent, &path).map_err(|e| CliError::fail(e.to_string()))?;
     let title = agent.title();
     let shown = path.display();
+    let want_steps = if install && t.steps {
+        Steps::On
+    } else {
+        Steps::Off
+    };
+    let step_change = change_steps(
+        &mut doc,
+        agent,
+        &steps::command(&exe, agent, &also),
+        want_steps,
+        &path,
+    )?;
     let (changed, done) = if install {
         let added = doc
-            .add(agent.event(), entry(agent, &command), &is_ours, &path)
+            .add(
+                agent.event(),
+                settings::Group {
+                    entry: entry(agent, &command),
+                    matcher: None,
+                },
+                &is_ours,
+                &path,
+            )
             .map_err(|e| CliError::fail(e.to_string()))?;
         let done = match added {
             Added::AlreadyThere => {
@@ -151,6 +174,10 @@ pub fn run(a: HooksArgs) -> CliResult {
             false,
             format!("the {title} hook is not in {shown}; nothing changed"),
         )
+    };
+    let (changed, done) = match step_change {
+        Some(line) => (true, format!("{done}\n{line}")),
+        None => (changed, done),
     };
     // A file that held nothing but our hook goes as it came.
     let new_text = if !install && doc.holds_nothing() {
@@ -218,6 +245,52 @@ fn also_said(also: &[PathBuf]) -> String {
     format!(", and in {}", dirs.join(", "))
 }
 
+/// Whether the tool hook that begins steps is wanted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Steps {
+    /// `install --steps`: add it.
+    On,
+    /// `install` without `--steps`, or `uninstall`: take it out.
+    Off,
+}
+
+/// Adds or removes the tool hook (`steps.rs`) in `doc`; the line that says what changed, if
+/// anything did.
+fn change_steps(
+    doc: &mut Doc,
+    agent: Agent,
+    command: &str,
+    want: Steps,
+    path: &Path,
+) -> Result<Option<String>, CliError> {
+    let is_ours = move |e: &Json| {
+        e.str_of("command")
+            .is_some_and(|c| steps::runs_our_step_hook(c, agent))
+    };
+    let event = steps::event(agent);
+    let title = agent.title();
+    Ok(match want {
+        Steps::On => {
+            let group = settings::Group {
+                entry: steps::entry(agent, command),
+                matcher: Some(steps::matcher(agent)),
+            };
+            match doc
+                .add(event, group, &is_ours, path)
+                .map_err(|e| CliError::fail(e.to_string()))?
+            {
+                Added::AlreadyThere => None,
+                Added::Updated | Added::Appended => Some(format!(
+                    "and a {event} hook: each {title} tool call that can change files ({}) begins a step of the turn",
+                    steps::matcher(agent).replace('|', ", ")
+                )),
+            }
+        }
+        Steps::Off => (doc.remove(event, &is_ours) > 0)
+            .then(|| format!("removed the {event} hook that began a step at each tool call")),
+    })
+}
+
 /// An agent's settings as read: plain JSON, rewritten whole in the agents' own layout (Claude
 /// Code's and Codex's parsers take nothing else), or, for Gemini CLI, JSON with comments,
 /// changed in place with its comments and layout kept.
@@ -242,13 +315,13 @@ impl Doc {
     fn add(
         &mut self,
         event: &str,
-        entry: Json,
+        group: settings::Group<'_>,
         is_ours: &dyn Fn(&Json) -> bool,
         path: &Path,
     ) -> Result<Added, settings::SettingsError> {
         match self {
-            Doc::Plain(v) => settings::add(v, event, entry, is_ours, path),
-            Doc::Commented(d) => d.add(event, &entry, is_ours, path),
+            Doc::Plain(v) => settings::add(v, event, group, is_ours, path),
+            Doc::Commented(d) => d.add(event, &group, is_ours, path),
         }
     }
 

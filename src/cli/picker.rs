@@ -153,15 +153,14 @@ fn who(r: &TurnRow) -> String {
     }
 }
 
-/// The live turns of `rows`, newest first, each as a line `width` columns wide at most:
+/// The live turns of `rows`, newest first (each turn's steps under it), each as a line `width` columns wide at most:
 /// number, label, who, when it began (local time), counts. The label takes the room left,
 /// and no more than the longest needs.
 fn choices(rows: &[TurnRow], width: usize) -> Vec<Choice> {
-    let live: Vec<&TurnRow> = rows
-        .iter()
-        .rev()
-        .filter(|r| r.rewound_by.is_none())
-        .collect();
+    let mut live: Vec<&TurnRow> = rows.iter().filter(|r| r.rewound_by.is_none()).collect();
+    // Turns newest first, each with its steps (tool calls) under it in the order they ran, as
+    // an agent's own list shows a prompt and then what it did.
+    live.sort_by_key(|r| (std::cmp::Reverse(r.turn.get()), r.turn.step()));
     let whos: Vec<String> = live.iter().map(|r| who(r)).collect();
     let counts: Vec<String> = live
         .iter()
@@ -176,7 +175,7 @@ fn choices(rows: &[TurnRow], width: usize) -> Vec<Choice> {
     let label_need = widest(
         &mut live
             .iter()
-            .map(|r| r.label.as_deref().unwrap_or("").width()),
+            .map(|r| r.label.as_deref().unwrap_or("").width() + 2 * usize::from(r.turn.is_step())),
     );
     let label_w = label_need.min(width.saturating_sub(fixed).max(MIN_LABEL));
     live.iter()
@@ -184,6 +183,11 @@ fn choices(rows: &[TurnRow], width: usize) -> Vec<Choice> {
         .zip(counts)
         .map(|((r, who), counts)| {
             let label = r.label.as_deref().unwrap_or("");
+            let shown_label = if r.turn.is_step() {
+                format!("  {label}")
+            } else {
+                label.to_string()
+            };
             let when = CivilTime::local(unix_seconds(r.time)).to_minute();
             let who_cell = if who_w == 0 {
                 String::new()
@@ -196,7 +200,7 @@ fn choices(rows: &[TurnRow], width: usize) -> Vec<Choice> {
             let line = format!(
                 "{:>turn_w$}  {}  {who_cell}{when:<TIME_WIDTH$}  {counts}",
                 r.turn,
-                super::info::pad(&super::info::fit(label, label_w), label_w),
+                super::info::pad(&super::info::fit(&shown_label, label_w), label_w),
             );
             let by = r.by.as_deref().unwrap_or("");
             Choice {
@@ -292,6 +296,36 @@ mod tests {
             "{:?}",
             narrow[1].line
         );
+    }
+
+    #[test]
+    fn steps_are_listed_under_their_turn_in_the_order_they_ran() {
+        let step = |turn: &str, label: &str| -> TurnRow {
+            serde_json::from_value(serde_json::json!({
+                "turn": turn, "label": label, "time": 1_700_000_500u64,
+                "created": 0, "modified": 1, "deleted": 0, "bytes": 0,
+                "programs": ["sh"], "skipped": [], "by": "claude-code",
+            }))
+            .expect("a log row")
+        };
+        let mut rs = rows();
+        rs.insert(2, step("2.1", "Edit: src/a.rs"));
+        rs.insert(3, step("2.2", "Bash: npm install"));
+        let cs = choices(&rs, 100);
+        let order: Vec<String> = cs.iter().map(|c| c.turn.to_string()).collect();
+        assert_eq!(order, ["3", "2", "2.1", "2.2", "1"]);
+        assert!(
+            cs[3].line.contains("  Bash: npm install"),
+            "{:?}",
+            cs[3].line
+        );
+        let typed: Vec<String> = cs
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| score("npm", c, &c.line, *i).is_some())
+            .map(|(_, c)| c.turn.to_string())
+            .collect();
+        assert_eq!(typed, ["2.2"]);
     }
 
     #[test]

@@ -139,10 +139,11 @@ impl Commented {
     pub fn add(
         &self,
         event: &str,
-        entry: &Json,
+        group: &super::settings::Group<'_>,
         is_ours: &dyn Fn(&Json) -> bool,
         path: &Path,
     ) -> Result<Added, SettingsError> {
+        let entry = &group.entry;
         let groups = self.event_groups(event, path)?;
         for group in groups.elements() {
             let Some(entries) = entries_of(&group) else {
@@ -162,10 +163,10 @@ impl Commented {
                 return Ok(Added::Updated);
             }
         }
-        groups.append(CstInputValue::Object(vec![(
-            "hooks".into(),
-            CstInputValue::Array(vec![to_input(entry)]),
-        )]));
+        groups.append(to_input(&super::settings::group_of(
+            entry.clone(),
+            group.matcher,
+        )));
         Ok(Added::Appended)
     }
 
@@ -238,13 +239,20 @@ mod tests {
         e.str_of("command") == Some("ours")
     }
 
+    fn group(entry: &Json) -> crate::cli::hooks::settings::Group<'static> {
+        crate::cli::hooks::settings::Group {
+            entry: entry.clone(),
+            matcher: None,
+        }
+    }
+
     #[test]
     fn add_and_remove_keep_every_comment_and_the_layout() {
         let p = Path::new("settings.json");
         let doc = Commented::parse(p, COMMENTED).expect("parse");
         let entry = Json::object(&[("type", "command"), ("command", "ours")]);
         assert_eq!(
-            doc.add("BeforeAgent", &entry, &ours, p),
+            doc.add("BeforeAgent", &group(&entry), &ours, p),
             Ok(Added::Appended)
         );
         let installed = doc.text();
@@ -261,7 +269,7 @@ mod tests {
             ["theirs", "ours"]
         );
         assert_eq!(
-            doc.add("BeforeAgent", &entry, &ours, p),
+            doc.add("BeforeAgent", &group(&entry), &ours, p),
             Ok(Added::AlreadyThere)
         );
         assert_eq!(doc.remove("BeforeAgent", &ours), 1);
@@ -275,7 +283,7 @@ mod tests {
         let doc = Commented::parse(p, "").expect("parse");
         let entry = Json::object(&[("type", "command"), ("command", "ours")]);
         assert_eq!(
-            doc.add("BeforeAgent", &entry, &ours, p),
+            doc.add("BeforeAgent", &group(&entry), &ours, p),
             Ok(Added::Appended)
         );
         let value: serde_json::Value = serde_json::from_str(&doc.text()).expect("plain JSON");
@@ -298,6 +306,6 @@ mod tests {
         assert_eq!(e.problem, Problem::NotAnObject);
         let doc = Commented::parse(p, r#"{"hooks": []}"#).expect("parse");
         let entry = Json::object(&[("command", "ours")]);
-        assert!(doc.add("BeforeAgent", &entry, &ours, p).is_err());
+        assert!(doc.add("BeforeAgent", &group(&entry), &ours, p).is_err());
     }
 }

@@ -22,6 +22,19 @@ pub struct HookArgs {
     /// writes it)
     #[arg(long, value_name = "DIR")]
     pub also: Vec<PathBuf>,
+    /// What the agent is about to do: a prompt begins a turn, a tool call a step of it
+    /// (`hooks install --steps` writes `--on tool`)
+    #[arg(long, value_enum, default_value_t = HookEvent::Prompt)]
+    pub on: HookEvent,
+}
+
+/// The event a hook runs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HookEvent {
+    /// A prompt was submitted: begin the next turn
+    Prompt,
+    /// A tool that can change files is about to run: begin the next step of the turn
+    Tool,
 }
 
 /// The payloads `hook` reads.
@@ -75,21 +88,27 @@ pub fn agent_name(agent: HookAgent, session: Option<&str>) -> String {
 
 /// Runs `hook` (exit 0 whatever happens: a hook must not stop the agent).
 pub fn run_hook(a: HookArgs) -> CliResult {
-    match a.agent {
-        HookAgent::CodexNotify => codex_notify(a.payload.as_deref().unwrap_or("{}"), &a.also),
-        agent => prompt_hook(agent, &a.also),
+    match (a.agent, a.on) {
+        (HookAgent::CodexNotify, _) => {
+            codex_notify(a.payload.as_deref().unwrap_or("{}"), &a.also);
+        }
+        (agent, HookEvent::Prompt) => answer(agent, &a.also, begin),
+        (agent, HookEvent::Tool) => answer(agent, &a.also, begin_step),
     }
     Ok(())
 }
 
-/// The prompt hooks: Claude Code, Codex and Gemini CLI send the same fields (`cwd`, `prompt`)
-/// on stdin, and each shows the user a JSON `systemMessage` printed on stdout with exit 0,
-/// without blocking the prompt. Success prints nothing (Claude Code adds a hook's plain output
-/// to the model's context).
-fn prompt_hook(agent: HookAgent, also: &[PathBuf]) {
+/// What a hook does with its payload's text: `Err` holds the messages for the user.
+type HookAct = fn(HookAgent, &str, &[PathBuf]) -> Result<(), Vec<HookError>>;
+
+/// The prompt and tool hooks: Claude Code, Codex and Gemini CLI send the same fields (`cwd`,
+/// `prompt`; `tool_name`, `tool_input`) on stdin, and each shows the user a JSON
+/// `systemMessage` printed on stdout with exit 0, without blocking the prompt or the tool.
+/// Success prints nothing (Claude Code adds a hook's plain output to the model's context).
+fn answer(agent: HookAgent, also: &[PathBuf], act: HookAct) {
     let mut text = String::new();
     let outcome = match std::io::stdin().read_to_string(&mut text) {
-        Ok(_) => begin(agent, &text, also),
+        Ok(_) => act(agent, &text, also),
         Err(e) => Err(vec![HookError::ReadPayload(e)]),
     };
     if let Err(problems) = outcome {
@@ -275,6 +294,50 @@ impl Begin {
             mark_caller(folder, self.name.clone(), self.session.clone())?;
         }
         Ok(())
+    }
+}
+
+/// What the hook reads of a tool call's payload (`PreToolUse`, Gemini CLI's `BeforeTool`),
+/// as leniently as [`PromptPayload`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ToolPayload {
+    /// The agent's working directory.
+    #[serde(deserialize_with = "text")]
+    cwd: Option<String>,
+    /// The agent's session id.
+    #[serde(deserialize_with = "text")]
+    session_id: Option<String>,
+    /// The tool about to run.
+    #[serde(deserialize_with = "text")]
+    tool_name: Option<String>,
+    /// Its arguments.
+    tool_input: serde_json::Value,
+}
+
+/// Begins the next step of the current turn for a tool call, in every folder the prompt's
+/// turn was begun in (`hooks install --steps`): labelled with the call, begun by the agent.
+fn begin_step(agent: HookAgent, text: &str, also: &[PathBuf]) -> Result<(), Vec<HookError>> {
+    let payload: ToolPayload = payload(text).map_err(|e| vec![HookError::NotJson(e)])?;
+    let cwd = working_dir(payload.cwd.as_deref()).map_err(|e| vec![e])?;
+    let tool = payload.tool_name.as_deref().unwrap_or("tool");
+    let label = super::steps::label(tool, &payload.tool_input, Some(&cwd));
+    let by = agent_name(agent, payload.session_id.as_deref());
+    let folders = super::folders::hook_folders(agent, &cwd, also);
+    // One call's steps share an id across folders, as a prompt's turns do, so that
+    // `rewind --all-folders` finds them together.
+    let conversation = shared(None, &folders.all());
+    let mut problems: Vec<HookError> = Vec::new();
+    for folder in folders.all() {
+        let (l, b, c) = (label.clone(), Some(by.clone()), conversation.clone());
+        if let Err(e) = turn::begin_next(&folder, turn::Next::Step, l, b, c) {
+            problems.push(e.into());
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
     }
 }
 

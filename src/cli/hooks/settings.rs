@@ -275,16 +275,36 @@ fn entries_mut(group: &mut Json) -> Option<&mut Vec<Json>> {
     }
 }
 
+/// A hook entry, and the matcher of the group it is added in when no entry of ours is found
+/// (tool events: a regex of the tool names it runs for; none: every prompt).
+pub struct Group<'a> {
+    /// The entry (`{"type": "command", "command": …}`).
+    pub entry: Json,
+    /// The group's `matcher`.
+    pub matcher: Option<&'a str>,
+}
+
+/// A new matcher group holding `entry` alone.
+pub fn group_of(entry: Json, matcher: Option<&str>) -> Json {
+    let mut fields = Vec::new();
+    if let Some(m) = matcher {
+        fields.push(("matcher".to_string(), Json::String(m.to_string())));
+    }
+    fields.push(("hooks".to_string(), Json::Array(vec![entry])));
+    Json::Object(fields)
+}
+
 /// Adds `entry` to `"hooks"."<event>"` of `root` unless an entry that `is_ours` is there; an entry of
 /// ours with a different command is replaced in place, so a reinstall after the binary moved
 /// leaves one entry.
 pub fn add(
     root: &mut Json,
     event: &str,
-    entry: Json,
+    group: Group<'_>,
     is_ours: &dyn Fn(&Json) -> bool,
     path: &Path,
 ) -> Result<Added, SettingsError> {
+    let Group { entry, matcher } = group;
     let groups = event_groups(root, event, path)?;
     let mut result = None;
     for group in groups.iter_mut() {
@@ -305,10 +325,7 @@ pub fn add(
     if let Some(r) = result {
         return Ok(r);
     }
-    groups.push(Json::Object(vec![(
-        "hooks".into(),
-        Json::Array(vec![entry]),
-    )]));
+    groups.push(group_of(entry, matcher));
     Ok(Added::Appended)
 }
 
@@ -417,18 +434,46 @@ mod tests {
         let mut v = original.clone();
         let p = Path::new("s.json");
         assert_eq!(
-            add(&mut v, "UserPromptSubmit", entry.clone(), &ours, p),
+            add(
+                &mut v,
+                "UserPromptSubmit",
+                Group {
+                    entry: entry.clone(),
+                    matcher: None,
+                },
+                &ours,
+                p,
+            ),
             Ok(Added::Appended)
         );
         assert_eq!(
-            add(&mut v, "UserPromptSubmit", entry.clone(), &ours, p),
+            add(
+                &mut v,
+                "UserPromptSubmit",
+                Group {
+                    entry: entry.clone(),
+                    matcher: None,
+                },
+                &ours,
+                p,
+            ),
             Ok(Added::AlreadyThere)
         );
         assert_eq!(commands(&v, "UserPromptSubmit"), vec!["theirs", "ours"]);
         assert_eq!(remove(&mut v, "UserPromptSubmit", &ours), 1);
         assert_eq!(v, original);
         let mut empty = Json::Object(Vec::new());
-        add(&mut empty, "BeforeAgent", entry, &ours, p).expect("add");
+        add(
+            &mut empty,
+            "BeforeAgent",
+            Group {
+                entry,
+                matcher: None,
+            },
+            &ours,
+            p,
+        )
+        .expect("add");
         assert_eq!(remove(&mut empty, "BeforeAgent", &ours), 1);
         assert_eq!(empty, Json::Object(Vec::new()));
     }
@@ -444,7 +489,10 @@ mod tests {
                 add(
                     &mut v,
                     "UserPromptSubmit",
-                    entry.clone(),
+                    Group {
+                        entry: entry.clone(),
+                        matcher: None,
+                    },
                     &ours,
                     Path::new("s")
                 )
