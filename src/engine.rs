@@ -30,6 +30,8 @@ pub enum Query {
     Status,
     /// `log`: a row per turn.
     Log,
+    /// The moments `log` lists, without their counts (shell completion).
+    Moments,
     /// `agents`: a row per agent marked.
     Agents,
     /// `op log`: a row per operation, newest first.
@@ -87,6 +89,8 @@ pub enum Answer {
     Status(Box<Status>),
     /// To [`Query::Log`].
     Log(Vec<TurnRow>),
+    /// To [`Query::Moments`].
+    Moments(Vec<crate::info::MomentRow>),
     /// To [`Query::Agents`].
     Agents(Vec<AgentRow>),
     /// To [`Query::OpLog`].
@@ -155,6 +159,7 @@ impl TryFrom<Answer> for Status {
 
 answers!(
     Log => Vec<TurnRow>,
+    Moments => Vec<crate::info::MomentRow>,
     Agents => Vec<AgentRow>,
     OpLog => Vec<OpRow>,
     DaemonLog => DaemonLog,
@@ -233,6 +238,7 @@ pub fn query(
     Ok(match query {
         Query::Status => Answer::Status(Box::new(crate::info::status(store, folder, daemon))),
         Query::Log => Answer::Log(crate::info::log_rows(store, root)),
+        Query::Moments => Answer::Moments(crate::info::moment_rows(store)),
         Query::Agents => Answer::Agents(crate::info::agents::agent_rows(store.index())),
         Query::OpLog => Answer::OpLog(crate::store::ops::op_rows(&store.index().ops)),
         Query::OpShow { id } => Answer::OpShow(Box::new(

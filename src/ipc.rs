@@ -87,6 +87,9 @@ pub enum Request {
     Status,
     /// Turn log as JSON.
     Log,
+    /// The moments the turn log lists, without their counts (shell completion). A daemon
+    /// older than this request refuses it as a bad request; ask [`Request::Log`] then.
+    Moments,
     /// The agents marked, as JSON (`agents`).
     Agents,
     /// Check the store.
@@ -143,6 +146,7 @@ impl From<crate::engine::Query> for Request {
         match query {
             Query::Status => Self::Status,
             Query::Log => Self::Log,
+            Query::Moments => Self::Moments,
             Query::Agents => Self::Agents,
             Query::OpLog => Self::OpLog,
             Query::OpShow { id } => Self::OpShow { id },
@@ -182,6 +186,7 @@ impl TryFrom<Request> for crate::engine::Query {
         Ok(match req {
             Request::Status => Query::Status,
             Request::Log => Query::Log,
+            Request::Moments => Query::Moments,
             Request::Agents => Query::Agents,
             Request::OpLog => Query::OpLog,
             Request::OpShow { id } => Query::OpShow { id },
@@ -472,6 +477,18 @@ pub fn call<T: DeserializeOwned>(folder: &Path, req: &Request) -> Result<Answer<
     call_with_progress(folder, req, &mut |_, _| {})
 }
 
+/// As [`call`], giving up when the daemon has not answered within `limit`: for a caller that
+/// must not wait on a daemon busy with a long rewind (shell completion, at a keypress).
+pub fn call_within<T: DeserializeOwned>(
+    folder: &Path,
+    req: &Request,
+    limit: Duration,
+) -> Result<Answer<T>, CallError> {
+    let conn = send(folder, req, limit)?;
+    let line = read_line(&mut BufReader::new(&conn))?;
+    serde_json::from_str(&line).map_err(CallError::BadAnswer)
+}
+
 /// A progress line: `{"progress": [done, total]}`.
 #[derive(Deserialize)]
 struct ProgressLine {
@@ -484,7 +501,7 @@ pub fn call_with_progress<T: DeserializeOwned>(
     req: &Request,
     on_progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Answer<T>, CallError> {
-    let conn = send(folder, req)?;
+    let conn = send(folder, req, ANSWER_WAIT)?;
     let mut reader = BufReader::new(&conn);
     loop {
         let line = read_line(&mut reader)?;
@@ -506,7 +523,7 @@ pub fn call_streaming(
     out: &mut dyn Write,
 ) -> Result<Answer<crate::versions::OldVersion>, CallError> {
     use crate::versions::OldVersion;
-    let conn = send(folder, req)?;
+    let conn = send(folder, req, ANSWER_WAIT)?;
     let mut reader = BufReader::new(&conn);
     let line = read_line(&mut reader)?;
     let answer: Answer<OldVersion> = serde_json::from_str(&line).map_err(CallError::BadAnswer)?;
@@ -523,11 +540,17 @@ pub fn call_streaming(
     Ok(answer)
 }
 
-/// Connects to the daemon of `folder` and sends `req`, one line.
-fn send(folder: &Path, req: &Request) -> std::io::Result<UnixStream> {
+/// How long a command waits for each line of the daemon's answer: a rewind of a large tree
+/// reports progress, but may take long between reports.
+const ANSWER_WAIT: Duration = Duration::from_secs(3600);
+
+/// Connects to the daemon of `folder` and sends `req`, one line; reading the answer then
+/// times out after `wait` without a line.
+fn send(folder: &Path, req: &Request, wait: Duration) -> std::io::Result<UnixStream> {
     let addr = SocketAddr::from_abstract_name(socket_name(folder).as_bytes())?;
     let conn = UnixStream::connect_addr(&addr)?;
-    conn.set_read_timeout(Some(Duration::from_secs(3600)))?;
+    conn.set_read_timeout(Some(wait))?;
+    conn.set_write_timeout(Some(wait))?;
     let mut line = serde_json::to_vec(req).map_err(std::io::Error::other)?;
     line.push(b'\n');
     (&conn).write_all(&line)?;

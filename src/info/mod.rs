@@ -24,6 +24,54 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::os::fd::BorrowedFd;
 
+/// A turn as moments name it, without what it changed: what shell completion offers at a TAB,
+/// read from the index alone (a [`TurnRow`] counts each turn's paths, which takes longer on a
+/// long history than a keypress may).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MomentRow {
+    /// Turn number.
+    pub turn: Turn,
+    /// The rewind (operation id) that retired this turn; none for a live turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewound_by: Option<u64>,
+    /// Unix time it began.
+    pub time: u64,
+    /// Label.
+    pub label: Option<String>,
+}
+
+impl From<crate::moment::Candidate> for MomentRow {
+    fn from(c: crate::moment::Candidate) -> Self {
+        Self {
+            turn: c.moment.turn,
+            rewound_by: c.moment.rewound_by,
+            time: c.time,
+            label: c.label,
+        }
+    }
+}
+
+impl From<TurnRow> for MomentRow {
+    fn from(r: TurnRow) -> Self {
+        Self {
+            turn: r.turn,
+            rewound_by: r.rewound_by,
+            time: r.time,
+            label: r.label,
+        }
+    }
+}
+
+/// Every moment `log` lists, in its order, as [`MomentRow`]s.
+pub fn moment_rows(store: &Store) -> Vec<MomentRow> {
+    store
+        .index()
+        .candidates()
+        .into_iter()
+        .map(MomentRow::from)
+        .collect()
+}
+
 /// One row of `ckpt-mount log`: a turn as it stood when it ended (the current one: now).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TurnRow {
