@@ -1,6 +1,7 @@
 //! The command line: clap definitions and dispatch. Each subcommand lives in its own file.
 
 mod agent;
+mod complete;
 mod conversations;
 mod demo;
 mod diff;
@@ -214,6 +215,9 @@ pub enum Command {
     /// Example: ckpt-mount completions fish > ~/.config/fish/completions/ckpt-mount.fish
     #[command(verbatim_doc_comment)]
     Completions(docs::CompletionsArgs),
+    /// Internal: the moments a completion script offers where a command takes one
+    #[command(name = "__complete", hide = true)]
+    Complete(complete::CompleteArgs),
     /// Print the man page (roff)
     ///
     /// Example: ckpt-mount man | man -l -
@@ -278,6 +282,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Status(a) => info::status(a),
         Command::Demo(a) => demo::run(a),
         Command::Completions(a) => docs::completions(a),
+        Command::Complete(a) => complete::run(a),
         Command::Man(a) => docs::man(a),
         Command::Fsck(a) => fsck::run(a),
         Command::Prune(a) => prune::run(a),

@@ -1,0 +1,568 @@
+//! `ckpt-mount __complete SHELL`: the moments a completion script offers where a moment goes
+//! (`rewind`, `diff`, `show`, `cat`, `restore`), asked of the binary at each TAB.
+//!
+//! The scripts `ckpt-mount completions SHELL` prints are clap_complete's static ones (options,
+//! subcommands, files) plus a few lines that first run this hidden subcommand with the words
+//! typed. It decides, with the clap definitions themselves, whether the word under the cursor
+//! is a command's moment, and for which folder (`--dir`, or the current directory); exit 0 and
+//! the candidates when it is (none when no mounted folder answers), exit 1 when it is not, so
+//! the script goes on to clap_complete's completion. It prints nothing on stderr: a TAB must
+//! never write into the user's terminal.
+//!
+//! Why not clap_complete's dynamic completion (`CompleteEnv`): it sits behind the
+//! `unstable-dynamic` feature, whose API and registration lines may change in any release, and
+//! every user's shell setup would have to change with it; the static scripts keep working as
+//! they are, and this subcommand's output (`value<TAB>description` lines) is ours to keep.
+
+use crate::info::{MomentRow, TurnRow};
+use crate::moment::{Candidate, Moment, Spec, Use};
+use clap::{Args, CommandFactory, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `ckpt-mount __complete`.
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    /// The shell asking: how it passes the words, and how it wants the answer
+    pub shell: Asking,
+    /// bash: where the cursor is in LINE, in bytes (`$COMP_POINT`)
+    #[arg(long)]
+    pub point: Option<usize>,
+    /// bash: the text readline replaces (`$2`), which stops at `:` or `=`
+    #[arg(long, allow_hyphen_values = true)]
+    pub word: Option<OsString>,
+    /// bash: the line (`$COMP_LINE`); zsh and fish: the words typed after the program's name
+    /// (unquoted), the last one being the word under the cursor
+    #[arg(last = true, allow_hyphen_values = true)]
+    pub words: Vec<OsString>,
+}
+
+/// The shells the scripts are written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Asking {
+    /// Values only, quoted for the line, those that start with the word.
+    Bash,
+    /// `value<TAB>description`, every candidate (zsh matches them itself).
+    Zsh,
+    /// `value<TAB>description`, every candidate (fish matches them itself).
+    Fish,
+}
+
+/// The subcommands that take a moment, and what for: a rewind goes to live turns only.
+const TAKE_A_MOMENT: [(&str, Use); 5] = [
+    ("rewind", Use::Rewind),
+    ("diff", Use::Read),
+    ("show", Use::Read),
+    ("cat", Use::Read),
+    ("restore", Use::Read),
+];
+
+/// The argument id of the moment in each of them.
+const MOMENT_ARG: &str = "turn";
+
+/// Put in the place of the word under the cursor, to see which argument clap gives it: a valid
+/// moment for every moment parser, not a number (so `diff`'s paths take it too), and none a
+/// user types (so a moment typed before is not taken for it).
+const PLACEHOLDER: &str = "1#18446744073709551615";
+
+/// How long a TAB waits for the daemon: past that, no candidates rather than a frozen prompt
+/// (a daemon busy with a long rewind answers later).
+const WAIT: Duration = Duration::from_secs(1);
+
+/// Descriptions longer than this are cut (a label may be a whole prompt).
+const ABOUT_CHARS: usize = 60;
+
+/// Where the word under the cursor goes: a moment of `command`'s, in the folder `dir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    /// The subcommand.
+    pub command: String,
+    /// What the moment is for.
+    pub wanted: Use,
+    /// `--dir` as typed, if it was.
+    pub dir: Option<PathBuf>,
+}
+
+/// One candidate: the word to insert and what the shell shows beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// The moment as it is typed.
+    pub value: String,
+    /// The label's first line (or, for a `/TEXT` form, the turn it names).
+    pub about: String,
+}
+
+/// Runs `__complete`: exit 0 with the candidates, or exit 1 (nothing printed) when the word is
+/// not a moment. Never an error line: whatever fails, the shell gets no candidates.
+pub fn run(a: CompleteArgs) -> super::CliResult {
+    let not_a_moment = || Err(super::CliError::fail(""));
+    let Some((words, typed)) = words_of(&a) else {
+        return not_a_moment();
+    };
+    let Some(slot) = slot(&words) else {
+        return not_a_moment();
+    };
+    let current = words.last().map_or("", String::as_str);
+    let rows = rows(slot.dir.clone()).unwrap_or_default();
+    let offers = offers(&rows, slot.wanted, slot.command == "diff", current);
+    let mut out = String::new();
+    match a.shell {
+        Asking::Bash => {
+            let word = a.word.as_ref().map(|w| w.to_string_lossy().into_owned());
+            for o in offers.iter().filter(|o| o.value.starts_with(current)) {
+                if let Some(v) = bash_reply(&o.value, &typed, word.as_deref()) {
+                    out.push_str(&v);
+                    out.push('\n');
+                }
+            }
+        }
+        Asking::Zsh | Asking::Fish => {
+            for o in &offers {
+                out.push_str(&format!("{}\t{}\n", o.value, o.about));
+            }
+        }
+    }
+    use std::io::Write;
+    // A closed pipe (the shell gave up on us) is no failure worth a word.
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    Ok(())
+}
+
+/// The words after the program's name, unquoted, the word under the cursor last; and that word
+/// as it was typed (bash: quotes and backslashes included).
+fn words_of(a: &CompleteArgs) -> Option<(Vec<String>, String)> {
+    match a.shell {
+        Asking::Bash => {
+            use std::os::unix::ffi::OsStrExt;
+            let line = a.words.first()?.as_bytes();
+            let point = a.point.unwrap_or(line.len()).min(line.len());
+            let before = String::from_utf8_lossy(&line[..point]);
+            let tokens = split_line(&before);
+            let mut words: Vec<String> = tokens.iter().map(|t| t.value.clone()).collect();
+            let typed = tokens.last().map(|t| t.raw.clone()).unwrap_or_default();
+            if words.is_empty() {
+                return None;
+            }
+            words.remove(0);
+            Some((words, typed))
+        }
+        Asking::Zsh | Asking::Fish => {
+            let words: Vec<String> = a
+                .words
+                .iter()
+                .map(|w| w.to_string_lossy().into_owned())
+                .collect();
+            let typed = words.last().cloned().unwrap_or_default();
+            Some((words, typed))
+        }
+    }
+}
+
+/// A word of a shell line: its value (quotes removed) and its text as typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Token {
+    value: String,
+    raw: String,
+}
+
+/// Splits the line before the cursor into words as bash does (blanks, `'…'`, `"…"`, `\x`); a
+/// line that ends in a blank has an empty last word, the one being completed. Expansions stay
+/// as typed: only the folder's `~` matters here, and [`rows`] expands it.
+fn split_line(line: &str) -> Vec<Token> {
+    let mut tokens = Vec::new();
+    let mut cur: Option<Token> = None;
+    let mut chars = line.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        let t = cur.get_or_insert_with(|| Token {
+            value: String::new(),
+            raw: String::new(),
+        });
+        match (quote, c) {
+            (None, ' ' | '\t' | '\n') => {
+                if let Some(t) = cur.take()
+                    && !t.raw.is_empty()
+                {
+                    tokens.push(t);
+                }
+                continue;
+            }
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), _) if c == q => quote = None,
+            (None, '\\') | (Some('"'), '\\') => {
+                t.raw.push(c);
+                if let Some(&next) = chars.peek() {
+                    chars.next();
+                    t.raw.push(next);
+                    // Inside double quotes a backslash escapes only these.
+                    if quote.is_some() && !matches!(next, '"' | '\\' | '$' | '`' | '\n') {
+                        t.value.push('\\');
+                    }
+                    if next != '\n' {
+                        t.value.push(next);
+                    }
+                }
+                continue;
+            }
+            _ => t.value.push(c),
+        }
+        t.raw.push(c);
+    }
+    let ends_in_blank = quote.is_none() && line.ends_with([' ', '\t', '\n']);
+    if let Some(t) = cur {
+        tokens.push(t);
+    }
+    if ends_in_blank || tokens.is_empty() {
+        tokens.push(Token {
+            value: String::new(),
+            raw: String::new(),
+        });
+    }
+    tokens
+}
+
+/// Whether the last of `words` (typed after the program's name) is a moment, and of which
+/// command: clap parses the words with [`PLACEHOLDER`] in its place, and it is a moment when
+/// clap gives it to the moment argument (the clap definitions decide, not a copy of them). A word that starts with `-` is left to the options
+/// (`-K` is a moment too, but `-` is where the options are asked for).
+pub fn slot(words: &[String]) -> Option<Slot> {
+    let (current, before) = words.split_last()?;
+    if current.starts_with('-') {
+        return None;
+    }
+    let mut cmd = super::Cli::command();
+    // A required argument not typed yet (`cat`'s path, `restore --to`) must not make the
+    // parse fail: it comes later on the line.
+    for (name, _) in TAKE_A_MOMENT {
+        cmd = cmd.mut_subcommand(name, |sub| {
+            let required: Vec<clap::Id> = sub
+                .get_arguments()
+                .filter(|a| a.is_required_set())
+                .map(|a| a.get_id().clone())
+                .collect();
+            required
+                .into_iter()
+                .fold(sub, |sub, id| sub.mut_arg(id, |a| a.required(false)))
+        });
+    }
+    let argv: Vec<&str> = std::iter::once("ckpt-mount")
+        .chain(before.iter().map(String::as_str))
+        .chain(std::iter::once(PLACEHOLDER))
+        .collect();
+    let matches = cmd.try_get_matches_from(&argv).ok()?;
+    let (name, sub) = matches.subcommand()?;
+    let wanted = TAKE_A_MOMENT
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, w)| *w)?;
+    // The value, not its index: clap counts `--dir=X` as two indices.
+    let value = sub.try_get_raw(MOMENT_ARG).ok().flatten()?.next()?;
+    if value != PLACEHOLDER {
+        return None;
+    }
+    let dir = sub.try_get_one::<PathBuf>("dir").ok().flatten().cloned();
+    Some(Slot {
+        command: name.to_string(),
+        wanted,
+        dir,
+    })
+}
+
+/// The moments `log` lists for the folder `dir` names (none: the one containing the current
+/// directory), when that folder is mounted and its daemon answers within [`WAIT`]; `None`
+/// otherwise. An unmounted folder's store is not opened: a keypress must not take its lock.
+fn rows(dir: Option<PathBuf>) -> Option<Vec<MomentRow>> {
+    let folder = match dir {
+        Some(d) => {
+            let given = expand_home(d).canonicalize().ok()?;
+            crate::mounts::find_folder(&given).unwrap_or(given)
+        }
+        None => crate::mounts::find_folder(&std::env::current_dir().ok()?)?,
+    };
+    if crate::mounts::state(&folder) != crate::mounts::MountState::Live {
+        return None;
+    }
+    use crate::ipc::{Answer, Request, call_within};
+    let answer: Answer<Vec<MomentRow>> = call_within(&folder, &Request::Moments, WAIT).ok()?;
+    if answer.ok {
+        return answer.data;
+    }
+    // A daemon started by an older binary knows no `Moments`: its log has them too.
+    let log: Answer<Vec<TurnRow>> = call_within(&folder, &Request::Log, WAIT).ok()?;
+    let rows = log.ok.then_some(log.data).flatten()?;
+    Some(rows.into_iter().map(MomentRow::from).collect())
+}
+
+/// `~` and `~/…` as the shell would expand them (the words reach us as typed).
+fn expand_home(p: PathBuf) -> PathBuf {
+    let Some(home) = std::env::var_os("HOME") else {
+        return p;
+    };
+    match p.strip_prefix("~") {
+        Ok(rest) => PathBuf::from(home).join(rest),
+        Err(_) => p,
+    }
+}
+
+/// What to offer for `current` among `rows` (in `log`'s order): the turns by number as `log`
+/// names them (`3`, `3#5` for one a rewind retired; a rewind only to live ones), described by
+/// their labels; or, for a word that starts with `/`, the labels as `/TEXT`, described by the
+/// turn each names. With `span` (`diff`), a word `A..` completes its second moment.
+pub fn offers(rows: &[MomentRow], wanted: Use, span: bool, current: &str) -> Vec<Offer> {
+    let (prefix, word) = match current.split_once("..") {
+        Some((a, b)) if span && !current.starts_with('/') => (format!("{a}.."), b),
+        _ => (String::new(), current),
+    };
+    let usable: Vec<&MomentRow> = rows
+        .iter()
+        .filter(|r| wanted == Use::Read || r.rewound_by.is_none())
+        .collect();
+    if !word.starts_with('/') {
+        return usable
+            .iter()
+            .map(|r| Offer {
+                value: format!("{prefix}{}", moment_of(r)),
+                about: about(r.label.as_deref().unwrap_or("")),
+            })
+            .collect();
+    }
+    let candidates: Vec<Candidate> = rows
+        .iter()
+        .map(|r| Candidate {
+            moment: moment_of(r),
+            time: r.time,
+            label: r.label.clone(),
+        })
+        .collect();
+    let mut newest_first = usable.clone();
+    newest_first.sort_by_key(|r| std::cmp::Reverse((r.time, r.rewound_by.is_none(), r.turn)));
+    let mut out: Vec<Offer> = Vec::new();
+    for r in newest_first {
+        let Some(text) = r.label.as_deref().map(label_text) else {
+            continue;
+        };
+        let value = format!("{prefix}/{text}");
+        if text.is_empty() || out.iter().any(|o| o.value == value) {
+            continue;
+        }
+        // What `/TEXT` names is the newest turn whose label contains it, which may be
+        // another turn than this one's: say which.
+        let Ok(named) = Spec::Label(text.to_string()).resolve(&candidates, wanted) else {
+            continue;
+        };
+        out.push(Offer {
+            value,
+            about: format!("turn {named}"),
+        });
+    }
+    out
+}
+
+fn moment_of(r: &MomentRow) -> Moment {
+    Moment {
+        turn: r.turn,
+        rewound_by: r.rewound_by,
+    }
+}
+
+/// A label as the text of `/TEXT`: up to its first control character (a tab, a newline), the
+/// blanks at its end dropped. `/TEXT` matches a part of a label, so the turn stays named, and
+/// no candidate carries a character that the shells' line protocols or line editors trip on.
+fn label_text(label: &str) -> &str {
+    label
+        .split(|c: char| c.is_control())
+        .next()
+        .unwrap_or("")
+        .trim_end()
+}
+
+/// A label as a description: its first line, control characters as blanks, blanks collapsed,
+/// cut at [`ABOUT_CHARS`].
+fn about(label: &str) -> String {
+    let first = label.split(['\n', '\r']).next().unwrap_or("");
+    let words: Vec<&str> = first
+        .split(|c: char| c.is_control() || c.is_whitespace())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let text = words.join(" ");
+    if text.chars().count() <= ABOUT_CHARS {
+        return text;
+    }
+    let mut cut: String = text.chars().take(ABOUT_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// A candidate as bash inserts it: quoted for the line, or left as it is inside a quote the
+/// user opened (readline closes it). When readline's word (`word`) is only the end of the
+/// word typed (bash splits words at `:` and `=` too), the reply is cut to that end: what
+/// readline replaces. `None` when the reply would not extend what was typed.
+fn bash_reply(value: &str, typed: &str, word: Option<&str>) -> Option<String> {
+    if typed.starts_with(['\'', '"']) {
+        return Some(value.to_string());
+    }
+    let quoted = bash_quote(value);
+    match word {
+        Some(w) if typed.len() > w.len() && typed.ends_with(w) => {
+            let head = &typed[..typed.len() - w.len()];
+            quoted.strip_prefix(head).map(str::to_string)
+        }
+        _ => Some(quoted),
+    }
+}
+
+/// `value` with a backslash before every character bash would read as anything but itself.
+fn bash_quote(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        let plain = c.is_alphanumeric() || "_./#@%+,:=-".contains(c) || !c.is_ascii();
+        if !plain {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot_of(line: &str) -> Option<(String, Use, Option<PathBuf>)> {
+        let tokens = split_line(line);
+        let words: Vec<String> = tokens.iter().skip(1).map(|t| t.value.clone()).collect();
+        slot(&words).map(|s| (s.command, s.wanted, s.dir))
+    }
+
+    #[test]
+    fn a_moment_goes_where_clap_puts_the_turn() {
+        let moment = |line: &str, cmd: &str| {
+            assert_eq!(
+                slot_of(line).map(|s| s.0),
+                Some(cmd.to_string()),
+                "{line:?}"
+            );
+        };
+        moment("ckpt-mount rewind ", "rewind");
+        moment("ckpt-mount rewind --dry-run ", "rewind");
+        moment("ckpt-mount rewind /fi", "rewind");
+        moment("ckpt-mount diff ", "diff");
+        moment("ckpt-mount diff --stat 2..", "diff");
+        moment("ckpt-mount show ", "show");
+        moment("ckpt-mount cat ", "cat");
+        moment("ckpt-mount restore --to x ", "restore");
+        moment("ckpt-mount restore ", "restore");
+        let not = |line: &str| assert_eq!(slot_of(line), None, "{line:?}");
+        not("ckpt-mount ");
+        not("ckpt-mount rew");
+        not("ckpt-mount rewind 2 ");
+        not("ckpt-mount rewind -");
+        not("ckpt-mount rewind --dir ");
+        not("ckpt-mount rewind --agent ");
+        not("ckpt-mount rewind 2 -- ");
+        not("ckpt-mount cat 2 ");
+        not("ckpt-mount cat -- ");
+        not("ckpt-mount diff 2 ");
+        not("ckpt-mount restore --to ");
+        not("ckpt-mount turn ");
+        not("ckpt-mount log ");
+        not("ckpt-mount rewind --help ");
+    }
+
+    #[test]
+    fn the_folder_is_the_dir_typed_before() {
+        assert_eq!(
+            slot_of("ckpt-mount rewind --dir '/a b' "),
+            Some(("rewind".into(), Use::Rewind, Some(PathBuf::from("/a b"))))
+        );
+        assert_eq!(
+            slot_of("ckpt-mount cat --dir=~/s ").map(|s| s.2),
+            Some(Some(PathBuf::from("~/s")))
+        );
+        assert_eq!(
+            expand_home(PathBuf::from("~/s")),
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join("s")
+        );
+    }
+
+    #[test]
+    fn the_line_splits_as_bash_reads_it() {
+        let values =
+            |line: &str| -> Vec<String> { split_line(line).into_iter().map(|t| t.value).collect() };
+        assert_eq!(
+            values("a 'b c' \"d\\\"e\" f\\ g "),
+            ["a", "b c", "d\"e", "f g", ""]
+        );
+        assert_eq!(values("a /fix\\ th"), ["a", "/fix th"]);
+        assert_eq!(values("a '/fix th"), ["a", "/fix th"]);
+        assert_eq!(split_line("a '/fix th")[1].raw, "'/fix th");
+        assert_eq!(values(""), [""]);
+    }
+
+    fn row(turn: u64, label: Option<&str>, by: Option<u64>) -> MomentRow {
+        serde_json::from_value(serde_json::json!({
+            "turn": turn, "label": label, "time": 1000 + turn, "rewound_by": by,
+        }))
+        .unwrap_or_else(|e| panic!("a row: {e}"))
+    }
+
+    fn values(offers: &[Offer]) -> Vec<&str> {
+        offers.iter().map(|o| o.value.as_str()).collect()
+    }
+
+    #[test]
+    fn numbers_as_log_names_them_and_labels_after_a_slash() {
+        let rows = [
+            row(1, None, None),
+            row(2, Some("fix the build"), Some(5)),
+            row(2, Some("fix the\tbuild\nsecond line"), None),
+            row(3, Some("fix"), None),
+        ];
+        assert_eq!(
+            values(&offers(&rows, Use::Read, false, "")),
+            ["1", "2#5", "2", "3"]
+        );
+        assert_eq!(
+            values(&offers(&rows, Use::Rewind, false, "")),
+            ["1", "2", "3"]
+        );
+        let read = offers(&rows, Use::Read, false, "/");
+        assert_eq!(values(&read), ["/fix", "/fix the", "/fix the build"]);
+        assert_eq!(read[1].about, "turn 2", "{read:?}");
+        assert_eq!(read[2].about, "turn 2#5", "{read:?}");
+        assert_eq!(
+            offers(&rows, Use::Read, false, "")[2].about,
+            "fix the build",
+            "the first line, a tab as a blank"
+        );
+        assert_eq!(
+            values(&offers(&rows, Use::Read, true, "1..")),
+            ["1..1", "1..2#5", "1..2", "1..3"]
+        );
+        assert_eq!(
+            values(&offers(&rows, Use::Read, true, "1../f"))[0],
+            "1../fix"
+        );
+        let long = "x".repeat(200);
+        assert_eq!(about(&long).chars().count(), ABOUT_CHARS);
+    }
+
+    #[test]
+    fn bash_gets_quoted_words_cut_where_readline_splits() {
+        assert_eq!(bash_quote("/it's \"x\" $y"), "/it\\'s\\ \\\"x\\\"\\ \\$y");
+        assert_eq!(bash_quote("3#5"), "3#5");
+        assert_eq!(
+            bash_reply("/a:b c", "/a:", Some("")).as_deref(),
+            Some("b\\ c")
+        );
+        assert_eq!(
+            bash_reply("/a b", "'/a", Some("'/a")).as_deref(),
+            Some("/a b")
+        );
+        assert_eq!(
+            bash_reply("/a b", "/a", Some("/a")).as_deref(),
+            Some("/a\\ b")
+        );
+    }
+}
