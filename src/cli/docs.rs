@@ -40,13 +40,155 @@ pub fn completion_script(shell: clap_complete::Shell) -> String {
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, BIN, &mut buf);
     let script = String::from_utf8_lossy(&buf).into_owned();
+    let hidden = hidden_subcommands();
     match shell {
-        clap_complete::Shell::Bash => repair_bash_states(&script, BIN),
-        clap_complete::Shell::Zsh => repair_zsh_rest_arguments(&script),
-        clap_complete::Shell::Fish => script + &fish_positional_values(&Cli::command()),
+        clap_complete::Shell::Bash => {
+            bash_with_moments(&unlist_bash(&repair_bash_states(&script, BIN), &hidden))
+        }
+        clap_complete::Shell::Zsh => zsh_with_moments(&repair_zsh_rest_arguments(&script)),
+        clap_complete::Shell::Fish => {
+            unlist_fish(&script, &hidden) + &fish_positional_values(&Cli::command()) + FISH_MOMENTS
+        }
         _ => script,
     }
 }
+
+/// The names of the hidden subcommands (`hook`, `__complete`): run by programs, never typed.
+fn hidden_subcommands() -> Vec<String> {
+    Cli::command()
+        .get_subcommands()
+        .filter(|s| s.is_hide_set())
+        .map(|s| s.get_name().to_string())
+        .collect()
+}
+
+/// clap_complete's bash script offers hidden subcommands among the others (4.6.12): this takes
+/// `hidden` out of every list of words it offers (`opts="…"`).
+fn unlist_bash(script: &str, hidden: &[String]) -> String {
+    script
+        .split_inclusive('\n')
+        .map(|line| match line.split_once("opts=\"") {
+            Some((head, rest)) => {
+                let (words, tail) = rest.split_once('"').unwrap_or((rest, ""));
+                let kept: Vec<&str> = words
+                    .split(' ')
+                    .filter(|w| !hidden.iter().any(|h| h == w))
+                    .collect();
+                format!("{head}opts=\"{}\"{tail}", kept.join(" "))
+            }
+            None => line.to_string(),
+        })
+        .collect()
+}
+
+/// clap_complete's fish script offers hidden subcommands too (4.6.12): this drops the lines
+/// that offer one of `hidden` by name.
+fn unlist_fish(script: &str, hidden: &[String]) -> String {
+    script
+        .split_inclusive('\n')
+        .filter(|line| {
+            !hidden
+                .iter()
+                .any(|h| line.contains(&format!(" -a \"{h}\" ")))
+        })
+        .collect()
+}
+
+/// The bash script, its completion function wrapped by [`BASH_MOMENTS`]: the wrapper asks
+/// `ckpt-mount __complete` first, and hands every word that is not a moment to clap's function.
+fn bash_with_moments(script: &str) -> String {
+    let clap_fn = script
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("complete -F "))
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or("_ckpt__mount")
+        .to_string();
+    let wrapper = format!("{clap_fn}__moments");
+    let registered = script.replace(
+        &format!("complete -F {clap_fn} "),
+        &format!("complete -F {wrapper} "),
+    );
+    registered
+        + &BASH_MOMENTS
+            .replace("WRAPPER", &wrapper)
+            .replace("CLAP_FN", &clap_fn)
+}
+
+/// What bash runs at a TAB (the words `WRAPPER` and `CLAP_FN` replaced by the functions'
+/// names). The line goes whole with the cursor's byte offset: `COMP_WORDS` is split at `:` and
+/// `=` too, and bash's `${s:0:n}` counts characters where `COMP_POINT` counts bytes.
+const BASH_MOMENTS: &str = r#"
+# Moments (turn numbers, /labels) where a command takes one: `ckpt-mount __complete` says
+# whether the word under the cursor is one (its exit status) and prints the candidates, quoted;
+# any other word goes to the completion above.
+WRAPPER() {
+    local bin=${COMP_WORDS[0]} out
+    [[ $bin == */* && -x $bin ]] || bin=ckpt-mount
+    COMPREPLY=()
+    if ! out=$(command "$bin" __complete bash --point "$COMP_POINT" --word "$2" -- "$COMP_LINE" 2>/dev/null); then
+        CLAP_FN "$@"
+        return
+    fi
+    # No file names in place of turns, when there are none.
+    compopt +o default +o bashdefault 2>/dev/null
+    [[ -n $out ]] && mapfile -t COMPREPLY <<<"$out"
+    return 0
+}
+"#;
+
+/// The zsh script with clap's function renamed `_ckpt-mount_clap` and [`ZSH_MOMENTS`] as
+/// `_ckpt-mount` in its place, which asks `ckpt-mount __complete` first.
+fn zsh_with_moments(script: &str) -> String {
+    const CALL: &str = "if [ \"$funcstack[1]\" = \"_ckpt-mount\" ]; then";
+    let renamed = script.replacen("\n_ckpt-mount() {\n", "\n_ckpt-mount_clap() {\n", 1);
+    match renamed.find(CALL) {
+        Some(at) => format!("{}{ZSH_MOMENTS}\n{}", &renamed[..at], &renamed[at..]),
+        // A script of another shape keeps clap's completion alone.
+        None => script.to_string(),
+    }
+}
+
+/// What zsh runs at a TAB: the words go unquoted, the one under the cursor up to the cursor;
+/// the candidates come back as `value<TAB>description` and are added with `compadd`, which
+/// quotes each for the line.
+const ZSH_MOMENTS: &str = r#"# Moments (turn numbers, /labels) where a command takes one: `ckpt-mount __complete` says
+# whether the word under the cursor is one (its exit status) and prints the candidates; any
+# other word goes to clap's completion, _ckpt-mount_clap.
+_ckpt-mount() {
+    local bin=${words[1]} out line expl
+    local -a vals descs
+    [[ $bin == */* && -x $bin ]] || bin=ckpt-mount
+    if out=$(command $bin __complete zsh -- "${(@Q)words[2,CURRENT-1]}" "${(Q)PREFIX}" 2>/dev/null); then
+        for line in "${(@f)out}"; do
+            [[ -n $line ]] || continue
+            vals+=("${line%%$'\t'*}")
+            if [[ -n ${line#*$'\t'} ]]; then
+                descs+=("${line%%$'\t'*}  -- ${line#*$'\t'}")
+            else
+                descs+=("${line%%$'\t'*}")
+            fi
+        done
+        _description -V moments expl 'turn'
+        compadd "${expl[@]}" -l -d descs -a vals
+        return
+    fi
+    _ckpt-mount_clap "$@"
+}
+"#;
+
+/// What fish runs at a TAB: the condition asks `ckpt-mount __complete` whether the word under
+/// the cursor is a moment (its exit status), and the same call prints the candidates as
+/// `value<TAB>description`, in `log`'s order (`-k`).
+const FISH_MOMENTS: &str = r#"# Moments (turn numbers, /labels) where a command takes one.
+function __fish_ckpt_mount_moments
+    set -l words (commandline -opc)
+    set -l current (commandline -ct | string trim -l -c "'\"")
+    set -l bin $words[1]
+    string match -q -- '*/*' $bin; and test -x $bin; or set bin ckpt-mount
+    command $bin __complete fish -- $words[2..-1] "$current" 2>/dev/null
+end
+complete -c ckpt-mount -n '__fish_ckpt_mount_moments >/dev/null' -f -k -a '(__fish_ckpt_mount_moments)'
+"#;
 
 /// clap_complete's bash script (4.6.12; clap issue #6421) spells the state of a subcommand two
 /// ways when the command name has a hyphen: its loop over the words sets
