@@ -13,7 +13,7 @@ use common::require_program as have;
 
 use clap::CommandFactory;
 use common::bin;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// A line to complete (the cursor at its end) and a word the shell must offer.
@@ -266,3 +266,388 @@ end
     };
     check("fish", &cases, offers, &out);
 }
+
+// Moments: on a real mount, where a command takes a moment, each shell offers the folder's
+// turns as `log` names them, and after `/` its labels; nowhere else, and nothing (no error
+// text either) where no folder is mounted.
+
+/// A line typed in `cwd`, and exactly the values the shell must offer for it.
+struct MomentCase {
+    cwd: PathBuf,
+    line: String,
+    want: Vec<String>,
+}
+
+/// The label with everything a shell may trip on: quotes, blanks, `$`, a glob, an escape
+/// sequence, a tab and a second line. Completion cuts it at the tab: `/TEXT` matches a part.
+const ODD_LABEL: &str = "it's \"odd\" $HOME * \u{1b}[31mred\tafter a tab\nsecond line";
+/// What `/TEXT` offers of it.
+const ODD_TEXT: &str = "/it's \"odd\" $HOME *";
+
+/// A mounted folder with turns 1 to 4, labelled, then rewound to 3: `log` lists 1, 2, 3#K,
+/// 3 and 4#K. Returns the mount and K.
+fn moments_fixture() -> (common::Mounted, u64) {
+    let m = common::Mounted::with(|d| std::fs::write(d.join("f"), "1\n").expect("f"));
+    let ok = |args: &[&str]| {
+        let o = m.cli(args);
+        assert!(o.status.success(), "{args:?}: {}", common::output_text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    ok(&["turn", "2", "-m", "fix the build"]);
+    m.sh("echo 2 > f");
+    ok(&["turn", "3", "-m", ODD_LABEL]);
+    m.sh("echo 3 > f");
+    ok(&["turn", "4", "-m", "Tests: fix them"]);
+    m.sh("echo 4 > f");
+    ok(&["rewind", "3", "--yes"]);
+    let rows: serde_json::Value = serde_json::from_str(&ok(&["log", "--json"])).expect("log json");
+    let k = rows
+        .as_array()
+        .and_then(|rows| rows.iter().find_map(|r| r["rewound_by"].as_u64()))
+        .expect("a retired turn");
+    (m, k)
+}
+
+fn strings(xs: &[&str]) -> Vec<String> {
+    xs.iter().map(|s| s.to_string()).collect()
+}
+
+/// The lines typed and what each must offer, exactly.
+fn moment_cases(m: &common::Mounted, k: u64, elsewhere: &Path) -> Vec<MomentCase> {
+    let (r3, r4) = (format!("3#{k}"), format!("4#{k}"));
+    let inside = |line: &str, want: Vec<String>| MomentCase {
+        cwd: m.dir.clone(),
+        line: line.to_string(),
+        want,
+    };
+    let dir = m.dir.display().to_string();
+    vec![
+        // A rewind goes to live turns only; reading takes the retired ones too.
+        inside("ckpt-mount rewind ", strings(&["1", "2", "3"])),
+        inside("ckpt-mount rewind --dry-run ", strings(&["1", "2", "3"])),
+        inside("ckpt-mount cat ", strings(&["1", "2", &r3, "3", &r4])),
+        inside("ckpt-mount show 3", strings(&[&r3, "3"])),
+        inside(
+            "ckpt-mount restore --to x ",
+            strings(&["1", "2", &r3, "3", &r4]),
+        ),
+        inside("ckpt-mount diff --stat 4", strings(&[&r4])),
+        // The labels after `/` (newest first); `/fix` names the newest turn with "fix".
+        inside(
+            "ckpt-mount diff /",
+            strings(&["/Tests: fix them", ODD_TEXT, "/fix the build", "/mounted"]),
+        ),
+        inside("ckpt-mount diff /fix", strings(&["/fix the build"])),
+        inside(
+            "ckpt-mount rewind /",
+            strings(&[ODD_TEXT, "/fix the build", "/mounted"]),
+        ),
+        inside(
+            "ckpt-mount diff 2..",
+            strings(&[
+                "2..1",
+                "2..2",
+                &format!("2..{r3}"),
+                "2..3",
+                &format!("2..{r4}"),
+            ]),
+        ),
+        // Not a moment: clap's completion, and no turn in it.
+        inside("ckpt-mount cat 2 ", vec![]),
+        inside("ckpt-mount rewind 2 -- ", vec![]),
+        inside("ckpt-mount turn ", vec![]),
+        // The folder named, from elsewhere; and no folder at all.
+        MomentCase {
+            cwd: elsewhere.to_path_buf(),
+            line: format!("ckpt-mount rewind --dir {dir} "),
+            want: strings(&["1", "2", "3"]),
+        },
+        MomentCase {
+            cwd: elsewhere.to_path_buf(),
+            line: format!("ckpt-mount cat --dir={dir} /f"),
+            want: strings(&["/fix the build"]),
+        },
+        MomentCase {
+            cwd: elsewhere.to_path_buf(),
+            line: "ckpt-mount rewind ".to_string(),
+            want: vec![],
+        },
+    ]
+}
+
+/// Runs `program` in `cwd` with `input` on stdin, the binary under test first on PATH.
+fn run_shell_in(program: &str, args: &[&str], input: &str, home: &Path) -> (String, String) {
+    use std::io::Write;
+    let bin_dir = Path::new(bin()).parent().expect("the binary's directory");
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = Command::new("timeout")
+        .arg("120")
+        .arg(program)
+        .args(args)
+        .env("HOME", home)
+        .env("PATH", path)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("TERM", "dumb")
+        .current_dir(home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn shell");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait shell");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        out.status.success(),
+        "{program} failed ({}): {stdout}\n{stderr}",
+        out.status
+    );
+    (stdout, stderr)
+}
+
+/// The cases as the drivers read them: the directory, a tab, the line.
+fn moment_input(cases: &[MomentCase]) -> String {
+    cases
+        .iter()
+        .map(|c| format!("{}\t{}\n", c.cwd.display(), c.line))
+        .collect()
+}
+
+/// Checks each case's offers (what `offers_of` reads from its chunk of `out`) are exactly
+/// the wanted ones, or, where none are wanted, hold no moment of the folder.
+fn check_moments(
+    shell: &str,
+    cases: &[MomentCase],
+    k: u64,
+    offers_of: impl Fn(&str) -> Vec<String>,
+    out: &str,
+) {
+    let mut chunks = out.split("<<CASE ").skip(1);
+    let mut wrong = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let chunk = chunks.next().unwrap_or_else(|| {
+            panic!("{shell} answered only {i} of {} cases:\n{out}", cases.len())
+        });
+        let (n, body) = chunk.split_once(">>").expect("case marker");
+        assert_eq!(n, i.to_string(), "{shell} answered out of order:\n{out}");
+        let mut offers = offers_of(body);
+        offers.dedup();
+        let mut got = offers.clone();
+        got.sort();
+        let mut want = c.want.clone();
+        want.sort();
+        let moment_like = |o: &String| {
+            o.starts_with('/') && !o.starts_with("/tmp") || o.contains(&format!("#{k}"))
+        };
+        let right = if c.want.is_empty() {
+            !offers.iter().any(moment_like)
+        } else {
+            got == want
+        };
+        if !right {
+            wrong.push(format!("{:?} offers {offers:?}, not {:?}", c.line, c.want));
+        }
+    }
+    assert!(wrong.is_empty(), "{shell}:\n{}", wrong.join("\n"));
+}
+
+/// Undoes bash's quoting of one word, as bash itself does (`eval`): a reply that is not
+/// quoted right shows here as another value.
+const BASH_DRIVER: &str = r#"source "$1"
+fn=$(complete -p ckpt-mount | sed -n 's/.*-F \([^ ]*\).*/\1/p')
+n=0
+while IFS=$'\t' read -r dir line; do
+    cd "$dir" || exit 1
+    COMP_LINE=$line
+    COMP_POINT=$(printf %s "$line" | wc -c)
+    read -ra COMP_WORDS <<<"$line"
+    [[ $line == *' ' ]] && COMP_WORDS+=("")
+    COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+    COMPREPLY=()
+    "$fn" ckpt-mount "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+    printf '<<CASE %d>>\n' "$n"
+    for reply in "${COMPREPLY[@]}"; do
+        eval "w=($reply)"
+        printf '%s\n' "${w[0]}"
+    done
+    n=$((n + 1))
+done
+"#;
+
+fn bash_offers_moments() {
+    if !have("bash") {
+        return;
+    }
+    let (m, k) = moments_fixture();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let script = script_file("bash", tmp.path(), "ckpt-mount.bash");
+    let cases = moment_cases(&m, k, tmp.path());
+    let script_arg = script.display().to_string();
+    let (out, err) = run_shell_in(
+        "bash",
+        &[
+            "--norc",
+            "--noprofile",
+            "-c",
+            BASH_DRIVER,
+            "bash",
+            &script_arg,
+        ],
+        &moment_input(&cases),
+        tmp.path(),
+    );
+    assert_eq!(err, "", "nothing on the terminal but the candidates");
+    let offers = |body: &str| {
+        body.lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    check_moments("bash", &cases, k, offers, &out);
+}
+
+fn zsh_offers_moments() {
+    if !have("zsh") {
+        return;
+    }
+    let (m, k) = moments_fixture();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let fpath = tmp.path().join("functions");
+    std::fs::create_dir(&fpath).expect("mkdir");
+    script_file("zsh", &fpath, "_ckpt-mount");
+    let cases = moment_cases(&m, k, tmp.path());
+    // As in `zsh_completes_subcommands_options_and_values`; here compadd prints each match
+    // unquoted, after the TAB the widget prints the line's last word as zsh parses it back
+    // (<LAST>), which is what a unique match inserted, quoted by compadd, and what the screen
+    // shows until the next line (the list of matches) is kept with each case.
+    let driver = r#"zmodload zsh/zpty || exit 3
+fdir=$1
+zpty z zsh -f -i
+zpty -w z "PS1='' RPS1=''; fpath=(${(q)fdir} \$fpath); autoload -U compinit; compinit -u -D; print READY''-MARK"
+zpty -r z out '*READY-MARK*' || exit 4
+zpty -w z 'compadd () { local -a hits; builtin compadd -A hits "$@"; (( $#hits )) && print -r -- "<H""IT>"${(Q)^hits}"</H""IT>" >&2; local i; for ((i = 1; i < $#; i++)); do [[ ${@[i]} == -d ]] && print -r -- "<DE""SC>"${^${(P)${@[i+1]}}}"</DE""SC>" >&2; done; builtin compadd "$@" }; print READY''-MARK'
+zpty -r z out '*READY-MARK*' || exit 4
+zpty -w z 'tab-then-mark () { zle complete-word; print -r -- "<LA""ST>${(Q)${(z)BUFFER}[-1]}</LA""ST><COMPLETED"">" >&2 }; zle -N tab-then-mark; bindkey "^I" tab-then-mark; print READY''-MARK'
+zpty -r z out '*READY-MARK*' || exit 4
+n=0
+while IFS=$'\t' read -r dir line; do
+    zpty -w z "cd ${(q)dir}; print CD''-MARK-$n"
+    zpty -r z out "*CD-MARK-$n*" || exit 5
+    zpty -w -n z "$line"$'\t'
+    zpty -r z out '*<COMPLETED>*' || exit 5
+    print -r -- "<<CASE $n>>$out"
+    zpty -w z $'\C-e\C-u'"print DONE''-MARK-$n"
+    zpty -r z out "*DONE-MARK-$n*" || exit 5
+    n=$((n + 1))
+done
+zpty -d z
+"#;
+    let fdir = fpath.to_string_lossy().into_owned();
+    let (out, _) = run_shell_in(
+        "zsh",
+        &["-f", "-c", driver, "zsh", &fdir],
+        &moment_input(&cases),
+        tmp.path(),
+    );
+    let offers = |body: &str| {
+        body.split("<HIT>")
+            .skip(1)
+            .filter_map(|s| s.split_once("</HIT>").map(|(hit, _)| hit.to_string()))
+            .collect()
+    };
+    check_moments("zsh", &cases, k, offers, &out);
+    // What the list shows: each turn with its label's first line, the tab a blank.
+    let chunk = |i: usize| {
+        out.split(&format!("<<CASE {i}>>"))
+            .nth(1)
+            .and_then(|rest| rest.split("<<CASE ").next())
+            .unwrap_or_default()
+            .replace('\r', "")
+    };
+    let listed = chunk(0);
+    assert!(
+        listed.contains("<DESC>2  -- fix the build</DESC>"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("<DESC>3  -- it's \"odd\" $HOME * [31mred after a tab</DESC>"),
+        "{listed}"
+    );
+    // A unique match is inserted quoted: zsh reads it back as the value.
+    let unique = chunk(7);
+    assert!(unique.contains("<LAST>/fix the build</LAST>"), "{unique}");
+}
+
+fn fish_offers_moments() {
+    if !have("fish") {
+        return;
+    }
+    let (m, k) = moments_fixture();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let script = script_file("fish", tmp.path(), "ckpt-mount.fish");
+    let cases = moment_cases(&m, k, tmp.path());
+    let driver = format!(
+        r#"source '{}'
+set n 0
+while read -l -d \t dir line
+    cd $dir; or exit 1
+    echo "<<CASE $n>>"
+    complete -C "$line"
+    set n (math $n + 1)
+end
+"#,
+        script.display()
+    );
+    let (out, err) = run_shell_in(
+        "fish",
+        &["--no-config", "-c", &driver],
+        &moment_input(&cases),
+        tmp.path(),
+    );
+    assert_eq!(err, "", "nothing on the terminal but the candidates");
+    let offers = |body: &str| {
+        body.lines()
+            .filter_map(|l| l.split('\t').next())
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    check_moments("fish", &cases, k, offers, &out);
+    // fish shows the descriptions: the label's first line; for `/TEXT`, the turn it names.
+    assert!(out.contains("\n2\tfix the build\n"), "{out}");
+    assert!(out.contains("\n/fix the build\tturn 2\n"), "{out}");
+}
+
+on_both_mounts!(
+    /// bash offers the moments of root's mount.
+    bash_offers_moments_on_roots_mount,
+    bash_offers_moments_on_a_users_mount,
+    bash_offers_moments
+);
+
+on_both_mounts!(
+    /// zsh offers the moments of root's mount.
+    zsh_offers_moments_on_roots_mount,
+    zsh_offers_moments_on_a_users_mount,
+    zsh_offers_moments
+);
+
+on_both_mounts!(
+    /// fish offers the moments of root's mount.
+    fish_offers_moments_on_roots_mount,
+    fish_offers_moments_on_a_users_mount,
+    fish_offers_moments
+);
