@@ -210,6 +210,13 @@ pub enum Command {
     Fsck(fsck::FsckArgs),
     /// Print shell completions for bash, zsh, fish, elvish or powershell
     ///
+    /// Besides subcommands and options, the bash, zsh and fish scripts complete moments: where
+    /// `rewind`, `diff`, `show`, `cat` or `restore` takes a turn, TAB offers the turns of the
+    /// folder (--dir, else the mounted folder containing the current directory) as `log` names
+    /// them (3, 3#5 for one rewind #5 retired), with their labels beside them in zsh and fish;
+    /// after `/`, the labels. The scripts ask `ckpt-mount` on PATH at each TAB; where no
+    /// folder is mounted they offer none.
+    ///
     /// Example: ckpt-mount completions bash > ~/.local/share/bash-completion/completions/ckpt-mount
     /// Example: ckpt-mount completions zsh > ~/.zfunc/_ckpt-mount  # with fpath+=~/.zfunc in ~/.zshrc
     /// Example: ckpt-mount completions fish > ~/.config/fish/completions/ckpt-mount.fish
