@@ -103,7 +103,11 @@ pub fn run(a: CompleteArgs) -> super::CliResult {
     let Some(slot) = slot(&words) else {
         return not_a_moment();
     };
-    let current = words.last().map_or("", String::as_str);
+    let current = words
+        .last()
+        .map(|w| w.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let current = current.as_str();
     let rows = rows(slot.dir.clone()).unwrap_or_default();
     let offers = offers(&rows, slot.wanted, slot.command == "diff", current);
     let mut out = String::new();
@@ -129,32 +133,38 @@ pub fn run(a: CompleteArgs) -> super::CliResult {
     Ok(())
 }
 
-/// The words after the program's name, unquoted, the word under the cursor last; and that word
-/// as it was typed (bash: quotes and backslashes included).
-fn words_of(a: &CompleteArgs) -> Option<(Vec<String>, String)> {
+/// The words after the program's name, unquoted and byte for byte (a folder's name need not be
+/// UTF-8), the word under the cursor last; and that word as it was typed (bash: quotes and
+/// backslashes included).
+fn words_of(a: &CompleteArgs) -> Option<(Vec<OsString>, String)> {
+    use std::os::unix::ffi::OsStringExt;
     match a.shell {
         Asking::Bash => {
             use std::os::unix::ffi::OsStrExt;
             let line = a.words.first()?.as_bytes();
             let point = a.point.unwrap_or(line.len()).min(line.len());
-            let before = String::from_utf8_lossy(&line[..point]);
-            let tokens = split_line(&before);
-            let mut words: Vec<String> = tokens.iter().map(|t| t.value.clone()).collect();
-            let typed = tokens.last().map(|t| t.raw.clone()).unwrap_or_default();
-            if words.is_empty() {
+            let mut tokens = split_line(&line[..point]);
+            let typed = tokens
+                .last()
+                .map(|t| String::from_utf8_lossy(&t.raw).into_owned())
+                .unwrap_or_default();
+            if tokens.is_empty() {
                 return None;
             }
-            words.remove(0);
+            tokens.remove(0);
+            let words = tokens
+                .into_iter()
+                .map(|t| OsString::from_vec(t.value))
+                .collect();
             Some((words, typed))
         }
         Asking::Zsh | Asking::Fish => {
-            let words: Vec<String> = a
+            let typed = a
                 .words
-                .iter()
+                .last()
                 .map(|w| w.to_string_lossy().into_owned())
-                .collect();
-            let typed = words.last().cloned().unwrap_or_default();
-            Some((words, typed))
+                .unwrap_or_default();
+            Some((a.words.clone(), typed))
         }
     }
 }
@@ -162,25 +172,26 @@ fn words_of(a: &CompleteArgs) -> Option<(Vec<String>, String)> {
 /// A word of a shell line: its value (quotes removed) and its text as typed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Token {
-    value: String,
-    raw: String,
+    value: Vec<u8>,
+    raw: Vec<u8>,
 }
 
 /// Splits the line before the cursor into words as bash does (blanks, `'…'`, `"…"`, `\x`); a
 /// line that ends in a blank has an empty last word, the one being completed. Expansions stay
-/// as typed: only the folder's `~` matters here, and [`rows`] expands it.
-fn split_line(line: &str) -> Vec<Token> {
+/// as typed: only the folder's `~` matters here, and [`rows`] expands it. Bytes, not
+/// characters: every byte that means something here is ASCII, and a name need not be UTF-8.
+fn split_line(line: &[u8]) -> Vec<Token> {
     let mut tokens = Vec::new();
     let mut cur: Option<Token> = None;
-    let mut chars = line.chars().peekable();
-    let mut quote: Option<char> = None;
-    while let Some(c) = chars.next() {
+    let mut bytes = line.iter().copied().peekable();
+    let mut quote: Option<u8> = None;
+    while let Some(c) = bytes.next() {
         let t = cur.get_or_insert_with(|| Token {
-            value: String::new(),
-            raw: String::new(),
+            value: Vec::new(),
+            raw: Vec::new(),
         });
         match (quote, c) {
-            (None, ' ' | '\t' | '\n') => {
+            (None, b' ' | b'\t' | b'\n') => {
                 if let Some(t) = cur.take()
                     && !t.raw.is_empty()
                 {
@@ -188,18 +199,17 @@ fn split_line(line: &str) -> Vec<Token> {
                 }
                 continue;
             }
-            (None, '\'' | '"') => quote = Some(c),
+            (None, b'\'' | b'"') => quote = Some(c),
             (Some(q), _) if c == q => quote = None,
-            (None, '\\') | (Some('"'), '\\') => {
+            (None, b'\\') | (Some(b'"'), b'\\') => {
                 t.raw.push(c);
-                if let Some(&next) = chars.peek() {
-                    chars.next();
+                if let Some(next) = bytes.next() {
                     t.raw.push(next);
                     // Inside double quotes a backslash escapes only these.
-                    if quote.is_some() && !matches!(next, '"' | '\\' | '$' | '`' | '\n') {
-                        t.value.push('\\');
+                    if quote.is_some() && !matches!(next, b'"' | b'\\' | b'$' | b'`' | b'\n') {
+                        t.value.push(b'\\');
                     }
-                    if next != '\n' {
+                    if next != b'\n' {
                         t.value.push(next);
                     }
                 }
@@ -209,14 +219,14 @@ fn split_line(line: &str) -> Vec<Token> {
         }
         t.raw.push(c);
     }
-    let ends_in_blank = quote.is_none() && line.ends_with([' ', '\t', '\n']);
+    let ends_in_blank = quote.is_none() && matches!(line.last(), Some(b' ' | b'\t' | b'\n'));
     if let Some(t) = cur {
         tokens.push(t);
     }
     if ends_in_blank || tokens.is_empty() {
         tokens.push(Token {
-            value: String::new(),
-            raw: String::new(),
+            value: Vec::new(),
+            raw: Vec::new(),
         });
     }
     tokens
@@ -224,11 +234,13 @@ fn split_line(line: &str) -> Vec<Token> {
 
 /// Whether the last of `words` (typed after the program's name) is a moment, and of which
 /// command: clap parses the words with [`PLACEHOLDER`] in its place, and it is a moment when
-/// clap gives it to the moment argument (the clap definitions decide, not a copy of them). A word that starts with `-` is left to the options
-/// (`-K` is a moment too, but `-` is where the options are asked for).
-pub fn slot(words: &[String]) -> Option<Slot> {
+/// clap gives it to the moment argument (the clap definitions decide, not a copy of them). A
+/// word that starts with `-` is left to the options (`-K` is a moment too, but `-` is where
+/// the options are asked for).
+pub fn slot(words: &[OsString]) -> Option<Slot> {
+    use std::os::unix::ffi::OsStrExt;
     let (current, before) = words.split_last()?;
-    if current.starts_with('-') {
+    if current.as_bytes().starts_with(b"-") {
         return None;
     }
     let mut cmd = super::Cli::command();
@@ -246,9 +258,9 @@ pub fn slot(words: &[String]) -> Option<Slot> {
                 .fold(sub, |sub, id| sub.mut_arg(id, |a| a.required(false)))
         });
     }
-    let argv: Vec<&str> = std::iter::once("ckpt-mount")
-        .chain(before.iter().map(String::as_str))
-        .chain(std::iter::once(PLACEHOLDER))
+    let argv: Vec<&std::ffi::OsStr> = std::iter::once("ckpt-mount".as_ref())
+        .chain(before.iter().map(OsString::as_os_str))
+        .chain(std::iter::once(PLACEHOLDER.as_ref()))
         .collect();
     let matches = cmd.try_get_matches_from(&argv).ok()?;
     let (name, sub) = matches.subcommand()?;
@@ -394,13 +406,24 @@ fn about(label: &str) -> String {
     cut
 }
 
-/// A candidate as bash inserts it: quoted for the line, or left as it is inside a quote the
-/// user opened (readline closes it). When readline's word (`word`) is only the end of the
-/// word typed (bash splits words at `:` and `=` too), the reply is cut to that end: what
-/// readline replaces. `None` when the reply would not extend what was typed.
+/// A candidate as bash inserts it: quoted for the line, or, inside a quote the user opened
+/// (readline replaces what follows it, and closes it), quoted for inside that quote. When
+/// readline's word (`word`) is only the end of the word typed (bash splits words at `:` and
+/// `=` too), the reply is cut to that end: what readline replaces. `None` when the reply would
+/// not extend what was typed.
 fn bash_reply(value: &str, typed: &str, word: Option<&str>) -> Option<String> {
-    if typed.starts_with(['\'', '"']) {
-        return Some(value.to_string());
+    if typed.starts_with('\'') {
+        return Some(value.replace('\'', "'\\''"));
+    }
+    if typed.starts_with('"') {
+        let mut out = String::with_capacity(value.len());
+        for c in value.chars() {
+            if matches!(c, '"' | '\\' | '$' | '`') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        return Some(out);
     }
     let quoted = bash_quote(value);
     match word {
@@ -430,8 +453,13 @@ mod tests {
     use super::*;
 
     fn slot_of(line: &str) -> Option<(String, Use, Option<PathBuf>)> {
-        let tokens = split_line(line);
-        let words: Vec<String> = tokens.iter().skip(1).map(|t| t.value.clone()).collect();
+        use std::os::unix::ffi::OsStringExt;
+        let tokens = split_line(line.as_bytes());
+        let words: Vec<OsString> = tokens
+            .into_iter()
+            .skip(1)
+            .map(|t| OsString::from_vec(t.value))
+            .collect();
         slot(&words).map(|s| (s.command, s.wanted, s.dir))
     }
 
@@ -480,6 +508,10 @@ mod tests {
             slot_of("ckpt-mount cat --dir=~/s ").map(|s| s.2),
             Some(Some(PathBuf::from("~/s")))
         );
+        use std::os::unix::ffi::OsStringExt;
+        let odd = OsString::from_vec(b"/x\xff".to_vec());
+        let words = ["rewind".into(), "--dir".into(), odd.clone(), "".into()];
+        assert_eq!(slot(&words).and_then(|s| s.dir), Some(PathBuf::from(odd)));
         assert_eq!(
             expand_home(PathBuf::from("~/s")),
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join("s")
@@ -488,16 +520,28 @@ mod tests {
 
     #[test]
     fn the_line_splits_as_bash_reads_it() {
-        let values =
-            |line: &str| -> Vec<String> { split_line(line).into_iter().map(|t| t.value).collect() };
+        let values = |line: &[u8]| -> Vec<Vec<u8>> {
+            split_line(line).into_iter().map(|t| t.value).collect()
+        };
+        let text = |line: &str| -> Vec<String> {
+            values(line.as_bytes())
+                .into_iter()
+                .map(|v| String::from_utf8_lossy(&v).into_owned())
+                .collect()
+        };
         assert_eq!(
-            values("a 'b c' \"d\\\"e\" f\\ g "),
+            text("a 'b c' \"d\\\"e\" f\\ g "),
             ["a", "b c", "d\"e", "f g", ""]
         );
-        assert_eq!(values("a /fix\\ th"), ["a", "/fix th"]);
-        assert_eq!(values("a '/fix th"), ["a", "/fix th"]);
-        assert_eq!(split_line("a '/fix th")[1].raw, "'/fix th");
-        assert_eq!(values(""), [""]);
+        assert_eq!(text("a /fix\\ th"), ["a", "/fix th"]);
+        assert_eq!(text("a '/fix th"), ["a", "/fix th"]);
+        assert_eq!(split_line(b"a '/fix th")[1].raw, b"'/fix th");
+        assert_eq!(text(""), [""]);
+        // A name that is not UTF-8 keeps its bytes, quoted or not.
+        assert_eq!(
+            values(b"a --dir '/x\xff y' /z\xfe"),
+            [&b"a"[..], b"--dir", b"/x\xff y", b"/z\xfe"]
+        );
     }
 
     fn row(turn: u64, label: Option<&str>, by: Option<u64>) -> MomentRow {
@@ -563,6 +607,15 @@ mod tests {
         assert_eq!(
             bash_reply("/a b", "/a", Some("/a")).as_deref(),
             Some("/a\\ b")
+        );
+        // Inside a quote the user opened, quoted for inside it.
+        assert_eq!(
+            bash_reply("/it's \"$x\"", "'/it", Some("/it")).as_deref(),
+            Some("/it'\\''s \"$x\"")
+        );
+        assert_eq!(
+            bash_reply("/it's \"$x\"", "\"/it", Some("/it")).as_deref(),
+            Some("/it's \\\"\\$x\\\"")
         );
     }
 }
