@@ -651,3 +651,146 @@ on_both_mounts!(
     fish_offers_moments_on_a_users_mount,
     fish_offers_moments
 );
+
+/// Whether tmux runs (`tmux -V`: it has no `--version`); as [`have`], a failure under
+/// `CI=true` (`.ci/run` installs it).
+fn have_tmux() -> bool {
+    let found = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "tmux is not installed: under CI=true this test must run (.ci/run installs it)"
+        );
+        eprintln!("skipped: tmux is not installed (under CI=true this fails)");
+    }
+    found
+}
+
+/// bash as a person uses it: an interactive bash in a tmux pane (a real terminal and readline)
+/// sources the script, each line is typed with a TAB, and the line must then read as written
+/// here: what readline inserted, quoted for the line (also inside a quote the user opened), and
+/// whole where bash splits words at `:`. Each line is then dropped with Ctrl-C, unrun.
+fn bash_inserts_moments_quoted() {
+    if !have("bash") || !have_tmux() {
+        return;
+    }
+    let (m, k) = moments_fixture();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let script = script_file("bash", tmp.path(), "ckpt-mount.bash");
+    let conf = tmp.path().join("tmux.conf");
+    std::fs::write(&conf, "").expect("tmux.conf");
+    let tmux = |args: &[&str]| {
+        let o = Command::new("tmux")
+            .arg("-S")
+            .arg(tmp.path().join("socket"))
+            .arg("-f")
+            .arg(&conf)
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .expect("tmux (CI installs it)");
+        assert!(
+            o.status.success(),
+            "tmux {args:?}: {}",
+            common::output_text(&o)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let bin_dir = Path::new(bin()).parent().expect("the binary's directory");
+    let path = format!("PATH={}:/usr/bin:/bin", bin_dir.display());
+    let home = format!("HOME={}", tmp.path().display());
+    let dir = m.dir.to_str().expect("a UTF-8 folder");
+    tmux(&[
+        "new-session",
+        "-d",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "-c",
+        dir,
+        "env",
+        "-i",
+        &path,
+        &home,
+        "TERM=xterm",
+        "bash",
+        "--norc",
+        "--noprofile",
+    ]);
+    let last_line = || {
+        tmux(&["capture-pane", "-p", "-t", "0"])
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default()
+            .trim_end()
+            .to_string()
+    };
+    // Waits until the last line of the screen is `want`; false after a few seconds.
+    let shows = |want: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if last_line() == want {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        false
+    };
+    tmux(&[
+        "send-keys",
+        "-t",
+        "0",
+        "-l",
+        &format!("PS1='$ '; source '{}'", script.display()),
+    ]);
+    tmux(&["send-keys", "-t", "0", "Enter"]);
+    assert!(shows("$"), "no prompt: {}", last_line());
+    let retired = format!("ckpt-mount cat 4#{k}");
+    let cases = [
+        ("ckpt-mount cat /Tes", "ckpt-mount cat /Tests:\\ fix\\ them"),
+        (
+            "ckpt-mount cat /Tests:",
+            "ckpt-mount cat /Tests:\\ fix\\ them",
+        ),
+        (
+            "ckpt-mount rewind /it",
+            "ckpt-mount rewind /it\\'s\\ \\\"odd\\\"\\ \\$HOME\\ \\*",
+        ),
+        (
+            "ckpt-mount rewind '/it",
+            "ckpt-mount rewind '/it'\\''s \"odd\" $HOME *'",
+        ),
+        ("ckpt-mount cat 4", retired.as_str()),
+    ];
+    let mut wrong = Vec::new();
+    for (typed, want) in cases {
+        tmux(&["send-keys", "-t", "0", "-l", typed]);
+        tmux(&["send-keys", "-t", "0", "Tab"]);
+        if !shows(&format!("$ {want}")) {
+            wrong.push(format!(
+                "{typed:?} + TAB shows {:?}, not {want:?}",
+                last_line()
+            ));
+        }
+        tmux(&["send-keys", "-t", "0", "C-c"]);
+        assert!(shows("$"), "no prompt after Ctrl-C: {}", last_line());
+    }
+    let _ = Command::new("tmux")
+        .arg("-S")
+        .arg(tmp.path().join("socket"))
+        .arg("kill-server")
+        .output();
+    assert!(wrong.is_empty(), "bash:\n{}", wrong.join("\n"));
+}
+
+on_both_mounts!(
+    /// bash inserts the moments of root's mount, quoted.
+    bash_inserts_moments_quoted_on_roots_mount,
+    bash_inserts_moments_quoted_on_a_users_mount,
+    bash_inserts_moments_quoted
+);
