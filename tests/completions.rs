@@ -472,7 +472,7 @@ n=0
 while IFS=$'\t' read -r dir line; do
     cd "$dir" || exit 1
     COMP_LINE=$line
-    COMP_POINT=$(printf %s "$line" | wc -c)
+    COMP_POINT=${#line}
     read -ra COMP_WORDS <<<"$line"
     [[ $line == *' ' ]] && COMP_WORDS+=("")
     COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
@@ -678,6 +678,13 @@ fn bash_inserts_moments_quoted() {
         return;
     }
     let (m, k) = moments_fixture();
+    // A label past ASCII: bash counts COMP_POINT in characters, not bytes.
+    let relabel = m.cli(&["turn", "--label", "1", "café au lait"]);
+    assert!(
+        relabel.status.success(),
+        "{}",
+        common::output_text(&relabel)
+    );
     let tmp = tempfile::tempdir().expect("tempdir");
     let script = script_file("bash", tmp.path(), "ckpt-mount.bash");
     let conf = tmp.path().join("tmux.conf");
@@ -717,6 +724,7 @@ fn bash_inserts_moments_quoted() {
         &path,
         &home,
         "TERM=xterm",
+        "LANG=C.UTF-8",
         "bash",
         "--norc",
         "--noprofile",
@@ -753,6 +761,7 @@ fn bash_inserts_moments_quoted() {
     let retired = format!("ckpt-mount cat 4#{k}");
     let cases = [
         ("ckpt-mount cat /Tes", "ckpt-mount cat /Tests:\\ fix\\ them"),
+        ("ckpt-mount cat /café", "ckpt-mount cat /café\\ au\\ lait"),
         (
             "ckpt-mount cat /Tests:",
             "ckpt-mount cat /Tests:\\ fix\\ them",

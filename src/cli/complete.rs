@@ -26,14 +26,11 @@ use std::time::Duration;
 pub struct CompleteArgs {
     /// The shell asking: how it passes the words, and how it wants the answer
     pub shell: Asking,
-    /// bash: where the cursor is in LINE, in bytes (`$COMP_POINT`)
-    #[arg(long)]
-    pub point: Option<usize>,
     /// bash: the text readline replaces (`$2`), which stops at `:` or `=`
     #[arg(long, allow_hyphen_values = true)]
     pub word: Option<OsString>,
-    /// bash: the line (`$COMP_LINE`); zsh and fish: the words typed after the program's name
-    /// (unquoted), the last one being the word under the cursor
+    /// bash: the line up to the cursor (`${COMP_LINE:0:COMP_POINT}`); zsh and fish: the words
+    /// typed after the program's name (unquoted), the last one being the word under the cursor
     #[arg(last = true, allow_hyphen_values = true)]
     pub words: Vec<OsString>,
 }
@@ -142,8 +139,7 @@ fn words_of(a: &CompleteArgs) -> Option<(Vec<OsString>, String)> {
         Asking::Bash => {
             use std::os::unix::ffi::OsStrExt;
             let line = a.words.first()?.as_bytes();
-            let point = a.point.unwrap_or(line.len()).min(line.len());
-            let mut tokens = split_line(&line[..point]);
+            let mut tokens = split_line(line);
             let typed = tokens
                 .last()
                 .map(|t| String::from_utf8_lossy(&t.raw).into_owned())

@@ -115,8 +115,8 @@ fn bash_with_moments(script: &str) -> String {
 }
 
 /// What bash runs at a TAB (the words `WRAPPER` and `CLAP_FN` replaced by the functions'
-/// names). The line goes whole with the cursor's byte offset: `COMP_WORDS` is split at `:` and
-/// `=` too, and bash's `${s:0:n}` counts characters where `COMP_POINT` counts bytes.
+/// names). The line up to the cursor goes as it was typed, not `COMP_WORDS`, which bash splits
+/// at `:` and `=` too (`COMP_POINT` counts characters, as `${s:0:n}` does: tried with `é`).
 const BASH_MOMENTS: &str = r#"
 # Moments (turn numbers, /labels) where a command takes one: `ckpt-mount __complete` says
 # whether the word under the cursor is one (its exit status) and prints the candidates, quoted;
@@ -125,7 +125,7 @@ WRAPPER() {
     local bin=${COMP_WORDS[0]} out
     [[ $bin == */* && -x $bin ]] || bin=ckpt-mount
     COMPREPLY=()
-    if ! out=$(command "$bin" __complete bash --point "$COMP_POINT" --word "$2" -- "$COMP_LINE" 2>/dev/null); then
+    if ! out=$(command "$bin" __complete bash --word "$2" -- "${COMP_LINE:0:COMP_POINT}" 2>/dev/null); then
         CLAP_FN "$@"
         return
     fi
