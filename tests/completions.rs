@@ -669,24 +669,16 @@ fn have_tmux() -> bool {
     found
 }
 
-/// bash as a person uses it: an interactive bash in a tmux pane (a real terminal and readline)
-/// sources the script, each line is typed with a TAB, and the line must then read as written
-/// here: what readline inserted, quoted for the line (also inside a quote the user opened), and
-/// whole where bash splits words at `:`. Each line is then dropped with Ctrl-C, unrun.
-fn bash_inserts_moments_quoted() {
-    if !have("bash") || !have_tmux() {
-        return;
-    }
-    let (m, k) = moments_fixture();
-    // A label past ASCII: bash counts COMP_POINT in characters, not bytes.
-    let relabel = m.cli(&["turn", "--label", "1", "café au lait"]);
-    assert!(
-        relabel.status.success(),
-        "{}",
-        common::output_text(&relabel)
-    );
+/// Types each of `cases` with a TAB into an interactive `shell` (`argv`) in a tmux pane (a real
+/// terminal and line editor) that first ran `setup` (load the script, prompt `$ `), in `cwd`;
+/// each line is then dropped with Ctrl-C, unrun. Returns what the line did not read as wanted.
+fn typed_with_tab(
+    argv: &[&str],
+    setup: &str,
+    cwd: &Path,
+    cases: &[(String, String)],
+) -> Vec<String> {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let script = script_file("bash", tmp.path(), "ckpt-mount.bash");
     let conf = tmp.path().join("tmux.conf");
     std::fs::write(&conf, "").expect("tmux.conf");
     let tmux = |args: &[&str]| {
@@ -709,26 +701,12 @@ fn bash_inserts_moments_quoted() {
     let bin_dir = Path::new(bin()).parent().expect("the binary's directory");
     let path = format!("PATH={}:/usr/bin:/bin", bin_dir.display());
     let home = format!("HOME={}", tmp.path().display());
-    let dir = m.dir.to_str().expect("a UTF-8 folder");
-    tmux(&[
-        "new-session",
-        "-d",
-        "-x",
-        "200",
-        "-y",
-        "50",
-        "-c",
-        dir,
-        "env",
-        "-i",
-        &path,
-        &home,
-        "TERM=xterm",
-        "LANG=C.UTF-8",
-        "bash",
-        "--norc",
-        "--noprofile",
-    ]);
+    let cwd = cwd.to_str().expect("a UTF-8 folder");
+    // A clean environment: no rc file, a UTF-8 locale (labels past ASCII), the binary on PATH.
+    let mut session = vec!["new-session", "-d", "-x", "200", "-y", "50", "-c", cwd];
+    session.extend_from_slice(&["env", "-i", &path, &home, "TERM=xterm", "LANG=C.UTF-8"]);
+    session.extend_from_slice(argv);
+    tmux(&session);
     let last_line = || {
         tmux(&["capture-pane", "-p", "-t", "0"])
             .lines()
@@ -749,17 +727,55 @@ fn bash_inserts_moments_quoted() {
         }
         false
     };
-    tmux(&[
-        "send-keys",
-        "-t",
-        "0",
-        "-l",
-        &format!("PS1='$ '; source '{}'", script.display()),
-    ]);
+    tmux(&["send-keys", "-t", "0", "-l", setup]);
     tmux(&["send-keys", "-t", "0", "Enter"]);
     assert!(shows("$"), "no prompt: {}", last_line());
-    let retired = format!("ckpt-mount cat 4#{k}");
-    let cases = [
+    let mut wrong = Vec::new();
+    for (typed, want) in cases {
+        tmux(&["send-keys", "-t", "0", "-l", typed]);
+        tmux(&["send-keys", "-t", "0", "Tab"]);
+        if !shows(&format!("$ {want}")) {
+            wrong.push(format!(
+                "{typed:?} + TAB shows {:?}, not {want:?}",
+                last_line()
+            ));
+        }
+        tmux(&["send-keys", "-t", "0", "C-c"]);
+        assert!(shows("$"), "no prompt after Ctrl-C: {}", last_line());
+    }
+    let _ = tmux(&["kill-server"]);
+    wrong
+}
+
+/// The fixture, with turn 1 relabelled past ASCII (bash counts COMP_POINT in characters).
+fn moments_fixture_with_accents() -> (common::Mounted, u64) {
+    let (m, k) = moments_fixture();
+    let relabel = m.cli(&["turn", "--label", "1", "café au lait"]);
+    assert!(
+        relabel.status.success(),
+        "{}",
+        common::output_text(&relabel)
+    );
+    (m, k)
+}
+
+fn pairs(xs: &[(&str, &str)]) -> Vec<(String, String)> {
+    xs.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// bash as a person uses it: after each TAB the line must read as written here, what readline
+/// inserted quoted for the line (also inside a quote the user opened), and whole where bash
+/// splits words at `:`.
+fn bash_inserts_moments_quoted() {
+    if !have("bash") || !have_tmux() {
+        return;
+    }
+    let (m, k) = moments_fixture_with_accents();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let script = script_file("bash", tmp.path(), "ckpt-mount.bash");
+    let mut cases = pairs(&[
         ("ckpt-mount cat /Tes", "ckpt-mount cat /Tests:\\ fix\\ them"),
         ("ckpt-mount cat /café", "ckpt-mount cat /café\\ au\\ lait"),
         (
@@ -774,27 +790,37 @@ fn bash_inserts_moments_quoted() {
             "ckpt-mount rewind '/it",
             "ckpt-mount rewind '/it'\\''s \"odd\" $HOME *'",
         ),
-        ("ckpt-mount cat 4", retired.as_str()),
-    ];
-    let mut wrong = Vec::new();
-    for (typed, want) in cases {
-        tmux(&["send-keys", "-t", "0", "-l", typed]);
-        tmux(&["send-keys", "-t", "0", "Tab"]);
-        if !shows(&format!("$ {want}")) {
-            wrong.push(format!(
-                "{typed:?} + TAB shows {:?}, not {want:?}",
-                last_line()
-            ));
-        }
-        tmux(&["send-keys", "-t", "0", "C-c"]);
-        assert!(shows("$"), "no prompt after Ctrl-C: {}", last_line());
-    }
-    let _ = Command::new("tmux")
-        .arg("-S")
-        .arg(tmp.path().join("socket"))
-        .arg("kill-server")
-        .output();
+    ]);
+    cases.push(("ckpt-mount cat 4".into(), format!("ckpt-mount cat 4#{k}")));
+    let setup = format!("PS1='$ '; source '{}'", script.display());
+    let wrong = typed_with_tab(&["bash", "--norc", "--noprofile"], &setup, &m.dir, &cases);
     assert!(wrong.is_empty(), "bash:\n{}", wrong.join("\n"));
+}
+
+/// fish as a person uses it: after each TAB the line reads as fish escapes what it inserts.
+fn fish_inserts_moments_quoted() {
+    if !have("fish") || !have_tmux() {
+        return;
+    }
+    let (m, k) = moments_fixture_with_accents();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let script = script_file("fish", tmp.path(), "ckpt-mount.fish");
+    let mut cases = pairs(&[
+        ("ckpt-mount cat /Tes", "ckpt-mount cat /Tests:\\ fix\\ them"),
+        ("ckpt-mount cat /café", "ckpt-mount cat /café\\ au\\ lait"),
+        (
+            "ckpt-mount rewind /it",
+            "ckpt-mount rewind /it\\'s\\ \\\"odd\\\"\\ \\$HOME\\ \\*",
+        ),
+    ]);
+    // fish escapes `#` anywhere in a word (`4\#5` is the word `4#5`).
+    cases.push(("ckpt-mount cat 4".into(), format!("ckpt-mount cat 4\\#{k}")));
+    let setup = format!(
+        "function fish_prompt; echo '$ '; end; source '{}'",
+        script.display()
+    );
+    let wrong = typed_with_tab(&["fish", "--no-config"], &setup, &m.dir, &cases);
+    assert!(wrong.is_empty(), "fish:\n{}", wrong.join("\n"));
 }
 
 on_both_mounts!(
@@ -802,4 +828,11 @@ on_both_mounts!(
     bash_inserts_moments_quoted_on_roots_mount,
     bash_inserts_moments_quoted_on_a_users_mount,
     bash_inserts_moments_quoted
+);
+
+on_both_mounts!(
+    /// fish inserts the moments of root's mount, quoted.
+    fish_inserts_moments_quoted_on_roots_mount,
+    fish_inserts_moments_quoted_on_a_users_mount,
+    fish_inserts_moments_quoted
 );
