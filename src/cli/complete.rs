@@ -15,7 +15,7 @@
 //! they are, and this subcommand's output (`value<TAB>description` lines) is ours to keep.
 
 use crate::info::{MomentRow, TurnRow};
-use crate::moment::{Candidate, Moment, Spec, Use};
+use crate::moment::{Moment, Use};
 use clap::{Args, CommandFactory, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -69,6 +69,10 @@ const WAIT: Duration = Duration::from_secs(1);
 
 /// Descriptions longer than this are cut (a label may be a whole prompt).
 const ABOUT_CHARS: usize = 60;
+
+/// At most this many `/TEXT` offers, the newest labels that begin with what was typed: a long
+/// history has thousands, more than a shell lists, and typing more narrows them.
+const LABEL_OFFERS: usize = 100;
 
 /// Where the word under the cursor goes: a moment of `command`'s, in the folder `dir`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -315,8 +319,10 @@ fn expand_home(p: PathBuf) -> PathBuf {
 
 /// What to offer for `current` among `rows` (in `log`'s order): the turns by number as `log`
 /// names them (`3`, `3#5` for one a rewind retired; a rewind only to live ones), described by
-/// their labels; or, for a word that starts with `/`, the labels as `/TEXT`, described by the
-/// turn each names. With `span` (`diff`), a word `A..` completes its second moment.
+/// their labels; or, for a word that starts with `/`, the labels as `/TEXT` (those that begin
+/// with what follows the `/`, case ignored, newest first, at most [`LABEL_OFFERS`]),
+/// described by the turn each names. With `span` (`diff`), a word `A..` completes its second
+/// moment.
 pub fn offers(rows: &[MomentRow], wanted: Use, span: bool, current: &str) -> Vec<Offer> {
     let (prefix, word) = match current.split_once("..") {
         Some((a, b)) if span && !current.starts_with('/') => (format!("{a}.."), b),
@@ -335,33 +341,37 @@ pub fn offers(rows: &[MomentRow], wanted: Use, span: bool, current: &str) -> Vec
             })
             .collect();
     }
-    let candidates: Vec<Candidate> = rows
+    // `/TEXT` names the newest turn whose label contains TEXT, case ignored (`Spec::resolve`):
+    // the same rule here, on labels lowered once, newest first (ties as `max_by_key` breaks
+    // them: the last in `log`'s order), so that a long history costs a scan per offer.
+    let typed = word.trim_start_matches('/').to_lowercase();
+    let mut newest_first: Vec<(&MomentRow, String)> = usable
         .iter()
-        .map(|r| Candidate {
-            moment: moment_of(r),
-            time: r.time,
-            label: r.label.clone(),
-        })
+        .map(|r| (*r, r.label.as_deref().unwrap_or("").to_lowercase()))
         .collect();
-    let mut newest_first = usable.clone();
-    newest_first.sort_by_key(|r| std::cmp::Reverse((r.time, r.rewound_by.is_none(), r.turn)));
+    newest_first.sort_by_key(|(r, _)| {
+        std::cmp::Reverse((r.time, r.rewound_by.is_none(), r.turn, r.rewound_by))
+    });
+    let mut seen = std::collections::HashSet::new();
     let mut out: Vec<Offer> = Vec::new();
-    for r in newest_first {
+    for (r, _) in &newest_first {
+        if out.len() == LABEL_OFFERS {
+            break;
+        }
         let Some(text) = r.label.as_deref().map(label_text) else {
             continue;
         };
-        let value = format!("{prefix}/{text}");
-        if text.is_empty() || out.iter().any(|o| o.value == value) {
+        let lower = text.to_lowercase();
+        if text.is_empty() || !lower.starts_with(&typed) || !seen.insert(text) {
             continue;
         }
-        // What `/TEXT` names is the newest turn whose label contains it, which may be
-        // another turn than this one's: say which.
-        let Ok(named) = Spec::Label(text.to_string()).resolve(&candidates, wanted) else {
+        // Which may be another turn than this one's: say which.
+        let Some((named, _)) = newest_first.iter().find(|(_, l)| l.contains(&lower)) else {
             continue;
         };
         out.push(Offer {
-            value,
-            about: format!("turn {named}"),
+            value: format!("{prefix}/{text}"),
+            about: format!("turn {}", moment_of(named)),
         });
     }
     out
@@ -586,6 +596,48 @@ mod tests {
         );
         let long = "x".repeat(200);
         assert_eq!(about(&long).chars().count(), ABOUT_CHARS);
+    }
+
+    #[test]
+    fn a_label_offer_names_the_turn_spec_resolve_names() {
+        use crate::moment::{Candidate, Spec};
+        let rows = [
+            row(1, Some("dup"), None),
+            row(2, Some("dup more"), Some(3)),
+            row(2, Some("dup more"), Some(5)),
+            row(2, Some("Dup"), None),
+            row(3, Some("other"), Some(5)),
+        ];
+        let candidates: Vec<Candidate> = rows
+            .iter()
+            .map(|r| Candidate {
+                moment: moment_of(r),
+                time: r.time,
+                label: r.label.clone(),
+            })
+            .collect();
+        for wanted in [Use::Read, Use::Rewind] {
+            let offers = offers(&rows, wanted, false, "/");
+            assert!(!offers.is_empty());
+            for o in offers {
+                let text = o.value.trim_start_matches('/').to_string();
+                let named = Spec::Label(text)
+                    .resolve(&candidates, wanted)
+                    .map(|m| format!("turn {m}"));
+                assert_eq!(named.as_ref(), Ok(&o.about), "{wanted:?} {o:?}");
+            }
+        }
+        assert_eq!(
+            values(&offers(&rows, Use::Read, false, "/D")),
+            ["/Dup", "/dup more", "/dup"],
+            "those that begin with what is typed, case ignored, newest first"
+        );
+        let many: Vec<MomentRow> = (1..=500)
+            .map(|t| row(t, Some(&format!("label {t}")), None))
+            .collect();
+        let offered = offers(&many, Use::Read, false, "/");
+        assert_eq!(offered.len(), LABEL_OFFERS);
+        assert_eq!(offered[0].value, "/label 500");
     }
 
     #[test]
