@@ -284,8 +284,8 @@ const ODD_LABEL: &str = "it's \"odd\" $HOME * \u{1b}[31mred\tafter a tab\nsecond
 /// What `/TEXT` offers of it.
 const ODD_TEXT: &str = "/it's \"odd\" $HOME *";
 
-/// A mounted folder with turns 1 to 4, labelled, then rewound to 3: `log` lists 1, 2, 3#K,
-/// 3 and 4#K. Returns the mount and K.
+/// A mounted folder with turns 1 to 4, labelled, then rewound to 3, then step 3.1: `log`
+/// lists 1, 2, 3#K, 3, 3.1 and 4#K. Returns the mount and K.
 fn moments_fixture() -> (common::Mounted, u64) {
     let m = common::Mounted::with(|d| std::fs::write(d.join("f"), "1\n").expect("f"));
     let ok = |args: &[&str]| {
@@ -300,6 +300,9 @@ fn moments_fixture() -> (common::Mounted, u64) {
     ok(&["turn", "4", "-m", "Tests: fix them"]);
     m.sh("echo 4 > f");
     ok(&["rewind", "3", "--yes"]);
+    // A step within turn 3, as an agent's hook marks a tool call: `log` names it 3.1.
+    ok(&["turn", "--step", "-m", "a step"]);
+    m.sh("echo 3.1 > f");
     let rows: serde_json::Value = serde_json::from_str(&ok(&["log", "--json"])).expect("log json");
     let k = rows
         .as_array()
@@ -323,24 +326,36 @@ fn moment_cases(m: &common::Mounted, k: u64, elsewhere: &Path) -> Vec<MomentCase
     let dir = m.dir.display().to_string();
     vec![
         // A rewind goes to live turns only; reading takes the retired ones too.
-        inside("ckpt-mount rewind ", strings(&["1", "2", "3"])),
-        inside("ckpt-mount rewind --dry-run ", strings(&["1", "2", "3"])),
-        inside("ckpt-mount cat ", strings(&["1", "2", &r3, "3", &r4])),
-        inside("ckpt-mount show 3", strings(&[&r3, "3"])),
+        inside("ckpt-mount rewind ", strings(&["1", "2", "3", "3.1"])),
+        inside(
+            "ckpt-mount rewind --dry-run ",
+            strings(&["1", "2", "3", "3.1"]),
+        ),
+        inside(
+            "ckpt-mount cat ",
+            strings(&["1", "2", &r3, "3", "3.1", &r4]),
+        ),
+        inside("ckpt-mount show 3", strings(&[&r3, "3", "3.1"])),
         inside(
             "ckpt-mount restore --to x ",
-            strings(&["1", "2", &r3, "3", &r4]),
+            strings(&["1", "2", &r3, "3", "3.1", &r4]),
         ),
         inside("ckpt-mount diff --stat 4", strings(&[&r4])),
         // The labels after `/` (newest first); `/fix` names the newest turn with "fix".
         inside(
             "ckpt-mount diff /",
-            strings(&["/Tests: fix them", ODD_TEXT, "/fix the build", "/mounted"]),
+            strings(&[
+                "/a step",
+                "/Tests: fix them",
+                ODD_TEXT,
+                "/fix the build",
+                "/mounted",
+            ]),
         ),
         inside("ckpt-mount diff /fix", strings(&["/fix the build"])),
         inside(
             "ckpt-mount rewind /",
-            strings(&[ODD_TEXT, "/fix the build", "/mounted"]),
+            strings(&["/a step", ODD_TEXT, "/fix the build", "/mounted"]),
         ),
         inside(
             "ckpt-mount diff 2..",
@@ -349,6 +364,7 @@ fn moment_cases(m: &common::Mounted, k: u64, elsewhere: &Path) -> Vec<MomentCase
                 "2..2",
                 &format!("2..{r3}"),
                 "2..3",
+                "2..3.1",
                 &format!("2..{r4}"),
             ]),
         ),
@@ -360,7 +376,7 @@ fn moment_cases(m: &common::Mounted, k: u64, elsewhere: &Path) -> Vec<MomentCase
         MomentCase {
             cwd: elsewhere.to_path_buf(),
             line: format!("ckpt-mount rewind --dir {dir} "),
-            want: strings(&["1", "2", "3"]),
+            want: strings(&["1", "2", "3", "3.1"]),
         },
         MomentCase {
             cwd: elsewhere.to_path_buf(),
