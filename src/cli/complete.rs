@@ -295,13 +295,18 @@ fn rows(dir: Option<PathBuf>) -> Option<Vec<MomentRow>> {
     if crate::mounts::state(&folder) != crate::mounts::MountState::Live {
         return None;
     }
+    ask_moments(&folder)
+}
+
+/// The moments the daemon of `folder` answers within [`WAIT`] a question, `None` otherwise.
+fn ask_moments(folder: &std::path::Path) -> Option<Vec<MomentRow>> {
     use crate::ipc::{Answer, Request, call_within};
-    let answer: Answer<Vec<MomentRow>> = call_within(&folder, &Request::Moments, WAIT).ok()?;
+    let answer: Answer<Vec<MomentRow>> = call_within(folder, &Request::Moments, WAIT).ok()?;
     if answer.ok {
         return answer.data;
     }
     // A daemon started by an older binary knows no `Moments`: its log has them too.
-    let log: Answer<Vec<TurnRow>> = call_within(&folder, &Request::Log, WAIT).ok()?;
+    let log: Answer<Vec<TurnRow>> = call_within(folder, &Request::Log, WAIT).ok()?;
     let rows = log.ok.then_some(log.data).flatten()?;
     Some(rows.into_iter().map(MomentRow::from).collect())
 }
@@ -638,6 +643,53 @@ mod tests {
         let offered = offers(&many, Use::Read, false, "/");
         assert_eq!(offered.len(), LABEL_OFFERS);
         assert_eq!(offered[0].value, "/label 500");
+    }
+
+    /// A daemon on the control socket of a made-up folder, answering with `answer`.
+    fn fake_daemon(
+        name: &str,
+        answer: impl Fn(crate::ipc::Request) -> crate::ipc::Response + Send + Sync + 'static,
+    ) -> PathBuf {
+        let folder = PathBuf::from(format!(
+            "/nonexistent/ckpt-complete-{name}-{}",
+            std::process::id()
+        ));
+        let listener = crate::ipc::listen(&folder).unwrap_or_else(|e| panic!("listen: {e}"));
+        // Serves until the test process ends.
+        std::thread::spawn(move || crate::ipc::serve(listener, move |req, _| answer(req).into()));
+        folder
+    }
+
+    #[test]
+    fn an_older_daemon_is_asked_its_log_and_a_busy_one_not_waited_for() {
+        use crate::ipc::{Request, Response};
+        let log_row = serde_json::json!({
+            "turn": 2, "label": "from the log", "time": 7, "created": 0, "modified": 0,
+            "deleted": 0, "bytes": 0, "programs": [], "skipped": [],
+        });
+        // A daemon started before `Moments` existed refuses it as a bad request.
+        let older = fake_daemon("older", move |req| match req {
+            Request::Log => Response::ok(&vec![log_row.clone()]),
+            _ => Response::fail("bad request: unknown variant `moments`"),
+        });
+        let rows = ask_moments(&older).unwrap_or_default();
+        assert_eq!(values(&offers(&rows, Use::Read, false, "")), ["2"]);
+        assert_eq!(rows[0].label.as_deref(), Some("from the log"));
+
+        let current = fake_daemon("current", |req| match req {
+            Request::Moments => Response::ok(&vec![row(3, Some("x"), Some(4))]),
+            _ => Response::fail("only moments"),
+        });
+        let rows = ask_moments(&current).unwrap_or_default();
+        assert_eq!(values(&offers(&rows, Use::Read, false, "")), ["3#4"]);
+
+        let busy = fake_daemon("busy", |_| {
+            std::thread::sleep(WAIT * 5);
+            Response::fail("too late")
+        });
+        let asked = std::time::Instant::now();
+        assert_eq!(ask_moments(&busy), None);
+        assert!(asked.elapsed() < WAIT * 3, "{:?}", asked.elapsed());
     }
 
     #[test]
