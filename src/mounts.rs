@@ -51,9 +51,17 @@ fn unescape(s: &str) -> String {
 
 /// Every mount of this process's mount namespace, in mount order.
 pub fn mounts() -> Vec<MountEntry> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|text| parse_mountinfo(&text))
+    std::fs::read("/proc/self/mountinfo")
+        .map(|bytes| mounts_in(&bytes))
         .unwrap_or_default()
+}
+
+/// The mounts of a mountinfo file's bytes. The kernel writes a mount point's bytes as they are
+/// (only blanks and backslashes escaped), so one that is not UTF-8 must not make the whole file
+/// unreadable: read as text, no folder was found mounted while any such mount existed, and
+/// every command (shell completion too) said none was. That one mount reads with U+FFFD.
+fn mounts_in(bytes: &[u8]) -> Vec<MountEntry> {
+    parse_mountinfo(&String::from_utf8_lossy(bytes))
 }
 
 /// The mounts a mountinfo file lists (`proc(5)`), in its order.
@@ -352,6 +360,15 @@ mod tests {
         // Another FUSE filesystem is not ours, whatever its source says.
         assert!(!m[4].is_ckpt());
         assert!(!m[5].is_ckpt());
+    }
+
+    #[test]
+    fn a_mount_point_that_is_not_utf8_hides_no_other() {
+        let table = b"48 27 0:41 / /tmp/q\xff\\040r rw - fuse.ckpt-mount /tmp/q\xff\\040r rw\n\
+50 27 0:44 / /tmp/p rw,nosuid - fuse.ckpt-mount /tmp/p rw\n";
+        let points: Vec<PathBuf> = mounts_in(table).into_iter().map(|m| m.point).collect();
+        assert_eq!(points.len(), 2, "{points:?}");
+        assert_eq!(points[1], PathBuf::from("/tmp/p"));
     }
 
     #[test]
