@@ -545,20 +545,24 @@ const CONCEPTS: &[Section] = &[
                 "turn N. For reading, a turn a rewind retired is named by its number too when no live turn has it and one rewind retired it;",
             ),
             Block::Item(
+                "`N.S`",
+                "step S of turn N: a tool call an agent's hook marked within the prompt's turn (`hooks install --steps`), or `ckpt-mount turn --step`. A rewind to it returns the folder to just before that call; `N.S#K` names a step a rewind retired;",
+            ),
+            Block::Item(
                 "`N#K`",
                 "turn N as rewind #K retired it: `log` lists it as `N  rewound #K`. `diff`, `show`, `cat` and `restore` read it without an undo (a rewind goes to live turns only; `undo` brings a retired one back);",
             ),
             Block::Item(
                 "`-K`",
-                "K turns before the current one: `-1` is the previous turn;",
+                "K turns before the current one: `-1` is the previous turn (steps are not counted);",
             ),
             Block::Item(
                 "`@TIME`",
-                "the turn current at TIME, in local time: `@10:42`, `@10:42:05` (today), `@\"2026-12-04 10:42\"`, `@2026-12-04T10:42`, `@2026-12-04` (midnight);",
+                "the turn (or step) current at TIME, in local time: `@10:42`, `@10:42:05` (today), `@\"2026-12-04 10:42\"`, `@2026-12-04T10:42`, `@2026-12-04` (midnight);",
             ),
             Block::Item(
                 "`/TEXT`",
-                "the newest turn whose label (an agent's prompt) contains TEXT, case ignored: `/fix the build`.",
+                "the newest turn or step whose label (an agent's prompt, or a step's tool call) contains TEXT, case ignored: `/fix the build`, `/npm install`.",
             ),
             Block::Para(
                 "`diff` takes a span `FROM..TO` of two of them. A spec that names no turn, or names several (`N` rewound by two rewinds), is a usage error (exit 2) that names what there is. `rewind --json` reports the spec as given (`spec`) and the turn it resolved to (`to`).",

@@ -38,6 +38,8 @@ pub enum HooksAction {
     /// Example: ckpt-mount hooks install claude-code --dry-run
     ///
     /// Example: ckpt-mount hooks install claude-code --also ~/src/lib --dry-run
+    ///
+    /// Example: ckpt-mount hooks install claude-code --steps --dry-run
     Install(HookTarget),
     /// Remove exactly what install added (a /ckpt command you edited is kept, and named)
     ///

@@ -84,6 +84,7 @@ pub enum Command {
     ///
     /// Example: ckpt-mount turn
     /// Example: ckpt-mount turn 4 -m "fix the build"
+    /// Example: ckpt-mount turn --step -m "Bash: npm install"
     /// Example: ckpt-mount turn --dir ~/src/site
     /// Example: ckpt-mount turn --label 2 "refactor the parser"
     #[command(verbatim_doc_comment)]
@@ -244,8 +245,12 @@ pub enum Command {
     /// Codex: sandbox_workspace_write.writable_roots) and the folders install --also names.
     /// `rewind N --all-folders` takes them back together, `undo --all-folders` undoes that.
     ///
+    /// With --steps, each tool call that can change files also begins a step of the prompt's
+    /// turn (5.1, 5.2, …, labelled with the call), a moment `rewind 5.2` goes back to.
+    ///
     /// Example: ckpt-mount hooks install claude-code --dry-run
     /// Example: ckpt-mount hooks install claude-code --also ~/src/lib --dry-run
+    /// Example: ckpt-mount hooks install claude-code --steps --dry-run
     #[command(verbatim_doc_comment)]
     Hooks(hooks::HooksArgs),
     /// Internal: what an agent's hook runs, with the agent's payload
