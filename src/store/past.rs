@@ -131,7 +131,16 @@ impl Past {
             *slot = pre.clone();
             if let Some(id) = pre.file_id() {
                 self.inos.insert(id.ino);
-                self.identities.insert(id, pre.clone());
+                // Only the staged record itself is replaced: an older record of the same
+                // inode through another name (a hard link written, then renamed over) stays
+                // the group's oldest, which is what its names were at the moment.
+                match self.identities.get_mut(&id) {
+                    Some(oldest @ PreImage::Staged { .. }) => *oldest = pre.clone(),
+                    Some(_) => {}
+                    None => {
+                        self.identities.insert(id, pre.clone());
+                    }
+                }
             }
         }
     }
@@ -323,6 +332,43 @@ mod tests {
             fh: None,
             btime: Some(7),
             xattrs: None,
+        }
+    }
+
+    #[test]
+    fn a_staged_name_resolved_later_keeps_its_groups_oldest_record() {
+        // `a` and `b` one inode: `a` recorded before a write, then `b` (its last name by
+        // then) renamed over, staged, and stored with the written bytes.
+        let mut written = file(9, 'w');
+        if let PreImage::File { nlink, .. } = &mut written {
+            *nlink = 1;
+        }
+        let staged = PreImage::Staged {
+            size: 1,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            ino: 9,
+            nlink: 1,
+            fh: None,
+            btime: Some(7),
+        };
+        let lines = [
+            capture(2, "a", file(9, 'o')),
+            capture(3, "b", staged),
+            Line {
+                v: 5,
+                seq: Seq::new(4),
+                time: 0,
+                rec: Record::Staged {
+                    capture: Seq::new(3),
+                    pre: written,
+                },
+            },
+        ];
+        let past = Past::from_lines(Seq::new(1), &lines);
+        for name in ["a", "b"] {
+            assert_eq!(past.recorded(&rp(name)), Some(&file(9, 'o')), "{name}");
         }
     }
 
