@@ -13,13 +13,16 @@ impl Case {
             .permissions()
             .mode()
             & 0o7777;
-        let turns = Turns::new(TurnRec {
-            tree: host.tree,
-            inos: host.inos,
-            ids: BTreeMap::new(),
-            start: 0,
-            label: Some("mounted".into()),
-        });
+        let turns = Turns::new_at(
+            key_of(Turn::new(1)),
+            TurnRec {
+                tree: host.tree,
+                inos: host.inos,
+                ids: BTreeMap::new(),
+                start: 0,
+                label: Some("mounted".into()),
+            },
+        );
         Self {
             core,
             vfs: Vfs::default(),
@@ -53,7 +56,7 @@ impl Case {
     pub(super) fn replay(&self) -> String {
         format!(
             "replay (fixture ops, current turn {}):\n    {}",
-            self.turns.current,
+            turn_of(self.turns.current),
             self.trace.join("\n    ")
         )
     }
@@ -95,10 +98,11 @@ impl Case {
         self.step += 1;
         count(op.kind(), true);
         let note = match op {
-            NextTurn(g) => format!(" // turn {}", self.turns.next_number(g)),
+            NextTurn(g) => format!(" // turn {}", turn_of(self.next_key(g))),
             _ => String::new(),
         };
-        self.trace.push(format!("{op:?},{note}"));
+        self.trace
+            .push(format!("{:?},{note}", op.map(|p| p, Literal)));
         // Every step below may change the host.
         let seen = self.seen.take();
         let before = match (&seen, op.kind()) {
@@ -113,7 +117,7 @@ impl Case {
             Redo => Some(self.undo_redo(true, seen)),
             Relabel(t, seed) => Some(self.relabel(t, seed)),
             RewindAgent(k, who, conflicts) => Some(self.rewind_agent(k, (who, conflicts), seen)),
-            NextTurn(g) => Some(self.next_turn(self.turns.next_number(g))),
+            NextTurn(g) => Some(self.next_turn(self.next_key(g))),
             RestoreAfter(back) => Some(self.op_restore(back, seen)),
             As(agent) => {
                 self.act_as(agent);

@@ -22,7 +22,7 @@ pub(super) struct Moment {
 impl Case {
     /// The case's first operation: the store created with turn 1, the folder as mounted.
     pub(super) fn with_first_moment(mut self) -> Self {
-        let tree = self.turns.start(1).tree.clone();
+        let tree = self.turns.start(key_of(Turn::new(1))).tree.clone();
         self.moments.push(Moment {
             id: 1,
             after: Some(tree),

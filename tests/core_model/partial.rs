@@ -13,7 +13,7 @@ impl Case {
         scope: rewind::Scope,
     ) -> Result<rewind::Report, Failure> {
         let req = |mode| rewind::Request::To {
-            to: Turn::new(k),
+            to: turn_of(k),
             scope: scope.clone(),
             mode,
         };

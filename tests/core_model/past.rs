@@ -13,7 +13,7 @@ impl Case {
         let store = self.fs().capturer().lock();
         let index = store.index();
         for (k, rec) in self.turns.iter() {
-            let Some(began) = index.began(Turn::new(k)) else {
+            let Some(began) = index.began(turn_of(k)) else {
                 return fail("past-tree", format!("the index has no turn {k}"));
             };
             let past = match store.past(began) {
@@ -32,7 +32,10 @@ impl Case {
             if let Some(d) = tree_diff(&rec.tree, &got, check_xattrs()) {
                 return fail(
                     "past-tree",
-                    format!(".ckpt/turns/{k} is not the folder when it began:\n{d}"),
+                    format!(
+                        ".ckpt/turns/{} is not the folder when it began:\n{d}",
+                        turn_of(k)
+                    ),
                 );
             }
         }

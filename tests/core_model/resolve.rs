@@ -263,7 +263,7 @@ impl Case {
     /// A step on the history: turns, rewinds, undo, redo, labels, actors.
     fn resolve_history(&self, g: &G) -> Option<Op> {
         Some(match *g {
-            G::NextTurn { gap } => NextTurn(gap.max(1)),
+            G::NextTurn { gap } => NextTurn(gap),
             G::Rewind { turn } => Rewind(self.turn_sel(turn)),
             G::RewindPaths { turn, entry } => {
                 let to = self.turn_sel(turn);
@@ -309,7 +309,8 @@ impl Case {
                 .xattrs(p)
                 .is_some_and(|x| x.contains_key(XNAMES[usize::from(n) % XNAMES.len()])),
             WriteHeld(..) | TruncHeld(..) | CloseHeld(..) => !self.held.is_empty(),
-            NextTurn(g) => g > 0,
+            // 0: a step, within the current turn (there is one from the mount on).
+            NextTurn(_) => true,
             Rewind(t) | RewindPaths(t, _) | Relabel(t, _) => self.turns.get(t).is_some(),
             RewindAgent(t, ..) => self.turns.get(t).is_some() && self.procs.is_some(),
             As(_) => self.procs.is_some(),

@@ -29,7 +29,7 @@ pub(super) fn run_ops(fx: &Fixture, ops: &[Op]) -> Result<(), String> {
 /// Replays a resolved operation list on case `c`.
 pub(super) fn replay_ops(mut c: Case, ops: &[Op]) -> Result<(), String> {
     for op in ops {
-        if let Err(f) = c.step(*op) {
+        if let Err(f) = c.step(op.map(|p| p, key_of_literal)) {
             return Err(format!("[{}] {}\n{}", f.kind, f.detail, c.replay()));
         }
     }

@@ -4,16 +4,17 @@ use super::*;
 
 impl Case {
     pub(super) fn next_turn(&mut self, n: u64) -> Result<(), Failure> {
-        match self.fs().begin_turn(TurnStart::new(Turn::new(n))) {
+        let turn = turn_of(n);
+        match self.fs().begin_turn(TurnStart::new(turn)) {
             Ok(true) => {}
-            Ok(false) => return fail("core-error", format!("begin_turn({n}) changed nothing")),
-            Err(e) => return fail("core-error", format!("begin_turn({n}): {e}")),
+            Ok(false) => return fail("core-error", format!("begin_turn({turn}) changed nothing")),
+            Err(e) => return fail("core-error", format!("begin_turn({turn}): {e}")),
         }
         let host = observe(&self.core.root);
         if let Some(d) = tree_diff(&self.model.snapshot(), &host.tree, true) {
             return fail(
                 "passthrough",
-                format!("beginning turn {n} changed the folder:\n{d}"),
+                format!("beginning turn {turn} changed the folder:\n{d}"),
             );
         }
         self.seen = Some(host.clone());
@@ -89,7 +90,7 @@ impl Case {
             .index()
             .turns
             .iter()
-            .map(|t| (t.turn.get(), t.label.clone()))
+            .map(|t| (key_of(t.turn), t.label.clone()))
             .collect();
         drop(store);
         let want: Vec<(u64, Option<String>)> = self
@@ -110,7 +111,7 @@ impl Case {
     pub(super) fn relabel(&mut self, k: u64, seed: u8) -> Result<(), Failure> {
         let text = String::from_utf8(content(seed)).unwrap_or_default();
         let label = (!text.is_empty()).then_some(text);
-        if let Err(e) = self.fs().relabel(Turn::new(k), label.clone()) {
+        if let Err(e) = self.fs().relabel(turn_of(k), label.clone()) {
             return fail("core-error", format!("relabel {k}: {e}"));
         }
         let host = self.seen.take().unwrap_or_else(|| observe(&self.core.root));
@@ -201,9 +202,9 @@ impl Case {
 
     pub(super) fn rewind(&mut self, k: u64, seen: Option<Observed>) -> Result<(), Failure> {
         let before = seen.unwrap_or_else(|| observe(&self.core.root));
-        let req = rewind::Request::folder(Turn::new(k));
+        let req = rewind::Request::folder(turn_of(k));
         let dry = rewind::Request::To {
-            to: Turn::new(k),
+            to: turn_of(k),
             scope: rewind::Scope::Folder,
             mode: rewind::Mode::Preview,
         };

@@ -73,10 +73,16 @@ pub struct Turns<S> {
 impl<S> Turns<S> {
     /// Turn 1 (the mount), begun with `first`.
     pub fn new(first: S) -> Self {
+        Self::new_at(1, first)
+    }
+
+    /// The first turn numbered `key` (a tier that numbers turns its own way), begun with
+    /// `first`.
+    pub fn new_at(key: u64, first: S) -> Self {
         Self {
-            starts: BTreeMap::from([(1, first)]),
-            current: 1,
-            max_used: 1,
+            starts: BTreeMap::from([(key, first)]),
+            current: key,
+            max_used: key,
         }
     }
 

@@ -85,7 +85,8 @@ pub enum Op<P = &'static str, T = u64> {
     /// that their inodes are free for the next file made.
     Settle,
     // ---- history ----
-    /// Begin the turn numbered `gap` above the highest used so far.
+    /// Begin the turn numbered `gap` above the highest used so far; in the core tier, `0`
+    /// begins the next step of the current turn (`N.S`, `tests/core_model.rs`).
     NextTurn(u8),
     /// Rewind to this turn.
     Rewind(T),

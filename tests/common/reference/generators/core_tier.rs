@@ -190,7 +190,8 @@ pub fn step() -> impl Strategy<Value = G> {
         1 => (b(), 0u8..16).prop_map(|(n, len)| G::TruncHeld { n, len }),
         1 => b().prop_map(|n| G::CloseHeld { n }),
         1 => Just(G::Forget),
-        5 => (1u8..=3).prop_map(|gap| G::NextTurn { gap }),
+        // A gap of 0 is a step within the current turn (`N.S`): one in four switches.
+        6 => (0u8..=3).prop_map(|gap| G::NextTurn { gap }),
         3 => b().prop_map(|turn| G::Rewind { turn }),
         2 => (b(), b()).prop_map(|(turn, entry)| G::RewindPaths { turn, entry }),
         2 => Just(G::Undo),
