@@ -249,6 +249,25 @@ fn property() {
     assert_trees(&before_rewind, &group);
     assert_same_tree(&outside_before, &tree(&outside.dir, true));
 
+    // And forth again: the redo re-applies the group's rewind in each folder, then its undo.
+    let redo = a.cli(&["redo", "--all-folders", "--yes"]);
+    assert!(redo.status.success(), "{}", output_text(&redo));
+    assert_trees(&at_start, &group);
+    assert_same_tree(&outside_before, &tree(&outside.dir, true));
+    let undo = b.cli(&["undo", "--all-folders", "--yes"]);
+    assert!(undo.status.success(), "{}", output_text(&undo));
+    assert_trees(&before_rewind, &group);
+    let again = a.cli(&["redo", "--all-folders", "--yes"]);
+    assert!(again.status.success(), "{}", output_text(&again));
+    assert_trees(&at_start, &group);
+    let refused = outside.cli(&["redo", "--all-folders", "--yes"]);
+    assert!(!refused.status.success(), "{}", output_text(&refused));
+    assert!(
+        output_text(&refused).contains("redo it without --all-folders"),
+        "{}",
+        output_text(&refused)
+    );
+
     // The outside folder has no turn of the prompt: it cannot lead a group rewind.
     let alone = outside.cli(&["rewind", "1", "--all-folders", "--yes"]);
     assert!(!alone.status.success());

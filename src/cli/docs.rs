@@ -527,7 +527,7 @@ const CONCEPTS: &[Section] = &[
             ),
             Block::Item(
                 "an agent's hook",
-                "an agent's own hook runs one of the above at each prompt, labelled with the prompt (see the README's integrations). An agent that works across several mounted folders (its additional directories, or those `hooks install --also` names) gets the prompt's turn in each of them, under one prompt id: `ckpt-mount rewind N --all-folders` takes all of them back to the start of that prompt after one question, and `ckpt-mount undo --all-folders` undoes that rewind in each.",
+                "an agent's own hook runs one of the above at each prompt, labelled with the prompt (see the README's integrations). An agent that works across several mounted folders (its additional directories, or those `hooks install --also` names) gets the prompt's turn in each of them, under one prompt id: `ckpt-mount rewind N --all-folders` takes all of them back to the start of that prompt after one question, `ckpt-mount undo --all-folders` undoes that rewind in each, and `ckpt-mount redo --all-folders` redoes it.",
             ),
             Block::Para(
                 "N must be greater than the current turn (numbers may be skipped) and at most 4294967295 (2^32-1, which leaves room for a turn a second for 136 years); asking for the current number again changes nothing. After `ckpt-mount rewind N`, turn N is current again with nothing captured in it yet, and the turns after it leave the history; `ckpt-mount rewind --undo` brings back the state from just before the last rewind.",

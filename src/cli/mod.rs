@@ -136,7 +136,7 @@ pub enum Command {
     /// Example: ckpt-mount redo --dry-run
     /// Example: ckpt-mount redo
     #[command(verbatim_doc_comment)]
-    Redo(ops::UndoArgs),
+    Redo(ops::RedoCommandArgs),
     /// List turns as each ended: when, paths created/modified/deleted, bytes captured, who changed them, label
     ///
     /// Example: ckpt-mount log

@@ -246,17 +246,32 @@ pub struct UndoCommandArgs {
     pub all_folders: bool,
 }
 
+/// `ckpt-mount redo`.
+#[derive(Debug, Args)]
+pub struct RedoCommandArgs {
+    #[command(flatten)]
+    pub run: UndoArgs,
+    /// Redo too, in every other mounted folder, the rewind that `undo --all-folders` undid
+    /// with this folder's (a folder whose next redo is not that rewind is left alone, and said
+    /// so)
+    #[arg(long)]
+    pub all_folders: bool,
+}
+
 /// Runs `undo`.
 pub fn undo(a: UndoCommandArgs) -> CliResult {
     if a.all_folders {
-        return super::together::undo(&a.run);
+        return super::together::revert(&a.run, Step::Undo);
     }
     change(a.run, Step::Undo)
 }
 
 /// Runs `redo`.
-pub fn redo(a: UndoArgs) -> CliResult {
-    change(a, Step::Redo)
+pub fn redo(a: RedoCommandArgs) -> CliResult {
+    if a.all_folders {
+        return super::together::revert(&a.run, Step::Redo);
+    }
+    change(a.run, Step::Redo)
 }
 
 /// Runs `undo`, `redo` or `op restore` (`step`): previewed and asked on a terminal, as a rewind.

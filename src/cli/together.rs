@@ -1,4 +1,4 @@
-//! `rewind N --all-folders` and `undo --all-folders`: an agent working across several mounted
+//! `rewind N --all-folders`, `undo --all-folders` and `redo --all-folders`: an agent working across several mounted
 //! folders has each prompt begin a turn in all of them at once, under one prompt id (the turn
 //! record's `conversation.prompt_id`); these take all of them back to that prompt together,
 //! and undo that together. Every folder's plan is shown and asked about once; then each folder
@@ -52,10 +52,10 @@ struct Member {
     run: Run,
 }
 
-/// A member's run: a rewind, or an undo.
+/// A member's run: a rewind, or an undo or redo of one.
 enum Run {
     Rewind(Box<Rewinder>),
-    Undo(Box<Held>),
+    Revert(Step, Box<Held>),
 }
 
 impl Member {
@@ -64,8 +64,8 @@ impl Member {
         let keep_going = (!dry_run).then(|| {
             let running = match &self.run {
                 Run::Rewind(r) => r.running(),
-                Run::Undo(h) => {
-                    super::interrupt::Running::new(Step::Undo.word(), &self.folder, h.in_daemon())
+                Run::Revert(step, h) => {
+                    super::interrupt::Running::new(step.word(), &self.folder, h.in_daemon())
                 }
             };
             super::interrupt::KeepGoing::start(running, indicatif::ProgressBar::hidden())
@@ -75,7 +75,7 @@ impl Member {
                 Ok(a) => a.report.ok_or_else(|| a.error.unwrap_or_default()),
                 Err(e) => Err(e.message),
             },
-            Run::Undo(h) => h.run(Step::Undo, dry_run).map_err(|e| e.message),
+            Run::Revert(step, h) => h.run(*step, dry_run).map_err(|e| e.message),
         };
         drop(keep_going);
         out
@@ -158,17 +158,20 @@ pub fn rewind(a: &RewindArgs) -> CliResult {
     })
 }
 
-/// Runs `undo --all-folders`.
-pub fn undo(a: &super::ops::UndoArgs) -> CliResult {
+/// Runs `undo --all-folders` or `redo --all-folders` (`step`): the group's rewind, found in
+/// this folder as the operation `step` acts on next, undone or redone in every folder whose
+/// next one is that prompt's rewind too.
+pub fn revert(a: &super::ops::UndoArgs, step: Step) -> CliResult {
     let t = super::target(a.dir.clone())?;
     let this = folder_of(&t).to_path_buf();
     let (ops, rows) = ops_and_rows(&t)?;
-    let last = ops.iter().find(|o| o.next_undo);
-    let id = last.and_then(|op| prompt_of_rewind(op, &rows));
+    let next = ops.iter().find(|o| is_next(o, step));
+    let id = next.and_then(|op| prompt_of(op, &rows, step));
     let Some(id) = id else {
-        let what = last.map_or("none".to_string(), |o| format!("#{} {}", o.id, o.text));
+        let what = next.map_or("none".to_string(), |o| format!("#{} {}", o.id, o.text));
+        let word = step.word();
         return Err(CliError::fail(format!(
-            "the last operation here ({what}) is not a rewind to a prompt of several folders: undo it without --all-folders"
+            "the operation {word} takes next here ({what}) is not a rewind to a prompt of several folders: {word} it without --all-folders"
         )));
     };
     let listed = rows
@@ -182,16 +185,16 @@ pub fn undo(a: &super::ops::UndoArgs) -> CliResult {
         members: vec![Member {
             folder: this.clone(),
             turn: None,
-            run: Run::Undo(Box::new(Held::open(t)?)),
+            run: Run::Revert(step, Box::new(Held::open(t)?)),
         }],
         left_alone: Vec::new(),
     };
-    for (folder, found) in others(&this, &listed, |f| rewind_of_prompt(f, &id)) {
+    for (folder, found) in others(&this, &listed, |f| rewind_of_prompt(f, &id, step)) {
         match found {
             Ok(()) => group.members.push(Member {
                 folder: folder.clone(),
                 turn: None,
-                run: Run::Undo(Box::new(Held::open(Target::Mounted(folder))?)),
+                run: Run::Revert(step, Box::new(Held::open(Target::Mounted(folder))?)),
             }),
             Err(why) => group.left_alone.push((folder, why)),
         }
@@ -203,6 +206,30 @@ pub fn undo(a: &super::ops::UndoArgs) -> CliResult {
         verbose: a.verbose,
     };
     go(group, &opts, |_, _| {})
+}
+
+/// Whether `op` is the one `step` (undo or redo) acts on next.
+fn is_next(op: &OpRow, step: Step) -> bool {
+    match step {
+        Step::Redo => op.next_redo,
+        _ => op.next_undo,
+    }
+}
+
+/// The prompt id of the rewind `op` that `step` acts on: an undo takes back a rewind in
+/// effect (its target's turn is among those it retired), a redo re-applies one undone (its
+/// target's turn is live again).
+fn prompt_of(op: &OpRow, rows: &[TurnRow], step: Step) -> Option<String> {
+    match step {
+        Step::Redo => {
+            let to = op.to.filter(|_| op.kind == "rewind")?;
+            rows.iter()
+                .find(|r| r.rewound_by.is_none() && r.turn == to)
+                .and_then(|r| r.conversation.as_ref())
+                .and_then(|c| c.prompt_id.clone())
+        }
+        _ => prompt_of_rewind(op, rows),
+    }
 }
 
 /// The folder a target names.
@@ -289,13 +316,13 @@ fn turn_of_prompt(folder: &Path, id: &str) -> Found<Turn> {
     }
 }
 
-/// `Ok` when the operation `undo` takes back next in `folder` is a rewind to a turn of prompt
-/// `id`, else why not.
-fn rewind_of_prompt(folder: &Path, id: &str) -> Found<()> {
+/// `Ok` when the operation `step` (undo or redo) acts on next in `folder` is a rewind to a
+/// turn of prompt `id`, else why not.
+fn rewind_of_prompt(folder: &Path, id: &str, step: Step) -> Found<()> {
     let (ops, rows) = ops_and_rows(&Target::Mounted(folder.to_path_buf()))
         .map_err(|e| Miss::Unreadable(e.message))?;
-    let last = ops.iter().find(|o| o.next_undo);
-    if last.and_then(|op| prompt_of_rewind(op, &rows)).as_deref() == Some(id) {
+    let next = ops.iter().find(|o| is_next(o, step));
+    if next.and_then(|op| prompt_of(op, &rows, step)).as_deref() == Some(id) {
         return Ok(());
     }
     let has = rows.iter().any(|r| {
@@ -306,12 +333,14 @@ fn rewind_of_prompt(folder: &Path, id: &str) -> Found<()> {
     if !has {
         return Err(Miss::Nothing);
     }
-    Err(Miss::Why(match last {
+    Err(Miss::Why(match next {
         Some(op) => format!(
-            "its last operation (#{} {}) is not the rewind to this prompt",
-            op.id, op.text
+            "the operation {} takes next there (#{} {}) is not the rewind to this prompt",
+            step.word(),
+            op.id,
+            op.text
         ),
-        None => "it has nothing to undo".into(),
+        None => format!("it has nothing to {}", step.word()),
     }))
 }
 

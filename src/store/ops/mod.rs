@@ -527,6 +527,9 @@ pub struct OpRow {
     /// Whether `redo` re-applies this one next.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub next_redo: bool,
+    /// A rewind's target turn (`redo --all-folders` finds a group's rewind by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<crate::ids::Turn>,
 }
 
 /// The operation log `log` (the index's `ops`), newest first.
@@ -556,6 +559,10 @@ pub fn op_rows(log: &OpLog) -> Vec<OpRow> {
                 counts: o.counts,
                 next_undo: next_undo == Some(o.id),
                 next_redo: next_redo == Some(o.id),
+                to: match &o.what {
+                    OpWhat::Rewind { to, .. } => Some(*to),
+                    _ => None,
+                },
             }
         })
         .collect()
