@@ -3,14 +3,15 @@
 //! compared with a snapshot of the folder taken when the turn began (bytes, modes, symlinks,
 //! hard-link groups, extended attributes), again after the live folder changed more (by
 //! `sed -i`, `rm -rf`, `mv`, a rewind), and a read through a descriptor opened before the
-//! live file changed still gives the moment's bytes. Every write fails with `EROFS`, and the
-//! live folder is untouched by all of it.
+//! live file changed, or read from before it changed, still gives the moment's bytes. Every
+//! write fails with `EROFS`, and the live folder is untouched by all of it.
 
 mod common;
 use common::output_text as text;
 use common::{Mounted, Node, assert_same_tree, tree};
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Output;
 
@@ -161,6 +162,28 @@ fn the_trees_of_every_turn_are_the_folder_as_it_was() {
         got, "#!/bin/sh\n",
         "the moment's bytes, though the live file changed"
     );
+
+    // Reads of a tree's file while nothing is recorded skip their check; then the live file
+    // changes where the kernel has cached nothing of the tree's file: the next read still
+    // gives the moment's bytes (the change's record moved the journal's count first).
+    m.sh("head -c 8000000 /dev/zero | tr '\\0' a > wide");
+    ok(m.cli(&["turn", "5"]));
+    let wide = std::fs::File::open(turns.join("5/wide")).expect("open wide");
+    let at = |offset: u64| {
+        let mut buf = [0u8; 8];
+        wide.read_exact_at(&mut buf, offset).expect("read wide");
+        buf
+    };
+    assert_eq!(at(0), *b"aaaaaaaa");
+    assert_eq!(at(4_000_000), *b"aaaaaaaa");
+    m.sh("printf bbbbbbbb | dd of=wide bs=1 seek=7000000 conv=notrunc 2>/dev/null");
+    assert_eq!(m.sh("tail -c 1000000 wide | head -c 8"), "bbbbbbbb");
+    assert_eq!(
+        at(7_000_000),
+        *b"aaaaaaaa",
+        "the moment's bytes after a live write, past reads that were not checked"
+    );
+    drop(wide);
 
     // The live folder changes more, and a rewind retires turns: every tree stays as it was,
     // the retired ones under the name `log` gives them.

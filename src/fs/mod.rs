@@ -205,10 +205,11 @@ impl CkptFs {
     /// A core over the folder behind `root` (an `O_PATH` directory descriptor) and its store.
     pub fn new(root: OwnedFd, capture: Capturer, config: FsConfig) -> FsResult<Self> {
         let st = sys::fstat(root.as_fd())?;
+        let changes = Arc::clone(capture.lock().changes());
         Ok(Self {
             host: HostFs::new(root, &st, capture, config),
             control: ControlFs::new(&st),
-            past: pastfs::PastFs::new(&st),
+            past: pastfs::PastFs::new(&st, changes),
             turns: Turns::new(),
         })
     }

@@ -15,13 +15,15 @@
 //! Every change is refused with `EROFS`. A read of a file the folder still holds as it was is
 //! checked after it reads: a record of the path written meanwhile (the live file changed while
 //! it was read) sends the read to that record instead, so what a read returns is always the
-//! moment's bytes.
+//! moment's bytes. The check looks at the tree only when the journal changed since the handle
+//! was last checked ([`JournalChanges`]): a read with nothing recorded since needs no lock.
 
 use super::attrs::ts;
 use super::{DirItem, Entry, FsResult, HostFs, XattrReply};
 use crate::ids::{Epoch, Fh, NodeId, Seq};
 use crate::past_tree::{Tree, Was};
 use crate::relpath::RelPath;
+use crate::store::JournalChanges;
 use crate::store::journal::PreImage;
 use crate::store::past::Past;
 use crate::sync::Mutex;
@@ -103,6 +105,8 @@ enum Source {
         fd: OwnedFd,
         view: View,
         path: RelPath,
+        /// The journal's count of changes when the tree last said the path was the folder's.
+        checked: u64,
     },
 }
 
@@ -123,12 +127,15 @@ pub(super) struct PastFs {
     pasts: Mutex<HashMap<View, Arc<Mutex<Past>>>>,
     handles: Mutex<HashMap<Fh, Arc<Mutex<Source>>>>,
     next_fh: AtomicU64,
+    /// The store's count of journal changes (the same store all along: a prune rewrites its
+    /// journal, not the store).
+    changes: Arc<JournalChanges>,
     uid: u32,
     gid: u32,
 }
 
 impl PastFs {
-    pub(super) fn new(root: &libc::stat) -> Self {
+    pub(super) fn new(root: &libc::stat, changes: Arc<JournalChanges>) -> Self {
         Self {
             last_listing: Mutex::leaf(None),
             nodes: Mutex::leaf(Nodes {
@@ -138,6 +145,7 @@ impl PastFs {
             pasts: Mutex::leaf(HashMap::new()),
             handles: Mutex::leaf(HashMap::new()),
             next_fh: AtomicU64::new(PAST_BASE),
+            changes,
             uid: root.st_uid,
             gid: root.st_gid,
         }
@@ -168,7 +176,19 @@ impl PastFs {
         view: View,
         f: impl FnOnce(&Tree<'_>) -> FsResult<R>,
     ) -> FsResult<R> {
+        self.with_tree_counted(host, view, f).map(|(r, _)| r)
+    }
+
+    /// [`Self::with_tree`], with the journal's count of changes the tree reflects (read under
+    /// the same hold of the store lock, so it counts no record the tree does not show).
+    fn with_tree_counted<R>(
+        &self,
+        host: &HostFs,
+        view: View,
+        f: impl FnOnce(&Tree<'_>) -> FsResult<R>,
+    ) -> FsResult<(R, u64)> {
         let store = host.capture.lock();
+        let count = store.changes().count();
         if store.epoch() != view.epoch {
             // The journal was rewritten (a prune): the view's nodes name nothing now.
             return Err(Errno(libc::ESTALE).into());
@@ -197,7 +217,14 @@ impl PastFs {
             index: store.index(),
             root: host.root.as_fd(),
         };
-        f(&tree)
+        Ok((f(&tree)?, count))
+    }
+
+    /// What stood at `rel` in `view`, and the count of the journal's changes it reflects.
+    fn entry_counted(&self, host: &HostFs, view: View, rel: &RelPath) -> FsResult<(Was, u64)> {
+        self.with_tree_counted(host, view, |t| {
+            Ok(t.entry(rel)?.ok_or(Errno(libc::ENOENT))?)
+        })
     }
 
     fn node(&self, node: NodeId) -> FsResult<(Key, Option<RelPath>)> {
@@ -322,18 +349,27 @@ impl PastFs {
 
     /// What `node` is now, as its moment had it.
     fn was(&self, host: &HostFs, node: NodeId) -> FsResult<(View, Option<RelPath>, Was)> {
+        self.was_counted(host, node)
+            .map(|(view, path, was, _)| (view, path, was))
+    }
+
+    /// [`Self::was`], with the journal's count of changes it reflects (the moment's root,
+    /// which needs no past, counts 0: it is never opened).
+    fn was_counted(
+        &self,
+        host: &HostFs,
+        node: NodeId,
+    ) -> FsResult<(View, Option<RelPath>, Was, u64)> {
         let (key, path) = self.node(node)?;
         let view = match key {
             Key::Path(v, _) | Key::Ino(v, _) => v,
         };
-        let was = match &path {
+        let (was, count) = match &path {
             // The moment's root is the folder's: its past is not needed.
-            None => root_was(host.root.as_fd())?,
-            Some(rel) => self.with_tree(host, view, |t| {
-                Ok(t.entry(rel)?.ok_or(Errno(libc::ENOENT))?)
-            })?,
+            None => (root_was(host.root.as_fd())?, 0),
+            Some(rel) => self.entry_counted(host, view, rel)?,
         };
-        Ok((view, path, was))
+        Ok((view, path, was, count))
     }
 
     /// `getattr`.
@@ -460,7 +496,9 @@ impl PastFs {
         if node == PAST_TURNS {
             return Err(Errno(libc::EISDIR).into());
         }
-        let (view, path, was) = self.was(host, node)?;
+        // The count is the tree's when it found the path: a change recorded between that and
+        // the open below (the path swapped for another file) makes the first read check.
+        let (view, path, was, checked) = self.was_counted(host, node)?;
         let source = match (was, path) {
             (Was::Recorded(pre), _) => self.stored(host, &pre)?,
             (Was::Folder(st), Some(rel)) if st.st_mode & libc::S_IFMT == libc::S_IFREG => {
@@ -474,6 +512,7 @@ impl PastFs {
                     fd,
                     view,
                     path: rel,
+                    checked,
                 }
             }
             (Was::Folder(_), _) => return Err(Errno(libc::EISDIR).into()),
@@ -520,6 +559,7 @@ impl PastFs {
             let source = handle.lock();
             let data = read_at(&source, offset, size)?;
             let folder = match &*source {
+                Source::Folder { checked, .. } if self.nothing_recorded_since(*checked) => None,
                 Source::Folder { view, path, .. } => Some((*view, path.clone())),
                 _ => None,
             };
@@ -530,16 +570,41 @@ impl PastFs {
         };
         // Checked after the read: a record of the path written meanwhile means the live file
         // changed; the moment's bytes are that record's.
-        match self.with_tree(host, view, |t| Ok(t.entry(&path)?))? {
-            Some(Was::Folder(_)) => Ok(data),
-            Some(Was::Recorded(pre)) => {
+        match self.with_tree_counted(host, view, |t| Ok(t.entry(&path)?))? {
+            (Some(Was::Folder(_)), count) => {
+                if let Source::Folder { checked, .. } = &mut *handle.lock() {
+                    // A read racing this one may have checked a later count: keep the later.
+                    *checked = count.max(*checked);
+                }
+                Ok(data)
+            }
+            (Some(Was::Recorded(pre)), _) => {
                 let stored = self.stored(host, &pre)?;
                 let data = read_at(&stored, offset, size)?;
                 *handle.lock() = stored;
                 Ok(data)
             }
-            None => Err(Errno(libc::EIO).into()),
+            (None, _) => Err(Errno(libc::EIO).into()),
         }
+    }
+
+    /// Whether nothing was recorded since the journal counted `checked` changes (when the tree
+    /// last found the path unrecorded), asked right after a read of the folder's file: then
+    /// the bytes read are the moment's and the tree need not be asked again.
+    ///
+    /// Exact, by order. The folder's file changes only after a record of it (or of another
+    /// name of its inode) is in the journal: a capture, or the save of a rewind, is appended
+    /// before the change it guards. The store counts the append after writing the record and
+    /// before returning to the code that then changes the file (`Store::write_batch`), so the
+    /// count moves before any byte changes; counting after the change (say, when the lock is
+    /// let go) would let a read see new bytes with the old count. Here the fence keeps the
+    /// count from being loaded before the read's bytes were: a read that saw a changed byte
+    /// loads a count past `checked` and asks the tree, under the store lock, which shows the
+    /// record. A read that loads `checked` saw only bytes the path had before any record
+    /// since the check, which found it unrecorded: the moment's.
+    fn nothing_recorded_since(&self, checked: u64) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.changes.count() == checked
     }
 
     /// `release`.

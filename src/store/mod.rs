@@ -93,6 +93,30 @@ pub struct Store {
     /// Bumped whenever the journal is rewritten (prune renumbers every seq): a staged
     /// pre-image handed to the stager names its capture by `(epoch, seq)`.
     epoch: Epoch,
+    /// Counts every change of the journal, for readers that must not take the store lock.
+    changes: std::sync::Arc<JournalChanges>,
+}
+
+/// How many times the journal changed (a batch appended, a tail cut back, the whole rewritten),
+/// read without the store lock: a reader that saw one count under the lock and sees the same
+/// count later knows nothing was recorded in between (`.ckpt/turns/` skips its check of a
+/// read so). Only the store bumps it, under its lock, right after the change is in the journal
+/// and the index, and before the store is unlocked: every change of the folder comes after
+/// the record that guards it, so a changed byte of the folder comes after its bump.
+#[derive(Debug, Default)]
+pub struct JournalChanges(std::sync::atomic::AtomicU64);
+
+impl JournalChanges {
+    /// The count now. Sequentially consistent, as the bump is: a reader that fences after
+    /// reading a file's bytes and then loads this sees every bump made before the bytes it
+    /// read were written.
+    pub fn count(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn bump(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Creates (when missing) and opens the store's `staged/` directory in the store directory
@@ -249,6 +273,7 @@ impl Store {
             staged,
             dev,
             epoch: Epoch::new(0),
+            changes: std::sync::Arc::default(),
         };
         if store.index.turns.is_empty() {
             store.append(Record::Turn {
@@ -270,6 +295,11 @@ impl Store {
     /// The journal's numbering: changes when the journal is rewritten.
     pub fn epoch(&self) -> Epoch {
         self.epoch
+    }
+
+    /// The count of the journal's changes, to read without this lock ([`JournalChanges`]).
+    pub fn changes(&self) -> &std::sync::Arc<JournalChanges> {
+        &self.changes
     }
 
     /// The device the store is on.
@@ -357,6 +387,11 @@ impl Store {
         for line in lines.drain(..) {
             self.index.apply(&line);
         }
+        // Counted once the lines are in the journal and the index (a count read under the lock
+        // never counts a record the index lacks) and before returning to the caller, which
+        // changes the folder only then: a changed byte of the folder comes after its count
+        // (what `.ckpt/turns/` relies on to skip its check of a read).
+        self.changes.bump();
         Ok(())
     }
 
@@ -412,6 +447,7 @@ impl Store {
         let bytes = sys::read_to_end(self.journal.as_fd()).map_err(io("read journal"))?;
         let parsed = journal::parse(&bytes).map_err(StoreError::Journal)?;
         self.index = Index::replay(&parsed.lines);
+        self.changes.bump();
         log::info!(target: "ckpt::store", "journal cut back to seq {} after a refused operation", end.last_seq);
         Ok(())
     }

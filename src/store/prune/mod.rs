@@ -490,6 +490,7 @@ fn rewrite_journal(store: &mut Store, lines: Vec<Line>, bytes: &[u8]) -> Result<
     store.journal = journal;
     store.index = index;
     store.epoch = store.epoch.next();
+    store.changes.bump();
     Ok(())
 }
 
