@@ -11,6 +11,7 @@ use crate::store::index::Index;
 use crate::store::journal::PreImage;
 use crate::store::past::Past;
 use crate::sys::{self, Errno, SysResult};
+use crate::versions::Then;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -51,18 +52,13 @@ impl Tree<'_> {
         if rel.as_bytes().split(|b| *b == b'/').next() == Some(STORE_DIR.as_bytes()) {
             return Ok(None);
         }
-        if let Some(pre) = crate::versions::in_past(self.past, self.index, self.root, rel) {
-            return Ok((!matches!(pre, PreImage::Absent)).then_some(Was::Recorded(pre)));
-        }
-        match sys::open_beneath(
-            self.root,
-            &rel.to_cstring(),
-            libc::O_PATH | libc::O_NOFOLLOW,
-            0,
-        ) {
-            Ok(fd) => Ok(Some(Was::Folder(sys::fstat(fd.as_fd())?))),
-            Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => Ok(None),
-            Err(e) => Err(e),
+        // One open and stat of the path: what decides whether a record names it, and what the
+        // folder has there when none does.
+        match crate::versions::in_past_or_now(self.past, self.index, self.root, rel)? {
+            Then::Recorded(pre) => {
+                Ok((!matches!(pre, PreImage::Absent)).then_some(Was::Recorded(pre)))
+            }
+            Then::AsNow(st) => Ok(st.map(Was::Folder)),
         }
     }
 

@@ -9,7 +9,7 @@ use crate::relpath::RelPath;
 use crate::store::Store;
 use crate::store::blob::BlobStore;
 use crate::store::journal::{LinkTarget, PreImage};
-use crate::sys::{self, Errno};
+use crate::sys::{self, Errno, SysResult};
 use crate::xattrs::{Via, Xattr};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -224,23 +224,54 @@ pub fn in_past(
     root: BorrowedFd<'_>,
     rel: &RelPath,
 ) -> Option<PreImage> {
+    match in_past_or_now(past, index, root, rel) {
+        Ok(Then::Recorded(pre)) => Some(pre),
+        Ok(Then::AsNow(_)) | Err(_) => None,
+    }
+}
+
+/// What [`in_past_or_now`] found.
+pub enum Then {
+    /// As a record says ([`in_past`]'s `Some`).
+    Recorded(PreImage),
+    /// As the folder has it now: its `lstat` (`None`: nothing there now).
+    AsNow(Option<libc::stat>),
+}
+
+/// [`in_past`], with the folder's `lstat` of `rel` when nothing recorded it: what the hard-link
+/// test had to stat anyway, so a caller that wants it (`crate::past_tree`, on every name a
+/// tree of `.ckpt/turns/` shows) stats the path once, not twice.
+pub fn in_past_or_now(
+    past: &crate::store::past::Past,
+    index: &crate::store::index::Index,
+    root: BorrowedFd<'_>,
+    rel: &RelPath,
+) -> SysResult<Then> {
     if past.hidden_by_ancestor(rel) {
-        return Some(PreImage::Absent);
+        return Ok(Then::Recorded(PreImage::Absent));
     }
     if let Some(pre) = past.recorded(rel) {
-        return Some(pre.clone());
+        return Ok(Then::Recorded(pre.clone()));
     }
-    let fd = sys::open_beneath(root, &rel.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0).ok()?;
-    let st = sys::fstat(fd.as_fd()).ok()?;
+    let fd = match sys::open_beneath(root, &rel.to_cstring(), libc::O_PATH | libc::O_NOFOLLOW, 0) {
+        Ok(fd) => fd,
+        Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => return Ok(Then::AsNow(None)),
+        Err(e) => return Err(e),
+    };
+    let st = sys::fstat(fd.as_fd())?;
     // Another name of a recorded hard-link group holds a file a recorded pre-image names
     // (its link count may have dropped since: the other name was removed).
     let renewed = !index.renewed.is_empty();
     if st.st_mode & libc::S_IFMT == libc::S_IFDIR || !(renewed || past.may_be_recorded(st.st_ino)) {
-        return None;
+        return Ok(Then::AsNow(Some(st)));
     }
     let id = crate::identity::FileId::of_fd(fd.as_fd(), st.st_ino);
-    past.of_identity(&id, &|recorded| index.current_identity(recorded))
-        .cloned()
+    Ok(
+        match past.of_identity(&id, &|recorded| index.current_identity(recorded)) {
+            Some(pre) => Then::Recorded(pre.clone()),
+            None => Then::AsNow(Some(st)),
+        },
+    )
 }
 
 /// The version of a path no turn since changed: what stands in the folder now.
