@@ -349,7 +349,10 @@ impl Filesystem for FuseAdapter {
         match self.fs.open(ino.into(), flags.0, caller(req)) {
             Ok(fh) => match self.fs.opened_as(ino.into()) {
                 OpenedAs::Direct => reply.opened(fh.into(), FopenFlags::FOPEN_DIRECT_IO),
-                OpenedAs::Past => reply.opened(fh.into(), FopenFlags::FOPEN_KEEP_CACHE),
+                OpenedAs::Past => reply.opened(
+                    fh.into(),
+                    FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
+                ),
                 OpenedAs::Host => {
                     let f = FopenFlags::FOPEN_NOFLUSH;
                     match self.backing_for(ino.into(), fh, |fd| reply.open_backing(fd)) {
