@@ -272,12 +272,14 @@ impl PastFs {
         }
     }
 
-    /// The entry `.ckpt/turns` has in `.ckpt/`.
+    /// The entry `.ckpt/turns` has in `.ckpt/`: the name always holds the same node, so the
+    /// kernel keeps it (a path walked into a tree costs no lookup of it each time); its
+    /// attributes (the time now, for a listing that grows) are not kept.
     pub(super) fn turns_entry(&self) -> Entry {
         Entry {
             attr: self.turns_attr(),
             node: PAST_TURNS,
-            ttl: Duration::ZERO,
+            ttl: TTL,
             attr_ttl: Duration::ZERO,
         }
     }

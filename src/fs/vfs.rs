@@ -88,7 +88,13 @@ impl CkptFs {
             }
             Side::Control => self.control.lookup(parent, name),
             Side::Past => self.past.lookup(&self.host, parent, name),
-            Side::Host if is_store_name(parent, name) => Ok(self.control.entry(CTL_DIR)),
+            // The name always holds the control directory: the kernel may keep it as it keeps
+            // the folder's names (its attributes stay uncached), so a path walked into
+            // `.ckpt/turns/` (a read of every file of a tree) costs no lookup of it each time.
+            Side::Host if is_store_name(parent, name) => Ok(Entry {
+                ttl: self.host.config.ttl,
+                ..self.control.entry(CTL_DIR)
+            }),
             Side::Host => self.host.host_lookup(parent, name),
         }
     }
