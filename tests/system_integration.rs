@@ -455,7 +455,7 @@ fn the_readmes_install_for_every_user_works_as_written() {
         assert!(o.status.success(), "{line}: {}", text(&o));
         ran += 1;
     }
-    assert_eq!(ran, 4, "the README's commands changed: {block}");
+    assert_eq!(ran, 7, "the README's commands changed: {block}");
     use std::os::unix::fs::PermissionsExt;
     for (file, mode) in [
         ("usr/local/bin/ckpt-mount", 0o755),
@@ -463,6 +463,13 @@ fn the_readmes_install_for_every_user_works_as_written() {
     ] {
         let m = std::fs::metadata(root.join(file)).expect(file);
         assert_eq!(m.permissions().mode() & 0o7777, mode, "{file}");
+    }
+    for script in [
+        "usr/local/share/zsh/site-functions/_ckpt-mount",
+        "usr/share/fish/vendor_completions.d/ckpt-mount.fish",
+    ] {
+        let text = std::fs::read_to_string(root.join(script)).expect(script);
+        assert!(text.contains("__complete"), "{script} completes no moment");
     }
     let completions = root.join("usr/share/bash-completion/completions/ckpt-mount");
     let o = Command::new("bash")
