@@ -212,6 +212,67 @@ on_both_mounts!(
     every_tool_call_is_a_moment_one_step_away
 );
 
+fn a_tool_call_is_a_step_in_every_folder_of_its_prompt() {
+    let (a, b) = (Mounted::with(project), Mounted::with(project));
+    let h = home();
+    let b_dir = b.dir.canonicalize().expect("b").display().to_string();
+    ok(ckpt(
+        h.path(),
+        &[
+            "hooks",
+            "install",
+            "claude-code",
+            "--steps",
+            "--also",
+            &b_dir,
+        ],
+    ));
+    let settings = h.path().join(".claude/settings.json");
+    let tool = hook_groups(&settings, "PreToolUse");
+    let tool_hook = &tool[0].1[0];
+    assert!(
+        tool_hook.ends_with(&format!("--on tool --also {b_dir}")),
+        "{tool_hook}"
+    );
+    let prompt_hook = &hook_groups(&settings, "UserPromptSubmit")[0].1[0];
+    let cwd = a.dir.display().to_string();
+    run_hook(
+        prompt_hook,
+        &serde_json::json!({"session_id": "s2", "cwd": cwd, "prompt": "Bump both"}),
+    );
+    let before_call = [tree(&a.dir, true), tree(&b.dir, true)];
+    run_hook(
+        tool_hook,
+        &serde_json::json!({"session_id": "s2", "cwd": cwd, "tool_name": "Bash",
+            "tool_input": {"command": "sed -i s/1/2/ src/lib.rs ../b/src/lib.rs"}}),
+    );
+    for m in [&a, &b] {
+        m.sh("sed -i 's/1/2/' src/lib.rs && rm .env && mkdir -p out && echo x > out/y");
+        let listed = listed(m);
+        assert_eq!(
+            listed.last(),
+            Some(&(
+                "2.1".to_string(),
+                "Bash: sed -i s/1/2/ src/lib.rs ../b/src/lib.rs".to_string()
+            )),
+            "{listed:?}"
+        );
+    }
+    // The call's steps share one id, so one rewind takes both folders back to just before it.
+    ok(a.cli(&["rewind", "2.1", "--all-folders", "--yes"]));
+    assert_eq!([tree(&a.dir, true), tree(&b.dir, true)], before_call);
+    ok(b.cli(&["undo", "--all-folders", "--yes"]));
+    assert_eq!(a.sh("cat out/y"), "x\n");
+    assert_eq!(b.sh("cat out/y"), "x\n");
+}
+
+on_both_mounts!(
+    /// A tool call's step in each folder of the prompt, rewound together, on root's mount.
+    a_tool_call_is_a_step_in_every_folder_on_roots_mount,
+    a_tool_call_is_a_step_in_every_folder_on_a_users_mount,
+    a_tool_call_is_a_step_in_every_folder_of_its_prompt
+);
+
 fn a_step_begins_only_within_the_current_turn() {
     let m = Mounted::with(|d| std::fs::write(d.join("f"), "a\n").expect("f"));
     let write = |text: &str| std::fs::write(m.path(".ckpt/turn"), text);
