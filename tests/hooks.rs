@@ -829,6 +829,37 @@ fn the_claude_code_script_in_mount_scripts_still_works() {
     assert_eq!(labels(&m), vec!["mounted", "Make the header blue"]);
 }
 
+/// The command `ckpt-aider` gives aider to run whenever it waits for input, as aider runs
+/// it (`sh -c`, in the folder), after another agent's hook began a step: the next turn begins.
+fn the_aider_scripts_command_begins_the_next_turn_after_a_step() {
+    let m = Mounted::with(|d| std::fs::write(d.join("f"), "a\n").expect("f"));
+    std::fs::write(m.path(".ckpt/turn"), "2\n").expect("turn 2");
+    std::fs::write(m.path(".ckpt/turn"), "2.1\n").expect("step 2.1");
+    let script = std::fs::read_to_string(script("aider/ckpt-aider")).expect("ckpt-aider");
+    // The double-quoted argument of --notifications-command, as bash expands it.
+    let quoted = script
+        .split("--notifications-command \"")
+        .nth(1)
+        .and_then(|rest| rest.split("\" \"$@\"").next())
+        .expect("the notifications command");
+    let command = quoted.replace("\\$", "$").replace("$bin", bin());
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(&command)
+        .current_dir(&m.dir)
+        .output()
+        .expect("sh");
+    assert!(o.status.success(), "{command}: {}", text(&o));
+    assert_eq!(current_turn(&m), "3\n", "{command}");
+}
+
+on_both_mounts!(
+    /// On root's mount.
+    the_aider_scripts_command_begins_the_next_turn_after_a_step_on_roots_mount,
+    the_aider_scripts_command_begins_the_next_turn_after_a_step_on_a_users_mount,
+    the_aider_scripts_command_begins_the_next_turn_after_a_step
+);
+
 #[test]
 fn the_codex_notify_program_uses_the_payloads_cwd_and_logs_failures() {
     if !require_fuse() {
