@@ -151,7 +151,7 @@ pub fn run(a: HooksArgs) -> CliResult {
             .add(
                 agent.event(),
                 settings::Group {
-                    entry: entry(agent, &command),
+                    entry: entry(agent, &command, "ckpt-mount-turn"),
                     matcher: None,
                 },
                 &is_ours,
@@ -274,7 +274,7 @@ fn change_steps(
     Ok(match want {
         Steps::On => {
             let group = settings::Group {
-                entry: steps::entry(agent, command),
+                entry: entry(agent, command, "ckpt-mount-step"),
                 matcher: Some(steps::matcher(agent)),
             };
             match doc
@@ -429,15 +429,11 @@ fn settings_path(agent: Agent, project: Option<&Path>) -> Result<PathBuf, CliErr
     Ok(dir.join(file))
 }
 
-/// The hook entry for the agent's settings.
-fn entry(agent: Agent, command: &str) -> Json {
+/// The hook entry for the agent's settings; `name` is what Gemini CLI lists it as.
+fn entry(agent: Agent, command: &str, name: &str) -> Json {
     match agent {
         // Gemini CLI names hooks, for `/hooks enable|disable NAME`.
-        Agent::Gemini => Json::object(&[
-            ("name", "ckpt-mount-turn"),
-            ("type", "command"),
-            ("command", command),
-        ]),
+        Agent::Gemini => Json::object(&[("name", name), ("type", "command"), ("command", command)]),
         _ => Json::object(&[("type", "command"), ("command", command)]),
     }
 }
@@ -445,17 +441,23 @@ fn entry(agent: Agent, command: &str) -> Json {
 /// Whether a hook command runs `ckpt-mount hook AGENT` (whichever copy of the binary): the
 /// entry install adds, and the one uninstall removes.
 fn runs_our_hook(command: &str, agent: Agent) -> bool {
+    runs_ckpt_mount_with(command, &["hook", agent.arg()])
+}
+
+/// Whether a hook command runs `ckpt-mount` (whichever copy) with the words `ours`, then only
+/// `--also DIR` pairs: the prompt hook and the tool hook (`steps.rs`) are told apart so.
+fn runs_ckpt_mount_with(command: &str, ours: &[&str]) -> bool {
     let Some((program, rest)) = first_word(command) else {
         return false;
     };
     let Some(words) = words(rest) else {
         return false;
     };
-    let also = words.get(2..).unwrap_or_default();
+    let also = words.get(ours.len()..).unwrap_or_default();
     Path::new(&program)
         .file_name()
         .is_some_and(|n| n == "ckpt-mount")
-        && words.get(..2).is_some_and(|w| w == ["hook", agent.arg()])
+        && words.get(..ours.len()).is_some_and(|w| w == ours)
         && also.len() % 2 == 0
         && also.chunks(2).all(|pair| pair[0] == "--also")
 }

@@ -239,8 +239,8 @@ mod tests {
         e.str_of("command") == Some("ours")
     }
 
-    fn group(entry: &Json) -> crate::cli::hooks::settings::Group<'static> {
-        crate::cli::hooks::settings::Group {
+    fn group(entry: &Json) -> super::super::settings::Group<'static> {
+        super::super::settings::Group {
             entry: entry.clone(),
             matcher: None,
         }

@@ -410,6 +410,14 @@ pub fn write(path: &Path, text: &str) -> Result<(), SettingsError> {
 mod tests {
     use super::*;
 
+    /// `entry` in a group of its own, with no matcher (a prompt hook).
+    fn plain(entry: Json) -> Group<'static> {
+        Group {
+            entry,
+            matcher: None,
+        }
+    }
+
     fn parse(s: &str) -> Json {
         serde_json::from_str(s).expect("json")
     }
@@ -434,46 +442,18 @@ mod tests {
         let mut v = original.clone();
         let p = Path::new("s.json");
         assert_eq!(
-            add(
-                &mut v,
-                "UserPromptSubmit",
-                Group {
-                    entry: entry.clone(),
-                    matcher: None,
-                },
-                &ours,
-                p,
-            ),
+            add(&mut v, "UserPromptSubmit", plain(entry.clone()), &ours, p),
             Ok(Added::Appended)
         );
         assert_eq!(
-            add(
-                &mut v,
-                "UserPromptSubmit",
-                Group {
-                    entry: entry.clone(),
-                    matcher: None,
-                },
-                &ours,
-                p,
-            ),
+            add(&mut v, "UserPromptSubmit", plain(entry.clone()), &ours, p),
             Ok(Added::AlreadyThere)
         );
         assert_eq!(commands(&v, "UserPromptSubmit"), vec!["theirs", "ours"]);
         assert_eq!(remove(&mut v, "UserPromptSubmit", &ours), 1);
         assert_eq!(v, original);
         let mut empty = Json::Object(Vec::new());
-        add(
-            &mut empty,
-            "BeforeAgent",
-            Group {
-                entry,
-                matcher: None,
-            },
-            &ours,
-            p,
-        )
-        .expect("add");
+        add(&mut empty, "BeforeAgent", plain(entry), &ours, p).expect("add");
         assert_eq!(remove(&mut empty, "BeforeAgent", &ours), 1);
         assert_eq!(empty, Json::Object(Vec::new()));
     }
@@ -489,10 +469,7 @@ mod tests {
                 add(
                     &mut v,
                     "UserPromptSubmit",
-                    Group {
-                        entry: entry.clone(),
-                        matcher: None,
-                    },
+                    plain(entry.clone()),
                     &ours,
                     Path::new("s")
                 )

@@ -9,8 +9,7 @@
 //! that can change files begin one (the matchers below): reads, searches and web fetches
 //! change nothing a rewind could give back.
 
-use super::settings::Json;
-use super::{Agent, first_word};
+use super::Agent;
 use crate::cli::hooks::payload::label_of;
 use serde_json::Value;
 use std::path::Path;
@@ -45,36 +44,10 @@ pub fn command(exe: &str, agent: Agent, also: &str) -> String {
     format!("{exe} {}{also}", words(agent).join(" "))
 }
 
-/// The tool hook's entry in the agent's settings.
-pub fn entry(agent: Agent, command: &str) -> Json {
-    match agent {
-        // Gemini CLI names hooks, for `/hooks enable|disable NAME`.
-        Agent::Gemini => Json::object(&[
-            ("name", "ckpt-mount-step"),
-            ("type", "command"),
-            ("command", command),
-        ]),
-        _ => Json::object(&[("type", "command"), ("command", command)]),
-    }
-}
-
 /// Whether a hook command is the tool hook `install --steps` adds (whichever copy of the
 /// binary).
 pub fn runs_our_step_hook(command: &str, agent: Agent) -> bool {
-    let Some((program, rest)) = first_word(command) else {
-        return false;
-    };
-    let Some(found) = super::words(rest) else {
-        return false;
-    };
-    let ours = words(agent);
-    let also = found.get(ours.len()..).unwrap_or_default();
-    Path::new(&program)
-        .file_name()
-        .is_some_and(|n| n == "ckpt-mount")
-        && found.get(..ours.len()).is_some_and(|w| w == ours)
-        && also.len() % 2 == 0
-        && also.chunks(2).all(|pair| pair[0] == "--also")
+    super::runs_ckpt_mount_with(command, &words(agent))
 }
 
 /// A step's label from a tool call: the tool and what it works on, cut as a prompt's label is.
