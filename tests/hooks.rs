@@ -3,72 +3,12 @@
 //! with a recorded payload against a real mount, and the scripts in mount-scripts/.
 
 mod common;
+use common::agents::{ckpt, ckpt_env, home, hook_commands, run_hook_command};
 use common::mount_script as script;
 use common::output_text as text;
 use common::{Mounted, bin, require_fuse, transcript};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-/// A temporary home with nothing of the agents in it.
-fn home() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("ckpt-hooks-home-")
-        .tempdir_in("/tmp")
-        .expect("tempdir")
-}
-
-/// `ckpt-mount ARGS` with HOME set to `home` and the agents' own variables unset.
-fn ckpt(home: &Path, args: &[&str]) -> Output {
-    ckpt_env(home, args, &[])
-}
-
-fn ckpt_env(home: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut c = Command::new(bin());
-    c.args(args)
-        .env("HOME", home)
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .env_remove("CODEX_HOME")
-        .env_remove("GEMINI_CLI_HOME");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("run ckpt-mount")
-}
-
-/// Runs `command` the way the agents run a hook command (`sh -c`), with `payload` on stdin.
-fn run_hook_command(command: &str, payload: &str, env: &[(&str, &Path)]) -> Output {
-    let mut c = Command::new("sh");
-    c.arg("-c")
-        .arg(command)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let mut child = c.spawn().expect("spawn hook");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(payload.as_bytes())
-        .expect("write payload");
-    child.wait_with_output().expect("wait hook")
-}
-
-/// The hook commands of `event` in a settings file.
-fn hook_commands(settings: &Path, event: &str) -> Vec<String> {
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(settings).expect("read settings")).expect("json");
-    v["hooks"][event]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|g| g["hooks"].as_array().cloned().unwrap_or_default())
-        .filter_map(|h| h["command"].as_str().map(str::to_string))
-        .collect()
-}
+use std::process::{Command, Stdio};
 
 /// The recorded Claude Code payload, its `cwd` pointed at `cwd`.
 fn recorded_payload(cwd: &Path) -> String {

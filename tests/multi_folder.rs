@@ -7,22 +7,12 @@
 //! and on the user ckpt-ci's own mounts.
 
 mod common;
+use common::agents::ckpt;
 use common::{Mounted, Node, assert_same_tree, bin, on_a_terminal, output_text, tree};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-
-/// `ckpt-mount ARGS` with HOME set to `home`.
-fn ckpt(home: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .env("HOME", home)
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .output()
-        .expect("run ckpt-mount")
-}
 
 /// The Claude Code hook command `hooks install` wrote into the home's settings.
 fn installed_command(home: &Path) -> String {

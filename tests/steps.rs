@@ -5,11 +5,11 @@
 //! compared with a snapshot taken just before that call, so nothing else changed), `undo`.
 
 mod common;
+use common::agents::{ckpt, home, hook_groups, run_hook_command};
 use common::output_text as text;
 use common::{Mounted, bin, tree};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn ok(o: Output) -> String {
     assert!(o.status.success(), "{}", text(&o));
@@ -20,64 +20,11 @@ fn json(o: Output) -> serde_json::Value {
     serde_json::from_str(&ok(o)).expect("json")
 }
 
-/// `ckpt-mount ARGS` with HOME set to `home` and the agents' own variables unset.
-fn ckpt(home: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .env("HOME", home)
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .env_remove("CODEX_HOME")
-        .env_remove("GEMINI_CLI_HOME")
-        .output()
-        .expect("run ckpt-mount")
-}
-
-/// The hook groups of `event` in a settings file: `(matcher, commands)`.
-fn hook_groups(settings: &Path, event: &str) -> Vec<(Option<String>, Vec<String>)> {
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(settings).expect("read settings")).expect("json");
-    v["hooks"][event]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|g| {
-            let commands = g["hooks"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|h| h["command"].as_str().map(str::to_string))
-                .collect();
-            (g["matcher"].as_str().map(str::to_string), commands)
-        })
-        .collect()
-}
-
 /// Runs `command` as the agents run a hook (`sh -c`, the payload on stdin); it must succeed
 /// silently.
 fn run_hook(command: &str, payload: &serde_json::Value) {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn hook");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(payload.to_string().as_bytes())
-        .expect("payload");
-    let o = child.wait_with_output().expect("hook");
+    let o = run_hook_command(command, &payload.to_string(), &[]);
     assert!(o.status.success() && o.stdout.is_empty(), "{}", text(&o));
-}
-
-fn home() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("ckpt-steps-home-")
-        .tempdir_in("/tmp")
-        .expect("tempdir")
 }
 
 fn project(d: &Path) {

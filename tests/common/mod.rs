@@ -2,6 +2,7 @@
 //! unmounted by a drop guard even when the test panics, plus tree snapshots to compare.
 #![allow(dead_code)]
 
+pub mod agents;
 pub mod paths;
 pub mod reference;
 pub mod rng;
