@@ -81,8 +81,20 @@ fn script_file(shell: &str, dir: &Path, name: &str) -> std::path::PathBuf {
 /// Runs `program` with `args` and `input` on stdin, in a scratch HOME, under a time limit (a
 /// shell waiting for input it never gets must fail the test, not hang it).
 fn run_shell(program: &str, args: &[&str], input: &str, home: &Path) -> String {
+    spawn_shell(program, args, input, home, None).0
+}
+
+/// [`run_shell`] with PATH set to `path` when given; its stdout and stderr.
+fn spawn_shell(
+    program: &str,
+    args: &[&str],
+    input: &str,
+    home: &Path,
+    path: Option<&str>,
+) -> (String, String) {
     use std::io::Write;
-    let mut child = Command::new("timeout")
+    let mut command = Command::new("timeout");
+    command
         .arg("120")
         .arg(program)
         .args(args)
@@ -93,9 +105,11 @@ fn run_shell(program: &str, args: &[&str], input: &str, home: &Path) -> String {
         .current_dir(home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn shell");
+        .stderr(Stdio::piped());
+    if let Some(path) = path {
+        command.env("PATH", path);
+    }
+    let mut child = command.spawn().expect("spawn shell");
     child
         .stdin
         .take()
@@ -103,14 +117,16 @@ fn run_shell(program: &str, args: &[&str], input: &str, home: &Path) -> String {
         .write_all(input.as_bytes())
         .expect("write stdin");
     let out = child.wait_with_output().expect("wait shell");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
     assert!(
         out.status.success(),
-        "{program} failed ({}): {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        "{program} failed ({}): {stdout}\n{stderr}",
+        out.status
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    (stdout, stderr)
 }
 
 /// Checks every case against the offers a shell printed, `<<CASE n>>` before each case's.
@@ -393,45 +409,13 @@ fn moment_cases(m: &common::Mounted, k: u64, elsewhere: &Path) -> Vec<MomentCase
 
 /// Runs `program` in `cwd` with `input` on stdin, the binary under test first on PATH.
 fn run_shell_in(program: &str, args: &[&str], input: &str, home: &Path) -> (String, String) {
-    use std::io::Write;
     let bin_dir = Path::new(bin()).parent().expect("the binary's directory");
     let path = format!(
         "{}:{}",
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let mut child = Command::new("timeout")
-        .arg("120")
-        .arg(program)
-        .args(args)
-        .env("HOME", home)
-        .env("PATH", path)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("XDG_DATA_HOME", home.join(".local/share"))
-        .env("TERM", "dumb")
-        .current_dir(home)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn shell");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write stdin");
-    let out = child.wait_with_output().expect("wait shell");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(
-        out.status.success(),
-        "{program} failed ({}): {stdout}\n{stderr}",
-        out.status
-    );
-    (stdout, stderr)
+    spawn_shell(program, args, input, home, Some(&path))
 }
 
 /// The cases as the drivers read them: the directory, a tab, the line.
